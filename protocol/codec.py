@@ -1,0 +1,674 @@
+"""One schema, two encodings: Mesos v1 JSON and native msgpack for ``@attrs.frozen`` messages.
+
+The schema is the message classes themselves: their resolved type hints say how every field is
+encoded. Allowed field types: ``str``, ``int``, ``float``, ``bool``, ``bytes``, an ``Enum``, another
+message class, ``tuple[X, ...]``, ``dict[str, X]`` and ``X | None``. A field with a default is
+optional (missing or ``null`` → the default); a field without one is required.
+
+JSON follows stout's mapping, i.e. what Mesos itself reads and writes:
+
+* exact field names; enums by member name; ``bytes`` as standard padded base64;
+* ``None`` fields and empty repeated/map fields are omitted; an empty message is ``{}``;
+* ints are accepted where a float is declared, and so are ``"Infinity"``, ``"-Infinity"``,
+  ``"NaN"`` and numeric strings (non-finite floats are also written that way); numeric strings
+  are accepted for ints (proto3 writes int64 as strings);
+* unknown keys are ignored; an unknown enum name is dropped in an optional or repeated field and
+  an error in a required one;
+* output is ASCII-only, compact, single-line.
+
+msgpack has the same structure, but ``bytes`` stay raw and an unknown key is an error (the
+native channel is strict).
+
+Decoding is strict: the size limit is checked before parsing, then nesting depth, list, map and
+string lengths, types (a bool is not an int and an int is not a bool) and required fields. Every
+failure is a :class:`DecodeError` naming the field path, e.g.
+``accept.operations[0].launch.task_infos[1].task_id``.
+
+Speed: the encoder/decoder for a type is compiled once into a tree of closures (cached per type,
+encoding and limits) so a call never re-inspects type hints.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import enum
+import json
+import math
+import types
+import typing
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import attrs
+import msgpack
+
+__pure__ = True
+
+__all__ = [
+    "DEFAULT_LIMITS",
+    "JSON",
+    "MSGPACK",
+    "DecodeError",
+    "EncodeError",
+    "Limits",
+    "SchemaError",
+    "UnsupportedMediaType",
+    "decode",
+    "decode_json",
+    "decode_msgpack",
+    "encode",
+    "encode_json",
+    "encode_msgpack",
+    "from_builtins",
+    "to_builtins",
+]
+
+JSON = "application/json"
+MSGPACK = "application/x-msgpack"
+
+T = TypeVar("T")
+
+_Decoder = Callable[[Any, int], Any]
+_Encoder = Callable[[Any], Any]
+
+
+# --- errors and limits ----------------------------------------------------------------------
+
+
+class DecodeError(ValueError):
+    """Input that does not fit the schema. ``path`` names the field (``""`` = the whole message)."""
+
+    def __init__(self, path: str, reason: str) -> None:
+        self.path = path
+        self.reason = reason
+        super().__init__(f"{path}: {reason}" if path else reason)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (DecodeError, (self.path, self.reason))
+
+
+class EncodeError(ValueError):
+    """An object that does not fit its own schema (a bug in the caller, reported clearly)."""
+
+
+class SchemaError(TypeError):
+    """A message class uses a field type the codec does not support (a programming error)."""
+
+
+class UnsupportedMediaType(ValueError):
+    """A media type other than :data:`JSON` or :data:`MSGPACK`."""
+
+
+@attrs.frozen
+class Limits:
+    """Decoding limits. ``max_bytes`` is checked before anything is parsed."""
+
+    max_bytes: int = 4 * 1024 * 1024
+    max_depth: int = 64
+    max_list_len: int = 100_000
+    max_map_len: int = 100_000
+    max_str_len: int = 1024 * 1024
+
+
+DEFAULT_LIMITS = Limits()
+
+
+class _Fail(Exception):
+    """Internal: carries the reason and collects the path (innermost first) while unwinding."""
+
+    __slots__ = ("parts", "reason")
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+        self.parts: list[str] = []
+
+
+def _path(parts: list[str]) -> str:
+    out = ""
+    for part in reversed(parts):
+        if part.startswith("["):
+            out += part
+        else:
+            out = f"{out}.{part}" if out else part
+    return out
+
+
+_DROP: Any = object()  # an unknown enum name in an optional position: leave the field out
+_MISSING: Any = object()
+_NONFINITE = {"Infinity": math.inf, "-Infinity": -math.inf, "NaN": math.nan}
+
+
+def _typename(v: Any) -> str:
+    if v is None:
+        return "null"
+    return {
+        dict: "object",
+        list: "array",
+        str: "string",
+        bool: "bool",
+        int: "integer",
+        float: "number",
+        bytes: "bytes",
+    }.get(type(v), type(v).__name__)
+
+
+# --- type forms -----------------------------------------------------------------------------
+
+
+def _is_message(tp: Any) -> bool:
+    return isinstance(tp, type) and attrs.has(tp)
+
+
+def _split_optional(tp: Any) -> tuple[Any, bool]:
+    """``X | None`` → (X, True); anything else → (tp, False)."""
+    origin = typing.get_origin(tp)
+    if origin is typing.Union or origin is types.UnionType:
+        args = [a for a in typing.get_args(tp) if a is not type(None)]
+        if len(args) != 1:
+            raise SchemaError(f"unsupported union {tp!r}: only `X | None` is allowed")
+        return args[0], True
+    return tp, False
+
+
+_hints_cache: dict[type, dict[str, Any]] = {}
+
+
+def _hints(cls: type) -> dict[str, Any]:
+    hints = _hints_cache.get(cls)
+    if hints is None:
+        try:
+            hints = typing.get_type_hints(cls)
+        except Exception as e:  # NameError etc.: the class is not a usable schema
+            raise SchemaError(f"cannot resolve type hints of {cls.__qualname__}: {e}") from e
+        _hints_cache[cls] = hints
+    return hints
+
+
+# --- decoders -------------------------------------------------------------------------------
+
+_dec_cache: dict[tuple[Any, bool, Limits], _Decoder] = {}
+
+
+def _decoder(tp: Any, binary: bool, limits: Limits) -> _Decoder:
+    key = (tp, binary, limits)
+    dec = _dec_cache.get(key)
+    if dec is None:
+        if _is_message(tp):
+            # Register a trampoline first so that recursive schemas terminate.
+            cell: list[_Decoder] = []
+
+            def trampoline(v: Any, depth: int) -> Any:
+                return cell[0](v, depth)
+
+            _dec_cache[key] = trampoline
+            try:
+                real = _compile_message_decoder(tp, binary, limits)
+            except BaseException:
+                del _dec_cache[key]
+                raise
+            cell.append(real)
+            dec = real
+        else:
+            dec = _compile_decoder(tp, binary, limits)
+        _dec_cache[key] = dec
+    return dec
+
+
+def _compile_decoder(tp: Any, binary: bool, limits: Limits) -> _Decoder:
+    inner, optional = _split_optional(tp)
+    if optional:
+        return _decoder(inner, binary, limits)
+    max_str = limits.max_str_len
+    max_list = limits.max_list_len
+    max_map = limits.max_map_len
+    max_depth = limits.max_depth
+
+    if tp is str:
+
+        def dec_str(v: Any, depth: int) -> Any:
+            if v.__class__ is not str:
+                raise _Fail(f"expected string, got {_typename(v)}")
+            if len(v) > max_str:
+                raise _Fail(f"string of {len(v)} characters exceeds the limit of {max_str}")
+            return v
+
+        return dec_str
+
+    if tp is bool:
+
+        def dec_bool(v: Any, depth: int) -> Any:
+            if v.__class__ is not bool:
+                raise _Fail(f"expected bool, got {_typename(v)}")
+            return v
+
+        return dec_bool
+
+    if tp is int:
+
+        def dec_int(v: Any, depth: int) -> Any:
+            cls = v.__class__
+            if cls is int:
+                return v
+            if not binary:
+                if cls is float and v.is_integer():
+                    return int(v)
+                if cls is str and 0 < len(v) <= 24:
+                    try:
+                        return int(v.strip(), 10)
+                    except ValueError:
+                        pass
+            raise _Fail(f"expected integer, got {_typename(v)}")
+
+        return dec_int
+
+    if tp is float:
+
+        def dec_float(v: Any, depth: int) -> Any:
+            cls = v.__class__
+            if cls is float:
+                return v
+            if cls is int:
+                try:
+                    return float(v)
+                except OverflowError:
+                    raise _Fail("integer too large for a double") from None
+            if not binary and cls is str and 0 < len(v) <= 64:
+                special = _NONFINITE.get(v)
+                if special is not None:
+                    return special
+                try:
+                    return float(v)
+                except ValueError:
+                    pass
+            raise _Fail(f"expected number, got {_typename(v)}")
+
+        return dec_float
+
+    if tp is bytes:
+        if binary:
+
+            def dec_bin(v: Any, depth: int) -> Any:
+                if v.__class__ is not bytes:
+                    raise _Fail(f"expected bytes, got {_typename(v)}")
+                if len(v) > max_str:
+                    raise _Fail(f"{len(v)} bytes exceed the limit of {max_str}")
+                return v
+
+            return dec_bin
+
+        b64decode = base64.b64decode
+
+        def dec_b64(v: Any, depth: int) -> Any:
+            if v.__class__ is not str:
+                raise _Fail(f"expected base64 string, got {_typename(v)}")
+            if len(v) > max_str:
+                raise _Fail(f"string of {len(v)} characters exceeds the limit of {max_str}")
+            try:
+                return b64decode(v, validate=True)
+            except (binascii.Error, ValueError):
+                raise _Fail("invalid base64") from None
+
+        return dec_b64
+
+    if isinstance(tp, type) and issubclass(tp, enum.Enum):
+        members = dict(tp.__members__)
+        enum_name = tp.__name__
+
+        def dec_enum(v: Any, depth: int) -> Any:
+            if v.__class__ is not str:
+                raise _Fail(f"expected {enum_name} name, got {_typename(v)}")
+            m = members.get(v)
+            if m is None:
+                return _DROP
+            return m
+
+        return dec_enum
+
+    origin = typing.get_origin(tp)
+    args = typing.get_args(tp)
+
+    if origin is tuple:
+        if len(args) != 2 or args[1] is not Ellipsis:
+            raise SchemaError(f"unsupported tuple form {tp!r}: use tuple[X, ...]")
+        item = _decoder(args[0], binary, limits)
+
+        def dec_tuple(v: Any, depth: int) -> Any:
+            if v.__class__ is not list:
+                raise _Fail(f"expected array, got {_typename(v)}")
+            if len(v) > max_list:
+                raise _Fail(f"array of {len(v)} items exceeds the limit of {max_list}")
+            if depth >= max_depth:
+                raise _Fail(f"nesting deeper than {max_depth}")
+            depth += 1
+            out = []
+            i = 0
+            try:
+                for i, x in enumerate(v):  # noqa: B007 - i is read in the handler
+                    y = item(x, depth)
+                    if y is not _DROP:
+                        out.append(y)
+            except _Fail as e:
+                e.parts.append(f"[{i}]")
+                raise
+            return tuple(out)
+
+        return dec_tuple
+
+    if origin is dict:
+        if len(args) != 2 or args[0] is not str:
+            raise SchemaError(f"unsupported dict form {tp!r}: use dict[str, X]")
+        value = _decoder(args[1], binary, limits)
+
+        def dec_dict(v: Any, depth: int) -> Any:
+            if v.__class__ is not dict:
+                raise _Fail(f"expected object, got {_typename(v)}")
+            if len(v) > max_map:
+                raise _Fail(f"object of {len(v)} entries exceeds the limit of {max_map}")
+            if depth >= max_depth:
+                raise _Fail(f"nesting deeper than {max_depth}")
+            depth += 1
+            out = {}
+            for k, x in v.items():
+                if k.__class__ is not str:
+                    raise _Fail(f"expected string keys, got {_typename(k)}")
+                try:
+                    y = value(x, depth)
+                except _Fail as e:
+                    e.parts.append(k)
+                    raise
+                if y is not _DROP:
+                    out[k] = y
+            return out
+
+        return dec_dict
+
+    raise SchemaError(f"unsupported field type {tp!r}")
+
+
+def _compile_message_decoder(cls: type, binary: bool, limits: Limits) -> _Decoder:
+    hints = _hints(cls)
+    specs: list[tuple[str, _Decoder, bool]] = []
+    for a in attrs.fields(cls):
+        if not a.init:
+            continue
+        tp = hints.get(a.name)
+        if tp is None:
+            raise SchemaError(f"{cls.__qualname__}.{a.name} has no type hint")
+        required = a.default is attrs.NOTHING
+        specs.append((a.name, _decoder(tp, binary, limits), required))
+    names = frozenset(s[0] for s in specs)
+    max_depth = limits.max_depth
+    max_map = limits.max_map_len
+    cls_name = cls.__qualname__
+    fields = tuple(specs)
+
+    def dec_message(v: Any, depth: int) -> Any:
+        if v.__class__ is not dict:
+            raise _Fail(f"expected {cls_name} object, got {_typename(v)}")
+        if depth >= max_depth:
+            raise _Fail(f"nesting deeper than {max_depth}")
+        depth += 1
+        kwargs = {}
+        seen = 0
+        for name, dec, required in fields:
+            x = v.get(name, _MISSING)
+            if x is _MISSING:
+                if required:
+                    raise _Fail(f"missing required field '{name}'")
+                continue
+            seen += 1
+            if x is None:
+                if required:
+                    raise _Fail(f"missing required field '{name}'")
+                continue
+            try:
+                y = dec(x, depth)
+            except _Fail as e:
+                e.parts.append(name)
+                raise
+            if y is _DROP:
+                if required:
+                    f = _Fail(f"unknown enum name {x!r}")
+                    f.parts.append(name)
+                    raise f
+                continue
+            kwargs[name] = y
+        if binary and seen != len(v):
+            if len(v) > max_map:
+                raise _Fail(f"object of {len(v)} entries exceeds the limit of {max_map}")
+            unknown = sorted(repr(k) for k in v if k not in names)
+            raise _Fail(f"unknown field(s) {', '.join(unknown[:5])} in {cls_name}")
+        try:
+            return cls(**kwargs)
+        except (TypeError, ValueError) as e:
+            raise _Fail(f"invalid {cls_name}: {e}") from None
+
+    return dec_message
+
+
+# --- encoders -------------------------------------------------------------------------------
+
+_enc_cache: dict[tuple[Any, bool], _Encoder] = {}
+
+
+def _identity(v: Any) -> Any:
+    return v
+
+
+def _encoder(tp: Any, binary: bool) -> _Encoder:
+    key = (tp, binary)
+    enc = _enc_cache.get(key)
+    if enc is None:
+        if _is_message(tp):
+            cell: list[_Encoder] = []
+
+            def trampoline(v: Any) -> Any:
+                return cell[0](v)
+
+            _enc_cache[key] = trampoline
+            try:
+                real = _compile_message_encoder(tp, binary)
+            except BaseException:
+                del _enc_cache[key]
+                raise
+            cell.append(real)
+            enc = real
+        else:
+            enc = _compile_encoder(tp, binary)
+        _enc_cache[key] = enc
+    return enc
+
+
+def _enc_float_json(v: Any) -> Any:
+    v = float(v)
+    if math.isfinite(v):
+        return v
+    return "NaN" if v != v else ("Infinity" if v > 0 else "-Infinity")
+
+
+def _enc_b64(v: Any) -> Any:
+    return base64.b64encode(v).decode("ascii")
+
+
+def _enc_enum(v: Any) -> Any:
+    return v.name
+
+
+def _compile_encoder(tp: Any, binary: bool) -> _Encoder:
+    inner, optional = _split_optional(tp)
+    if optional:
+        return _encoder(inner, binary)
+    if tp is str or tp is int or tp is bool:
+        return _identity
+    if tp is float:
+        return float if binary else _enc_float_json
+    if tp is bytes:
+        return _identity if binary else _enc_b64
+    if isinstance(tp, type) and issubclass(tp, enum.Enum):
+        return _enc_enum
+    origin = typing.get_origin(tp)
+    args = typing.get_args(tp)
+    if origin is tuple:
+        if len(args) != 2 or args[1] is not Ellipsis:
+            raise SchemaError(f"unsupported tuple form {tp!r}: use tuple[X, ...]")
+        item = _encoder(args[0], binary)
+        if item is _identity:
+            return list
+        return lambda v: [item(x) for x in v]
+    if origin is dict:
+        if len(args) != 2 or args[0] is not str:
+            raise SchemaError(f"unsupported dict form {tp!r}: use dict[str, X]")
+        value = _encoder(args[1], binary)
+        if value is _identity:
+            return dict
+        return lambda v: {k: value(x) for k, x in v.items()}
+    raise SchemaError(f"unsupported field type {tp!r}")
+
+
+def _compile_message_encoder(cls: type, binary: bool) -> _Encoder:
+    hints = _hints(cls)
+    specs: list[tuple[str, _Encoder | None, bool]] = []
+    for a in attrs.fields(cls):
+        tp = hints.get(a.name)
+        if tp is None:
+            raise SchemaError(f"{cls.__qualname__}.{a.name} has no type hint")
+        inner, _ = _split_optional(tp)
+        container = typing.get_origin(inner) in (tuple, dict)
+        enc = _encoder(tp, binary)
+        specs.append((a.name, None if enc is _identity else enc, container))
+    fields = tuple(specs)
+
+    def enc_message(obj: Any) -> Any:
+        out = {}
+        for name, enc, container in fields:
+            v = getattr(obj, name)
+            if v is None or (container and not v):
+                continue
+            out[name] = v if enc is None else enc(v)
+        return out
+
+    return enc_message
+
+
+# --- public API -----------------------------------------------------------------------------
+
+
+def to_builtins(obj: Any, binary: bool = False) -> Any:
+    """A message (or a tuple/list of messages) as dicts, lists and scalars for JSON/msgpack."""
+    try:
+        if isinstance(obj, (tuple, list)):
+            return [_encoder(type(x), binary)(x) for x in obj]
+        return _encoder(type(obj), binary)(obj)
+    except SchemaError:
+        raise
+    except (AttributeError, TypeError, ValueError, OverflowError) as e:
+        raise EncodeError(f"cannot encode {type(obj).__name__}: {e}") from e
+
+
+def from_builtins(cls: type[T], value: Any, binary: bool = False, limits: Limits = DEFAULT_LIMITS) -> T:
+    """Build ``cls`` (a message class or a form like ``tuple[X, ...]``) from parsed data."""
+    dec = _decoder(cls, binary, limits)
+    try:
+        out = dec(value, 0)
+    except _Fail as e:
+        raise DecodeError(_path(e.parts), e.reason) from None
+    except RecursionError:
+        raise DecodeError("", "nesting too deep") from None
+    if out is _DROP:
+        raise DecodeError("", f"unknown enum name {value!r}")
+    return typing.cast(T, out)
+
+
+def _check_size(data: bytes | bytearray | memoryview | str, limits: Limits) -> None:
+    if len(data) > limits.max_bytes:
+        raise DecodeError("", f"message of {len(data)} bytes exceeds the limit of {limits.max_bytes}")
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"invalid JSON literal {name}")
+
+
+def encode_json(obj: Any) -> bytes:
+    """Mesos v1 JSON: compact, ASCII-only, a single line."""
+    try:
+        return json.dumps(
+            to_builtins(obj, False), ensure_ascii=True, separators=(",", ":"), allow_nan=False
+        ).encode("ascii")
+    except (TypeError, ValueError) as e:
+        if isinstance(e, EncodeError):
+            raise
+        raise EncodeError(f"cannot encode {type(obj).__name__} as JSON: {e}") from e
+
+
+def decode_json(
+    cls: type[T], data: bytes | bytearray | memoryview | str, limits: Limits = DEFAULT_LIMITS
+) -> T:
+    """Parse Mesos v1 JSON into ``cls``; unknown keys are ignored. Raises only :class:`DecodeError`."""
+    _check_size(data, limits)
+    try:
+        text = data if isinstance(data, str) else bytes(data).decode("utf-8")
+        value = json.loads(text, parse_constant=_reject_constant)
+    except RecursionError:
+        raise DecodeError("", "JSON nested too deeply") from None
+    except UnicodeDecodeError as e:
+        raise DecodeError("", f"body is not UTF-8: {e.reason} at byte {e.start}") from None
+    except ValueError as e:  # JSONDecodeError, int digit limits
+        raise DecodeError("", f"invalid JSON: {e}") from None
+    except Exception as e:
+        raise DecodeError("", f"invalid JSON: {type(e).__name__}") from None
+    return from_builtins(cls, value, False, limits)
+
+
+def encode_msgpack(obj: Any) -> bytes:
+    """Native msgpack: the JSON structure with raw bytes."""
+    try:
+        return typing.cast(bytes, msgpack.packb(to_builtins(obj, True), use_bin_type=True))
+    except (TypeError, ValueError, OverflowError) as e:
+        if isinstance(e, EncodeError):
+            raise
+        raise EncodeError(f"cannot encode {type(obj).__name__} as msgpack: {e}") from e
+
+
+def decode_msgpack(cls: type[T], data: bytes | bytearray | memoryview, limits: Limits = DEFAULT_LIMITS) -> T:
+    """Parse msgpack into ``cls``; unknown keys are an error. Raises only :class:`DecodeError`."""
+    _check_size(data, limits)
+    try:
+        value = msgpack.unpackb(
+            data,
+            raw=False,
+            strict_map_key=True,
+            use_list=True,
+            max_str_len=limits.max_str_len,
+            max_bin_len=limits.max_str_len,
+            max_array_len=limits.max_list_len,
+            max_map_len=limits.max_map_len,
+            max_ext_len=0,
+        )
+    except RecursionError:
+        raise DecodeError("", "msgpack nested too deeply") from None
+    except UnicodeDecodeError as e:
+        raise DecodeError("", f"invalid UTF-8 in msgpack string: {e.reason}") from None
+    except Exception as e:  # msgpack raises ValueError subclasses, TypeError (unhashable keys), ...
+        raise DecodeError("", f"invalid msgpack: {type(e).__name__}: {e}") from None
+    return from_builtins(cls, value, True, limits)
+
+
+def encode(obj: Any, media_type: str) -> bytes:
+    """Encode for ``media_type`` (:data:`JSON` or :data:`MSGPACK`)."""
+    if media_type == JSON:
+        return encode_json(obj)
+    if media_type == MSGPACK:
+        return encode_msgpack(obj)
+    raise UnsupportedMediaType(media_type)
+
+
+def decode(
+    cls: type[T], data: bytes | bytearray | memoryview, media_type: str, limits: Limits = DEFAULT_LIMITS
+) -> T:
+    """Decode ``data`` of ``media_type`` (:data:`JSON` or :data:`MSGPACK`) into ``cls``."""
+    if media_type == JSON:
+        return decode_json(cls, data, limits)
+    if media_type == MSGPACK:
+        return decode_msgpack(cls, data, limits)
+    raise UnsupportedMediaType(media_type)

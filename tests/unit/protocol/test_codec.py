@@ -1,0 +1,308 @@
+"""protocol.codec: the Mesos JSON rules, the msgpack rules and strict decoding."""
+
+from __future__ import annotations
+
+import enum
+import json
+
+import attrs
+import msgpack
+import pytest
+
+from protocol import codec
+from protocol.codec import DecodeError, Limits, decode_json, decode_msgpack, encode_json, encode_msgpack
+from protocol.mesos_common import (
+    Label,
+    Labels,
+    Range,
+    Ranges,
+    ReservationInfo,
+    ReservationType,
+    Resource,
+    RevocableInfo,
+    Scalar,
+    ValueType,
+)
+
+
+class Color(enum.Enum):
+    RED = "RED"
+    BLUE = "BLUE"
+
+
+@attrs.frozen
+class Inner:
+    id: str
+    blob: bytes | None = None
+
+
+@attrs.frozen
+class Sample:
+    name: str
+    count: int
+    ratio: float
+    flag: bool
+    color: Color
+    maybe_color: Color | None = None
+    colors: tuple[Color, ...] = ()
+    data: bytes | None = None
+    inner: Inner | None = None
+    inners: tuple[Inner, ...] = ()
+    tags: dict[str, str] = attrs.field(factory=dict)
+    by_name: dict[str, Inner] = attrs.field(factory=dict)
+
+
+@attrs.frozen
+class Node:
+    """A recursive schema."""
+
+    name: str
+    children: tuple[Node, ...] = ()
+
+
+@attrs.frozen
+class Empty:
+    pass
+
+
+def sample() -> Sample:
+    return Sample(
+        name="héllo\nworld",
+        count=3,
+        ratio=0.5,
+        flag=False,
+        color=Color.RED,
+        maybe_color=Color.BLUE,
+        colors=(Color.RED, Color.BLUE),
+        data=b"payload",
+        inner=Inner("i", b"\x00\xff"),
+        inners=(Inner("a"), Inner("b")),
+        tags={"k": "v"},
+        by_name={"x": Inner("x")},
+    )
+
+
+def err(fn: object, *args: object) -> DecodeError:
+    with pytest.raises(DecodeError) as info:
+        fn(*args)  # type: ignore[operator]
+    return info.value
+
+
+# --- JSON shape ------------------------------------------------------------------------------
+
+
+def test_json_shape_follows_mesos_rules() -> None:
+    raw = encode_json(sample())
+    assert raw.isascii() and b"\n" not in raw and b" " not in raw
+    assert json.loads(raw) == {
+        "name": "héllo\nworld",
+        "count": 3,
+        "ratio": 0.5,
+        "flag": False,
+        "color": "RED",
+        "maybe_color": "BLUE",
+        "colors": ["RED", "BLUE"],
+        "data": "cGF5bG9hZA==",
+        "inner": {"id": "i", "blob": "AP8="},
+        "inners": [{"id": "a"}, {"id": "b"}],
+        "tags": {"k": "v"},
+        "by_name": {"x": {"id": "x"}},
+    }
+    assert decode_json(Sample, raw) == sample()
+
+
+def test_none_and_empty_are_omitted_and_empty_message_is_object() -> None:
+    assert json.loads(encode_json(Sample("n", 0, 0.0, True, Color.RED))) == {
+        "name": "n",
+        "count": 0,
+        "ratio": 0.0,
+        "flag": True,
+        "color": "RED",
+    }
+    assert encode_json(Empty()) == b"{}"
+    r = Resource(name="cpus", type=ValueType.SCALAR, scalar=Scalar(1.0), revocable=RevocableInfo())
+    assert json.loads(encode_json(r))["revocable"] == {}
+    assert decode_json(Resource, encode_json(r)).revocable == RevocableInfo()
+
+
+def test_floats_are_numbers_ints_and_strings_accepted() -> None:
+    raw = encode_json(Scalar(4))  # an int given for a float field is written as a float
+    assert raw == b'{"value":4.0}'
+    assert decode_json(Scalar, b'{"value":32}') == Scalar(32.0)
+    assert isinstance(decode_json(Scalar, b'{"value":32}').value, float)
+    assert decode_json(Scalar, b'{"value":"Infinity"}').value == float("inf")
+    assert decode_json(Scalar, b'{"value":"-Infinity"}').value == float("-inf")
+    assert decode_json(Scalar, b'{"value":"1.25"}').value == 1.25
+    assert encode_json(Scalar(float("inf"))) == b'{"value":"Infinity"}'
+    assert err(decode_json, Scalar, b'{"value":"abc"}').path == "value"
+    assert err(decode_json, Scalar, b'{"value":true}').path == "value"
+    assert err(decode_json, Scalar, b'{"value":NaN}').path == ""  # bare literals are not JSON
+
+
+def test_int_rules() -> None:
+    assert decode_json(Range, b'{"begin":1,"end":"20"}') == Range(1, 20)  # proto3-style int64 string
+    assert decode_json(Range, b'{"begin":1.0,"end":2}') == Range(1, 2)
+    assert err(decode_json, Range, b'{"begin":1.5,"end":2}').path == "begin"
+    assert err(decode_json, Range, b'{"begin":true,"end":2}').reason == "expected integer, got bool"
+    e = err(decode_msgpack, Range, msgpack.packb({"begin": "1", "end": 2}))
+    assert e.path == "begin"
+
+
+def test_bool_is_not_int() -> None:
+    e = err(decode_json, Sample, b'{"name":"n","count":1,"ratio":1,"flag":1,"color":"RED"}')
+    assert e.path == "flag" and "bool" in e.reason
+
+
+def test_bytes_base64() -> None:
+    assert decode_json(Inner, b'{"id":"x","blob":"cGF5bG9hZA=="}').blob == b"payload"
+    assert err(decode_json, Inner, b'{"id":"x","blob":"cGF5bG9hZA"}').path == "blob"  # padding required
+    assert err(decode_json, Inner, b'{"id":"x","blob":"!!!!"}').reason == "invalid base64"
+
+
+def test_unknown_keys_ignored_in_json_rejected_in_msgpack() -> None:
+    assert decode_json(Inner, b'{"id":"x","slave_id":{"value":"a"}}') == Inner("x")
+    e = err(decode_msgpack, Inner, msgpack.packb({"id": "x", "slave_id": 1}))
+    assert "slave_id" in e.reason
+
+
+def test_unknown_enum_dropped_when_optional_error_when_required() -> None:
+    base = {"name": "n", "count": 1, "ratio": 1, "flag": True, "color": "RED"}
+    s = decode_json(Sample, json.dumps({**base, "maybe_color": "GREEN", "colors": ["GREEN", "BLUE"]}))
+    assert s.maybe_color is None and s.colors == (Color.BLUE,)
+    e = err(decode_json, Sample, json.dumps({**base, "color": "GREEN"}))
+    assert e.path == "color" and "GREEN" in e.reason
+
+
+def test_required_fields_and_paths() -> None:
+    e = err(decode_json, Sample, b'{"name":"n"}')
+    assert e.path == "" and "count" in e.reason
+    e = err(decode_json, Sample, b'{"name":"n","count":1,"ratio":1,"flag":true,"color":"RED","inners":[{"id":"a"},{}]}')
+    assert e.path == "inners[1]" and "'id'" in e.reason
+    e = err(decode_json, Sample, b'{"name":"n","count":1,"ratio":1,"flag":true,"color":"RED","by_name":{"k":{"id":3}}}')
+    assert e.path == "by_name.k.id"
+    assert str(e) == "by_name.k.id: expected string, got integer"
+    # null means absent
+    assert decode_json(Inner, b'{"id":"x","blob":null}') == Inner("x")
+    assert err(decode_json, Inner, b'{"id":null}').reason == "missing required field 'id'"
+
+
+def test_top_level_type_checked() -> None:
+    assert "expected Inner object" in err(decode_json, Inner, b"[1]").reason
+    assert err(decode_msgpack, Inner, msgpack.packb(3)).path == ""
+
+
+def test_tuple_form_for_batches() -> None:
+    items = (Inner("a"), Inner("b", b"x"))
+    assert decode_msgpack(tuple[Inner, ...], encode_msgpack(items)) == items
+    assert decode_json(tuple[Inner, ...], encode_json(items)) == items
+    assert err(decode_json, tuple[Inner, ...], b'[{"id":"a"},{"id":1}]').path == "[1].id"
+
+
+def test_recursive_schema() -> None:
+    tree = Node("a", (Node("b", (Node("c"),)), Node("d")))
+    assert decode_json(Node, encode_json(tree)) == tree
+    assert decode_msgpack(Node, encode_msgpack(tree)) == tree
+
+
+def test_msgpack_round_trip_keeps_raw_bytes() -> None:
+    raw = encode_msgpack(sample())
+    assert msgpack.unpackb(raw)["data"] == b"payload"
+    assert decode_msgpack(Sample, raw) == sample()
+
+
+def test_non_ascii_is_escaped_single_line() -> None:
+    raw = encode_json(Label(key="hôst", value="línea\nnueva ☃"))
+    assert raw.isascii() and b"\n" not in raw
+    assert decode_json(Label, raw) == Label(key="hôst", value="línea\nnueva ☃")
+
+
+def test_mesos_common_resource_round_trip() -> None:
+    r = Resource(
+        name="ports",
+        type=ValueType.RANGES,
+        ranges=Ranges((Range(31000, 32000),)),
+        role="eng",
+        reservations=(ReservationInfo(type=ReservationType.DYNAMIC, role="eng", labels=Labels((Label("a"),))),),
+    )
+    assert decode_json(Resource, encode_json(r)) == r
+    assert decode_msgpack(Resource, encode_msgpack(r)) == r
+
+
+# --- limits ----------------------------------------------------------------------------------
+
+
+def test_size_limit_checked_before_parsing() -> None:
+    huge = bytes(100 * 1024 * 1024)  # 100 MB of zeros: not JSON, but refused by size first
+    for fn in (decode_json, decode_msgpack):
+        e = err(fn, Inner, huge)
+        assert "exceeds the limit" in e.reason
+    small = Limits(max_bytes=10)
+    assert "exceeds" in err(decode_json, Inner, b'{"id":"abcdefgh"}', small).reason
+
+
+def test_depth_list_and_string_limits() -> None:
+    tree = Node("a", (Node("b", (Node("c", (Node("d"),)),)),))
+    lim = Limits(max_depth=4)
+    e = err(decode_json, Node, encode_json(tree), lim)
+    assert "nesting deeper" in e.reason and e.path.startswith("children[0]")
+    assert decode_json(Node, encode_json(tree), Limits(max_depth=16)) == tree
+    e = err(decode_json, Node, encode_json(Node("a", tuple(Node(str(i)) for i in range(5)))), Limits(max_list_len=4))
+    assert e.path == "children" and "limit of 4" in e.reason
+    e = err(decode_msgpack, Inner, encode_msgpack(Inner("x" * 100)), Limits(max_str_len=10))
+    assert e.path == ""  # msgpack refuses the long string while parsing
+    e = err(decode_json, Inner, encode_json(Inner("x" * 100)), Limits(max_str_len=10))
+    assert e.path == "id"
+
+
+def test_deep_nesting_never_escapes_as_recursion_error() -> None:
+    deep = b"[" * 100_000 + b"]" * 100_000
+    assert err(decode_json, Inner, deep).path == ""
+    deep_obj = b'{"a":' * 50_000 + b"1" + b"}" * 50_000
+    err(decode_json, Inner, deep_obj)
+    deep_mp = b"\x91" * 100_000 + b"\x01"
+    err(decode_msgpack, Inner, deep_mp)
+
+
+def test_msgpack_bombs_fail_at_once() -> None:
+    array32 = b"\xdd\xff\xff\xff\xff" + b"\x01" * 8
+    str32 = b"\xdb\xff\xff\xff\xff" + b"a" * 8
+    bin32 = b"\xc6\xff\xff\xff\xff" + b"a" * 8
+    map32 = b"\xdf\xff\xff\xff\xff" + b"\xa1a\x01"
+    for bomb in (array32, str32, bin32, map32):
+        assert err(decode_msgpack, Inner, bomb).path == ""
+
+
+def test_msgpack_rejects_non_str_keys_and_ext() -> None:
+    err(decode_msgpack, Inner, msgpack.packb({1: "x"}))
+    err(decode_msgpack, Inner, msgpack.packb(msgpack.ExtType(1, b"abc")))
+
+
+def test_media_type_dispatch() -> None:
+    i = Inner("x", b"y")
+    assert codec.decode(Inner, codec.encode(i, codec.JSON), codec.JSON) == i
+    assert codec.decode(Inner, codec.encode(i, codec.MSGPACK), codec.MSGPACK) == i
+    with pytest.raises(codec.UnsupportedMediaType):
+        codec.encode(i, "application/x-protobuf")
+
+
+def test_encode_errors_are_typed() -> None:
+    with pytest.raises(codec.EncodeError):
+        encode_json(Inner(id="x", blob="not bytes"))  # type: ignore[arg-type]
+    with pytest.raises(codec.EncodeError):
+        encode_msgpack(Range(begin=2**70, end=1))
+
+
+def test_to_and_from_builtins() -> None:
+    b = codec.to_builtins(Inner("x", b"\x01"), binary=False)
+    assert b == {"id": "x", "blob": "AQ=="}
+    assert codec.from_builtins(Inner, b, binary=False) == Inner("x", b"\x01")
+    assert codec.to_builtins(Inner("x", b"\x01"), binary=True) == {"id": "x", "blob": b"\x01"}
+    assert codec.from_builtins(Inner, {"id": "x", "blob": b"\x01"}, binary=True) == Inner("x", b"\x01")
+
+
+def test_decode_error_pickles() -> None:
+    import pickle
+
+    e = DecodeError("a.b[0]", "bad")
+    e2 = pickle.loads(pickle.dumps(e))
+    assert (e2.path, e2.reason, str(e2)) == ("a.b[0]", "bad", "a.b[0]: bad")
