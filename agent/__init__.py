@@ -1,0 +1,1 @@
+"""The Agora agent: capacity, task processes, reliable status updates, recovery, oversubscription."""

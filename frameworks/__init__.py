@@ -1,0 +1,1 @@
+"""Agora frameworks: the client library, the batch and elastic frameworks, and the `agora` CLI."""

@@ -1,0 +1,57 @@
+"""`agora` — the command line entry point.
+
+Subcommands live in their own modules and are named here in one explicit map (name -> "module:
+attribute"), loaded only when invoked, so `agora --help` stays fast and no command registers
+itself by import side effect.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+import click
+
+COMMANDS: dict[str, tuple[str, str]] = {
+    "up": ("frameworks.cli.up:up", "Start a local cluster (master, agents, batch framework)."),
+    "agents": ("frameworks.cli.cluster:agents", "List the cluster's agents."),
+    "frameworks": ("frameworks.cli.cluster:frameworks", "List registered frameworks."),
+    "tasks": ("frameworks.cli.cluster:tasks", "List tasks."),
+    "offers": ("frameworks.cli.cluster:offers", "List outstanding offers with holder and age."),
+    "job": ("frameworks.cli.job:job", "Submit and manage batch jobs."),
+    "elastic": ("frameworks.cli.elastic:elastic", "Submit and manage elastic training jobs."),
+}
+
+
+class LazyGroup(click.Group):
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(COMMANDS)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        entry = COMMANDS.get(cmd_name)
+        if entry is None:
+            return None
+        target, _ = entry
+        module_name, attr = target.split(":")
+        try:
+            module = importlib.import_module(module_name)
+        except ModuleNotFoundError as exc:
+            raise click.ClickException(f"'agora {cmd_name}' is not available: {exc}") from exc
+        command = getattr(module, attr)
+        if not isinstance(command, click.Command):
+            raise click.ClickException(f"{target} is not a click command")
+        return command
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        rows = [(name, help_text) for name, (_, help_text) in sorted(COMMANDS.items())]
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
+
+
+@click.group(cls=LazyGroup)
+@click.version_option("0.1.0", prog_name="agora")
+def cli() -> None:
+    """Agora: an offer-based cluster resource manager (batch and elastic deep-learning jobs)."""
+
+
+def main() -> None:
+    cli()
