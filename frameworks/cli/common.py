@@ -1,0 +1,301 @@
+"""Shared helpers for the ``agora`` CLI, tests and benchmarks: which master to talk to, small
+HTTP reads of the master's operator API, and managing local processes (start, wait until
+ready, stop with SIGTERM then SIGKILL of the whole process group, never leaving orphans).
+
+The CLI starts master and agents as processes; it never imports ``master``/``agent``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import IO, Any
+
+import attrs
+import psutil
+
+DEFAULT_MASTER = "127.0.0.1:5050"
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+class CliError(Exception):
+    """An expected failure with a message for the user (no traceback)."""
+
+
+# --- master address and HTTP -----------------------------------------------------------------
+
+
+def master_url(master: str | None) -> str:
+    """``host:port`` / ``http://host:port`` / None (-> ``AGORA_MASTER`` or the default) → base URL."""
+    value = (master or os.environ.get("AGORA_MASTER") or DEFAULT_MASTER).strip()
+    if not value:
+        value = DEFAULT_MASTER
+    if value.startswith("zk://"):
+        raise CliError("zk:// master URLs are not supported by the CLI; give host:port")
+    if "://" not in value:
+        value = "http://" + value
+    return value.rstrip("/")
+
+
+def http_get_json(url: str, timeout: float = 5.0) -> Any:
+    req = urllib.request.Request(url, headers={"Accept": "application/json"})
+    return _do(req, timeout)
+
+
+def http_post_json(url: str, body: Any, timeout: float = 5.0) -> Any:
+    data = json.dumps(body).encode()
+    req = urllib.request.Request(
+        url,
+        data=data,
+        method="POST",
+        headers={"Content-Type": "application/json", "Accept": "application/json"},
+    )
+    return _do(req, timeout)
+
+
+def _do(req: urllib.request.Request, timeout: float) -> Any:
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as resp:
+            raw = resp.read()
+    except urllib.error.HTTPError as exc:
+        detail = exc.read().decode("utf-8", "replace").strip()
+        raise CliError(f"{req.get_method()} {req.full_url}: HTTP {exc.code} {detail}".rstrip()) from exc
+    except (urllib.error.URLError, OSError) as exc:
+        reason = getattr(exc, "reason", exc)
+        raise CliError(f"cannot reach {req.full_url}: {reason}") from exc
+    if not raw:
+        return None
+    try:
+        return json.loads(raw)
+    except ValueError as exc:
+        raise CliError(f"{req.full_url} did not answer JSON: {raw[:200]!r}") from exc
+
+
+# --- local resources --------------------------------------------------------------------------
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A port that was free a moment ago (for child processes that need a fixed --port)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        return int(s.getsockname()[1])
+
+
+def agent_share(agents: int, cpus: float | None = None, mem_mb: float | None = None) -> str:
+    """The ``--resources`` string giving each of ``agents`` agents an equal share of this machine
+    (all cpus, 80% of the memory by default), at least 1 cpu / 256 MB each."""
+    if agents < 1:
+        raise CliError("need at least one agent")
+    total_cpus = float(cpus if cpus is not None else (psutil.cpu_count() or 1))
+    total_mem = float(mem_mb if mem_mb is not None else psutil.virtual_memory().total / 2**20 * 0.8)
+    c = max(1.0, round(total_cpus / agents, 1))
+    m = max(256, int(total_mem / agents))
+    d = max(1024, int(shutil.disk_usage("/").free / 2**20 * 0.5 / agents))
+    return f"cpus:{c:g};mem:{m};disk:{d}"
+
+
+# --- processes ---------------------------------------------------------------------------------
+
+
+def command_for(script: str, module: str) -> list[str]:
+    """The argv prefix for one of our console scripts: the installed script if on PATH next to
+    this interpreter, else ``python -m module`` (works from a plain checkout)."""
+    here = Path(sys.executable).parent / script
+    if here.exists():
+        return [str(here)]
+    return [sys.executable, "-m", module]
+
+
+def child_env(extra: dict[str, str] | None = None) -> dict[str, str]:
+    env = dict(os.environ)
+    pp = env.get("PYTHONPATH", "")
+    parts = [p for p in pp.split(os.pathsep) if p]
+    if str(REPO_ROOT) not in parts:
+        parts.insert(0, str(REPO_ROOT))
+    env["PYTHONPATH"] = os.pathsep.join(parts)
+    env.setdefault("PYTHONUNBUFFERED", "1")
+    if extra:
+        env.update(extra)
+    return env
+
+
+@attrs.define
+class ManagedProcess:
+    """A child process in its own session (process group), with its output in ``log_path``."""
+
+    name: str
+    argv: list[str]
+    popen: subprocess.Popen[bytes]
+    log_path: Path | None
+    _log: IO[bytes] | None = None
+
+    @property
+    def pid(self) -> int:
+        return self.popen.pid
+
+    def alive(self) -> bool:
+        return self.popen.poll() is None
+
+    def returncode(self) -> int | None:
+        return self.popen.poll()
+
+    def tail(self, lines: int = 20) -> str:
+        if self.log_path is None or not self.log_path.exists():
+            return ""
+        text = self.log_path.read_text("utf-8", "replace").splitlines()
+        return "\n".join(text[-lines:])
+
+
+def start_process(
+    name: str,
+    argv: Sequence[str],
+    log_path: Path | None = None,
+    env: dict[str, str] | None = None,
+    cwd: Path | None = None,
+) -> ManagedProcess:
+    """Start ``argv`` in a new session; stdout+stderr go to ``log_path`` (or are discarded)."""
+    log: IO[bytes] | None = None
+    if log_path is not None:
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        log = open(log_path, "ab")  # noqa: SIM115 - closed in stop_process
+    try:
+        popen = subprocess.Popen(
+            list(argv),
+            stdin=subprocess.DEVNULL,
+            stdout=log if log is not None else subprocess.DEVNULL,
+            stderr=subprocess.STDOUT,
+            env=env if env is not None else child_env(),
+            cwd=str(cwd) if cwd else None,
+            start_new_session=True,
+        )
+    except OSError as exc:
+        if log is not None:
+            log.close()
+        raise CliError(f"cannot start {name} ({argv[0]}): {exc}") from exc
+    return ManagedProcess(name=name, argv=list(argv), popen=popen, log_path=log_path, log=log)
+
+
+def _group_members(pid: int) -> list[psutil.Process]:
+    try:
+        root = psutil.Process(pid)
+        return [root, *root.children(recursive=True)]
+    except psutil.Error:
+        return []
+
+
+def stop_process(proc: ManagedProcess, grace: float = 5.0) -> int | None:
+    """SIGTERM the process group (and any descendant that left it), wait up to ``grace`` seconds,
+    then SIGKILL whatever is left. Returns the exit code. Idempotent."""
+    members = _group_members(proc.pid) if proc.alive() else []
+    if members:
+        _signal_group(proc.pid, signal.SIGTERM)
+        for m in members[1:]:
+            _signal(m, signal.SIGTERM)
+        _, alive = psutil.wait_procs(members, timeout=grace)
+        if alive:
+            _signal_group(proc.pid, signal.SIGKILL)
+            for m in alive:
+                _signal(m, signal.SIGKILL)
+            psutil.wait_procs(alive, timeout=grace)
+    _signal_group(proc.pid, signal.SIGKILL)  # stragglers still in the group
+    try:
+        code = proc.popen.wait(timeout=grace)
+    except subprocess.TimeoutExpired:
+        code = None
+    if proc._log is not None:
+        proc._log.close()
+        proc._log = None
+    return code
+
+
+def stop_all(procs: Sequence[ManagedProcess], grace: float = 5.0) -> None:
+    """Stop in reverse start order (frameworks, agents, then the master): SIGTERM all first so they
+    shut down in parallel, then wait and SIGKILL the rest."""
+    live = [p for p in reversed(procs) if p.alive()]
+    for p in live:
+        _signal_group(p.pid, signal.SIGTERM)
+    deadline = time.monotonic() + grace
+    for p in live:
+        try:
+            p.popen.wait(timeout=max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            pass
+    for p in reversed(procs):
+        stop_process(p, grace=1.0)
+
+
+def _signal_group(pid: int, sig: signal.Signals) -> None:
+    try:
+        os.killpg(pid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _signal(p: psutil.Process, sig: signal.Signals) -> None:
+    try:
+        p.send_signal(sig)
+    except psutil.Error:
+        pass
+
+
+# --- readiness ---------------------------------------------------------------------------------
+
+
+def wait_until(
+    check: Callable[[], bool],
+    timeout: float,
+    what: str,
+    interval: float = 0.05,
+    procs: Sequence[ManagedProcess] = (),
+) -> None:
+    """Poll ``check`` until it is true (a deadline-bounded poll on a condition). Raises
+    ``CliError`` naming ``what`` on timeout, or at once if one of ``procs`` exited."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            if check():
+                return
+        except CliError:
+            pass
+        for p in procs:
+            if not p.alive():
+                raise CliError(
+                    f"{p.name} exited with code {p.returncode()} while waiting for {what}\n{p.tail()}"
+                )
+        if time.monotonic() >= deadline:
+            raise CliError(f"timed out after {timeout:g}s waiting for {what}")
+        time.sleep(interval)
+
+
+def master_state(base_url: str, timeout: float = 2.0) -> dict[str, Any]:
+    state = http_get_json(base_url + "/state", timeout=timeout)
+    if not isinstance(state, dict):
+        raise CliError(f"{base_url}/state did not answer a JSON object")
+    return state
+
+
+def registered_agents(base_url: str) -> int:
+    state = master_state(base_url)
+    return sum(1 for a in state.get("slaves", []) if a.get("active", True))
+
+
+def wait_master_ready(
+    base_url: str, agents: int = 0, timeout: float = 30.0, procs: Sequence[ManagedProcess] = ()
+) -> None:
+    """Wait until the master answers ``/state`` and lists at least ``agents`` active agents."""
+    wait_until(
+        lambda: registered_agents(base_url) >= agents,
+        timeout,
+        f"the master at {base_url} to list {agents} agent(s)",
+        procs=procs,
+    )

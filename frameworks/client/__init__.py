@@ -1,0 +1,1 @@
+"""Agora framework client library: driver, offer cache, demand/gang helpers, placement, fake master."""

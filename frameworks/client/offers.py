@@ -1,0 +1,275 @@
+"""The framework-side offer cache, aware of Agora's REUSABLE_OFFERS leases.
+
+Vocabulary: an *offer* is a lease on part of one agent. With ``REUSABLE_OFFERS`` the lease
+survives ACCEPT: the unused remainder stays under the same offer id, and when a task launched
+from it ends the master grows the offer back by sending an OFFERS event that repeats the known
+offer id with the offer's new resources. Without the capability (classic Mesos) an ACCEPT or
+DECLINE consumes the whole offer.
+
+Rules the cache keeps:
+
+* an OFFERS event with a new id adds an offer; with a known id it *replaces* that offer's
+  resources (the master is authoritative) — local claims not yet sent stay on top of it;
+* RESCIND (or an expiry we are told of) removes the offer and voids its claims;
+* ``take()`` claims resources locally so two launches planned in the same tick never over-claim
+  one offer; a claim is then ``commit``-ted (sent in an ACCEPT: a reusable offer keeps the rest,
+  a classic offer is gone) or ``release``-d (plan abandoned).
+
+Pure: no I/O, time is an argument.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterable, Iterator, Mapping
+from typing import TYPE_CHECKING
+
+import attrs
+
+from protocol.resources import Resources, attributes_from_mesos
+
+if TYPE_CHECKING:
+    from protocol.mesos import Offer
+
+__pure__ = True
+
+
+class OfferCacheError(ValueError):
+    """A bad request to the cache (unknown offer, claim that does not fit, stale claim)."""
+
+
+class UnknownOffer(OfferCacheError):
+    pass
+
+
+class InsufficientResources(OfferCacheError):
+    pass
+
+
+@attrs.frozen
+class Claim:
+    """Resources reserved locally on one offer, not yet sent to the master."""
+
+    claim_id: int
+    offer_id: str
+    agent_id: str
+    resources: Resources
+
+
+@attrs.define
+class CachedOffer:
+    offer_id: str
+    agent_id: str
+    hostname: str
+    resources: Resources
+    attributes: Mapping[str, str | float]
+    first_seen: float
+    updated_at: float
+    framework_id: str | None = None
+    claims: dict[int, Resources] = attrs.field(factory=dict)
+    generation: int = 0  # bumped on every replacement by the master
+
+    @property
+    def claimed(self) -> Resources:
+        return Resources.sum(self.claims.values())
+
+    @property
+    def available(self) -> Resources:
+        """What can still be claimed: the offer's resources minus local claims."""
+        if not self.claims:
+            return self.resources
+        return self.resources - self.claimed
+
+    def age(self, now: float) -> float:
+        return max(0.0, now - self.first_seen)
+
+    def idle_for(self, now: float) -> float:
+        return max(0.0, now - self.updated_at)
+
+
+@attrs.frozen
+class OfferChange:
+    """What an OFFERS event did to one offer (``grown``/``shrunk`` for a known reusable offer)."""
+
+    offer_id: str
+    new: bool
+    before: Resources
+    after: Resources
+
+    @property
+    def grown(self) -> Resources:
+        return self.after - self.before
+
+    @property
+    def shrunk(self) -> Resources:
+        return self.before - self.after
+
+
+class OfferCache:
+    """Offers currently held, keyed by offer id (see the module docstring)."""
+
+    def __init__(self, reusable: bool = True) -> None:
+        self.reusable = reusable
+        self._offers: dict[str, CachedOffer] = {}
+        self._claim_ids = itertools.count(1)
+        self._claim_offer: dict[int, str] = {}
+
+    # --- reads -------------------------------------------------------------------------------
+
+    def __len__(self) -> int:
+        return len(self._offers)
+
+    def __contains__(self, offer_id: object) -> bool:
+        return offer_id in self._offers
+
+    def __iter__(self) -> Iterator[CachedOffer]:
+        return iter(list(self._offers.values()))
+
+    def get(self, offer_id: str) -> CachedOffer:
+        try:
+            return self._offers[offer_id]
+        except KeyError:
+            raise UnknownOffer(f"unknown offer {offer_id!r}") from None
+
+    def offer_ids(self) -> list[str]:
+        return list(self._offers)
+
+    def on_agent(self, agent_id: str) -> list[CachedOffer]:
+        return [o for o in self._offers.values() if o.agent_id == agent_id]
+
+    def total(self) -> Resources:
+        return Resources.sum(o.resources for o in self._offers.values())
+
+    def available(self) -> Resources:
+        return Resources.sum(o.available for o in self._offers.values())
+
+    # --- master events ------------------------------------------------------------------------
+
+    def put(
+        self,
+        offer_id: str,
+        agent_id: str,
+        hostname: str,
+        resources: Resources,
+        now: float,
+        attributes: Mapping[str, str | float] | None = None,
+        framework_id: str | None = None,
+    ) -> OfferChange:
+        """Add a new offer or replace a known one's resources (reusable regrowth/shrink)."""
+        cur = self._offers.get(offer_id)
+        if cur is None:
+            self._offers[offer_id] = CachedOffer(
+                offer_id=offer_id,
+                agent_id=agent_id,
+                hostname=hostname,
+                resources=resources,
+                attributes=dict(attributes or {}),
+                first_seen=now,
+                updated_at=now,
+                framework_id=framework_id,
+            )
+            return OfferChange(offer_id, True, Resources.empty(), resources)
+        if cur.agent_id != agent_id:
+            raise OfferCacheError(
+                f"offer {offer_id!r} moved from agent {cur.agent_id!r} to {agent_id!r}; offers are per agent"
+            )
+        before = cur.resources
+        cur.resources = resources
+        cur.updated_at = now
+        cur.generation += 1
+        if attributes is not None:
+            cur.attributes = dict(attributes)
+        self._shrink_claims(cur)
+        return OfferChange(offer_id, False, before, resources)
+
+    def add_offers(self, offers: Iterable[Offer], now: float) -> list[OfferChange]:
+        """Apply an OFFERS event's offers (``protocol.mesos.Offer``)."""
+        out = []
+        for o in offers:
+            out.append(
+                self.put(
+                    offer_id=o.id.value,
+                    agent_id=o.agent_id.value,
+                    hostname=o.hostname,
+                    resources=Resources.from_mesos(o.resources),
+                    now=now,
+                    attributes=attributes_from_mesos(o.attributes),
+                    framework_id=o.framework_id.value if o.framework_id is not None else None,
+                )
+            )
+        return out
+
+    def rescind(self, offer_id: str) -> CachedOffer | None:
+        """Remove an offer (RESCIND, expiry, or our own DECLINE); its claims become void."""
+        cur = self._offers.pop(offer_id, None)
+        if cur is not None:
+            for cid in cur.claims:
+                self._claim_offer.pop(cid, None)
+        return cur
+
+    def remove_agent(self, agent_id: str) -> list[str]:
+        gone = [o.offer_id for o in self._offers.values() if o.agent_id == agent_id]
+        for oid in gone:
+            self.rescind(oid)
+        return gone
+
+    def clear(self) -> None:
+        """Forget every offer (offers do not survive a re-subscription)."""
+        self._offers.clear()
+        self._claim_offer.clear()
+
+    # --- local bookkeeping ---------------------------------------------------------------------
+
+    def take(self, offer_id: str, resources: Resources) -> Claim:
+        """Claim ``resources`` (concrete entries of the offer, e.g. from ``placement.pick``)."""
+        cur = self.get(offer_id)
+        if not cur.available.contains(resources):
+            raise InsufficientResources(
+                f"offer {offer_id!r} has {cur.available} available, cannot take {resources}"
+            )
+        cid = next(self._claim_ids)
+        cur.claims[cid] = resources
+        self._claim_offer[cid] = offer_id
+        return Claim(cid, offer_id, cur.agent_id, resources)
+
+    def release(self, claim: Claim) -> None:
+        """Give back a claim that will not be launched. Unknown/void claims are ignored."""
+        oid = self._claim_offer.pop(claim.claim_id, None)
+        if oid is not None and oid in self._offers:
+            self._offers[oid].claims.pop(claim.claim_id, None)
+
+    def commit(self, claims: Iterable[Claim], now: float) -> list[str]:
+        """The claims were sent in one ACCEPT per offer. A reusable offer keeps its remainder (minus
+        what was launched); a classic offer is consumed. Returns the offer ids removed."""
+        removed: list[str] = []
+        for claim in claims:
+            oid = self._claim_offer.pop(claim.claim_id, None)
+            if oid is None:
+                raise OfferCacheError(f"claim {claim.claim_id} on offer {claim.offer_id!r} is void or used")
+            cur = self._offers.get(oid)
+            if cur is None:
+                continue
+            cur.claims.pop(claim.claim_id, None)
+            if self.reusable:
+                cur.resources = cur.resources - claim.resources
+                cur.updated_at = now
+            elif oid not in removed:
+                removed.append(oid)
+        for oid in removed:
+            self.rescind(oid)
+        return removed
+
+    def claims_on(self, offer_id: str) -> list[Claim]:
+        cur = self.get(offer_id)
+        return [Claim(cid, offer_id, cur.agent_id, r) for cid, r in cur.claims.items()]
+
+    def idle(self, now: float, older_than: float) -> list[CachedOffer]:
+        """Offers with nothing claimed, unchanged for at least ``older_than`` seconds."""
+        return [o for o in self._offers.values() if not o.claims and o.idle_for(now) >= older_than]
+
+    def _shrink_claims(self, cur: CachedOffer) -> None:
+        """After the master shrank an offer, drop the newest claims that no longer fit."""
+        while cur.claims and not cur.resources.contains(cur.claimed):
+            cid = max(cur.claims)
+            del cur.claims[cid]
+            self._claim_offer.pop(cid, None)
