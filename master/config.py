@@ -1,0 +1,118 @@
+"""Master configuration: defaults, a TOML file, then command-line flags (flags win).
+
+Every timeout is configurable so tests can compress them (RELIABILITY.md A9.6).
+"""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+
+class ConfigError(ValueError):
+    pass
+
+
+@attrs.frozen
+class MasterConfig:
+    ip: str = "127.0.0.1"
+    port: int = 5050
+    work_dir: str = "./agora-master"
+    hostname: str | None = None  # advertised; defaults to ip
+    # scheduler API
+    heartbeat_interval: float = 15.0
+    extra_heartbeat_after_burst: bool = True  # mesoshttp delivers an event only when the next arrives
+    default_refuse_seconds: float = 5.0
+    max_body_bytes: int = 4 * 1024 * 1024
+    max_framework_queue: int = 10_000  # events buffered per framework stream before it is closed
+    # agent channel
+    ping_interval: float = 5.0
+    ping_timeout: float = 15.0  # no pong for this long -> unreachable
+    max_frame_bytes: int = 4 * 1024 * 1024
+    agent_reregister_timeout: float = 60.0  # after a master restart
+    agent_removal_rate: float = 1.0  # unreachable markings per second (token bucket)
+    agent_removal_burst: int = 5
+    # limits
+    max_connections: int = 1000
+    read_timeout: float = 30.0  # per connection, for a request head/body (slowloris)
+    rate_limit_qps: float = 1000.0  # per principal (framework principal, else framework id)
+    rate_limit_burst: float = 2000.0
+    # allocation
+    allocation_batch: float = 0.005
+    offer_timeout: float | None = None
+    # logging
+    log_level: str = "INFO"
+
+    @property
+    def advertised_host(self) -> str:
+        return self.hostname or self.ip
+
+    def replace(self, **changes: Any) -> MasterConfig:
+        return attrs.evolve(self, **changes)
+
+
+_FIELDS = {f.name: f for f in attrs.fields(MasterConfig)}
+
+
+def _coerce(name: str, value: Any) -> Any:
+    f = _FIELDS[name]
+    tp = str(f.type)
+    try:
+        if value is None:
+            if "None" in tp:
+                return None
+            raise ConfigError(f"{name} may not be empty")
+        if tp.startswith("float"):
+            if isinstance(value, bool):
+                raise TypeError
+            return float(value)
+        if tp.startswith("int"):
+            if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
+                raise TypeError
+            return int(value)
+        if tp.startswith("bool"):
+            if isinstance(value, str):
+                if value.lower() in {"1", "true", "yes", "on"}:
+                    return True
+                if value.lower() in {"0", "false", "no", "off"}:
+                    return False
+                raise TypeError
+            return bool(value)
+        return str(value)
+    except (TypeError, ValueError) as e:
+        raise ConfigError(f"bad value for {name}: {value!r}") from e
+
+
+def load(path: str | Path | None = None, **overrides: Any) -> MasterConfig:
+    """Defaults, then the TOML file (top level or a ``[master]`` table), then ``overrides``
+    (flags; ``None`` means not given)."""
+    values: dict[str, Any] = {}
+    if path is not None:
+        try:
+            data = tomllib.loads(Path(path).read_text())
+        except (OSError, tomllib.TOMLDecodeError) as e:
+            raise ConfigError(f"cannot read config {path}: {e}") from e
+        table = data.get("master", data)
+        if not isinstance(table, dict):
+            raise ConfigError("[master] must be a table")
+        for k, v in table.items():
+            key = k.replace("-", "_")
+            if key not in _FIELDS:
+                raise ConfigError(f"unknown config key {k!r} in {path}")
+            values[key] = _coerce(key, v)
+    for k, v in overrides.items():
+        if v is None:
+            continue
+        if k not in _FIELDS:
+            raise ConfigError(f"unknown option {k!r}")
+        values[k] = _coerce(k, v)
+    cfg = MasterConfig(**values)
+    if not 0 <= cfg.port <= 65535:
+        raise ConfigError(f"port out of range: {cfg.port}")
+    for name in ("heartbeat_interval", "ping_interval", "ping_timeout", "read_timeout", "agent_removal_rate"):
+        if getattr(cfg, name) <= 0:
+            raise ConfigError(f"{name} must be > 0")
+    return cfg

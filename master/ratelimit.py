@@ -1,0 +1,61 @@
+"""Token buckets: per-principal call rate limits and the agent-removal rate limit."""
+
+from __future__ import annotations
+
+import attrs
+
+__pure__ = True
+
+
+@attrs.define
+class TokenBucket:
+    rate: float  # tokens per second
+    capacity: float
+    tokens: float = -1.0
+    updated: float | None = None
+
+    def __attrs_post_init__(self) -> None:
+        if self.tokens < 0:
+            self.tokens = self.capacity
+
+    def _refill(self, now: float) -> None:
+        if self.updated is not None and now > self.updated:
+            self.tokens = min(self.capacity, self.tokens + (now - self.updated) * self.rate)
+        if self.updated is None or now > self.updated:
+            self.updated = now
+
+    def take(self, now: float, n: float = 1.0) -> bool:
+        self._refill(now)
+        if self.tokens >= n:
+            self.tokens -= n
+            return True
+        return False
+
+    def next_available(self, now: float, n: float = 1.0) -> float:
+        """When ``n`` tokens will be available (``now`` if already)."""
+        self._refill(now)
+        if self.tokens >= n:
+            return now
+        return now + (n - self.tokens) / self.rate
+
+
+@attrs.define
+class RateLimiter:
+    """One bucket per key (a principal); buckets idle long enough to be full are dropped."""
+
+    rate: float
+    capacity: float
+    buckets: dict[str, TokenBucket] = attrs.field(factory=dict)
+
+    def allow(self, key: str, now: float) -> bool:
+        b = self.buckets.get(key)
+        if b is None:
+            if len(self.buckets) > 10_000:
+                self._prune(now)
+            b = self.buckets[key] = TokenBucket(self.rate, self.capacity)
+        return b.take(now)
+
+    def _prune(self, now: float) -> None:
+        full = [k for k, b in self.buckets.items() if b.next_available(now, b.capacity) <= now]
+        for k in full:
+            del self.buckets[k]

@@ -1,0 +1,246 @@
+"""The master's registry: a SQLite file in the work dir (WAL, ``synchronous=FULL``).
+
+Each durable change is a named operation (``master.registry_ops``); a batch of operations is
+applied in one transaction on a single writer thread, so the event loop never blocks on fsync and
+a ``kill -9`` leaves either the whole batch or none of it. ``Registry.open`` reads everything
+back (``RegistrySnapshot``) and bumps the master sequence number used as the fencing epoch.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import threading
+from collections.abc import Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from master import registry_ops as ops
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS agents (
+    agent_id TEXT PRIMARY KEY, hostname TEXT NOT NULL, port INTEGER NOT NULL,
+    resources TEXT NOT NULL, attributes TEXT NOT NULL DEFAULT '', registered_at REAL NOT NULL,
+    unreachable_since REAL, draining INTEGER NOT NULL DEFAULT 0, reservations TEXT NOT NULL DEFAULT '');
+CREATE TABLE IF NOT EXISTS frameworks (
+    framework_id TEXT PRIMARY KEY, info BLOB NOT NULL, failover_timeout REAL NOT NULL,
+    registered_at REAL NOT NULL, deadline REAL);
+CREATE TABLE IF NOT EXISTS removed_frameworks (framework_id TEXT PRIMARY KEY, removed_at REAL NOT NULL);
+CREATE TABLE IF NOT EXISTS quotas (role TEXT PRIMARY KEY, guarantee TEXT NOT NULL, lim TEXT);
+CREATE TABLE IF NOT EXISTS weights (role TEXT PRIMARY KEY, weight REAL NOT NULL);
+"""
+
+FILENAME = "registry.sqlite3"
+
+
+class RegistryError(RuntimeError):
+    pass
+
+
+def _connect(path: Path) -> sqlite3.Connection:
+    conn = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False, timeout=30)
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("PRAGMA synchronous=FULL")
+    conn.executescript(SCHEMA)
+    return conn
+
+
+def _apply_one(c: sqlite3.Connection, op: ops.RegistryOp) -> None:
+    match op:
+        case ops.AgentAdmitted():
+            c.execute(
+                "INSERT INTO agents (agent_id, hostname, port, resources, attributes, registered_at)"
+                " VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT(agent_id) DO UPDATE SET hostname=excluded.hostname,"
+                " port=excluded.port, resources=excluded.resources, attributes=excluded.attributes,"
+                " unreachable_since=NULL",
+                (op.agent_id, op.hostname, op.port, op.resources, op.attributes, op.registered_at),
+            )
+        case ops.AgentMarkedUnreachable():
+            c.execute("UPDATE agents SET unreachable_since=? WHERE agent_id=?", (op.at, op.agent_id))
+        case ops.AgentRemoved():
+            c.execute("DELETE FROM agents WHERE agent_id=?", (op.agent_id,))
+        case ops.AgentDrainSet():
+            c.execute("UPDATE agents SET draining=? WHERE agent_id=?", (int(op.draining), op.agent_id))
+        case ops.ReservationsSet():
+            c.execute("UPDATE agents SET reservations=? WHERE agent_id=?", (op.resources, op.agent_id))
+        case ops.FrameworkAdded():
+            c.execute(
+                "INSERT INTO frameworks (framework_id, info, failover_timeout, registered_at, deadline)"
+                " VALUES (?, ?, ?, ?, NULL) ON CONFLICT(framework_id) DO UPDATE SET info=excluded.info,"
+                " failover_timeout=excluded.failover_timeout, deadline=NULL",
+                (op.framework_id, op.info, op.failover_timeout, op.registered_at),
+            )
+        case ops.FrameworkDisconnected():
+            c.execute("UPDATE frameworks SET deadline=? WHERE framework_id=?", (op.deadline, op.framework_id))
+        case ops.FrameworkReconnected():
+            c.execute("UPDATE frameworks SET deadline=NULL WHERE framework_id=?", (op.framework_id,))
+        case ops.FrameworkRemoved():
+            c.execute("DELETE FROM frameworks WHERE framework_id=?", (op.framework_id,))
+            c.execute(
+                "INSERT OR REPLACE INTO removed_frameworks (framework_id, removed_at) VALUES (?, ?)",
+                (op.framework_id, op.at),
+            )
+        case ops.QuotaSet():
+            c.execute(
+                "INSERT OR REPLACE INTO quotas (role, guarantee, lim) VALUES (?, ?, ?)",
+                (op.role, op.guarantee, op.limit),
+            )
+        case ops.QuotaRemoved():
+            c.execute("DELETE FROM quotas WHERE role=?", (op.role,))
+        case ops.WeightSet():
+            c.execute("INSERT OR REPLACE INTO weights (role, weight) VALUES (?, ?)", (op.role, op.weight))
+        case _:  # pragma: no cover - the union is closed
+            raise RegistryError(f"unknown registry operation {op!r}")
+
+
+def apply_sync(conn: sqlite3.Connection, batch: Iterable[ops.RegistryOp]) -> None:
+    """Apply ``batch`` in one transaction (all or nothing)."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        for op in batch:
+            _apply_one(conn, op)
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    conn.execute("COMMIT")
+
+
+def _read(conn: sqlite3.Connection, master_seq: int) -> ops.RegistrySnapshot:
+    agents = tuple(
+        ops.AgentEntry(
+            agent_id=r[0],
+            hostname=r[1],
+            port=int(r[2]),
+            resources=r[3],
+            attributes=r[4],
+            registered_at=float(r[5]),
+            unreachable_since=None if r[6] is None else float(r[6]),
+            draining=bool(r[7]),
+            reservations=r[8],
+        )
+        for r in conn.execute(
+            "SELECT agent_id, hostname, port, resources, attributes, registered_at, unreachable_since,"
+            " draining, reservations FROM agents ORDER BY agent_id"
+        )
+    )
+    frameworks = tuple(
+        ops.FrameworkEntry(
+            framework_id=r[0],
+            info=bytes(r[1]),
+            failover_timeout=float(r[2]),
+            registered_at=float(r[3]),
+            deadline=None if r[4] is None else float(r[4]),
+        )
+        for r in conn.execute(
+            "SELECT framework_id, info, failover_timeout, registered_at, deadline FROM frameworks"
+            " ORDER BY framework_id"
+        )
+    )
+    removed = frozenset(r[0] for r in conn.execute("SELECT framework_id FROM removed_frameworks"))
+    quotas = tuple(
+        ops.QuotaSet(role=r[0], guarantee=r[1], limit=r[2])
+        for r in conn.execute("SELECT role, guarantee, lim FROM quotas ORDER BY role")
+    )
+    weights = tuple(
+        ops.WeightSet(role=r[0], weight=float(r[1]))
+        for r in conn.execute("SELECT role, weight FROM weights ORDER BY role")
+    )
+    return ops.RegistrySnapshot(
+        master_seq=master_seq, agents=agents, frameworks=frameworks, removed_frameworks=removed,
+        quotas=quotas, weights=weights,
+    )
+
+
+def open_sync(path: Path) -> tuple[sqlite3.Connection, ops.RegistrySnapshot]:
+    """Open (creating if needed), bump the master sequence and read everything back."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        conn = _connect(path)
+        conn.execute("BEGIN IMMEDIATE")
+        row = conn.execute("SELECT value FROM meta WHERE key='master_seq'").fetchone()
+        seq = (int(row[0]) if row else 0) + 1
+        conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('master_seq', ?)", (str(seq),))
+        conn.execute("COMMIT")
+    except sqlite3.DatabaseError as e:
+        raise RegistryError(f"cannot open registry {path}: {e}") from e
+    return conn, _read(conn, seq)
+
+
+class Registry:
+    """Async facade: ``await registry.apply([...])`` returns once the batch is durable.
+
+    Batches submitted while a write is in flight are coalesced into the next transaction.
+    """
+
+    def __init__(self, conn: sqlite3.Connection, snapshot: ops.RegistrySnapshot, path: Path) -> None:
+        self._conn = conn
+        self.snapshot = snapshot
+        self.path = path
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="registry")
+        self._lock = threading.Lock()
+        self._pending: list[tuple[Sequence[ops.RegistryOp], asyncio.Future[None]]] = []
+        self._flushing = False
+        self._flush_task: asyncio.Task[None] | None = None
+        self.writes = 0
+        self.transactions = 0
+        self._closed = False
+
+    @classmethod
+    async def open(cls, work_dir: Path) -> Registry:
+        path = Path(work_dir) / FILENAME
+        loop = asyncio.get_running_loop()
+        conn, snap = await loop.run_in_executor(None, open_sync, path)
+        return cls(conn, snap, path)
+
+    async def apply(self, batch: Sequence[ops.RegistryOp]) -> None:
+        if not batch:
+            return
+        if self._closed:
+            raise RegistryError("registry is closed")
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[None] = loop.create_future()
+        self._pending.append((batch, fut))
+        if not self._flushing:
+            self._flushing = True
+            self._flush_task = loop.create_task(self._flush(), name="registry-flush")
+        await fut
+
+    async def _flush(self) -> None:
+        loop = asyncio.get_running_loop()
+        try:
+            while self._pending:
+                taken, self._pending = self._pending, []
+                batch = [op for b, _ in taken for op in b]
+                try:
+                    await loop.run_in_executor(self._pool, self._write, batch)
+                except Exception as e:  # delivered to every waiter
+                    for _, f in taken:
+                        if not f.done():
+                            f.set_exception(RegistryError(f"registry write failed: {e}"))
+                    continue
+                for _, f in taken:
+                    if not f.done():
+                        f.set_result(None)
+        finally:
+            self._flushing = False
+
+    def _write(self, batch: list[ops.RegistryOp]) -> None:
+        with self._lock:
+            apply_sync(self._conn, batch)
+            self.writes += len(batch)
+            self.transactions += 1
+
+    def read(self) -> ops.RegistrySnapshot:
+        with self._lock:
+            return _read(self._conn, self.snapshot.master_seq)
+
+    async def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        if self._flush_task is not None:
+            await asyncio.gather(self._flush_task, return_exceptions=True)
+        self._pool.shutdown(wait=True)
+        with self._lock:
+            self._conn.close()

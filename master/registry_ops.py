@@ -1,0 +1,152 @@
+"""Named registry operations: every durable change the master makes is one of these values.
+
+The pure core (``master.state``) emits them inside a ``Persist`` effect; the registry shell
+(``master.registry``) applies a batch of them in one SQLite transaction *before* the master acts
+on the change ("write first, then act"). Payloads are plain values (strings, floats, bytes) so the
+registry does not depend on the message schema; framework infos are stored codec-encoded.
+"""
+
+from __future__ import annotations
+
+import attrs
+
+__pure__ = True
+
+
+@attrs.frozen
+class AgentAdmitted:
+    """An agent registered (or came back): it is known and reachable."""
+
+    agent_id: str
+    hostname: str
+    port: int
+    resources: str  # Resources as a Mesos resource string
+    attributes: str = ""
+    registered_at: float = 0.0
+
+
+@attrs.frozen
+class AgentMarkedUnreachable:
+    agent_id: str
+    at: float
+
+
+@attrs.frozen
+class AgentRemoved:
+    agent_id: str
+
+
+@attrs.frozen
+class AgentDrainSet:
+    """Maintenance: the agent is draining (no new offers) or back in service."""
+
+    agent_id: str
+    draining: bool
+
+
+@attrs.frozen
+class FrameworkAdded:
+    """A framework subscribed; ``info`` is its msgpack-encoded ``FrameworkInfo``."""
+
+    framework_id: str
+    info: bytes
+    failover_timeout: float
+    registered_at: float = 0.0
+
+
+@attrs.frozen
+class FrameworkDisconnected:
+    """The framework's connection went away; it is removed at ``deadline`` unless it returns."""
+
+    framework_id: str
+    deadline: float
+
+
+@attrs.frozen
+class FrameworkReconnected:
+    framework_id: str
+
+
+@attrs.frozen
+class FrameworkRemoved:
+    framework_id: str
+    at: float = 0.0
+
+
+@attrs.frozen
+class ReservationsSet:
+    """The dynamic reservations on an agent (a Mesos resource string; empty = none)."""
+
+    agent_id: str
+    resources: str
+
+
+@attrs.frozen
+class QuotaSet:
+    role: str
+    guarantee: str
+    limit: str | None = None
+
+
+@attrs.frozen
+class QuotaRemoved:
+    role: str
+
+
+@attrs.frozen
+class WeightSet:
+    role: str
+    weight: float
+
+
+RegistryOp = (
+    AgentAdmitted
+    | AgentMarkedUnreachable
+    | AgentRemoved
+    | AgentDrainSet
+    | FrameworkAdded
+    | FrameworkDisconnected
+    | FrameworkReconnected
+    | FrameworkRemoved
+    | ReservationsSet
+    | QuotaSet
+    | QuotaRemoved
+    | WeightSet
+)
+
+
+# --- what the registry holds (read back at startup) --------------------------------------------
+
+
+@attrs.frozen
+class AgentEntry:
+    agent_id: str
+    hostname: str
+    port: int
+    resources: str
+    attributes: str = ""
+    registered_at: float = 0.0
+    unreachable_since: float | None = None
+    draining: bool = False
+    reservations: str = ""
+
+
+@attrs.frozen
+class FrameworkEntry:
+    framework_id: str
+    info: bytes
+    failover_timeout: float
+    registered_at: float = 0.0
+    deadline: float | None = None  # set while disconnected
+
+
+@attrs.frozen
+class RegistrySnapshot:
+    master_seq: int = 0  # how many times a master started on this registry (the fencing epoch)
+    agents: tuple[AgentEntry, ...] = ()
+    frameworks: tuple[FrameworkEntry, ...] = ()
+    removed_frameworks: frozenset[str] = frozenset()
+    quotas: tuple[QuotaSet, ...] = ()
+    weights: tuple[WeightSet, ...] = ()
+    next_framework_seq: int = 0
+    next_agent_seq: int = 0
