@@ -1,0 +1,1 @@
+"""The bundled batch framework: queues, priorities, gangs, backfill, arrays, dependencies."""

@@ -1,0 +1,223 @@
+"""The batch planner: which pending tasks go on which offers now, and why the rest wait.
+
+A pure function of (jobs, offers, now). Jobs are served in priority order (higher first, then
+older, then lower id) across queues; a job only uses offers allocated to its queue's role and
+agents whose attributes match its constraints. A gang (``spec.gang`` tasks that must start
+together) is placed tentatively, like a Volcano statement: committed whole or discarded.
+
+Backfill: the highest-priority gang that cannot start yet becomes the *head gang*; whatever it
+could already use is held for it (its offers are kept, not declined) and lower-priority jobs
+may only use what is left, which by construction cannot host a task of the head gang, so they do
+not delay it. A hold older than ``gang_timeout`` is released (the service declines those offers)
+so two frameworks each holding half of what their gangs need can never deadlock.
+
+Every job that is not fully placed gets a human reason: "waiting for 4 gpus; largest free
+offer has 2", "gang 3/8 placed", "after job 12", "behind gang job 5".
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import attrs
+
+from frameworks.batch.model import JobSpec
+from protocol.resources import Resources
+
+__pure__ = True
+
+DEFAULT_GANG_TIMEOUT = 30.0
+
+
+@attrs.frozen
+class OfferView:
+    offer_id: str
+    agent_id: str
+    hostname: str
+    role: str  # the role the offer is allocated to
+    resources: Resources  # what is available in it now
+    attributes: Mapping[str, str] = attrs.field(factory=dict)
+
+
+@attrs.frozen
+class JobView:
+    job_id: int
+    spec: JobSpec
+    submitted_at: float
+    pending: tuple[int, ...]  # task indexes ready to place now
+    active: int = 0  # tasks launching or running
+    gang_started: bool = False  # the gang has started once; the rest place one by one
+    blocked: str | None = None  # dependency or retry reason; the job is not placeable now
+    hold_since: float | None = None  # when this job started holding resources for its gang
+
+
+@attrs.frozen
+class Placement:
+    job_id: int
+    index: int
+    offer_id: str
+    agent_id: str
+    resources: Resources  # concrete entries carved out of the offer (roles, revocable kept)
+
+
+@attrs.frozen
+class Plan:
+    placements: tuple[Placement, ...]
+    reasons: Mapping[int, str]  # job id -> why it is not (fully) placed
+    held_offers: frozenset[str]  # keep these for the head gang
+    holding_job: int | None  # the head gang, if one is holding
+    released_job: int | None  # a head gang whose hold timed out: decline its held offers
+
+    def placements_for(self, job_id: int) -> list[Placement]:
+        return [p for p in self.placements if p.job_id == job_id]
+
+
+def job_order_key(job: JobView) -> tuple[int, float, int]:
+    return (-job.spec.priority, job.submitted_at, job.job_id)
+
+
+def matches(spec: JobSpec, offer: OfferView) -> bool:
+    """The offer's role serves the job's queue and the agent satisfies its constraints."""
+    if offer.role != spec.queue:
+        return False
+    return all(offer.attributes.get(name) == value for name, value in spec.constraints)
+
+
+def carve(available: Resources, want: Resources, role: str, preemptible: bool) -> Resources | None:
+    """Concrete entries of ``available`` that cover ``want`` (scalars only), or None.
+
+    Order of preference: reserved for the role, then unreserved; revocable entries only for a
+    preemptible job, and first for it (so regular resources stay with jobs that need them).
+    """
+    usable = available.allocatable_to(role)
+    if not preemptible:
+        usable = usable.non_revocable()
+    out: list[Resources] = []
+    entries = usable.entries()
+    for name, amount in want.scalars().items():
+        need = round(amount * 1000)
+        if need <= 0:
+            continue
+        candidates = [(k, v) for k, v in entries if k.name == name and isinstance(v, int)]
+        candidates.sort(key=lambda kv: (not kv[0].revocable if preemptible else kv[0].revocable, not kv[0].reservations))
+        for key, have in candidates:
+            take = min(have, need)
+            out.append(
+                Resources.scalar_entry(name, take / 1000, reservations=key.reservations, revocable=key.revocable)
+            )
+            need -= take
+            if need == 0:
+                break
+        if need > 0:
+            return None
+    return Resources.sum(out)
+
+
+def shortfall(spec: JobSpec, offers: Sequence[OfferView], free: Mapping[str, Resources]) -> str:
+    """Why one more task of ``spec`` does not fit: the first resource no offer has enough of."""
+    eligible = [o for o in offers if matches(spec, o)]
+    if not eligible:
+        if any(o.role == spec.queue for o in offers):
+            wanted = ", ".join(f"{k}={v}" for k, v in spec.constraints)
+            return f"no offered agent matches {wanted}"
+        return f"no offers for queue {spec.queue!r}"
+    want = spec.resources()
+    for name, amount in want.scalars().items():
+        best = 0.0
+        for o in eligible:
+            usable = free[o.offer_id].allocatable_to(spec.queue)
+            if not spec.preemptible:
+                usable = usable.non_revocable()
+            best = max(best, usable.scalar(name))
+        if best < amount:
+            return f"waiting for {_fmt(amount)} {name}; largest free offer has {_fmt(best)}"
+    return "waiting for resources"
+
+
+def _fmt(x: float) -> str:
+    return f"{x:g}"
+
+
+def _place_one(
+    spec: JobSpec, offers: Sequence[OfferView], free: dict[str, Resources]
+) -> tuple[OfferView, Resources] | None:
+    """Best fit: the eligible offer with the least cpus left after placing the task."""
+    want = spec.resources()
+    best: tuple[float, OfferView, Resources] | None = None
+    for o in offers:
+        if not matches(spec, o):
+            continue
+        got = carve(free[o.offer_id], want, spec.queue, spec.preemptible)
+        if got is None:
+            continue
+        left = free[o.offer_id].scalar("cpus") - got.scalar("cpus")
+        if best is None or left < best[0]:
+            best = (left, o, got)
+    return None if best is None else (best[1], best[2])
+
+
+def plan(
+    jobs: Sequence[JobView],
+    offers: Sequence[OfferView],
+    now: float,
+    gang_timeout: float = DEFAULT_GANG_TIMEOUT,
+) -> Plan:
+    free: dict[str, Resources] = {o.offer_id: o.resources for o in offers}
+    placements: list[Placement] = []
+    reasons: dict[int, str] = {}
+    held: set[str] = set()
+    head: JobView | None = None
+    released: int | None = None
+
+    for job in sorted(jobs, key=job_order_key):
+        spec = job.spec
+        if job.blocked is not None:
+            reasons[job.job_id] = job.blocked
+            continue
+        if not job.pending:
+            continue
+        needs_gang = spec.gang > 0 and not job.gang_started and job.active == 0
+        if needs_gang and head is not None:
+            reasons[job.job_id] = f"gang 0/{spec.gang_size} placed; behind gang job {head.job_id}"
+            continue
+        trial = dict(free)
+        tentative: list[Placement] = []
+        for index in job.pending:
+            found = _place_one(spec, offers, trial)
+            if found is None:
+                break
+            offer, got = found
+            trial[offer.offer_id] = trial[offer.offer_id] - got
+            tentative.append(Placement(job.job_id, index, offer.offer_id, offer.agent_id, got))
+        gang = spec.gang_size if needs_gang else 1
+        if len(tentative) >= gang or (not needs_gang and tentative):
+            placements += tentative
+            free = trial
+            if len(tentative) < len(job.pending):
+                reasons[job.job_id] = (
+                    f"{len(tentative)} of {len(job.pending)} pending tasks placed; "
+                    + shortfall(spec, offers, free)
+                )
+            continue
+        if not needs_gang:
+            reasons[job.job_id] = shortfall(spec, offers, free)
+            continue
+        # A gang that cannot start: it becomes the head gang and holds what it could use.
+        why = f"gang {len(tentative)}/{gang} placed; {shortfall(spec, offers, trial)}"
+        if job.hold_since is not None and now - job.hold_since >= gang_timeout:
+            released = job.job_id
+            reasons[job.job_id] = f"{why}; released held resources after {gang_timeout:g}s"
+            continue
+        head = job
+        reasons[job.job_id] = why
+        if tentative:
+            free = trial  # protected: lower-priority jobs must not take these
+            held.update(p.offer_id for p in tentative)
+
+    return Plan(
+        placements=tuple(placements),
+        reasons=reasons,
+        held_offers=frozenset(held),
+        holding_job=head.job_id if head is not None and held else None,
+        released_job=released,
+    )
