@@ -22,6 +22,7 @@ from collections.abc import Mapping, Sequence
 import attrs
 
 from frameworks.batch.model import JobSpec
+from frameworks.client.placement import pick
 from protocol.resources import Resources
 
 __pure__ = True
@@ -84,33 +85,16 @@ def matches(spec: JobSpec, offer: OfferView) -> bool:
 
 
 def carve(available: Resources, want: Resources, role: str, preemptible: bool) -> Resources | None:
-    """Concrete entries of ``available`` that cover ``want`` (scalars only), or None.
+    """Concrete entries of ``available`` covering ``want`` (see ``frameworks.client.placement.pick``).
 
-    Order of preference: reserved for the role, then unreserved; revocable entries only for a
-    preemptible job, and first for it (so regular resources stay with jobs that need them).
+    Revocable entries only for a preemptible job, and first for it, so regular resources stay
+    with the jobs that cannot be preempted.
     """
-    usable = available.allocatable_to(role)
-    if not preemptible:
-        usable = usable.non_revocable()
-    out: list[Resources] = []
-    entries = usable.entries()
-    for name, amount in want.scalars().items():
-        need = round(amount * 1000)
-        if need <= 0:
-            continue
-        candidates = [(k, v) for k, v in entries if k.name == name and isinstance(v, int)]
-        candidates.sort(key=lambda kv: (not kv[0].revocable if preemptible else kv[0].revocable, not kv[0].reservations))
-        for key, have in candidates:
-            take = min(have, need)
-            out.append(
-                Resources.scalar_entry(name, take / 1000, reservations=key.reservations, revocable=key.revocable)
-            )
-            need -= take
-            if need == 0:
-                break
-        if need > 0:
-            return None
-    return Resources.sum(out)
+    if preemptible:
+        got = pick(available, want, role=role, only_revocable=True)
+        if got is not None:
+            return got
+    return pick(available, want, role=role, allow_revocable=preemptible)
 
 
 def shortfall(spec: JobSpec, offers: Sequence[OfferView], free: Mapping[str, Resources]) -> str:
