@@ -1,0 +1,287 @@
+"""Sandbox file access over HTTP, confined to the sandbox root (Mesos ``/files/*``).
+
+Routes (``add_routes(app, sandbox_root)``):
+
+- ``GET /files/browse?path=P``: a JSON array of Mesos ``FileInfo`` objects
+  (``path``, ``nlink``, ``size``, ``mtime``, ``mode`` as ``-rw-r--r--``, ``uid``, ``gid`` as names)
+  for the entries of directory P (sorted by name; symlinks are listed, not followed), or for P
+  itself when it is a file.
+- ``GET /files/read?path=P&offset=O&length=L``: ``{"data": "...", "offset": O}`` — up to L bytes
+  (at most ``max_read``) from byte O of the regular file P. ``offset=-1`` answers
+  ``{"data": "", "offset": <file size>}`` (how log tailers find the end); an offset at or past the
+  end answers empty data at the file size. ``offset`` defaults to 0 and ``length`` to ``max_read``.
+  Data is decoded as UTF-8 (undecodable bytes replaced).
+- ``GET /files/download?path=P``: the regular file P as ``application/octet-stream`` attachment.
+
+``P`` is either relative to ``sandbox_root`` or an absolute path inside it (what ``/state``'s
+``directory`` fields give). Confinement (RELIABILITY.md S16): a ``..`` component is refused
+outright; the path is resolved with every symlink followed and must stay under the real sandbox
+root; the final component is opened with ``O_NOFOLLOW`` (and ``O_NONBLOCK``, so a FIFO a task made
+cannot hang the agent), and the opened descriptor's real path (``/proc/self/fd``) is checked
+against the root again, so a component swapped for a symlink between check and open is caught.
+
+Status codes: 403 for anything that escapes the sandbox, 404 for a missing path, 400 for bad or
+missing parameters or the wrong kind of file (reading a directory, a FIFO, a device).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import grp
+import json
+import os
+import posixpath
+import pwd
+import stat
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+from aiohttp import web
+
+__all__ = ["DEFAULT_MAX_READ", "SandboxFiles", "add_routes"]
+
+DEFAULT_MAX_READ = 16 * 4096  # Mesos caps a read at 16 pages
+_CHUNK = 64 * 1024
+
+
+class _Refused(Exception):
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+def _forbidden(path: str) -> _Refused:
+    return _Refused(403, f"path {path!r} is outside the sandbox")
+
+
+class SandboxFiles:
+    """Resolves and opens paths under one sandbox root; the request handlers."""
+
+    def __init__(self, sandbox_root: Path, *, max_read: int = DEFAULT_MAX_READ) -> None:
+        self.sandbox_root = Path(sandbox_root)
+        self.max_read = max_read
+
+    # --- confinement ----------------------------------------------------------------------------
+
+    def _root(self) -> str:
+        return os.path.realpath(self.sandbox_root)
+
+    def _inside(self, real: str, root: str) -> bool:
+        return real == root or real.startswith(root.rstrip("/") + "/")
+
+    def resolve(self, requested: str) -> str:
+        """The real path of ``requested`` if it lies inside the sandbox root (else ``_Refused``)."""
+        if "\x00" in requested:
+            raise _Refused(400, "path contains a NUL byte")
+        if ".." in requested.split("/"):
+            raise _forbidden(requested)
+        root = self._root()
+        candidate = requested if requested.startswith("/") else os.path.join(root, requested)
+        real = os.path.realpath(candidate)
+        if not self._inside(real, root):
+            raise _forbidden(requested)
+        if not os.path.lexists(real):
+            raise _Refused(404, f"{requested!r} does not exist")
+        return real
+
+    def open(self, requested: str, *, directory: bool = False) -> tuple[int, os.stat_result]:
+        """Open ``requested`` confined to the sandbox; returns (fd, fstat). The caller closes fd."""
+        real = self.resolve(requested)
+        flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
+        if directory:
+            flags |= os.O_DIRECTORY
+        try:
+            fd = os.open(real, flags)
+        except OSError as e:
+            if e.errno == errno.ELOOP:  # the final component became a symlink after resolution
+                raise _forbidden(requested) from e
+            if e.errno == errno.ENOENT:
+                raise _Refused(404, f"{requested!r} does not exist") from e
+            if e.errno == errno.ENOTDIR:
+                raise _Refused(400, f"{requested!r} is not a directory") from e
+            if e.errno in (errno.EACCES, errno.EPERM):
+                raise _Refused(403, f"{requested!r}: permission denied") from e
+            raise _Refused(400, f"{requested!r}: {e.strerror}") from e
+        try:
+            st = os.fstat(fd)
+            if not self._opened_inside(fd, st, real):
+                raise _forbidden(requested)
+        except BaseException:
+            os.close(fd)
+            raise
+        return fd, st
+
+    def _opened_inside(self, fd: int, st: os.stat_result, real: str) -> bool:
+        root = self._root()
+        try:
+            opened = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            # No /proc: the descriptor must be the very file at the checked real path.
+            try:
+                now = os.stat(real, follow_symlinks=False)
+            except OSError:
+                return False
+            return (now.st_dev, now.st_ino) == (st.st_dev, st.st_ino) and self._inside(real, root)
+        return self._inside(opened, root)
+
+    # --- handlers -------------------------------------------------------------------------------
+
+    async def browse(self, request: web.Request) -> web.Response:
+        requested = _path_param(request)
+        return await asyncio.to_thread(self._browse, requested)
+
+    def _browse(self, requested: str) -> web.Response:
+        real = self.resolve(requested)
+        if not os.path.isdir(real):
+            fd, st = self.open(requested)
+            os.close(fd)
+            return _json([_file_info(posixpath.normpath(requested), st)])
+        fd, _ = self.open(requested, directory=True)
+        try:
+            entries = []
+            with os.scandir(fd) as it:
+                for entry in it:
+                    try:
+                        st = entry.stat(follow_symlinks=False)
+                    except OSError:
+                        continue  # vanished meanwhile
+                    entries.append((entry.name, st))
+        finally:
+            os.close(fd)
+        base = posixpath.normpath(requested)
+        out = [_file_info(posixpath.normpath(posixpath.join(base, n)), st) for n, st in sorted(entries)]
+        return _json(out)
+
+    async def read(self, request: web.Request) -> web.Response:
+        requested = _path_param(request)
+        offset = _int_param(request, "offset", default=0, minimum=-1)
+        length = _int_param(request, "length", default=-1, minimum=-1)
+        if length < 0 or length > self.max_read:
+            length = self.max_read
+        return await asyncio.to_thread(self._read, requested, offset, length)
+
+    def _read(self, requested: str, offset: int, length: int) -> web.Response:
+        fd, st = self.open(requested)
+        try:
+            _require_regular(requested, st)
+            size = st.st_size
+            if offset == -1 or offset >= size:
+                return _json({"data": "", "offset": size})
+            data = os.pread(fd, length, offset)
+        finally:
+            os.close(fd)
+        return _json({"data": data.decode("utf-8", errors="replace"), "offset": offset})
+
+    async def download(self, request: web.Request) -> web.StreamResponse:
+        requested = _path_param(request)
+        fd, st = await asyncio.to_thread(self.open, requested)
+        try:
+            _require_regular(requested, st)
+            name = posixpath.basename(posixpath.normpath(requested)) or "download"
+            resp = web.StreamResponse(
+                headers={
+                    "Content-Type": "application/octet-stream",
+                    "Content-Disposition": f'attachment; filename="{_quote_filename(name)}"',
+                }
+            )
+            resp.content_length = st.st_size
+            await resp.prepare(request)
+            offset = 0
+            while offset < st.st_size:
+                chunk = await asyncio.to_thread(os.pread, fd, min(_CHUNK, st.st_size - offset), offset)
+                if not chunk:
+                    break
+                await resp.write(chunk)
+                offset += len(chunk)
+            await resp.write_eof()
+            return resp
+        finally:
+            os.close(fd)
+
+
+def _quote_filename(name: str) -> str:
+    return "".join(c if c.isascii() and c.isprintable() and c not in '"\\' else "_" for c in name)
+
+
+def _require_regular(requested: str, st: os.stat_result) -> None:
+    if stat.S_ISDIR(st.st_mode):
+        raise _Refused(400, f"{requested!r} is a directory")
+    if not stat.S_ISREG(st.st_mode):
+        raise _Refused(400, f"{requested!r} is not a regular file")
+
+
+def _path_param(request: web.Request) -> str:
+    path = request.query.get("path")
+    if not path:
+        raise _Refused(400, "expecting 'path' in the query")
+    return path
+
+
+def _int_param(request: web.Request, name: str, *, default: int, minimum: int) -> int:
+    raw = request.query.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise _Refused(400, f"{name!r} must be an integer, got {raw!r}") from None
+    if value < minimum:
+        raise _Refused(400, f"{name!r} must be >= {minimum}, got {value}")
+    return value
+
+
+def _owner(uid: int) -> str:
+    try:
+        return pwd.getpwuid(uid).pw_name
+    except KeyError:
+        return str(uid)
+
+
+def _group(gid: int) -> str:
+    try:
+        return grp.getgrgid(gid).gr_name
+    except KeyError:
+        return str(gid)
+
+
+def _file_info(path: str, st: os.stat_result) -> dict[str, Any]:
+    return {
+        "path": path,
+        "nlink": st.st_nlink,
+        "size": st.st_size,
+        "mtime": int(st.st_mtime),
+        "mode": stat.filemode(st.st_mode),
+        "uid": _owner(st.st_uid),
+        "gid": _group(st.st_gid),
+    }
+
+
+def _json(value: object) -> web.Response:
+    return web.Response(
+        body=json.dumps(value, ensure_ascii=True, separators=(",", ":")).encode("ascii"),
+        content_type="application/json",
+    )
+
+
+def _guard(
+    handler: Callable[[web.Request], Awaitable[web.StreamResponse]],
+) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
+    async def guarded(request: web.Request) -> web.StreamResponse:
+        try:
+            return await handler(request)
+        except _Refused as e:
+            return web.Response(status=e.status, text=e.message + "\n")
+
+    return guarded
+
+
+def add_routes(app: web.Application, sandbox_root: Path, *, max_read: int = DEFAULT_MAX_READ) -> SandboxFiles:
+    """Mount ``/files/browse``, ``/files/read`` and ``/files/download`` for ``sandbox_root``."""
+    files = SandboxFiles(sandbox_root, max_read=max_read)
+    app.router.add_get("/files/browse", _guard(files.browse))
+    app.router.add_get("/files/read", _guard(files.read))
+    app.router.add_get("/files/download", _guard(files.download))
+    return files
