@@ -1,0 +1,532 @@
+"""The batch framework's pure core: jobs and tasks, turned into launches, kills and declines.
+
+``BatchCore`` owns every job and task record. The shell (``service.py``) feeds it facts —
+a job submitted or cancelled, task status updates, the offers it currently holds, time — and
+executes the effects it returns: ``Launch`` on an offer, ``Kill`` a task, ``Decline`` offers,
+``Persist`` changed records, ``Suppress``/``Revive`` offers, ``DeclareDemand`` (REQUEST).
+
+Task ids on the wire are ``<job>-<index>-<attempt>`` (``j12-3-0``), so an update names its
+attempt and a late update from an old attempt cannot touch the new one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+
+import attrs
+
+from frameworks.batch.model import (
+    JOB_TERMINAL,
+    TASK_TERMINAL,
+    JobSpec,
+    JobState,
+    TaskPhase,
+    check_job_transition,
+    check_task_transition,
+    dependency_status,
+)
+from frameworks.batch.planner import DEFAULT_GANG_TIMEOUT, JobView, OfferView, Placement, plan
+from protocol.resources import Resources
+from protocol.task_states import TaskState
+
+__pure__ = True
+
+RETRY_BASE = 1.0
+RETRY_MAX = 60.0
+PREEMPTED_REASON = "REASON_CONTAINER_PREEMPTED"
+
+
+# --- records ------------------------------------------------------------------------------------
+
+
+@attrs.define
+class Attempt:
+    attempt: int
+    task_id: str
+    agent_id: str | None = None
+    hostname: str | None = None
+    started_at: float | None = None
+    ended_at: float | None = None
+    state: str | None = None  # the Mesos terminal state name
+    exit_code: int | None = None
+    message: str | None = None
+
+
+@attrs.define
+class TaskRecord:
+    job_id: int
+    index: int
+    phase: TaskPhase = TaskPhase.PENDING
+    attempt: int = 0  # number of the current (or next) attempt
+    failures: int = 0  # attempts that count against max_retries
+    not_before: float = 0.0
+    history: list[Attempt] = attrs.field(factory=list)
+    killing: str | None = None  # why we asked for a kill: "cancel", "time limit"
+    revocable: bool = False
+
+    @property
+    def current(self) -> Attempt | None:
+        return self.history[-1] if self.history else None
+
+    @property
+    def task_id(self) -> str:
+        return task_id_for(self.job_id, self.index, self.attempt)
+
+
+@attrs.define
+class JobRecord:
+    job_id: int
+    spec: JobSpec
+    submitted_at: float
+    state: JobState = JobState.PENDING
+    started_at: float | None = None
+    ended_at: float | None = None
+    reason: str | None = None
+    gang_started: bool = False
+    hold_since: float | None = None
+    hold_cooldown_until: float = 0.0
+    tasks: list[TaskRecord] = attrs.field(factory=list)
+
+    def counts(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for t in self.tasks:
+            out[t.phase.value] = out.get(t.phase.value, 0) + 1
+        return out
+
+
+def task_id_for(job_id: int, index: int, attempt: int) -> str:
+    return f"j{job_id}-{index}-{attempt}"
+
+
+def parse_task_id(task_id: str) -> tuple[int, int, int] | None:
+    parts = task_id.split("-")
+    if len(parts) != 3 or not parts[0].startswith("j"):
+        return None
+    try:
+        return int(parts[0][1:]), int(parts[1]), int(parts[2])
+    except ValueError:
+        return None
+
+
+# --- effects ------------------------------------------------------------------------------------
+
+
+@attrs.frozen
+class TaskLaunch:
+    task_id: str
+    job_id: int
+    index: int
+    name: str
+    spec: JobSpec
+    resources: Resources
+
+
+@attrs.frozen
+class Launch:
+    offer_id: str
+    agent_id: str
+    tasks: tuple[TaskLaunch, ...]
+
+
+@attrs.frozen
+class Kill:
+    task_id: str
+    agent_id: str | None
+    reason: str
+
+
+@attrs.frozen
+class Decline:
+    offer_ids: tuple[str, ...]
+    refuse_seconds: float
+
+
+@attrs.frozen
+class Persist:
+    job_ids: tuple[int, ...]
+
+
+@attrs.frozen
+class Suppress:
+    pass
+
+
+@attrs.frozen
+class Revive:
+    pass
+
+
+@attrs.frozen
+class Demand:
+    queue: str
+    resources: Resources
+    count: int
+    gang_id: str | None
+    gang_min: int
+    revocable_ok: bool
+    priority: int
+
+
+@attrs.frozen
+class DeclareDemand:
+    demands: tuple[Demand, ...]
+
+
+Effect = Launch | Kill | Decline | Persist | Suppress | Revive | DeclareDemand
+
+
+class BatchError(ValueError):
+    """A request the core refuses (unknown job, cancelling a finished job...)."""
+
+
+# --- the core -----------------------------------------------------------------------------------
+
+
+class BatchCore:
+    def __init__(self, gang_timeout: float = DEFAULT_GANG_TIMEOUT, decline_seconds: float = 5.0) -> None:
+        self.jobs: dict[int, JobRecord] = {}
+        self.next_id = 1
+        self.gang_timeout = gang_timeout
+        self.decline_seconds = decline_seconds
+        self._suppressed = False
+        self._last_demand: tuple[Demand, ...] = ()
+
+    # --- queries -------------------------------------------------------------------------------
+
+    def job(self, job_id: int) -> JobRecord:
+        try:
+            return self.jobs[job_id]
+        except KeyError:
+            raise BatchError(f"no job {job_id}") from None
+
+    def find_task(self, task_id: str) -> TaskRecord | None:
+        parsed = parse_task_id(task_id)
+        if parsed is None:
+            return None
+        job = self.jobs.get(parsed[0])
+        if job is None or not 0 <= parsed[1] < len(job.tasks):
+            return None
+        task = job.tasks[parsed[1]]
+        return task if task.attempt == parsed[2] else None
+
+    def active_tasks(self) -> Iterable[TaskRecord]:
+        for job in self.jobs.values():
+            for t in job.tasks:
+                if t.phase in (TaskPhase.LAUNCHING, TaskPhase.RUNNING):
+                    yield t
+
+    def has_pending_work(self) -> bool:
+        return any(
+            t.phase is TaskPhase.PENDING
+            for j in self.jobs.values()
+            if j.state not in JOB_TERMINAL
+            for t in j.tasks
+        )
+
+    # --- commands ------------------------------------------------------------------------------
+
+    def restore(self, job: JobRecord) -> None:
+        """Load a job from the store (after a framework restart)."""
+        self.jobs[job.job_id] = job
+        self.next_id = max(self.next_id, job.job_id + 1)
+
+    def submit(self, spec: JobSpec, now: float) -> tuple[int, list[Effect]]:
+        job_id = self.next_id
+        self.next_id += 1
+        job = JobRecord(job_id=job_id, spec=spec, submitted_at=now)
+        job.tasks = [TaskRecord(job_id, i) for i in range(spec.count)]
+        self.jobs[job_id] = job
+        effects: list[Effect] = [Persist((job_id,))]
+        ready, why = dependency_status(spec, self._states())
+        if not ready and why is not None and why.startswith("never:"):
+            effects += self._finish(job, JobState.CANCELLED, now, why.removeprefix("never: "))
+        if self._suppressed:
+            self._suppressed = False
+            effects.append(Revive())
+        return job_id, effects
+
+    def cancel(self, job_id: int, now: float) -> list[Effect]:
+        job = self.job(job_id)
+        if job.state in JOB_TERMINAL:
+            raise BatchError(f"job {job_id} already {job.state.value.lower()}")
+        effects: list[Effect] = []
+        for t in job.tasks:
+            if t.phase is TaskPhase.PENDING:
+                self._set_phase(t, TaskPhase.CANCELLED)
+            elif t.phase in (TaskPhase.LAUNCHING, TaskPhase.RUNNING):
+                t.killing = "cancel"
+                cur = t.current
+                effects.append(Kill(t.task_id, cur.agent_id if cur else None, "job cancelled"))
+        effects += self._finish(job, JobState.CANCELLED, now, "cancelled by user")
+        return effects
+
+    def on_update(
+        self,
+        task_id: str,
+        state: TaskState,
+        now: float,
+        *,
+        agent_id: str | None = None,
+        message: str | None = None,
+        reason: str | None = None,
+        exit_code: int | None = None,
+    ) -> list[Effect]:
+        task = self.find_task(task_id)
+        if task is None or task.phase in TASK_TERMINAL or task.phase is TaskPhase.PENDING:
+            return []  # an old attempt, or a repeat after we moved on
+        job = self.jobs[task.job_id]
+        cur = task.current
+        assert cur is not None
+        if agent_id:
+            cur.agent_id = agent_id
+        if state in (TaskState.TASK_STARTING, TaskState.TASK_STAGING, TaskState.TASK_KILLING):
+            return []
+        if state is TaskState.TASK_RUNNING:
+            if task.phase is TaskPhase.LAUNCHING:
+                self._set_phase(task, TaskPhase.RUNNING)
+                cur.started_at = now
+                if job.state is JobState.PENDING:
+                    self._set_job(job, JobState.RUNNING, now)
+                    job.started_at = job.started_at or now
+                job.reason = None
+                return [Persist((job.job_id,))]
+            return []
+        if state is TaskState.TASK_UNREACHABLE:
+            return []  # may come back; a partition-aware framework waits for the verdict
+        # terminal
+        cur.ended_at = now
+        cur.state = state.value
+        cur.exit_code = exit_code
+        cur.message = message
+        return self._attempt_ended(job, task, state, reason, now)
+
+    def _attempt_ended(
+        self, job: JobRecord, task: TaskRecord, state: TaskState, reason: str | None, now: float
+    ) -> list[Effect]:
+        spec = job.spec
+        if state is TaskState.TASK_FINISHED:
+            self._set_phase(task, TaskPhase.SUCCEEDED)
+        elif task.killing == "cancel":
+            self._set_phase(task, TaskPhase.CANCELLED)
+        elif reason == PREEMPTED_REASON and task.killing is None:
+            # Revoked (or evicted): run it again, this does not count as a failure.
+            self._retry(task, now, count=False)
+        else:
+            if task.killing == "time limit":
+                cur = task.current
+                if cur is not None:
+                    cur.message = f"time limit of {spec.time_limit:g}s exceeded"
+            if task.failures < spec.max_retries:
+                self._retry(task, now, count=True)
+            else:
+                self._set_phase(task, TaskPhase.FAILED)
+        task.killing = None
+        return [Persist((job.job_id,)), *self._settle(job, now)]
+
+    def _retry(self, task: TaskRecord, now: float, *, count: bool) -> None:
+        if count:
+            task.failures += 1
+        delay = 0.0 if not count else min(RETRY_MAX, RETRY_BASE * 2 ** (task.failures - 1))
+        task.attempt += 1
+        task.not_before = now + delay
+        self._set_phase(task, TaskPhase.PENDING)
+
+    def _settle(self, job: JobRecord, now: float) -> list[Effect]:
+        """Move the job to the state its tasks imply."""
+        if job.state in JOB_TERMINAL:
+            return []
+        phases = [t.phase for t in job.tasks]
+        if all(p is TaskPhase.SUCCEEDED for p in phases):
+            return self._finish(job, JobState.SUCCEEDED, now, None)
+        if all(p in TASK_TERMINAL for p in phases):
+            failed = sum(1 for p in phases if p is TaskPhase.FAILED)
+            return self._finish(job, JobState.FAILED, now, f"{failed} of {len(phases)} tasks failed")
+        idle = not any(p in (TaskPhase.LAUNCHING, TaskPhase.RUNNING) for p in phases)
+        if idle and job.state is JobState.RUNNING:
+            self._set_job(job, JobState.PENDING, now)
+        return []
+
+    def _finish(self, job: JobRecord, state: JobState, now: float, reason: str | None) -> list[Effect]:
+        self._set_job(job, state, now)
+        job.ended_at = now
+        job.reason = reason
+        effects: list[Effect] = [Persist((job.job_id,))]
+        # Dependents that can now never run are cancelled, transitively.
+        states = self._states()
+        for other in self.jobs.values():
+            if other.state in JOB_TERMINAL or not other.spec.after:
+                continue
+            if any(d.job_id == job.job_id for d in other.spec.after):
+                ready, why = dependency_status(other.spec, states)
+                if not ready and why is not None and why.startswith("never:"):
+                    for t in other.tasks:
+                        if t.phase is TaskPhase.PENDING:
+                            self._set_phase(t, TaskPhase.CANCELLED)
+                    effects += self._finish(other, JobState.CANCELLED, now, why.removeprefix("never: "))
+        return effects
+
+    def tick(self, now: float) -> list[Effect]:
+        """Enforce time limits. (Retries become placeable by themselves once due.)"""
+        effects: list[Effect] = []
+        for job in self.jobs.values():
+            limit = job.spec.time_limit
+            if limit is None or job.state in JOB_TERMINAL:
+                continue
+            for t in job.tasks:
+                cur = t.current
+                if (
+                    t.phase is TaskPhase.RUNNING
+                    and t.killing is None
+                    and cur is not None
+                    and cur.started_at is not None
+                    and now - cur.started_at >= limit
+                ):
+                    t.killing = "time limit"
+                    effects.append(Kill(t.task_id, cur.agent_id, f"time limit of {limit:g}s exceeded"))
+        return effects
+
+    def next_wakeup(self, now: float) -> float | None:
+        """The earliest time something becomes due (a retry, a time limit, a gang hold timeout)."""
+        times: list[float] = []
+        for job in self.jobs.values():
+            if job.state in JOB_TERMINAL:
+                continue
+            if job.hold_since is not None:
+                times.append(job.hold_since + self.gang_timeout)
+            for t in job.tasks:
+                if t.phase is TaskPhase.PENDING and t.not_before > now:
+                    times.append(t.not_before)
+                cur = t.current
+                if job.spec.time_limit and t.phase is TaskPhase.RUNNING and cur and cur.started_at:
+                    times.append(cur.started_at + job.spec.time_limit)
+        return min(times) if times else None
+
+    def schedule(self, offers: Sequence[OfferView], now: float) -> list[Effect]:
+        """Plan pending tasks onto ``offers``; launch, hold or decline; refresh every reason."""
+        states = self._states()
+        views: list[JobView] = []
+        for job in self.jobs.values():
+            if job.state in JOB_TERMINAL:
+                continue
+            pending = tuple(t.index for t in job.tasks if t.phase is TaskPhase.PENDING and t.not_before <= now)
+            later = [t.not_before for t in job.tasks if t.phase is TaskPhase.PENDING and t.not_before > now]
+            if not pending and not later:
+                job.reason = None
+                continue
+            ready, why = dependency_status(job.spec, states)
+            blocked = None if ready else why
+            if blocked is None and not pending:
+                blocked = f"retry in {min(later) - now:.1f}s"
+            if blocked is None and job.hold_cooldown_until > now:
+                blocked = "gang hold released; waiting before holding again"
+            active = sum(1 for t in job.tasks if t.phase in (TaskPhase.LAUNCHING, TaskPhase.RUNNING))
+            views.append(
+                JobView(
+                    job_id=job.job_id,
+                    spec=job.spec,
+                    submitted_at=job.submitted_at,
+                    pending=pending,
+                    active=active,
+                    gang_started=job.gang_started,
+                    blocked=blocked,
+                    hold_since=job.hold_since,
+                )
+            )
+        p = plan(views, offers, now, self.gang_timeout)
+        effects: list[Effect] = []
+        by_offer: dict[str, list[Placement]] = {}
+        for pl in p.placements:
+            by_offer.setdefault(pl.offer_id, []).append(pl)
+        touched: set[int] = set()
+        agent_of = {o.offer_id: o for o in offers}
+        for offer_id, pls in by_offer.items():
+            launches = []
+            for pl in pls:
+                job = self.jobs[pl.job_id]
+                task = job.tasks[pl.index]
+                self._set_phase(task, TaskPhase.LAUNCHING)
+                task.revocable = bool(pl.resources.revocable())
+                task.history.append(
+                    Attempt(task.attempt, task.task_id, pl.agent_id, agent_of[offer_id].hostname)
+                )
+                if job.spec.gang > 0:
+                    job.gang_started = True
+                job.hold_since = None
+                touched.add(job.job_id)
+                launches.append(
+                    TaskLaunch(task.task_id, job.job_id, pl.index, f"{job.spec.name}[{pl.index}]", job.spec, pl.resources)
+                )
+            effects.append(Launch(offer_id, pls[0].agent_id, tuple(launches)))
+        for job_id, why in p.reasons.items():
+            self.jobs[job_id].reason = why
+        for view in views:
+            if view.job_id not in p.reasons and view.job_id not in touched:
+                self.jobs[view.job_id].reason = None
+        # Gang holds: start the clock for a new holder; a timed-out holder lets go and cools down.
+        if p.holding_job is not None:
+            holder = self.jobs[p.holding_job]
+            if holder.hold_since is None:
+                holder.hold_since = now
+        if p.released_job is not None:
+            rel = self.jobs[p.released_job]
+            rel.hold_since = None
+            rel.hold_cooldown_until = now + self.gang_timeout
+        used = set(by_offer)
+        keep = set(p.held_offers) if p.released_job is None else set()
+        idle = [o.offer_id for o in offers if o.offer_id not in used and o.offer_id not in keep]
+        if idle and not self._retry_pending():
+            effects.append(Decline(tuple(idle), self.decline_seconds))
+        if touched:
+            effects.append(Persist(tuple(sorted(touched))))
+        if not self.has_pending_work() and not self._suppressed:
+            self._suppressed = True
+            effects.append(Suppress())
+        demand = self._demands(views)
+        if demand != self._last_demand:
+            self._last_demand = demand
+            effects.append(DeclareDemand(demand))
+        return effects
+
+    # --- helpers -------------------------------------------------------------------------------
+
+    def _retry_pending(self) -> bool:
+        """Keep idle offers while pending tasks are only waiting on a retry backoff (they will fit
+        again shortly); otherwise decline them so other frameworks can use them."""
+        return any(
+            t.phase is TaskPhase.PENDING and t.failures > 0
+            for j in self.jobs.values()
+            if j.state not in JOB_TERMINAL
+            for t in j.tasks
+        )
+
+    def _demands(self, views: Sequence[JobView]) -> tuple[Demand, ...]:
+        out = []
+        for v in views:
+            if v.blocked is not None or not v.pending:
+                continue
+            gang = v.spec.gang > 0 and not v.gang_started
+            out.append(
+                Demand(
+                    queue=v.spec.queue,
+                    resources=v.spec.resources(),
+                    count=len(v.pending),
+                    gang_id=f"job-{v.job_id}" if gang else None,
+                    gang_min=v.spec.gang_size if gang else 0,
+                    revocable_ok=v.spec.preemptible,
+                    priority=v.spec.priority,
+                )
+            )
+        return tuple(out)
+
+    def _states(self) -> Mapping[int, JobState]:
+        return {j.job_id: j.state for j in self.jobs.values()}
+
+    @staticmethod
+    def _set_phase(task: TaskRecord, phase: TaskPhase) -> None:
+        check_task_transition(task.phase, phase)
+        task.phase = phase
+
+    @staticmethod
+    def _set_job(job: JobRecord, state: JobState, now: float) -> None:
+        check_job_transition(job.state, state)
+        job.state = state

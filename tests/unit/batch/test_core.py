@@ -1,0 +1,160 @@
+"""BatchCore: submissions become launches; updates drive task and job states; retries, time
+limits, cancel, dependencies, preemption, suppress/revive, demands."""
+
+from __future__ import annotations
+
+from frameworks.batch.core import (
+    BatchCore,
+    DeclareDemand,
+    Decline,
+    Kill,
+    Launch,
+    Revive,
+    Suppress,
+)
+from frameworks.batch.model import Dependency, DependencyKind, JobSpec, JobState, TaskPhase
+from frameworks.batch.planner import OfferView
+from protocol.resources import Resources
+from protocol.task_states import TaskState
+
+S = TaskState
+
+
+def spec(**kw: object) -> JobSpec:
+    base: dict[str, object] = {"name": "j", "argv": ("true",), "cpus": 1.0, "mem": 64.0}
+    base.update(kw)
+    return JobSpec(**base)  # type: ignore[arg-type]
+
+
+def offer(oid: str = "o1", cpus: float = 4, mem: float = 1024, role: str = "*") -> OfferView:
+    return OfferView(oid, f"agent-{oid}", f"host-{oid}", role, Resources.of(cpus=cpus, mem=mem))
+
+
+def launches(effects: list[object]) -> list[str]:
+    return [t.task_id for e in effects if isinstance(e, Launch) for t in e.tasks]
+
+
+def run(core: BatchCore, task_id: str, now: float, state: TaskState = S.TASK_FINISHED, **kw: object) -> list[object]:
+    core.on_update(task_id, S.TASK_RUNNING, now)
+    return core.on_update(task_id, state, now + 1, **kw)  # type: ignore[arg-type]
+
+
+def test_array_job_runs_to_success() -> None:
+    core = BatchCore()
+    jid, eff = core.submit(spec(count=3), now=0)
+    eff = core.schedule([offer(cpus=2)], now=0)
+    assert launches(eff) == ["j1-0-0", "j1-1-0"]
+    assert core.job(jid).reason == "2 of 3 pending tasks placed; waiting for 1 cpus; largest free offer has 0"
+    core.on_update("j1-0-0", S.TASK_RUNNING, 1)
+    assert core.job(jid).state is JobState.RUNNING
+    core.on_update("j1-0-0", S.TASK_FINISHED, 2)
+    run(core, "j1-1-0", 2)
+    assert launches(core.schedule([offer(cpus=2)], now=3)) == ["j1-2-0"]
+    run(core, "j1-2-0", 4)
+    job = core.job(jid)
+    assert job.state is JobState.SUCCEEDED and job.ended_at == 5
+    assert [t.phase for t in job.tasks] == [TaskPhase.SUCCEEDED] * 3
+
+
+def test_failures_retry_with_backoff_then_fail_the_job() -> None:
+    core = BatchCore()
+    jid, _ = core.submit(spec(max_retries=1), now=0)
+    core.schedule([offer()], now=0)
+    run(core, "j1-0-0", 0, S.TASK_FAILED, exit_code=3, message="exit 3")
+    task = core.job(jid).tasks[0]
+    assert task.phase is TaskPhase.PENDING and task.attempt == 1 and task.not_before == 2.0
+    assert core.job(jid).state is JobState.PENDING
+    assert launches(core.schedule([offer()], now=1.5)) == []
+    assert core.job(jid).reason == "retry in 0.5s"
+    assert core.next_wakeup(1.5) == 2.0
+    assert launches(core.schedule([offer()], now=2)) == ["j1-0-1"]
+    run(core, "j1-0-1", 2, S.TASK_FAILED, exit_code=1)
+    job = core.job(jid)
+    assert job.state is JobState.FAILED and job.reason == "1 of 1 tasks failed"
+    assert [(a.task_id, a.exit_code) for a in job.tasks[0].history] == [("j1-0-0", 3), ("j1-0-1", 1)]
+
+
+def test_stale_updates_from_an_old_attempt_are_ignored() -> None:
+    core = BatchCore()
+    core.submit(spec(max_retries=2), now=0)
+    core.schedule([offer()], now=0)
+    run(core, "j1-0-0", 0, S.TASK_LOST)
+    assert core.on_update("j1-0-0", S.TASK_FINISHED, 5) == []
+    assert core.on_update("garbage", S.TASK_FINISHED, 5) == []
+
+
+def test_time_limit_kills_and_counts_as_failure() -> None:
+    core = BatchCore()
+    jid, _ = core.submit(spec(time_limit=10), now=0)
+    core.schedule([offer()], now=0)
+    core.on_update("j1-0-0", S.TASK_RUNNING, 1, agent_id="a1")
+    assert core.tick(5) == []
+    assert core.next_wakeup(5) == 11
+    assert core.tick(11) == [Kill("j1-0-0", "a1", "time limit of 10s exceeded")]
+    assert core.tick(12) == []  # not twice
+    core.on_update("j1-0-0", S.TASK_KILLED, 12)
+    job = core.job(jid)
+    assert job.state is JobState.FAILED
+    assert job.tasks[0].history[0].message == "time limit of 10s exceeded"
+
+
+def test_cancel_kills_running_and_drops_pending() -> None:
+    core = BatchCore()
+    jid, _ = core.submit(spec(count=2), now=0)
+    core.schedule([offer(cpus=1)], now=0)
+    core.on_update("j1-0-0", S.TASK_RUNNING, 1, agent_id="a1")
+    eff = core.cancel(jid, now=2)
+    assert Kill("j1-0-0", "a1", "job cancelled") in eff
+    assert core.job(jid).state is JobState.CANCELLED
+    core.on_update("j1-0-0", S.TASK_KILLED, 3)
+    assert [t.phase for t in core.job(jid).tasks] == [TaskPhase.CANCELLED, TaskPhase.CANCELLED]
+
+
+def test_dependencies_wait_then_run_or_cancel() -> None:
+    core = BatchCore()
+    a, _ = core.submit(spec(), now=0)
+    b, _ = core.submit(spec(after=(Dependency(a),)), now=0)
+    c, _ = core.submit(spec(after=(Dependency(b, DependencyKind.ANY),)), now=0)
+    assert core.job(c).state is JobState.PENDING
+    assert launches(core.schedule([offer()], now=0)) == ["j1-0-0"]
+    assert core.job(b).reason == "after job 1"
+    run(core, "j1-0-0", 0, S.TASK_FAILED)
+    # b needed a's success: it can never run, and c (after any end of b) then runs.
+    assert core.job(b).state is JobState.CANCELLED
+    assert core.job(b).reason == "dependency job 1 failed"
+    assert launches(core.schedule([offer()], now=2)) == ["j3-0-0"]
+
+
+def test_preempted_task_is_rescheduled_without_counting_a_failure() -> None:
+    core = BatchCore()
+    jid, _ = core.submit(spec(preemptible=True), now=0)
+    core.schedule([offer()], now=0)
+    run(core, "j1-0-0", 0, S.TASK_KILLED, reason="REASON_CONTAINER_PREEMPTED")
+    task = core.job(jid).tasks[0]
+    assert task.phase is TaskPhase.PENDING and task.failures == 0 and task.not_before == 1
+    assert launches(core.schedule([offer()], now=1)) == ["j1-0-1"]
+
+
+def test_suppress_when_idle_and_revive_on_submit_and_decline_unused() -> None:
+    core = BatchCore()
+    eff = core.schedule([offer()], now=0)
+    assert Suppress() in eff and Decline(("o1",), 5.0) in eff
+    _, eff = core.submit(spec(), now=1)
+    assert Revive() in eff
+
+
+def test_gang_demand_and_hold_timeout_cooldown() -> None:
+    core = BatchCore(gang_timeout=30)
+    jid, _ = core.submit(spec(cpus=2, count=4, gang=4), now=0)
+    eff = core.schedule([offer(cpus=4)], now=0)
+    demand = next(e for e in eff if isinstance(e, DeclareDemand))
+    assert demand.demands[0].gang_id == "job-1" and demand.demands[0].gang_min == 4
+    assert not any(isinstance(e, Decline) for e in eff)  # the offer is held for the gang
+    assert core.job(jid).hold_since == 0
+    eff = core.schedule([offer(cpus=4)], now=31)
+    assert Decline(("o1",), 5.0) in eff
+    assert core.job(jid).hold_since is None
+    core.schedule([offer(cpus=4)], now=32)
+    assert core.job(jid).reason == "gang hold released; waiting before holding again"
+    eff = core.schedule([offer(cpus=8)], now=62)
+    assert launches(eff) == ["j1-0-0", "j1-1-0", "j1-2-0", "j1-3-0"]
