@@ -1,0 +1,290 @@
+"""The internal master <-> agent channel (not Mesos-compatible).
+
+Transport: the agent opens one WebSocket to the master at ``GET /api/v1/agent``. Every WebSocket
+message is a *binary* frame holding one msgpack-encoded ``Frame`` (``protocol.codec``), which
+carries a batch of ``AgentMessage`` envelopes, so many launches, kills, acknowledgements or
+status updates travel in one frame. Frames are capped at ``MAX_FRAME_BYTES``.
+
+Conversation:
+1. agent -> ``REGISTER`` (first message; ``agent_id`` unset on a first registration, set on a
+   re-registration after an agent or master restart, together with the tasks it runs).
+2. master -> ``REGISTERED`` (the agent id, the master's fencing ``epoch`` and ping timing) or
+   ``REFUSED`` (with a reason; the master then closes the socket).
+3. Either side sends batches afterwards. The master sends ``PING`` every ``ping_interval``;
+   the agent answers ``PONG`` with the same ``seq``. Missing ``ping_timeout`` worth of pongs
+   makes the master mark the agent unreachable; an agent that hears no ping for that long
+   reconnects (with jittered backoff) and re-registers.
+4. Status updates are reliable: the agent checkpoints an update, sends ``STATUS_UPDATE`` and
+   resends it until the master forwards the framework's ``ACKNOWLEDGE`` (matched by ``uuid``).
+
+Every master -> agent ``Frame`` carries the master's ``epoch``; an agent drops frames whose
+epoch is lower than the highest it has registered with (a deposed master).
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import Any
+
+import attrs
+
+from protocol.mesos import ExecutorInfo, FrameworkInfo, TaskInfo, TaskStatus
+from protocol.mesos_common import (
+    AgentID,
+    Attribute,
+    ExecutorID,
+    FrameworkID,
+    Resource,
+    TaskID,
+)
+from protocol.task_states import TaskState
+
+MAX_FRAME_BYTES = 4 * 1024 * 1024
+PATH = "/api/v1/agent"
+
+
+class MessageType(enum.Enum):
+    # agent -> master
+    REGISTER = "REGISTER"
+    STATUS_UPDATE = "STATUS_UPDATE"
+    SLACK_ESTIMATE = "SLACK_ESTIMATE"
+    EXECUTOR_MESSAGE = "EXECUTOR_MESSAGE"
+    EXECUTOR_EXITED = "EXECUTOR_EXITED"
+    PONG = "PONG"
+    # master -> agent
+    REGISTERED = "REGISTERED"
+    REFUSED = "REFUSED"
+    RUN_TASKS = "RUN_TASKS"
+    KILL_TASK = "KILL_TASK"
+    ACKNOWLEDGE = "ACKNOWLEDGE"
+    REVOKE = "REVOKE"
+    SHUTDOWN_FRAMEWORK = "SHUTDOWN_FRAMEWORK"
+    SHUTDOWN_EXECUTOR = "SHUTDOWN_EXECUTOR"
+    FRAMEWORK_MESSAGE = "FRAMEWORK_MESSAGE"
+    PING = "PING"
+
+
+# --- agent -> master ------------------------------------------------------------------------
+
+
+@attrs.frozen
+class RunningTask:
+    """A task the agent knows about, reported on re-registration."""
+
+    framework_id: FrameworkID
+    task_id: TaskID
+    state: TaskState
+    resources: tuple[Resource, ...] = ()
+    executor_id: ExecutorID | None = None
+    name: str | None = None
+    # The latest status the agent holds for the task (acknowledged or not).
+    status: TaskStatus | None = None
+
+
+@attrs.frozen
+class Register:
+    hostname: str
+    port: int  # the agent's HTTP port (sandbox files, /state, executor API)
+    resources: tuple[Resource, ...]
+    agent_id: AgentID | None = None  # set when re-registering
+    attributes: tuple[Attribute, ...] = ()
+    version: str = "0.1.0"
+    isolation: str = "psutil"  # "cgroups-v2" | "psutil"
+    boot_id: str | None = None
+    tasks: tuple[RunningTask, ...] = ()
+    frameworks: tuple[FrameworkInfo, ...] = ()  # infos of frameworks with tasks here
+    capabilities: tuple[str, ...] = ()
+
+
+@attrs.frozen
+class StatusUpdateMsg:
+    framework_id: FrameworkID
+    status: TaskStatus  # carries uuid (16 bytes), agent_id, executor_id
+    latest_state: TaskState | None = None  # the newest state the agent knows, if later than status
+
+
+@attrs.frozen
+class SlackEstimate:
+    """The agent's current revocable (oversubscribable) resources; sent only when it changes."""
+
+    resources: tuple[Resource, ...] = ()
+
+
+@attrs.frozen
+class ExecutorMessageMsg:
+    framework_id: FrameworkID
+    executor_id: ExecutorID
+    data: bytes
+
+
+@attrs.frozen
+class ExecutorExited:
+    framework_id: FrameworkID
+    executor_id: ExecutorID
+    status: int
+
+
+@attrs.frozen
+class Pong:
+    seq: int
+
+
+# --- master -> agent ------------------------------------------------------------------------
+
+
+@attrs.frozen
+class Registered:
+    agent_id: AgentID
+    master_id: str
+    epoch: int
+    ping_interval: float
+    ping_timeout: float
+
+
+@attrs.frozen
+class Refused:
+    message: str
+
+
+@attrs.frozen
+class RunTasks:
+    """Launch ``tasks`` for a framework. ``group`` means LAUNCH_GROUP: start them together under
+    ``executor`` (a task group; all or none). A task with its own ``TaskInfo.executor`` of type
+    CUSTOM runs under that executor; otherwise the agent's command executor runs it."""
+
+    framework_id: FrameworkID
+    framework_info: FrameworkInfo
+    tasks: tuple[TaskInfo, ...]
+    executor: ExecutorInfo | None = None
+    group: bool = False
+
+
+@attrs.frozen
+class KillTask:
+    framework_id: FrameworkID
+    task_id: TaskID
+    grace_seconds: float | None = None  # from the KillPolicy; None = the agent's default
+
+
+@attrs.frozen
+class AcknowledgeMsg:
+    framework_id: FrameworkID
+    task_id: TaskID
+    uuid: bytes
+
+
+@attrs.frozen
+class Revoke:
+    """Evict revocable tasks after ``grace_seconds``; reported with REASON_CONTAINER_PREEMPTED."""
+
+    framework_id: FrameworkID
+    task_ids: tuple[TaskID, ...]
+    grace_seconds: float
+    reason: str = ""
+
+
+@attrs.frozen
+class ShutdownFramework:
+    framework_id: FrameworkID
+
+
+@attrs.frozen
+class ShutdownExecutor:
+    framework_id: FrameworkID
+    executor_id: ExecutorID
+
+
+@attrs.frozen
+class FrameworkMessageMsg:
+    framework_id: FrameworkID
+    executor_id: ExecutorID
+    data: bytes
+
+
+@attrs.frozen
+class Ping:
+    seq: int
+
+
+# --- envelope and frame ---------------------------------------------------------------------
+
+
+@attrs.frozen
+class AgentMessage:
+    type: MessageType
+    register: Register | None = None
+    status_update: StatusUpdateMsg | None = None
+    slack_estimate: SlackEstimate | None = None
+    executor_message: ExecutorMessageMsg | None = None
+    executor_exited: ExecutorExited | None = None
+    pong: Pong | None = None
+    registered: Registered | None = None
+    refused: Refused | None = None
+    run_tasks: RunTasks | None = None
+    kill_task: KillTask | None = None
+    acknowledge: AcknowledgeMsg | None = None
+    revoke: Revoke | None = None
+    shutdown_framework: ShutdownFramework | None = None
+    shutdown_executor: ShutdownExecutor | None = None
+    framework_message: FrameworkMessageMsg | None = None
+    ping: Ping | None = None
+
+    def body(self) -> object:
+        """The body object named by ``type`` (``None`` only for a malformed envelope)."""
+        return getattr(self, self.type.value.lower())
+
+
+Body = (
+    Register
+    | StatusUpdateMsg
+    | SlackEstimate
+    | ExecutorMessageMsg
+    | ExecutorExited
+    | Pong
+    | Registered
+    | Refused
+    | RunTasks
+    | KillTask
+    | AcknowledgeMsg
+    | Revoke
+    | ShutdownFramework
+    | ShutdownExecutor
+    | FrameworkMessageMsg
+    | Ping
+)
+
+_TYPE_OF: dict[type, MessageType] = {
+    Register: MessageType.REGISTER,
+    StatusUpdateMsg: MessageType.STATUS_UPDATE,
+    SlackEstimate: MessageType.SLACK_ESTIMATE,
+    ExecutorMessageMsg: MessageType.EXECUTOR_MESSAGE,
+    ExecutorExited: MessageType.EXECUTOR_EXITED,
+    Pong: MessageType.PONG,
+    Registered: MessageType.REGISTERED,
+    Refused: MessageType.REFUSED,
+    RunTasks: MessageType.RUN_TASKS,
+    KillTask: MessageType.KILL_TASK,
+    AcknowledgeMsg: MessageType.ACKNOWLEDGE,
+    Revoke: MessageType.REVOKE,
+    ShutdownFramework: MessageType.SHUTDOWN_FRAMEWORK,
+    ShutdownExecutor: MessageType.SHUTDOWN_EXECUTOR,
+    FrameworkMessageMsg: MessageType.FRAMEWORK_MESSAGE,
+    Ping: MessageType.PING,
+}
+
+
+def envelope(body: Body) -> AgentMessage:
+    """Wrap a body in its envelope: ``envelope(Ping(seq=1))``."""
+    t = _TYPE_OF[type(body)]
+    fields: dict[str, Any] = {t.value.lower(): body}
+    return AgentMessage(type=t, **fields)
+
+
+@attrs.frozen
+class Frame:
+    messages: tuple[AgentMessage, ...]
+    epoch: int = 0  # the master's fencing epoch on master -> agent frames
+
+
+def frame(*bodies: Body, epoch: int = 0) -> Frame:
+    return Frame(messages=tuple(envelope(b) for b in bodies), epoch=epoch)
