@@ -1,0 +1,658 @@
+"""The task and executor tracker: what runs on this agent and what each fact means (pure core).
+
+A task's life follows ``protocol.task_states`` (an illegal transition raises). The tracker turns
+facts (a launch order, a spawned process, an exit code, a kill order, a memory-limit breach, a
+revocation, a framework shutdown, an executor's update) into commands: checkpoint the task,
+spawn it, signal it, escalate a kill, and *emit* a status update (``EmitStatus``; the shell gives
+it a uuid and hands it to the status-update manager).
+
+Vocabulary:
+- *command task*: run by the agent's built-in command executor (our launcher + wrapper);
+- *executor task*: handed to a CUSTOM executor process through the executor API;
+- *kill intent*: why a task is being killed, which decides its terminal state and reason:
+  framework kill -> TASK_KILLED; revocation / QoS -> TASK_KILLED + REASON_CONTAINER_PREEMPTED;
+  memory limit -> TASK_FAILED + REASON_CONTAINER_LIMITATION_MEMORY; framework shutdown ->
+  TASK_KILLED + REASON_FRAMEWORK_REMOVED.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Iterable
+
+import attrs
+
+from agent.taskspec import TaskSpec
+from protocol.task_states import TaskState, check_transition, is_terminal
+
+__pure__ = True
+
+S = TaskState
+TaskKey = tuple[str, str]  # (framework_id, task_id)
+ExecutorKey = tuple[str, str]  # (framework_id, executor_id)
+
+DEFAULT_GRACE = 3.0
+
+
+class KillReason(enum.Enum):
+    FRAMEWORK = "FRAMEWORK"
+    PREEMPTED = "PREEMPTED"
+    MEMORY = "MEMORY"
+    SHUTDOWN = "SHUTDOWN"
+
+
+_KILL_OUTCOME: dict[KillReason, tuple[TaskState, str | None]] = {
+    KillReason.FRAMEWORK: (S.TASK_KILLED, None),
+    KillReason.PREEMPTED: (S.TASK_KILLED, "REASON_CONTAINER_PREEMPTED"),
+    KillReason.MEMORY: (S.TASK_FAILED, "REASON_CONTAINER_LIMITATION_MEMORY"),
+    KillReason.SHUTDOWN: (S.TASK_KILLED, "REASON_FRAMEWORK_REMOVED"),
+}
+
+
+# --- events ---------------------------------------------------------------------------------
+
+
+@attrs.frozen
+class LaunchTask:
+    spec: TaskSpec
+
+
+@attrs.frozen
+class LaunchRejected:
+    """A launch that failed validation: answered with TASK_ERROR."""
+
+    framework_id: str
+    task_id: str
+    message: str
+    executor_id: str | None = None
+
+
+@attrs.frozen
+class Spawned:
+    framework_id: str
+    task_id: str
+    pid: int
+
+
+@attrs.frozen
+class SpawnFailed:
+    framework_id: str
+    task_id: str
+    message: str
+
+
+@attrs.frozen
+class Exited:
+    """The task's process ended. ``exit_code`` is the shell-style status (128+N for signal N);
+    ``None`` when nobody recorded it (the wrapper was killed, or the agent was down)."""
+
+    framework_id: str
+    task_id: str
+    exit_code: int | None
+    message: str | None = None
+
+
+@attrs.frozen
+class KillTask:
+    framework_id: str
+    task_id: str
+    grace: float | None = None
+    reason: KillReason = KillReason.FRAMEWORK
+
+
+@attrs.frozen
+class LimitExceeded:
+    framework_id: str
+    task_id: str
+    message: str
+
+
+@attrs.frozen
+class ShutdownFramework:
+    framework_id: str
+    grace: float | None = None
+
+
+@attrs.frozen
+class ExecutorStarted:
+    framework_id: str
+    executor_id: str
+    pid: int
+
+
+@attrs.frozen
+class ExecutorStatus:
+    """A status the custom executor sent for one of its tasks (already validated by the API)."""
+
+    framework_id: str
+    executor_id: str
+    task_id: str
+    state: TaskState
+
+
+@attrs.frozen
+class ExecutorTerminated:
+    framework_id: str
+    executor_id: str
+    exit_code: int | None
+    message: str | None = None
+
+
+@attrs.frozen
+class Tick:
+    """Time passed: escalate kills whose grace period is over."""
+
+
+@attrs.frozen
+class Forget:
+    """The task's terminal update was acknowledged: drop it."""
+
+    framework_id: str
+    task_id: str
+
+
+@attrs.frozen
+class RecoveredTask:
+    """A task read back from the checkpoint after an agent restart.
+
+    ``last_state``: the newest state in its update log (None: none written yet);
+    ``spawned``: a pid record exists; ``alive``: that pid is our wrapper (pid, create time and
+    boot id match); ``exit_code``: what the wrapper recorded, if anything; ``broken``: the
+    checkpoint of this task is corrupt (the file named), the task is reported LOST.
+    """
+
+    spec: TaskSpec
+    last_state: TaskState | None
+    spawned: bool
+    alive: bool
+    exit_code: int | None = None
+    pid: int | None = None
+    killing: bool = False
+
+
+Event = (
+    LaunchTask
+    | LaunchRejected
+    | Spawned
+    | SpawnFailed
+    | Exited
+    | KillTask
+    | LimitExceeded
+    | ShutdownFramework
+    | ExecutorStarted
+    | ExecutorStatus
+    | ExecutorTerminated
+    | Tick
+    | Forget
+    | RecoveredTask
+)
+
+
+# --- effects --------------------------------------------------------------------------------
+
+
+@attrs.frozen
+class CheckpointTask:
+    spec: TaskSpec
+
+
+@attrs.frozen
+class SpawnTask:
+    spec: TaskSpec
+
+
+@attrs.frozen
+class StartExecutor:
+    """Start the custom executor process (once per framework/executor)."""
+
+    framework_id: str
+    executor_id: str
+    spec: TaskSpec  # the first task; its ``info.executor`` (or the group's) describes the executor
+
+
+@attrs.frozen
+class HandToExecutor:
+    """Give tasks to a custom executor (LAUNCH / LAUNCH_GROUP through the executor API)."""
+
+    framework_id: str
+    executor_id: str
+    task_ids: tuple[str, ...]
+    group: bool = False
+
+
+@attrs.frozen
+class SignalTask:
+    """Send ``signal`` (``"TERM"`` or ``"KILL"``) to the task's whole process group."""
+
+    framework_id: str
+    task_id: str
+    signal: str
+
+
+@attrs.frozen
+class KillViaExecutor:
+    framework_id: str
+    executor_id: str
+    task_id: str
+    grace: float
+
+
+@attrs.frozen
+class ShutdownExecutorProcess:
+    framework_id: str
+    executor_id: str
+    grace: float
+
+
+@attrs.frozen
+class EmitStatus:
+    """A new status update to make reliable (the shell adds uuid, timestamp and agent id)."""
+
+    framework_id: str
+    task_id: str
+    state: TaskState
+    source: str = "SOURCE_EXECUTOR"
+    reason: str | None = None
+    message: str | None = None
+    executor_id: str | None = None
+    exit_code: int | None = None
+
+
+@attrs.frozen
+class ReleaseTask:
+    """The task is terminal: free its isolation (cgroup, monitoring) and resources."""
+
+    framework_id: str
+    task_id: str
+
+
+@attrs.frozen
+class ExecutorGone:
+    """Tell the master the executor exited (``EXECUTOR_EXITED``)."""
+
+    framework_id: str
+    executor_id: str
+    status: int
+
+
+@attrs.frozen
+class DropTask:
+    """Forget the task's checkpoint and record (after its terminal acknowledgement)."""
+
+    framework_id: str
+    task_id: str
+
+
+Effect = (
+    CheckpointTask
+    | SpawnTask
+    | StartExecutor
+    | HandToExecutor
+    | SignalTask
+    | KillViaExecutor
+    | ShutdownExecutorProcess
+    | EmitStatus
+    | ReleaseTask
+    | ExecutorGone
+    | DropTask
+)
+
+
+# --- state ----------------------------------------------------------------------------------
+
+
+@attrs.define
+class TaskRecord:
+    spec: TaskSpec
+    state: TaskState = S.TASK_STAGING
+    pid: int | None = None
+    kill_reason: KillReason | None = None
+    kill_deadline: float | None = None  # when SIGKILL follows SIGTERM
+    kill_message: str | None = None
+    hard_killed: bool = False
+    exit_code: int | None = None
+
+    @property
+    def key(self) -> TaskKey:
+        return (self.spec.framework_id, self.spec.task_id)
+
+    @property
+    def terminal(self) -> bool:
+        return is_terminal(self.state)
+
+
+@attrs.define
+class ExecutorRecord:
+    framework_id: str
+    executor_id: str
+    pid: int | None = None
+    tasks: set[str] = attrs.field(factory=set)
+    terminated: bool = False
+
+
+def exit_outcome(code: int | None) -> tuple[TaskState, str | None, str]:
+    """The terminal state, reason and message of a command task that ended on its own."""
+    if code is None:
+        return (S.TASK_FAILED, "REASON_EXECUTOR_TERMINATED", "Task wrapper terminated without an exit status")
+    if code == 0:
+        return (S.TASK_FINISHED, None, "Command exited with status 0")
+    if code > 128:
+        return (S.TASK_FAILED, "REASON_COMMAND_EXECUTOR_FAILED", f"Command terminated with signal {code - 128} (exit status {code})")
+    return (S.TASK_FAILED, "REASON_COMMAND_EXECUTOR_FAILED", f"Command exited with status {code}")
+
+
+class TaskTracker:
+    """Pure core: ``handle(event, now) -> list[Effect]``; ``next_deadline()`` for kill escalation."""
+
+    def __init__(self, default_grace: float = DEFAULT_GRACE) -> None:
+        self.default_grace = default_grace
+        self.tasks: dict[TaskKey, TaskRecord] = {}
+        self.executors: dict[ExecutorKey, ExecutorRecord] = {}
+
+    # --- queries ---------------------------------------------------------------------------
+
+    def get(self, framework_id: str, task_id: str) -> TaskRecord | None:
+        return self.tasks.get((framework_id, task_id))
+
+    def active(self) -> list[TaskRecord]:
+        return [t for t in self.tasks.values() if not t.terminal]
+
+    def of_framework(self, framework_id: str) -> list[TaskRecord]:
+        return [t for t in self.tasks.values() if t.spec.framework_id == framework_id]
+
+    def next_deadline(self) -> float | None:
+        ds = [t.kill_deadline for t in self.tasks.values() if t.kill_deadline is not None and not t.terminal]
+        return min(ds) if ds else None
+
+    # --- events ----------------------------------------------------------------------------
+
+    def handle(self, event: Event, now: float) -> list[Effect]:
+        match event:
+            case LaunchTask(spec):
+                return self._launch(spec)
+            case LaunchRejected(fid, tid, message, eid):
+                if (fid, tid) in self.tasks:
+                    return []
+                return [EmitStatus(fid, tid, S.TASK_ERROR, "SOURCE_AGENT", "REASON_TASK_INVALID", message, eid)]
+            case Spawned(fid, tid, pid):
+                return self._spawned(fid, tid, pid, now)
+            case SpawnFailed(fid, tid, message):
+                t = self.tasks.get((fid, tid))
+                if t is None or t.terminal:
+                    return []
+                return self._finish(t, S.TASK_FAILED, "REASON_CONTAINER_LAUNCH_FAILED", message, "SOURCE_AGENT")
+            case Exited(fid, tid, code, message):
+                return self._exited(fid, tid, code, message)
+            case KillTask(fid, tid, grace, reason):
+                t = self.tasks.get((fid, tid))
+                if t is None or t.terminal:
+                    return []
+                return self._kill(t, grace, reason, now, None)
+            case LimitExceeded(fid, tid, message):
+                t = self.tasks.get((fid, tid))
+                if t is None or t.terminal:
+                    return []
+                return self._kill(t, 0.0, KillReason.MEMORY, now, message)
+            case ShutdownFramework(fid, grace):
+                return self._shutdown_framework(fid, grace, now)
+            case ExecutorStarted(fid, eid, pid):
+                ex = self.executors.get((fid, eid))
+                if ex is None:
+                    return []
+                ex.pid = pid
+                return [HandToExecutor(fid, eid, tuple(sorted(ex.tasks)))] if ex.tasks else []
+            case ExecutorStatus(fid, eid, tid, state):
+                return self._executor_status(fid, eid, tid, state)
+            case ExecutorTerminated(fid, eid, code, message):
+                return self._executor_terminated(fid, eid, code, message)
+            case Tick():
+                return self._tick(now)
+            case Forget(fid, tid):
+                t = self.tasks.get((fid, tid))
+                if t is None or not t.terminal:
+                    return []
+                del self.tasks[(fid, tid)]
+                if t.spec.executor_id is not None:
+                    ex = self.executors.get((fid, t.spec.executor_id))
+                    if ex is not None and ex.terminated and not any(
+                        k[0] == fid and v.spec.executor_id == ex.executor_id for k, v in self.tasks.items()
+                    ):
+                        del self.executors[(fid, ex.executor_id)]
+                return [DropTask(fid, tid)]
+            case RecoveredTask():
+                return self._recovered(event)
+        raise TypeError(f"unknown event {event!r}")
+
+    # --- launch ----------------------------------------------------------------------------
+
+    def _launch(self, spec: TaskSpec) -> list[Effect]:
+        key = (spec.framework_id, spec.task_id)
+        if key in self.tasks:
+            return []  # a duplicate order (the master resent it): the first one stands
+        t = TaskRecord(spec)
+        self.tasks[key] = t
+        if spec.command is not None:
+            return [CheckpointTask(spec), SpawnTask(spec)]
+        assert spec.executor_id is not None
+        ekey = (spec.framework_id, spec.executor_id)
+        ex = self.executors.get(ekey)
+        out: list[Effect] = [CheckpointTask(spec)]
+        if ex is None or ex.terminated:
+            ex = self.executors[ekey] = ExecutorRecord(spec.framework_id, spec.executor_id)
+            ex.tasks.add(spec.task_id)
+            out.append(StartExecutor(spec.framework_id, spec.executor_id, spec))
+        else:
+            ex.tasks.add(spec.task_id)
+            if ex.pid is not None:
+                out.append(HandToExecutor(spec.framework_id, spec.executor_id, (spec.task_id,)))
+        return out
+
+    def _spawned(self, fid: str, tid: str, pid: int, now: float) -> list[Effect]:
+        t = self.tasks.get((fid, tid))
+        if t is None or t.terminal:
+            return [SignalTask(fid, tid, "KILL")] if t is not None else []
+        t.pid = pid
+        out: list[Effect] = []
+        if t.state is S.TASK_STAGING:
+            self._move(t, S.TASK_RUNNING)
+            out.append(EmitStatus(fid, tid, S.TASK_RUNNING, message=f"pid {pid}"))
+        if t.kill_reason is not None:  # killed while launching: signal now
+            out.extend(self._signal_kill(t, now))
+        return out
+
+    def _exited(self, fid: str, tid: str, code: int | None, message: str | None) -> list[Effect]:
+        t = self.tasks.get((fid, tid))
+        if t is None or t.terminal:
+            return []
+        t.exit_code = code
+        if t.kill_reason is not None:
+            state, reason = _KILL_OUTCOME[t.kill_reason]
+            msg = t.kill_message or message or (
+                f"Command terminated by the agent (exit status {code})" if code is not None else "Command killed"
+            )
+            return self._finish(t, state, reason, msg, "SOURCE_EXECUTOR")
+        state, reason, msg = exit_outcome(code)
+        return self._finish(t, state, reason, message or msg, "SOURCE_EXECUTOR")
+
+    def _finish(
+        self, t: TaskRecord, state: TaskState, reason: str | None, message: str | None, source: str
+    ) -> list[Effect]:
+        self._move(t, state)
+        t.kill_deadline = None
+        fid, tid = t.key
+        out: list[Effect] = [
+            EmitStatus(fid, tid, state, source, reason, message, t.spec.executor_id, t.exit_code),
+            ReleaseTask(fid, tid),
+        ]
+        return out
+
+    def _move(self, t: TaskRecord, state: TaskState) -> None:
+        check_transition(t.state, state)
+        t.state = state
+
+    # --- kill ------------------------------------------------------------------------------
+
+    def _kill(
+        self, t: TaskRecord, grace: float | None, reason: KillReason, now: float, message: str | None
+    ) -> list[Effect]:
+        fid, tid = t.key
+        if t.kill_reason is not None:
+            # Already being killed: a harder reason (memory) or a shorter grace may speed it up.
+            if reason is KillReason.MEMORY:
+                t.kill_reason, t.kill_message = reason, message
+            g = self._grace(t, grace)
+            if t.pid is not None and t.kill_deadline is not None and now + g < t.kill_deadline:
+                t.kill_deadline = now + g
+            return self._tick(now)
+        t.kill_reason = reason
+        t.kill_message = message
+        g = self._grace(t, grace)
+        if t.spec.command is None:  # an executor task: the executor kills it
+            assert t.spec.executor_id is not None
+            ex = self.executors.get((fid, t.spec.executor_id))
+            if ex is None or ex.pid is None:
+                state, why = _KILL_OUTCOME[reason]
+                return self._finish(t, state, why or "REASON_TASK_KILLED_DURING_LAUNCH", message or "Killed before the executor started", "SOURCE_AGENT")
+            out: list[Effect] = []
+            if t.spec.killing_state and t.state is not S.TASK_KILLING:
+                self._move(t, S.TASK_KILLING)
+                out.append(EmitStatus(fid, tid, S.TASK_KILLING, "SOURCE_AGENT", executor_id=t.spec.executor_id))
+            out.append(KillViaExecutor(fid, t.spec.executor_id, tid, g))
+            return out
+        if t.state is S.TASK_STAGING and t.pid is None:
+            # Not spawned yet: the spawn is in flight; kill it as soon as it is reported.
+            t.kill_deadline = now + g
+            return []
+        out = []
+        if t.spec.killing_state and t.state is not S.TASK_KILLING:
+            self._move(t, S.TASK_KILLING)
+            out.append(EmitStatus(fid, tid, S.TASK_KILLING, "SOURCE_EXECUTOR"))
+        t.kill_deadline = now + g
+        out.extend(self._signal_kill(t, now))
+        return out
+
+    def _grace(self, t: TaskRecord, grace: float | None) -> float:
+        if grace is not None:
+            return max(0.0, grace)
+        if t.spec.grace is not None:
+            return t.spec.grace
+        return self.default_grace
+
+    def _signal_kill(self, t: TaskRecord, now: float) -> list[Effect]:
+        fid, tid = t.key
+        if t.kill_deadline is None or t.kill_deadline <= now:
+            t.hard_killed = True
+            t.kill_deadline = None
+            return [SignalTask(fid, tid, "KILL")]
+        return [SignalTask(fid, tid, "TERM")]
+
+    def _tick(self, now: float) -> list[Effect]:
+        out: list[Effect] = []
+        for t in self.tasks.values():
+            if t.terminal or t.kill_deadline is None or t.kill_deadline > now or t.pid is None:
+                continue
+            t.kill_deadline = None
+            t.hard_killed = True
+            out.append(SignalTask(t.spec.framework_id, t.spec.task_id, "KILL"))
+        return out
+
+    def _shutdown_framework(self, fid: str, grace: float | None, now: float) -> list[Effect]:
+        out: list[Effect] = []
+        for t in list(self.tasks.values()):
+            if t.spec.framework_id == fid and not t.terminal and t.spec.command is not None:
+                out.extend(self._kill(t, grace, KillReason.SHUTDOWN, now, "Framework shut down"))
+        for ex in self.executors.values():
+            if ex.framework_id == fid and not ex.terminated:
+                for tid in ex.tasks:
+                    et = self.tasks.get((fid, tid))
+                    if et is not None and not et.terminal and et.kill_reason is None:
+                        et.kill_reason, et.kill_message = KillReason.SHUTDOWN, "Framework shut down"
+                out.append(ShutdownExecutorProcess(fid, ex.executor_id, self.default_grace if grace is None else grace))
+        return out
+
+    # --- executors -------------------------------------------------------------------------
+
+    def _executor_status(self, fid: str, eid: str, tid: str, state: TaskState) -> list[Effect]:
+        t = self.tasks.get((fid, tid))
+        if t is None or t.spec.executor_id != eid:
+            raise UnknownTask(f"executor {eid} reported task {tid} it does not run")
+        if t.state is state and not is_terminal(state):
+            return []
+        self._move(t, state)  # raises IllegalTransition for a lying executor
+        if is_terminal(state):
+            t.kill_deadline = None
+            return [ReleaseTask(fid, tid)]
+        return []
+
+    def _executor_terminated(self, fid: str, eid: str, code: int | None, message: str | None) -> list[Effect]:
+        ex = self.executors.get((fid, eid))
+        if ex is None or ex.terminated:
+            return []
+        ex.terminated = True
+        out: list[Effect] = []
+        for tid in sorted(ex.tasks):
+            t = self.tasks.get((fid, tid))
+            if t is None or t.terminal:
+                continue
+            if t.kill_reason is not None:
+                state, reason = _KILL_OUTCOME[t.kill_reason]
+                out.extend(self._finish(t, state, reason, t.kill_message or "Executor terminated", "SOURCE_AGENT"))
+            else:
+                what = f"exit status {code}" if code is not None else "unknown exit status"
+                out.extend(
+                    self._finish(
+                        t, S.TASK_FAILED, "REASON_EXECUTOR_TERMINATED", message or f"Executor terminated ({what})", "SOURCE_AGENT"
+                    )
+                )
+        out.append(ExecutorGone(fid, eid, code if code is not None else -1))
+        if not any(k[0] == fid and v.spec.executor_id == eid for k, v in self.tasks.items()):
+            del self.executors[(fid, eid)]
+        return out
+
+    # --- recovery --------------------------------------------------------------------------
+
+    def _recovered(self, r: RecoveredTask) -> list[Effect]:
+        spec = r.spec
+        key = (spec.framework_id, spec.task_id)
+        t = TaskRecord(spec, pid=r.pid)
+        self.tasks[key] = t
+        fid, tid = key
+        if r.last_state is not None:
+            t.state = r.last_state
+        if t.terminal:
+            return []  # its terminal update is in the log; the status-update manager resends it
+        if r.killing:
+            t.kill_reason = KillReason.FRAMEWORK
+        if spec.command is None:
+            # Executor tasks: the executor process is not re-attached (it reconnects to the
+            # executor API only if it checkpoints); report them lost.
+            return self._finish(t, S.TASK_LOST, "REASON_AGENT_RESTARTED", "Agent restarted; executor task not recovered", "SOURCE_AGENT")
+        if r.alive:
+            out: list[Effect] = []
+            if t.state is S.TASK_STAGING:
+                self._move(t, S.TASK_RUNNING)
+                out.append(EmitStatus(fid, tid, S.TASK_RUNNING, message=f"pid {r.pid} (recovered)"))
+            return out
+        if not r.spawned:
+            return self._finish(
+                t, S.TASK_LOST, "REASON_AGENT_RESTARTED", "Agent restarted before the task was launched", "SOURCE_AGENT"
+            )
+        if r.exit_code is not None:
+            return self._exited(fid, tid, r.exit_code, None)
+        return self._finish(
+            t, S.TASK_LOST, "REASON_AGENT_RESTARTED", "Task ended while the agent was down; exit status unknown", "SOURCE_AGENT"
+        )
+
+    def recovered_broken(self, spec: TaskSpec, message: str) -> list[Effect]:
+        """A task whose checkpoint is corrupt: report it LOST (non-strict recovery)."""
+        t = TaskRecord(spec)
+        self.tasks[(spec.framework_id, spec.task_id)] = t
+        return self._finish(t, S.TASK_LOST, "REASON_AGENT_RESTARTED", message, "SOURCE_AGENT")
+
+
+class UnknownTask(LookupError):
+    pass
+
+
+def keys(records: Iterable[TaskRecord]) -> list[TaskKey]:
+    return [r.key for r in records]

@@ -1,0 +1,135 @@
+"""From a Mesos ``TaskInfo`` to what the agent runs: validated, flattened ``TaskSpec`` (pure).
+
+Validation (RELIABILITY.md B3, S5, S15): framework, task and executor ids must be path-safe
+(``protocol.ids.valid_path_id``); exactly one of ``command``/``executor``; a command needs a
+``value``; environment names match ``^[A-Za-z_][A-Za-z0-9_]*$``, values carry no NUL, and
+``LD_*`` names are denied. A bad task becomes ``SpecError`` (the tracker answers TASK_ERROR).
+"""
+
+from __future__ import annotations
+
+import re
+
+import attrs
+
+from protocol.ids import valid_path_id
+from protocol.mesos import CommandInfo, ExecutorInfo, ExecutorType, TaskInfo
+from protocol.resources import ResourceError, Resources
+
+__pure__ = True
+
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+DENIED_ENV_PREFIXES = ("LD_",)
+
+
+class SpecError(ValueError):
+    """A task the agent refuses to run (the message goes into TASK_ERROR)."""
+
+
+@attrs.frozen
+class CommandSpec:
+    """What to exec: ``argv`` directly (``shell`` false) or ``/bin/sh -c value``."""
+
+    argv: tuple[str, ...]
+    environment: tuple[tuple[str, str], ...] = ()
+    user: str | None = None
+
+
+@attrs.frozen
+class TaskSpec:
+    framework_id: str
+    task_id: str
+    name: str
+    command: CommandSpec | None  # None: run by a custom executor
+    executor_id: str | None = None  # the custom executor's id (None for command tasks)
+    mem_limit: int | None = None  # bytes
+    cpus: float | None = None
+    grace: float | None = None  # kill policy grace period (seconds)
+    revocable: bool = False
+    killing_state: bool = False  # the framework wants TASK_KILLING
+    info: TaskInfo | None = attrs.field(default=None, eq=False)
+
+
+def check_environment(pairs: tuple[tuple[str, str], ...]) -> None:
+    for name, value in pairs:
+        if not _ENV_NAME.fullmatch(name):
+            raise SpecError(f"invalid environment variable name {name!r}")
+        if name.startswith(DENIED_ENV_PREFIXES):
+            raise SpecError(f"environment variable {name} is denied")
+        if "\x00" in value:
+            raise SpecError(f"environment variable {name} contains NUL")
+
+
+def command_spec(cmd: CommandInfo) -> CommandSpec:
+    if cmd.value is None or cmd.value == "":
+        raise SpecError("command has no value")
+    if "\x00" in cmd.value or any("\x00" in a for a in cmd.arguments):
+        raise SpecError("command contains NUL")
+    shell = True if cmd.shell is None else cmd.shell
+    if shell:
+        argv: tuple[str, ...] = ("/bin/sh", "-c", cmd.value)
+    else:
+        # Mesos: with shell=false, ``value`` is the executable and ``arguments`` the full argv
+        # (arguments[0] is argv[0]); an empty ``arguments`` means just the executable.
+        argv = (cmd.value, *cmd.arguments[1:]) if cmd.arguments else (cmd.value,)
+    env: tuple[tuple[str, str], ...] = ()
+    if cmd.environment is not None:
+        env = tuple((v.name, v.value or "") for v in cmd.environment.variables)
+    check_environment(env)
+    return CommandSpec(argv=argv, environment=env, user=cmd.user)
+
+
+def _seconds(ns: int | None) -> float | None:
+    return None if ns is None else max(0.0, ns / 1e9)
+
+
+def task_spec(
+    framework_id: str,
+    task: TaskInfo,
+    executor: ExecutorInfo | None = None,
+    killing_state: bool = False,
+) -> TaskSpec:
+    """Validate ``task`` and flatten it. ``executor`` is the group's executor (LAUNCH_GROUP)."""
+    tid = task.task_id.value
+    if not valid_path_id(framework_id):
+        raise SpecError(f"invalid framework id {framework_id!r}")
+    if not valid_path_id(tid):
+        raise SpecError(f"invalid task id {tid!r}")
+    ex = task.executor or executor
+    if task.command is not None and task.executor is not None:
+        raise SpecError("task has both command and executor")
+    if task.command is None and ex is None:
+        raise SpecError("task has neither command nor executor")
+    try:
+        res = Resources.from_mesos(task.resources)
+    except ResourceError as e:
+        raise SpecError(f"invalid resources: {e}") from e
+    mem = res.scalar("mem")
+    cpus = res.scalar("cpus")
+    grace = None
+    if task.kill_policy is not None and task.kill_policy.grace_period is not None:
+        grace = _seconds(task.kill_policy.grace_period.nanoseconds)
+    revocable = bool(res.revocable())
+    common = {
+        "framework_id": framework_id,
+        "task_id": tid,
+        "name": task.name,
+        "mem_limit": int(mem * 1024 * 1024) if mem > 0 else None,
+        "cpus": cpus if cpus > 0 else None,
+        "grace": grace,
+        "revocable": revocable,
+        "killing_state": killing_state,
+        "info": task,
+    }
+    if task.command is not None and ex is None:
+        return TaskSpec(command=command_spec(task.command), **common)  # type: ignore[arg-type]
+    assert ex is not None
+    eid = ex.executor_id.value
+    if not valid_path_id(eid):
+        raise SpecError(f"invalid executor id {eid!r}")
+    if ex.type is ExecutorType.DEFAULT and ex.command is None:
+        raise SpecError("DEFAULT executors without a command are not supported; use a CUSTOM executor")
+    if ex.command is None:
+        raise SpecError("executor has no command")
+    command_spec(ex.command)  # validate now; the executor itself is started from its ExecutorInfo
+    return TaskSpec(command=None, executor_id=eid, **common)  # type: ignore[arg-type]
