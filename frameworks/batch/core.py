@@ -26,6 +26,7 @@ from frameworks.batch.model import (
     dependency_status,
 )
 from frameworks.batch.planner import DEFAULT_GANG_TIMEOUT, JobView, OfferView, Placement, plan
+from frameworks.client.demand import Demand
 from protocol.resources import Resources
 from protocol.task_states import TaskState
 
@@ -157,19 +158,10 @@ class Revive:
 
 
 @attrs.frozen
-class Demand:
-    queue: str
-    resources: Resources
-    count: int
-    gang_id: str | None
-    gang_min: int
-    revocable_ok: bool
-    priority: int
-
-
-@attrs.frozen
 class DeclareDemand:
-    demands: tuple[Demand, ...]
+    """The whole standing demand, keyed by job (``frameworks.client.demand.DemandBook.replace``)."""
+
+    demands: tuple[tuple[str, Demand], ...]
 
 
 Effect = Launch | Kill | Decline | Persist | Suppress | Revive | DeclareDemand
@@ -189,7 +181,7 @@ class BatchCore:
         self.gang_timeout = gang_timeout
         self.decline_seconds = decline_seconds
         self._suppressed = False
-        self._last_demand: tuple[Demand, ...] = ()
+        self._last_demand: tuple[tuple[str, Demand], ...] = ()
 
     # --- queries -------------------------------------------------------------------------------
 
@@ -499,23 +491,22 @@ class BatchCore:
             for t in j.tasks
         )
 
-    def _demands(self, views: Sequence[JobView]) -> tuple[Demand, ...]:
+    def _demands(self, views: Sequence[JobView]) -> tuple[tuple[str, Demand], ...]:
         out = []
         for v in views:
             if v.blocked is not None or not v.pending:
                 continue
             gang = v.spec.gang > 0 and not v.gang_started
-            out.append(
-                Demand(
-                    queue=v.spec.queue,
-                    resources=v.spec.resources(),
-                    count=len(v.pending),
-                    gang_id=f"job-{v.job_id}" if gang else None,
-                    gang_min=v.spec.gang_size if gang else 0,
-                    revocable_ok=v.spec.preemptible,
-                    priority=v.spec.priority,
-                )
+            demand = Demand(
+                shape=v.spec.resources(),
+                count=len(v.pending),
+                gang_id=f"job-{v.job_id}" if gang else None,
+                gang_min=min(v.spec.gang_size, len(v.pending)) if gang else None,
+                revocable_ok=v.spec.preemptible,
+                priority=v.spec.priority,
+                role=v.spec.queue,
             )
+            out.append((f"job-{v.job_id}", demand))
         return tuple(out)
 
     def _states(self) -> Mapping[int, JobState]:

@@ -148,7 +148,8 @@ def test_gang_demand_and_hold_timeout_cooldown() -> None:
     jid, _ = core.submit(spec(cpus=2, count=4, gang=4), now=0)
     eff = core.schedule([offer(cpus=4)], now=0)
     demand = next(e for e in eff if isinstance(e, DeclareDemand))
-    assert demand.demands[0].gang_id == "job-1" and demand.demands[0].gang_min == 4
+    key, d = demand.demands[0]
+    assert key == "job-1" and d.gang_id == "job-1" and d.gang_min == 4 and d.count == 4 and d.role == "*"
     assert not any(isinstance(e, Decline) for e in eff)  # the offer is held for the gang
     assert core.job(jid).hold_since == 0
     eff = core.schedule([offer(cpus=4)], now=31)
