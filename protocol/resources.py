@@ -31,7 +31,8 @@ Mesos interop: :meth:`Resources.from_mesos` / :meth:`Resources.to_mesos` convert
 ``cpus(reservations: [(DYNAMIC,eng,alice)]){REV}:2``). Persistent volumes, shared resources and
 resource providers are not modelled and are refused with a ResourceError.
 
-The representation is a plain dict plus a flag telling whether every quantity is a scalar, so the
+The representation is a plain dict from an interned key string (the key's Mesos string form, e.g.
+``cpus(ml){REV}``) to the quantity, plus a flag telling whether every quantity is a scalar, so the
 allocator's hot paths (``+``, ``-``, ``contains`` on scalar-only values) are a few dict operations.
 """
 
@@ -562,7 +563,12 @@ class Resources:
             return r
         for k, v in od.items():
             cur = d.get(k)
-            d[k] = v if cur is None else _add_value(k, cur, v)
+            if cur is None:
+                d[k] = v
+            elif type(cur) is int and type(v) is int:
+                d[k] = cur + v
+            else:
+                d[k] = _add_value(k, cur, v)
         return _make(d, False)
 
     def __sub__(self, other: object) -> Resources:
@@ -588,15 +594,24 @@ class Resources:
             _SET_D(r, d)
             _SET_SIMPLE(r, True)
             return r
+        removed_non_scalar = False
         for k, v in od.items():
             cur = d.get(k)
-            if cur is not None:
-                rem = _sub_value(k, cur, v)
-                if rem:
-                    d[k] = rem
+            if cur is None:
+                continue
+            if type(cur) is int and type(v) is int:
+                if cur > v:
+                    d[k] = cur - v
                 else:
                     del d[k]
-        return _make_checked(d)
+                continue
+            rem = _sub_value(k, cur, v)
+            if rem:
+                d[k] = rem
+            else:
+                del d[k]
+                removed_non_scalar = True
+        return _make_checked(d) if (removed_non_scalar or not d) else _make(d, self._simple)
 
     def __mul__(self, factor: object) -> Resources:
         """``r * k`` == ``r + r + ... + r`` (k times): scalars scale, ranges/sets stay."""
@@ -630,7 +645,12 @@ class Resources:
             return True
         for k, v in od.items():
             cur = sd.get(k)
-            if cur is None or not _contains_value(k, cur, v):
+            if cur is None:
+                return False
+            if type(cur) is int and type(v) is int:
+                if cur < v:
+                    return False
+            elif not _contains_value(k, cur, v):
                 return False
         return True
 

@@ -120,6 +120,9 @@ def test_never_negative_and_never_zero_entries(a: Resources, b: Resources) -> No
                 assert len(value) > 0
         for total in r.scalars().values():
             assert total > 0
+        # The scalar-only fast path must never be taken for values holding ranges or sets.
+        if r._simple:
+            assert all(isinstance(v, int) for _k, v in r.entries())
     assert (a - b).is_empty() == b.contains(a)
 
 
