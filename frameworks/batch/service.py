@@ -1,0 +1,511 @@
+"""The batch framework service: a scheduler on the client library, a job store, an HTTP API.
+
+Shell only: every decision is ``BatchCore``'s. This module turns driver callbacks and HTTP
+requests into core calls, runs one scheduling loop (woken by offers, updates, submissions and
+the core's next deadline), and executes the effects: ACCEPT/LAUNCH, KILL, DECLINE,
+SUPPRESS/REVIVE, REQUEST, and batched writes to the store.
+
+HTTP API (JSON by default, msgpack with ``Content-Type``/``Accept: application/x-msgpack``):
+
+- ``POST /api/v1/jobs`` (a job spec, see ``model.spec_from_dict``) -> ``201 {"id": N}``
+- ``GET /api/v1/jobs[?state=PENDING]`` -> ``{"jobs": [summary, ...]}``
+- ``GET /api/v1/jobs/{id}`` -> the job with its tasks, attempts and reason
+- ``POST /api/v1/jobs/{id}/cancel``
+- ``GET /api/v1/jobs/{id}/logs?task=I&stream=stdout|stderr&offset=O&length=L`` -> read from the
+  agent's sandbox (``/files/read``), ``{"data": str, "offset": int}``
+- ``GET /health``, ``GET /api/v1/framework`` (framework id, master, counts)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import getpass
+import json
+import logging
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import msgpack
+from aiohttp import web
+
+from frameworks.batch.core import (
+    BatchCore,
+    BatchError,
+    DeclareDemand,
+    Decline,
+    Effect,
+    JobRecord,
+    Kill,
+    Launch,
+    Persist,
+    Revive,
+    Suppress,
+    TaskLaunch,
+)
+from frameworks.batch.model import SpecError, spec_from_dict, spec_to_dict
+from frameworks.batch.planner import OfferView
+from frameworks.batch.store import JobStore
+from frameworks.client.driver import Scheduler, SchedulerDriver
+from frameworks.client.transport import HttpTransport, TransportError
+from protocol.codec import JSON, MSGPACK
+from protocol.lifecycle import Service
+from protocol.mesos import (
+    Capability,
+    CapabilityType,
+    CommandInfo,
+    Environment,
+    FrameworkInfo,
+    Offer,
+    TaskInfo,
+    TaskStatus,
+)
+from protocol.mesos_common import FrameworkID, TaskID
+
+log = logging.getLogger(__name__)
+
+MAX_BODY = 1024 * 1024
+
+
+class BatchService(Service, Scheduler):
+    name = "agora-batch"
+
+    def __init__(
+        self,
+        master: str,
+        work_dir: Path,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        roles: tuple[str, ...] = ("*",),
+        framework_name: str = "agora-batch",
+        gang_timeout: float = 30.0,
+        failover_timeout: float = 7 * 24 * 3600.0,
+        now: Callable[[], float] = time.time,
+    ) -> None:
+        Service.__init__(self)
+        self.master = master
+        self.work_dir = work_dir
+        self.host = host
+        self.port = port
+        self.roles = roles
+        self.framework_name = framework_name
+        self.failover_timeout = failover_timeout
+        self.now = now
+        self.core = BatchCore(gang_timeout=gang_timeout)
+        self.store = JobStoreRef(work_dir)
+        self.driver: SchedulerDriver | None = None
+        self._wake = asyncio.Event()
+        self._offer_roles: dict[str, str] = {}
+        self._agent_urls: dict[str, str] = {}
+        self._dirty: set[int] = set()
+        self._runner: web.AppRunner | None = None
+        self._http: aiohttp.ClientSession | None = None
+        self.url = ""
+
+    # --- lifecycle -------------------------------------------------------------------------------
+
+    async def _start(self) -> None:
+        store = self.store.open()
+        for job in await asyncio.to_thread(store.load):
+            self.core.restore(job)
+        fid = store.get_meta("framework_id")
+        info = FrameworkInfo(
+            user=getpass.getuser(),
+            name=self.framework_name,
+            id=FrameworkID(fid) if fid else None,
+            failover_timeout=self.failover_timeout,
+            roles=self.roles,
+            capabilities=tuple(
+                Capability(c)
+                for c in (
+                    CapabilityType.MULTI_ROLE,
+                    CapabilityType.REUSABLE_OFFERS,
+                    CapabilityType.REVOCABLE_RESOURCES,
+                    CapabilityType.GPU_RESOURCES,
+                    CapabilityType.TASK_KILLING_STATE,
+                )
+            ),
+        )
+        self.driver = SchedulerDriver(info, HttpTransport(self.master), scheduler=self)
+        self._http = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10))
+        app = web.Application(client_max_size=MAX_BODY)
+        app.add_routes(
+            [
+                web.get("/health", self._health),
+                web.get("/api/v1/framework", self._framework),
+                web.post("/api/v1/jobs", self._submit),
+                web.get("/api/v1/jobs", self._list),
+                web.get("/api/v1/jobs/{id}", self._show),
+                web.post("/api/v1/jobs/{id}/cancel", self._cancel),
+                web.get("/api/v1/jobs/{id}/logs", self._logs),
+            ]
+        )
+        self._runner = web.AppRunner(app, access_log=None)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, self.host, self.port)
+        await site.start()
+        server = site._server
+        assert server is not None
+        sock = server.sockets[0]  # type: ignore[attr-defined]
+        self.port = sock.getsockname()[1]
+        self.url = f"http://{self.host}:{self.port}"
+        await self.driver.start()
+        self.spawn(self._loop(), name="batch-schedule")
+
+    async def _stop(self) -> None:
+        if self.driver is not None:
+            await self.driver.stop()
+        if self._runner is not None:
+            await self._runner.cleanup()
+        if self._http is not None:
+            await self._http.close()
+        with contextlib.suppress(Exception):
+            await self._flush()
+        self.store.close()
+
+    # --- driver callbacks ------------------------------------------------------------------------
+
+    def subscribed(self, driver: SchedulerDriver, framework_id: str, master_info: object) -> None:
+        self.store.open().set_meta("framework_id", framework_id)
+        self._wake.set()
+
+    def offers(self, driver: SchedulerDriver, offers: list[Offer]) -> None:
+        for o in offers:
+            role = o.allocation_info.role if o.allocation_info and o.allocation_info.role else None
+            self._offer_roles[o.id.value] = role or (self.roles[0] if self.roles else "*")
+            if o.url is not None and o.url.address.port:
+                host = o.url.address.ip or o.url.address.hostname or o.hostname
+                self._agent_urls[o.agent_id.value] = f"http://{host}:{o.url.address.port}"
+        self._wake.set()
+
+    def offer_rescinded(self, driver: SchedulerDriver, offer_id: str) -> None:
+        self._offer_roles.pop(offer_id, None)
+        self._wake.set()
+
+    def update(self, driver: SchedulerDriver, status: TaskStatus) -> None:
+        exit_code = _exit_code(status)
+        effects = self.core.on_update(
+            status.task_id.value,
+            status.state,
+            self.now(),
+            agent_id=status.agent_id.value if status.agent_id else None,
+            message=status.message,
+            reason=status.reason.value if status.reason else None,
+            exit_code=exit_code,
+        )
+        self._absorb(effects)
+        self._wake.set()
+
+    # --- the scheduling loop ---------------------------------------------------------------------
+
+    async def _loop(self) -> None:
+        while True:
+            now = self.now()
+            deadline = self.core.next_wakeup(now)
+            timeout = None if deadline is None else max(0.0, deadline - now)
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(timeout):
+                    await self._wake.wait()
+            self._wake.clear()
+            try:
+                await self._schedule_once()
+            except TransportError as exc:
+                log.warning("batch: master call failed: %s", exc)
+            await self._flush()
+
+    async def _schedule_once(self) -> None:
+        driver = self.driver
+        assert driver is not None
+        now = self.now()
+        effects = self.core.tick(now)
+        if driver.connected:
+            views = []
+            for cached in driver.offers:
+                avail = cached.available
+                if not avail:
+                    continue
+                views.append(
+                    OfferView(
+                        offer_id=cached.offer_id,
+                        agent_id=cached.agent_id,
+                        hostname=cached.hostname,
+                        role=self._offer_roles.get(cached.offer_id, "*"),
+                        resources=avail,
+                        attributes={k: str(v) for k, v in cached.attributes.items()},
+                    )
+                )
+            effects += self.core.schedule(views, now)
+        await self._execute(effects)
+
+    async def _execute(self, effects: list[Effect]) -> None:
+        driver = self.driver
+        assert driver is not None
+        for e in effects:
+            if isinstance(e, Persist):
+                self._dirty.update(e.job_ids)
+            elif not driver.connected:
+                continue
+            elif isinstance(e, Launch):
+                infos = [self._task_info(t, e.agent_id) for t in e.tasks]
+                await driver.launch(e.offer_id, infos)
+            elif isinstance(e, Kill):
+                await driver.kill(e.task_id, e.agent_id)
+            elif isinstance(e, Decline):
+                await driver.decline(e.offer_ids, e.refuse_seconds)
+            elif isinstance(e, Suppress):
+                await driver.suppress()
+            elif isinstance(e, Revive):
+                await driver.revive()
+            elif isinstance(e, DeclareDemand):
+                driver.demands.replace(e.demands)
+                await driver.send_demand()
+
+    def _absorb(self, effects: list[Effect]) -> None:
+        """Effects produced inside a sync callback: persist now-ish, act in the loop."""
+        rest: list[Effect] = [e for e in effects if not isinstance(e, Persist)]
+        for e in effects:
+            if isinstance(e, Persist):
+                self._dirty.update(e.job_ids)
+        if rest:
+            self.spawn(self._execute(rest), name="batch-effects")
+
+    async def _flush(self) -> None:
+        if not self._dirty:
+            return
+        ids, self._dirty = sorted(self._dirty), set()
+        jobs = [self.core.jobs[i] for i in ids if i in self.core.jobs]
+        await self.store.open().awrite(jobs)
+
+    def _task_info(self, t: TaskLaunch, agent_id: str) -> TaskInfo:
+        spec = t.spec
+        env = dict(spec.env)
+        env.update(
+            AGORA_JOB_ID=str(t.job_id),
+            AGORA_TASK_INDEX=str(t.index),
+            AGORA_ARRAY_SIZE=str(spec.count),
+        )
+        if spec.shell is not None:
+            command = CommandInfo(value=spec.shell, shell=True, environment=Environment.of(env))
+        else:
+            command = CommandInfo(
+                value=spec.argv[0], arguments=spec.argv, shell=False, environment=Environment.of(env)
+            )
+        return TaskInfo(
+            name=t.name,
+            task_id=TaskID(t.task_id),
+            resources=t.resources.to_mesos(allocation_role=spec.queue),
+            command=command,
+        )
+
+    # --- HTTP API --------------------------------------------------------------------------------
+
+    async def _health(self, request: web.Request) -> web.Response:
+        return web.Response(status=200)
+
+    async def _framework(self, request: web.Request) -> web.Response:
+        driver = self.driver
+        counts: dict[str, int] = {}
+        for job in self.core.jobs.values():
+            counts[job.state.value] = counts.get(job.state.value, 0) + 1
+        return _reply(
+            request,
+            {
+                "framework_id": driver.framework_id if driver else None,
+                "connected": bool(driver and driver.connected),
+                "master": self.master,
+                "jobs": counts,
+                "offers": len(driver.offers) if driver else 0,
+            },
+        )
+
+    async def _submit(self, request: web.Request) -> web.Response:
+        try:
+            body = await _read(request)
+            spec = spec_from_dict(body)
+        except SpecError as exc:
+            return _error(request, 400, str(exc))
+        job_id, effects = self.core.submit(spec, self.now())
+        # Durable before we answer: the id we return is never lost.
+        await self.store.open().awrite([self.core.jobs[job_id]])
+        self._absorb([e for e in effects if not isinstance(e, Persist)])
+        self._wake.set()
+        return _reply(request, {"id": job_id, "state": self.core.jobs[job_id].state.value}, status=201)
+
+    async def _list(self, request: web.Request) -> web.Response:
+        want = request.query.get("state")
+        jobs = [
+            job_summary(j)
+            for j in self.core.jobs.values()
+            if want is None or j.state.value == want.upper()
+        ]
+        return _reply(request, {"jobs": jobs})
+
+    async def _show(self, request: web.Request) -> web.Response:
+        job = self._job(request)
+        if isinstance(job, web.Response):
+            return job
+        return _reply(request, job_detail(job))
+
+    async def _cancel(self, request: web.Request) -> web.Response:
+        job = self._job(request)
+        if isinstance(job, web.Response):
+            return job
+        try:
+            effects = self.core.cancel(job.job_id, self.now())
+        except BatchError as exc:
+            return _error(request, 409, str(exc))
+        self._absorb(effects)
+        self._wake.set()
+        return _reply(request, job_summary(job))
+
+    async def _logs(self, request: web.Request) -> web.Response:
+        job = self._job(request)
+        if isinstance(job, web.Response):
+            return job
+        try:
+            index = int(request.query.get("task", "0"))
+            offset = int(request.query.get("offset", "0"))
+            length = int(request.query.get("length", str(64 * 1024)))
+        except ValueError:
+            return _error(request, 400, "task, offset and length must be integers")
+        stream = request.query.get("stream", "stdout")
+        if stream not in ("stdout", "stderr"):
+            return _error(request, 400, "stream must be stdout or stderr")
+        if not 0 <= index < len(job.tasks):
+            return _error(request, 404, f"job {job.job_id} has no task {index}")
+        attempt = job.tasks[index].current
+        if attempt is None or attempt.agent_id is None:
+            return _error(request, 404, f"task {index} of job {job.job_id} has not started")
+        agent = self._agent_urls.get(attempt.agent_id)
+        driver = self.driver
+        if agent is None or driver is None or driver.framework_id is None or self._http is None:
+            return _error(request, 503, f"agent {attempt.agent_id} is not reachable from here")
+        path = f"{driver.framework_id}/{attempt.task_id}/{stream}"
+        try:
+            async with self._http.get(
+                f"{agent}/files/read", params={"path": path, "offset": str(offset), "length": str(length)}
+            ) as resp:
+                if resp.status != 200:
+                    return _error(request, resp.status, await resp.text())
+                data = await resp.json()
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            return _error(request, 503, f"agent {attempt.agent_id}: {exc}")
+        return _reply(request, {"task": index, "attempt": attempt.attempt, "stream": stream, **data})
+
+    def _job(self, request: web.Request) -> JobRecord | web.Response:
+        try:
+            return self.core.job(int(request.match_info["id"]))
+        except (ValueError, BatchError):
+            return _error(request, 404, f"no job {request.match_info['id']}")
+
+
+class JobStoreRef:
+    """Opens the store lazily in the work dir (so constructing the service does no I/O)."""
+
+    def __init__(self, work_dir: Path) -> None:
+        self.path = work_dir / "batch" / "jobs.db"
+        self._store: JobStore | None = None
+
+    def open(self) -> JobStore:
+        if self._store is None:
+            self._store = JobStore(self.path)
+        return self._store
+
+    def close(self) -> None:
+        if self._store is not None:
+            self._store.close()
+            self._store = None
+
+
+def job_summary(job: JobRecord) -> dict[str, Any]:
+    return {
+        "id": job.job_id,
+        "name": job.spec.name,
+        "state": job.state.value,
+        "queue": job.spec.queue,
+        "priority": job.spec.priority,
+        "count": job.spec.count,
+        "gang": job.spec.gang,
+        "tasks": job.counts(),
+        "submitted_at": job.submitted_at,
+        "started_at": job.started_at,
+        "ended_at": job.ended_at,
+        "reason": job.reason,
+    }
+
+
+def job_detail(job: JobRecord) -> dict[str, Any]:
+    out = job_summary(job)
+    out["spec"] = spec_to_dict(job.spec)
+    out["task_list"] = [
+        {
+            "index": t.index,
+            "phase": t.phase.value,
+            "attempt": t.attempt,
+            "failures": t.failures,
+            "history": [
+                {
+                    "attempt": a.attempt,
+                    "task_id": a.task_id,
+                    "agent_id": a.agent_id,
+                    "hostname": a.hostname,
+                    "started_at": a.started_at,
+                    "ended_at": a.ended_at,
+                    "state": a.state,
+                    "exit_code": a.exit_code,
+                    "message": a.message,
+                }
+                for a in t.history
+            ],
+        }
+        for t in job.tasks
+    ]
+    return out
+
+
+def _exit_code(status: TaskStatus) -> int | None:
+    """Exit code from the status: Agora agents put ``exit_code=N`` in a label and the message."""
+    if status.labels is not None:
+        for label in status.labels.labels:
+            if label.key == "exit_code" and label.value is not None:
+                with contextlib.suppress(ValueError):
+                    return int(label.value)
+    msg = status.message or ""
+    marker = "exit code "
+    if marker in msg:
+        tail = msg.split(marker, 1)[1].split()[0].rstrip(".,;)")
+        with contextlib.suppress(ValueError):
+            return int(tail)
+    if status.state.value == "TASK_FINISHED":
+        return 0
+    return None
+
+
+async def _read(request: web.Request) -> Any:
+    raw = await request.read()
+    ctype = request.content_type
+    try:
+        if ctype == MSGPACK:
+            return msgpack.unpackb(raw, raw=False, strict_map_key=True)
+        return json.loads(raw or b"{}")
+    except (ValueError, msgpack.UnpackException) as exc:
+        raise SpecError(f"body is not valid {ctype or JSON}: {exc}") from exc
+
+
+def _wants_msgpack(request: web.Request) -> bool:
+    return MSGPACK in request.headers.get("Accept", "")
+
+
+def _reply(request: web.Request, body: Any, status: int = 200) -> web.Response:
+    if _wants_msgpack(request):
+        return web.Response(body=msgpack.packb(body, use_bin_type=True), status=status, content_type=MSGPACK)
+    return web.json_response(body, status=status)
+
+
+def _error(request: web.Request, status: int, message: str) -> web.Response:
+    return _reply(request, {"error": message}, status=status)
+
