@@ -1,0 +1,101 @@
+"""Thin HTTP helpers shared by the master's and agent's endpoints: a size-capped body read and
+``Accept`` negotiation between Mesos JSON and native msgpack.
+
+``read_body`` refuses by ``Content-Length`` before reading anything and otherwise counts bytes
+while streaming, so an oversized body is never buffered (aiohttp's own ``client_max_size`` only
+applies to ``request.read()``/``json()``, which we do not use).
+"""
+
+from __future__ import annotations
+
+from aiohttp import web
+
+from protocol.codec import JSON, MSGPACK
+
+SUPPORTED: tuple[str, ...] = (JSON, MSGPACK)
+CHUNK = 64 * 1024
+
+
+def _too_large(limit: int, actual: int) -> web.HTTPRequestEntityTooLarge:
+    exc = web.HTTPRequestEntityTooLarge(max_size=limit, actual_size=actual)
+    exc.force_close()  # the rest of the body is never read: do not reuse the connection
+    return exc
+
+
+async def read_body(request: web.Request, limit: int) -> bytes:
+    """The request body, at most ``limit`` bytes; raises ``HTTPRequestEntityTooLarge`` (413)."""
+    declared = request.content_length
+    if declared is not None and declared > limit:
+        raise _too_large(limit, declared)
+    buf = bytearray()
+    async for chunk in request.content.iter_chunked(CHUNK):
+        buf += chunk
+        if len(buf) > limit:
+            raise _too_large(limit, len(buf))
+    return bytes(buf)
+
+
+def media_type(content_type: str | None) -> str | None:
+    """``"application/json; charset=utf-8"`` → ``"application/json"``; ``None``/empty → ``None``."""
+    if content_type is None:
+        return None
+    mt = content_type.split(";", 1)[0].strip().lower()
+    return mt or None
+
+
+def _parse_accept(accept: str) -> list[tuple[str, float, int]]:
+    ranges: list[tuple[str, float, int]] = []
+    for index, part in enumerate(accept.split(",")):
+        fields = part.split(";")
+        mt = fields[0].strip().lower()
+        if mt == "*":
+            mt = "*/*"
+        if "/" not in mt:
+            continue
+        q = 1.0
+        for param in fields[1:]:
+            key, _, value = param.partition("=")
+            if key.strip().lower() == "q":
+                try:
+                    q = float(value.strip())
+                except ValueError:
+                    q = 0.0
+                if not 0.0 <= q <= 1.0:  # also NaN
+                    q = 0.0
+        ranges.append((mt, q, index))
+    return ranges
+
+
+def negotiate(accept: str | None, supported: tuple[str, ...] = SUPPORTED) -> str | None:
+    """The media type to answer with, or ``None`` when nothing supported is acceptable (→ 406).
+
+    No or empty ``Accept`` → the first supported type (JSON). The most specific matching range
+    gives a type its q; the highest q wins; on a tie, a type named explicitly (earliest first)
+    beats one matched by a wildcard, then ``supported`` order decides.
+    """
+    if accept is None or not accept.strip():
+        return supported[0] if supported else None
+    ranges = _parse_accept(accept)
+    best: str | None = None
+    best_key: tuple[float, int, int, int] | None = None
+    for pos, candidate in enumerate(supported):
+        ctype = candidate.split("/", 1)[0]
+        match: tuple[int, float, int] | None = None  # (specificity, q, index)
+        for mt, q, index in ranges:
+            if mt == candidate:
+                spec = 2
+            elif mt == f"{ctype}/*":
+                spec = 1
+            elif mt == "*/*":
+                spec = 0
+            else:
+                continue
+            if match is None or spec > match[0]:
+                match = (spec, q, index)
+        if match is None or match[1] <= 0.0:
+            continue
+        explicit = match[0] == 2
+        key = (match[1], 1 if explicit else 0, -match[2] if explicit else 0, -pos)
+        if best_key is None or key > best_key:
+            best, best_key = candidate, key
+    return best
