@@ -1,0 +1,358 @@
+"""``agora agents|frameworks|tasks|offers`` — cluster views read from the master's operator API.
+
+The source is the master's Mesos-shaped ``GET /state`` (``slaves``, ``frameworks`` with their
+``tasks``, ``completed_tasks`` and ``offers``). Each view turns it into plain rows (``rows_*``,
+pure functions, reused by tests and the web of other tools), printed as a rich table on a
+terminal or as JSON with ``--json``.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import click
+
+from frameworks.cli.common import CliError, http_get_json, master_state, master_url
+
+Row = dict[str, Any]
+
+
+# --- pure row builders ---------------------------------------------------------------------------
+
+
+def _res(d: Any) -> dict[str, Any]:
+    return d if isinstance(d, dict) else {}
+
+
+def _num(d: dict[str, Any], key: str) -> float:
+    v = d.get(key, 0.0)
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else 0.0
+
+
+def _fmt_num(v: float) -> str:
+    return f"{v:g}"
+
+
+def rows_agents(state: dict[str, Any]) -> list[Row]:
+    rows: list[Row] = []
+    for a in state.get("slaves", []) or []:
+        total, used = _res(a.get("resources")), _res(a.get("used_resources"))
+        offered = _res(a.get("offered_resources"))
+        rows.append(
+            {
+                "id": a.get("id", ""),
+                "hostname": a.get("hostname", ""),
+                "port": a.get("port"),
+                "active": bool(a.get("active", True)),
+                "resources": total,
+                "used_resources": used,
+                "offered_resources": offered,
+                "attributes": a.get("attributes", {}) or {},
+                "registered_time": a.get("registered_time"),
+            }
+        )
+    rows.sort(key=lambda r: (str(r["hostname"]), str(r["id"])))
+    return rows
+
+
+def rows_frameworks(state: dict[str, Any]) -> list[Row]:
+    rows: list[Row] = []
+    for completed, group in ((False, state.get("frameworks", [])), (True, state.get("completed_frameworks", []))):
+        for f in group or []:
+            caps = [c if isinstance(c, str) else c.get("type", "") for c in f.get("capabilities", []) or []]
+            rows.append(
+                {
+                    "id": f.get("id", ""),
+                    "name": f.get("name", ""),
+                    "roles": f.get("roles") or ([f["role"]] if f.get("role") else []),
+                    "active": bool(f.get("active", False)) and not completed,
+                    "connected": bool(f.get("connected", False)) and not completed,
+                    "completed": completed,
+                    "tasks": len(f.get("tasks", []) or []),
+                    "completed_tasks": len(f.get("completed_tasks", []) or []),
+                    "offers": len(f.get("offers", []) or []),
+                    "used_resources": _res(f.get("used_resources") or f.get("resources")),
+                    "offered_resources": _res(f.get("offered_resources")),
+                    "capabilities": caps,
+                }
+            )
+    return rows
+
+
+def rows_tasks(state: dict[str, Any], include_completed: bool = False) -> list[Row]:
+    rows: list[Row] = []
+    for group in (state.get("frameworks", []) or [], state.get("completed_frameworks", []) or []):
+        for f in group:
+            lists = [f.get("tasks", []) or []]
+            if include_completed:
+                lists.append(f.get("completed_tasks", []) or [])
+            for tasks in lists:
+                for t in tasks:
+                    rows.append(
+                        {
+                            "id": t.get("id", ""),
+                            "name": t.get("name", ""),
+                            "framework_id": t.get("framework_id", f.get("id", "")),
+                            "framework": f.get("name", ""),
+                            "agent_id": t.get("slave_id", t.get("agent_id", "")),
+                            "state": t.get("state", ""),
+                            "resources": _res(t.get("resources")),
+                            "role": t.get("role"),
+                        }
+                    )
+    rows.sort(key=lambda r: (str(r["framework_id"]), str(r["id"])))
+    return rows
+
+
+_AGE_KEYS = ("age", "age_secs")
+_TIME_KEYS = ("offered_time", "created_time", "created_at", "timestamp", "offered_at")
+
+
+def _offer_age(o: dict[str, Any], now: float) -> float | None:
+    for k in _AGE_KEYS:
+        v = o.get(k)
+        if isinstance(v, (int, float)) and not isinstance(v, bool):
+            return max(0.0, float(v))
+    for k in _TIME_KEYS:
+        v = o.get(k)
+        if isinstance(v, dict):
+            v = v.get("nanoseconds")
+            if isinstance(v, (int, float)):
+                v = v / 1e9
+        if isinstance(v, (int, float)) and not isinstance(v, bool):
+            return max(0.0, now - float(v))
+    return None
+
+
+def rows_offers(state: dict[str, Any], now: float, listing: list[dict[str, Any]] | None = None) -> list[Row]:
+    """Outstanding offers with their holder (framework) and age. ``listing`` is the master's own
+    offers listing when it has one (it wins); otherwise offers come from ``/state``'s frameworks."""
+    names = {f.get("id"): f.get("name", "") for f in state.get("frameworks", []) or []}
+    hosts = {a.get("id"): a.get("hostname", "") for a in state.get("slaves", []) or []}
+    raw: list[tuple[str, dict[str, Any]]] = []
+    if listing is not None:
+        raw = [(_id(o.get("framework_id")), o) for o in listing]
+    else:
+        for f in state.get("frameworks", []) or []:
+            raw.extend((f.get("id", ""), o) for o in f.get("offers", []) or [])
+    rows: list[Row] = []
+    for fid, o in raw:
+        agent = _id(o.get("slave_id") or o.get("agent_id"))
+        rows.append(
+            {
+                "id": _id(o.get("id")),
+                "framework_id": fid,
+                "holder": names.get(fid, ""),
+                "agent_id": agent,
+                "hostname": o.get("hostname") or hosts.get(agent, ""),
+                "resources": _res(o.get("resources")),
+                "age": _offer_age(o, now),
+                "reusable": o.get("reusable"),
+            }
+        )
+    rows.sort(key=lambda r: (str(r["holder"]), str(r["id"])))
+    return rows
+
+
+def _id(v: Any) -> str:
+    if isinstance(v, dict):
+        return str(v.get("value", ""))
+    return "" if v is None else str(v)
+
+
+# --- rendering -------------------------------------------------------------------------------------
+
+
+def _res_text(d: dict[str, Any], used: dict[str, Any] | None = None) -> str:
+    parts = []
+    for name in ("cpus", "mem", "gpus", "disk"):
+        total = _num(d, name)
+        if name in ("gpus", "disk") and total == 0 and not (used and _num(used, name)):
+            continue
+        if used is not None:
+            parts.append(f"{name} {_fmt_num(_num(used, name))}/{_fmt_num(total)}")
+        else:
+            parts.append(f"{name} {_fmt_num(total)}")
+    return ", ".join(parts)
+
+
+def _age_text(age: float | None) -> str:
+    if age is None:
+        return "-"
+    if age < 60:
+        return f"{age:.1f}s"
+    if age < 3600:
+        return f"{age / 60:.1f}m"
+    return f"{age / 3600:.1f}h"
+
+
+def _render(rows: list[Row], columns: list[tuple[str, Callable[[Row], str]]], title: str) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=title if rows else f"{title}: none")
+    for name, _ in columns:
+        table.add_column(name)
+    for r in rows:
+        table.add_row(*[fn(r) for _, fn in columns])
+    Console().print(table)
+
+
+def _emit(rows: list[Row], as_json: bool, columns: list[tuple[str, Callable[[Row], str]]], title: str) -> None:
+    if as_json:
+        sys.stdout.write(json.dumps(rows, sort_keys=True) + "\n")
+    else:
+        _render(rows, columns, title)
+
+
+def _load(master: str | None) -> tuple[str, dict[str, Any]]:
+    base = master_url(master)
+    return base, master_state(base, timeout=5.0)
+
+
+def _options(f: Callable[..., Any]) -> Callable[..., Any]:
+    f = click.option("--json", "as_json", is_flag=True, help="Print plain JSON instead of a table.")(f)
+    f = click.option(
+        "--master", envvar="AGORA_MASTER", default=None, help="Master host:port (or AGORA_MASTER)."
+    )(f)
+    return f
+
+
+def _run(fn: Callable[[], None]) -> None:
+    try:
+        fn()
+    except CliError as exc:
+        raise click.ClickException(str(exc)) from exc
+
+
+# --- commands --------------------------------------------------------------------------------------
+
+
+@click.command()
+@_options
+def agents(master: str | None, as_json: bool) -> None:
+    """List the cluster's agents with their resources (used/total)."""
+
+    def go() -> None:
+        _, state = _load(master)
+        rows = rows_agents(state)
+        _emit(
+            rows,
+            as_json,
+            [
+                ("id", lambda r: str(r["id"])),
+                ("hostname", lambda r: f"{r['hostname']}:{r['port']}" if r["port"] else str(r["hostname"])),
+                ("active", lambda r: "yes" if r["active"] else "no"),
+                ("resources (used/total)", lambda r: _res_text(r["resources"], r["used_resources"])),
+                ("offered", lambda r: _res_text(r["offered_resources"])),
+                ("attributes", lambda r: ";".join(f"{k}:{v}" for k, v in sorted(r["attributes"].items()))),
+            ],
+            "Agents",
+        )
+
+    _run(go)
+
+
+@click.command()
+@_options
+def frameworks(master: str | None, as_json: bool) -> None:
+    """List registered (and completed) frameworks."""
+
+    def go() -> None:
+        _, state = _load(master)
+        _emit(
+            rows_frameworks(state),
+            as_json,
+            [
+                ("id", lambda r: str(r["id"])),
+                ("name", lambda r: str(r["name"])),
+                ("roles", lambda r: ",".join(r["roles"])),
+                (
+                    "status",
+                    lambda r: "completed"
+                    if r["completed"]
+                    else ("connected" if r["connected"] else ("active" if r["active"] else "inactive")),
+                ),
+                ("tasks", lambda r: f"{r['tasks']} (+{r['completed_tasks']} done)"),
+                ("offers", lambda r: str(r["offers"])),
+                ("used", lambda r: _res_text(r["used_resources"])),
+                ("offered", lambda r: _res_text(r["offered_resources"])),
+            ],
+            "Frameworks",
+        )
+
+    _run(go)
+
+
+@click.command()
+@_options
+@click.option("--all", "include_completed", is_flag=True, help="Include completed tasks.")
+@click.option("--framework", "framework_id", default=None, help="Only this framework id (or name).")
+def tasks(master: str | None, as_json: bool, include_completed: bool, framework_id: str | None) -> None:
+    """List tasks (running; --all adds completed ones)."""
+
+    def go() -> None:
+        _, state = _load(master)
+        rows = rows_tasks(state, include_completed)
+        if framework_id:
+            rows = [r for r in rows if framework_id in (r["framework_id"], r["framework"])]
+        _emit(
+            rows,
+            as_json,
+            [
+                ("id", lambda r: str(r["id"])),
+                ("name", lambda r: str(r["name"])),
+                ("framework", lambda r: str(r["framework"] or r["framework_id"])),
+                ("agent", lambda r: str(r["agent_id"])),
+                ("state", lambda r: str(r["state"])),
+                ("resources", lambda r: _res_text(r["resources"])),
+            ],
+            "Tasks",
+        )
+
+    _run(go)
+
+
+def _offers_listing(base: str) -> list[dict[str, Any]] | None:
+    """The master's own offers listing (``GET /offers``) if it serves one, else None."""
+    try:
+        data = http_get_json(base + "/offers", timeout=3.0)
+    except CliError:
+        return None
+    if isinstance(data, dict):
+        data = data.get("offers")
+    if isinstance(data, list) and all(isinstance(o, dict) for o in data):
+        return data
+    return None
+
+
+@click.command()
+@_options
+def offers(master: str | None, as_json: bool) -> None:
+    """List outstanding offers with their holder and age."""
+
+    def go() -> None:
+        base, state = _load(master)
+        rows = rows_offers(state, time.time(), _offers_listing(base))
+        _emit(
+            rows,
+            as_json,
+            [
+                ("offer", lambda r: str(r["id"])),
+                ("holder", lambda r: str(r["holder"] or r["framework_id"])),
+                ("agent", lambda r: str(r["hostname"] or r["agent_id"])),
+                ("resources", lambda r: _res_text(r["resources"])),
+                ("age", lambda r: _age_text(r["age"])),
+            ],
+            "Offers",
+        )
+
+    _run(go)
+
+
+def all_commands() -> Iterable[click.Command]:
+    return (agents, frameworks, tasks, offers)

@@ -1,0 +1,278 @@
+"""``agora up`` — a local cluster on loopback: one master, N agents, and the batch framework.
+
+Each agent gets an equal share of this machine (``--resources``). Everything runs as child
+processes in their own process groups, with logs under ``<work-dir>/logs``; Ctrl-C or SIGTERM
+stops them all (SIGTERM, then SIGKILL after a grace period) and nothing is left behind.
+``--demo`` submits the sample workloads through the batch/elastic frameworks' demo hooks and
+exits 0 when they all succeed.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import signal
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+import attrs
+import click
+
+from frameworks.cli.common import (
+    CliError,
+    ManagedProcess,
+    agent_share,
+    child_env,
+    command_for,
+    free_port,
+    master_state,
+    start_process,
+    stop_all,
+    wait_master_ready,
+    wait_until,
+)
+
+HOST = "127.0.0.1"
+
+
+@attrs.define
+class LocalCluster:
+    """A running local cluster (what ``start_cluster`` returns; ``stop`` is idempotent)."""
+
+    master_url: str
+    work_dir: Path
+    processes: list[ManagedProcess] = attrs.field(factory=list)
+    batch_url: str | None = None
+
+    def stop(self, grace: float = 5.0) -> None:
+        stop_all(self.processes, grace=grace)
+
+    def dead(self) -> list[ManagedProcess]:
+        return [p for p in self.processes if not p.alive()]
+
+    def __enter__(self) -> LocalCluster:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def batch_available() -> bool:
+    try:
+        return importlib.util.find_spec("frameworks.batch.__main__") is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def start_cluster(
+    agents: int,
+    work_dir: Path,
+    port: int = 5050,
+    with_batch: bool = True,
+    resources: str | None = None,
+    ready_timeout: float = 60.0,
+    echo: Callable[[str], None] = lambda _s: None,
+    agent_args: tuple[str, ...] = (),
+    master_args: tuple[str, ...] = (),
+) -> LocalCluster:
+    """Start master + ``agents`` agents (+ the batch framework if present) and wait until every
+    agent is registered. On any failure everything started so far is stopped again."""
+    work_dir.mkdir(parents=True, exist_ok=True)
+    logs = work_dir / "logs"
+    port = port or free_port(HOST)
+    url = f"http://{HOST}:{port}"
+    cluster = LocalCluster(master_url=url, work_dir=work_dir)
+    env = child_env()
+    try:
+        master = start_process(
+            "master",
+            [
+                *command_for("agora-master", "master.main"),
+                "--ip",
+                HOST,
+                "--port",
+                str(port),
+                "--work-dir",
+                str(work_dir / "master"),
+                *master_args,
+            ],
+            log_path=logs / "master.log",
+            env=env,
+        )
+        cluster.processes.append(master)
+        echo(f"master    pid {master.pid}  {url}")
+        wait_until(
+            lambda: bool(master_state(url)),
+            ready_timeout,
+            f"the master to answer on {url}",
+            procs=[master],
+        )
+        share = resources or agent_share(agents)
+        for i in range(agents):
+            agent = start_process(
+                f"agent-{i}",
+                [
+                    *command_for("agora-agent", "agent.main"),
+                    "--master",
+                    f"{HOST}:{port}",
+                    "--port",
+                    "0",
+                    "--work-dir",
+                    str(work_dir / f"agent-{i}"),
+                    "--resources",
+                    share,
+                    "--attributes",
+                    f"host_index:{i}",
+                    *agent_args,
+                ],
+                log_path=logs / f"agent-{i}.log",
+                env=env,
+            )
+            cluster.processes.append(agent)
+            echo(f"agent-{i}   pid {agent.pid}  {share}")
+        wait_master_ready(url, agents=agents, timeout=ready_timeout, procs=cluster.processes)
+        if with_batch and batch_available():
+            bport = free_port(HOST)
+            batch = start_process(
+                "batch",
+                [
+                    sys.executable,
+                    "-m",
+                    "frameworks.batch",
+                    "--master",
+                    f"{HOST}:{port}",
+                    "--port",
+                    str(bport),
+                    "--work-dir",
+                    str(work_dir / "batch"),
+                ],
+                log_path=logs / "batch.log",
+                env=env,
+            )
+            cluster.processes.append(batch)
+            cluster.batch_url = f"http://{HOST}:{bport}"
+            echo(f"batch     pid {batch.pid}  {cluster.batch_url}")
+            wait_until(
+                lambda: _has_framework(url),
+                ready_timeout,
+                "the batch framework to subscribe",
+                procs=cluster.processes,
+            )
+    except BaseException:
+        cluster.stop(grace=2.0)
+        raise
+    return cluster
+
+
+def _has_framework(url: str) -> bool:
+    return bool(master_state(url).get("frameworks"))
+
+
+def _run_demos(cluster: LocalCluster, echo: Callable[[str], None]) -> bool:
+    """Run every demo hook that exists; True when all of them succeed (and at least one ran)."""
+    ran = 0
+    ok = True
+    for module in ("frameworks.batch.demo", "frameworks.elastic.demo"):
+        try:
+            mod = importlib.import_module(module)
+        except ModuleNotFoundError:
+            continue
+        run_demo: Any = getattr(mod, "run_demo", None)
+        if run_demo is None:
+            continue
+        ran += 1
+        echo(f"demo: {module} ...")
+        try:
+            good = bool(run_demo(cluster.master_url, cluster.batch_url))
+        except Exception as exc:  # a demo hook's failure is reported, not a traceback
+            echo(f"demo: {module} failed: {exc!r}")
+            good = False
+        echo(f"demo: {module} {'succeeded' if good else 'FAILED'}")
+        ok = ok and good
+    if ran == 0:
+        echo("demo: no demo workload is available yet (frameworks.batch.demo / frameworks.elastic.demo)")
+        return False
+    return ok
+
+
+class _Stop:
+    def __init__(self) -> None:
+        self.signum: int | None = None
+
+    def __call__(self, signum: int, frame: FrameType | None) -> None:
+        self.signum = signum
+
+
+@click.command()
+@click.option("--agents", "-n", default=2, show_default=True, type=click.IntRange(1, 64), help="Number of agents.")
+@click.option(
+    "--work-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Directory for state and logs (default: a fresh temporary directory).",
+)
+@click.option("--port", default=5050, show_default=True, type=click.IntRange(0, 65535), help="Master port (0 = any free).")
+@click.option("--resources", default=None, help="Per-agent resources (default: an equal share of this machine).")
+@click.option("--no-batch", is_flag=True, help="Do not start the batch framework.")
+@click.option("--demo", is_flag=True, help="Submit the sample workloads, exit 0 when they all succeed.")
+@click.option("--timeout", "ready_timeout", default=60.0, show_default=True, help="Seconds to wait for readiness.")
+def up(
+    agents: int,
+    work_dir: Path | None,
+    port: int,
+    resources: str | None,
+    no_batch: bool,
+    demo: bool,
+    ready_timeout: float,
+) -> None:
+    """Start a local cluster (master, agents, batch framework) and keep it running until Ctrl-C."""
+    stop = _Stop()
+    old = {s: signal.signal(s, stop) for s in (signal.SIGINT, signal.SIGTERM)}
+    wd = work_dir or Path(tempfile.mkdtemp(prefix="agora-"))
+    cluster: LocalCluster | None = None
+    code = 0
+    try:
+        try:
+            cluster = start_cluster(
+                agents, wd, port, with_batch=not no_batch, resources=resources,
+                ready_timeout=ready_timeout, echo=click.echo,
+            )
+        except CliError as exc:
+            raise click.ClickException(str(exc)) from exc
+        if stop.signum is not None:
+            return
+        click.echo("")
+        click.echo(f"Agora is up: {agents} agent(s) registered.")
+        click.echo(f"  master / web UI   {cluster.master_url}/")
+        click.echo(f"  scheduler API     {cluster.master_url}/api/v1/scheduler")
+        click.echo(f"  state / metrics   {cluster.master_url}/state  {cluster.master_url}/metrics")
+        if cluster.batch_url:
+            click.echo(f"  batch framework   {cluster.batch_url}")
+        click.echo(f"  work dir, logs    {wd}  {wd / 'logs'}")
+        click.echo(f"  export AGORA_MASTER={cluster.master_url.removeprefix('http://')}")
+        if demo:
+            code = 0 if _run_demos(cluster, click.echo) else 1
+            return
+        click.echo("Press Ctrl-C to stop.")
+        while stop.signum is None:
+            dead = cluster.dead()
+            if dead:
+                for p in dead:
+                    click.echo(f"{p.name} exited with code {p.returncode()}; stopping\n{p.tail()}", err=True)
+                code = 1
+                break
+            time.sleep(0.2)
+    finally:
+        if cluster is not None:
+            click.echo("stopping ...")
+            cluster.stop()
+            click.echo("stopped.")
+        for s, h in old.items():
+            signal.signal(s, h)
+    if code:
+        sys.exit(code)

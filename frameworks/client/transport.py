@@ -1,0 +1,203 @@
+"""How the driver reaches a master: the ``Transport`` interface and its HTTP implementation.
+
+``subscribe(call)`` opens the event stream (``POST /api/v1/scheduler`` answered by a chunked
+RecordIO body and a ``Mesos-Stream-Id`` header); ``send(call, stream_id)`` posts every other call
+(answered ``202``). msgpack (``application/x-msgpack``) is the native encoding, JSON is there for
+parity with Mesos clients. A 307 from a standby master is followed (``Location: //host:port/...``).
+The in-memory transport used by the fake master lives in ``fake.py``.
+
+Errors: ``MasterUnavailable`` (connection refused/reset, 503, timeouts, a broken stream — retry
+with backoff), ``CallRejected`` (4xx: the call itself is wrong — do not retry as is),
+``NotConnected`` (a call made while no subscription is live).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Protocol
+from urllib.parse import urlsplit
+
+import aiohttp
+
+from protocol import codec
+from protocol.mesos import Call, Event
+from protocol.recordio import RecordIODecoder, RecordIOError
+
+SCHEDULER_PATH = "/api/v1/scheduler"
+STREAM_ID_HEADER = "Mesos-Stream-Id"
+
+
+class TransportError(Exception):
+    pass
+
+
+class MasterUnavailable(TransportError):
+    """The master could not be reached or the stream broke; reconnect with backoff."""
+
+
+class CallRejected(TransportError):
+    """The master refused the call (4xx)."""
+
+    def __init__(self, status: int, message: str) -> None:
+        self.status = status
+        self.message = message
+        super().__init__(f"HTTP {status}: {message}")
+
+
+class NotConnected(TransportError):
+    """A call was made while the driver has no live subscription."""
+
+
+class EventStream(Protocol):
+    stream_id: str
+
+    def __aiter__(self) -> AsyncIterator[Event]: ...
+
+    async def close(self) -> None: ...
+
+
+class Transport(Protocol):
+    media_type: str
+
+    async def subscribe(self, call: Call) -> EventStream: ...
+
+    async def send(self, call: Call, stream_id: str | None) -> None: ...
+
+    async def close(self) -> None: ...
+
+
+def base_url(master: str) -> str:
+    """``host:port``, ``http://host:port[/...]`` or a ``//host:port/...`` Location → ``http://host:port``."""
+    m = master.strip()
+    if m.startswith("//"):
+        m = "http:" + m
+    elif "://" not in m:
+        m = "http://" + m
+    parts = urlsplit(m)
+    if not parts.netloc:
+        raise ValueError(f"bad master address {master!r}")
+    return f"{parts.scheme or 'http'}://{parts.netloc}"
+
+
+class HttpEventStream:
+    def __init__(self, resp: aiohttp.ClientResponse, media_type: str, max_record: int) -> None:
+        self.stream_id = resp.headers.get(STREAM_ID_HEADER, "")
+        self._resp = resp
+        self._media = media_type
+        self._decoder = RecordIODecoder(max_record=max_record)
+
+    async def __aiter__(self) -> AsyncIterator[Event]:
+        try:
+            async for chunk in self._resp.content.iter_any():
+                for record in self._decoder.feed(chunk):
+                    yield codec.decode(Event, record, self._media)
+        except (TimeoutError, aiohttp.ClientError, ConnectionError) as exc:
+            raise MasterUnavailable(f"event stream broke: {exc!r}") from exc
+        except (RecordIOError, codec.DecodeError) as exc:
+            raise MasterUnavailable(f"bad event from the master: {exc}") from exc
+
+    async def close(self) -> None:
+        self._resp.close()
+
+
+class HttpTransport:
+    """The scheduler API over HTTP/1.1 with aiohttp (one pooled session for calls and stream)."""
+
+    def __init__(
+        self,
+        master: str,
+        media_type: str = codec.MSGPACK,
+        connect_timeout: float = 5.0,
+        call_timeout: float = 30.0,
+        max_record: int = 64 * 1024 * 1024,
+        max_redirects: int = 3,
+    ) -> None:
+        if media_type not in (codec.MSGPACK, codec.JSON):
+            raise ValueError(f"unsupported media type {media_type!r}")
+        self.base = base_url(master)
+        self.media_type = media_type
+        self._connect_timeout = connect_timeout
+        self._call_timeout = call_timeout
+        self._max_record = max_record
+        self._max_redirects = max_redirects
+        self._session: aiohttp.ClientSession | None = None
+
+    def _sess(self) -> aiohttp.ClientSession:
+        if self._session is None or self._session.closed:
+            self._session = aiohttp.ClientSession(
+                connector=aiohttp.TCPConnector(limit=16, force_close=False),
+                auto_decompress=False,
+            )
+        return self._session
+
+    def _headers(self, stream_id: str | None) -> dict[str, str]:
+        h = {"Content-Type": self.media_type, "Accept": self.media_type}
+        if stream_id:
+            h[STREAM_ID_HEADER] = stream_id
+        return h
+
+    async def subscribe(self, call: Call) -> HttpEventStream:
+        body = codec.encode(call, self.media_type)
+        timeout = aiohttp.ClientTimeout(total=None, connect=self._connect_timeout, sock_read=None)
+        for _ in range(self._max_redirects + 1):
+            try:
+                resp = await self._sess().post(
+                    self.base + SCHEDULER_PATH,
+                    data=body,
+                    headers=self._headers(None),
+                    timeout=timeout,
+                    allow_redirects=False,
+                )
+            except (TimeoutError, aiohttp.ClientError, OSError) as exc:
+                raise MasterUnavailable(f"cannot subscribe at {self.base}: {exc!r}") from exc
+            if resp.status == 200:
+                return HttpEventStream(resp, self.media_type, self._max_record)
+            text = await _text(resp)
+            if resp.status == 307 and resp.headers.get("Location"):
+                self.base = base_url(resp.headers["Location"])
+                continue
+            if resp.status in (502, 503, 504):
+                raise MasterUnavailable(f"master at {self.base} unavailable: HTTP {resp.status} {text}")
+            raise CallRejected(resp.status, text)
+        raise MasterUnavailable(f"too many redirects subscribing at {self.base}")
+
+    async def send(self, call: Call, stream_id: str | None) -> None:
+        body = codec.encode(call, self.media_type)
+        timeout = aiohttp.ClientTimeout(total=self._call_timeout, connect=self._connect_timeout)
+        for _ in range(self._max_redirects + 1):
+            try:
+                async with self._sess().post(
+                    self.base + SCHEDULER_PATH,
+                    data=body,
+                    headers=self._headers(stream_id),
+                    timeout=timeout,
+                    allow_redirects=False,
+                ) as resp:
+                    if resp.status in (200, 202):
+                        await resp.read()
+                        return
+                    text = await _text(resp)
+                    if resp.status == 307 and resp.headers.get("Location"):
+                        self.base = base_url(resp.headers["Location"])
+                        continue
+                    if resp.status in (502, 503, 504):
+                        raise MasterUnavailable(f"master unavailable: HTTP {resp.status} {text}")
+                    raise CallRejected(resp.status, text)
+            except (TimeoutError, aiohttp.ClientError, OSError) as exc:
+                raise MasterUnavailable(f"{call.type} call to {self.base} failed: {exc!r}") from exc
+        raise MasterUnavailable(f"too many redirects calling {self.base}")
+
+    async def close(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+
+async def _text(resp: aiohttp.ClientResponse) -> str:
+    try:
+        raw = await resp.read()
+    except (TimeoutError, aiohttp.ClientError):
+        raw = b""
+    finally:
+        resp.release()
+    return raw[:500].decode("utf-8", "replace").strip()
