@@ -112,25 +112,6 @@ class BatchService(Service, Scheduler):
         store = self.store.open()
         for job in await asyncio.to_thread(store.load):
             self.core.restore(job)
-        fid = store.get_meta("framework_id")
-        info = FrameworkInfo(
-            user=getpass.getuser(),
-            name=self.framework_name,
-            id=FrameworkID(fid) if fid else None,
-            failover_timeout=self.failover_timeout,
-            roles=self.roles,
-            capabilities=tuple(
-                Capability(c)
-                for c in (
-                    CapabilityType.MULTI_ROLE,
-                    CapabilityType.REUSABLE_OFFERS,
-                    CapabilityType.REVOCABLE_RESOURCES,
-                    CapabilityType.GPU_RESOURCES,
-                    CapabilityType.TASK_KILLING_STATE,
-                )
-            ),
-        )
-        self.driver = SchedulerDriver(info, HttpTransport(self.master), scheduler=self)
         self._http = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10))
         app = web.Application(client_max_size=MAX_BODY)
         app.add_routes(
@@ -148,11 +129,29 @@ class BatchService(Service, Scheduler):
         await self._runner.setup()
         site = web.TCPSite(self._runner, self.host, self.port)
         await site.start()
-        server = site._server
-        assert server is not None
-        sock = server.sockets[0]  # type: ignore[attr-defined]
-        self.port = sock.getsockname()[1]
+        self.port = int(self._runner.addresses[0][1])
         self.url = f"http://{self.host}:{self.port}"
+        # The API's address rides in FrameworkInfo.webui_url, so `agora job` finds it via the master.
+        fid = store.get_meta("framework_id")
+        info = FrameworkInfo(
+            user=getpass.getuser(),
+            name=self.framework_name,
+            id=FrameworkID(fid) if fid else None,
+            failover_timeout=self.failover_timeout,
+            webui_url=self.url,
+            roles=self.roles,
+            capabilities=tuple(
+                Capability(c)
+                for c in (
+                    CapabilityType.MULTI_ROLE,
+                    CapabilityType.REUSABLE_OFFERS,
+                    CapabilityType.REVOCABLE_RESOURCES,
+                    CapabilityType.GPU_RESOURCES,
+                    CapabilityType.TASK_KILLING_STATE,
+                )
+            ),
+        )
+        self.driver = SchedulerDriver(info, HttpTransport(self.master), scheduler=self)
         await self.driver.start()
         self.spawn(self._loop(), name="batch-schedule")
 
