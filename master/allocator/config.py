@@ -1,0 +1,41 @@
+"""Allocator configuration (all times in seconds)."""
+
+from __future__ import annotations
+
+import attrs
+
+__pure__ = True
+
+
+def _default_min_allocatable() -> tuple[dict[str, float], ...]:
+    return ({"cpus": 0.01}, {"mem": 32.0})
+
+
+@attrs.frozen
+class AllocatorConfig:
+    """Knobs of the allocator.
+
+    - ``offer_id_prefix``: offer ids are ``f"{prefix}-O{n}"``.
+    - ``default_refuse_seconds``: filter length for DECLINE/ACCEPT without filters (Mesos: 5 s).
+    - ``offer_idle_timeout``: a lease's unused part returns to the pool after this long.
+    - ``offer_timeout``: classic offers are rescinded after this long (None = never).
+    - ``min_allocatable``: alternatives; an offer is made only if it holds at least all
+      quantities of one of them (Mesos ``--min_allocatable_resources``, default cpus:0.01|mem:32).
+    - ``fairness_excluded``: resource names ignored by DRF shares (e.g. gpus).
+    - ``revocable_names``: scalar names that can be oversubscribed.
+    - ``revocation_grace_seconds``: grace given to evicted revocable tasks.
+    - ``sweep_interval``: a full pass over every agent at least this often (safety net).
+    - ``batch_window``: how long the shell may coalesce events before calling ``allocate``.
+    """
+
+    offer_id_prefix: str = "agora"
+    default_refuse_seconds: float = 5.0
+    offer_idle_timeout: float = 30.0
+    offer_timeout: float | None = None
+    min_allocatable: tuple[dict[str, float], ...] = attrs.field(factory=_default_min_allocatable)
+    fairness_excluded: frozenset[str] = frozenset({"gpus"})
+    revocable_names: tuple[str, ...] = ("cpus", "mem", "disk", "gpus")
+    revocation_grace_seconds: float = 10.0
+    sweep_interval: float = 60.0
+    batch_window: float = 0.005
+    idle_rescind_for_fairness: bool = True

@@ -1,0 +1,152 @@
+"""Demand-aware allocation (REQUEST): shaped offers, whole-or-nothing gangs, and taking idle
+offers back from frameworks above their fair share when a role below it waits.
+
+Unmet demands are served before plain DRF, in a stable order: higher priority first; at equal
+priority gangs before single units, gangs by age, others by their role's DRF share then age. A
+gang that cannot get ``gang_min`` units at once gets nothing (a tentative plan is discarded), so
+two gangs never each hold part of what both need.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from master.allocator.decisions import Decision
+from master.allocator.eligibility import available_to, filtered
+from master.allocator.ledger import Ledger
+from master.allocator.offering import give, take_back
+from master.allocator.quantities import add_into, shrink, take, units_that_fit
+from master.allocator.sorter import Scalars
+from master.allocator.state import EMPTY, AgentState, DemandState
+
+__pure__ = True
+
+
+def unmet_demands(ledger: Ledger) -> list[DemandState]:
+    out: list[DemandState] = []
+    for fw in ledger.frameworks.values():
+        if not fw.uses_demand or not fw.active:
+            continue
+        for d in fw.demands:
+            if d.unmet() > 0 and d.role not in fw.suppressed:
+                out.append(d)
+    roles = ledger.roles
+
+    def key(d: DemandState) -> tuple[int, int, float, int]:
+        if d.gang_id is not None:
+            return (-d.priority, 0, 0.0, d.seq)
+        return (-d.priority, 1, roles.share(d.role), d.seq)
+
+    out.sort(key=key)
+    return out
+
+
+def demand_stage(
+    ledger: Ledger, agents: list[AgentState], now: float, out: list[Decision], why: dict[str, str]
+) -> list[DemandState]:
+    """Offer shaped resources to unmet demands; returns the demands still unmet."""
+    still: list[DemandState] = []
+    for d in unmet_demands(ledger):
+        fw = ledger.frameworks[d.framework_id]
+        need = d.unmet()
+        gang_need = d.gang_needed()
+        room = ledger.roles.headroom_limit(d.role)
+        room = dict(room) if room else None
+        plan: list[tuple[AgentState, int]] = []
+        planned = 0
+        for agent in agents:
+            if not agent.active or not agent.free:
+                continue
+            avail = available_to(agent, d.role)
+            if not avail or filtered(ledger, fw, d.role, agent, avail):
+                continue
+            if room is not None:
+                avail = shrink(avail, room)
+            k = units_that_fit(avail.scalars(), d.shape_scalars, need - planned)
+            if k <= 0:
+                continue
+            if d.shape.names() - set(d.shape_scalars):  # non-scalar parts (ports): one unit if it fits
+                k = 1 if avail.contains(d.shape) else 0
+                if k == 0:
+                    continue
+            plan.append((agent, k))
+            planned += k
+            if room is not None:
+                add_into(room, {n: v * k for n, v in d.shape_scalars.items()}, -1.0)
+            if planned >= need:
+                break
+        if gang_need and planned < gang_need:
+            why[fw.framework_id] = (
+                f"gang {d.gang_id}: insufficient resources ({planned} of {gang_need} units placeable at once)"
+            )
+            still.append(d)
+            continue
+        for agent, k in plan:
+            want: Scalars = {n: v * k for n, v in d.shape_scalars.items()}
+            exact = take(available_to(agent, d.role), want)
+            if d.shape.names() - set(d.shape_scalars):
+                exact = exact + d.shape.without(*d.shape_scalars)
+            label = f"gang {d.gang_id}" if d.gang_id is not None else "demand"
+            out.append(give(ledger, fw, d.role, agent, exact, EMPTY, now, f"{label}: {k} x {d.shape}", d, k))
+        if d.unmet() > 0:
+            why.setdefault(fw.framework_id, f"demand: {d.unmet()} of {d.count} units of {d.shape} unplaced")
+            still.append(d)
+    return still
+
+
+def fairness_rescind(
+    ledger: Ledger, starving: Iterable[DemandState], out: list[Decision]
+) -> list[AgentState]:
+    """Take back idle offered resources from frameworks whose role is above its fair share,
+    most over-share first, while a role below its fair share waits with unmet demand. Returns
+    the agents where resources were freed."""
+    roles = ledger.roles
+    top = [n for n in roles.nodes.values() if n.parent is roles.root]
+    active_weight = sum(n.weight for n in top if n.alloc or _has_frameworks(ledger, n.name))
+    if active_weight <= 0:
+        return []
+    freed: dict[str, AgentState] = {}
+
+    def fair(role: str) -> float:
+        node = roles.nodes[role.split("/", 1)[0]]
+        return node.weight / active_weight
+
+    def top_share(role: str) -> float:
+        return roles.share(role.split("/", 1)[0])
+
+    for d in starving:
+        if top_share(d.role) >= fair(d.role):
+            continue
+        want: Scalars = {n: v * d.unmet() for n, v in d.shape_scalars.items()}
+        got: Scalars = {}
+        candidates = [
+            o
+            for o in ledger.offers.values()
+            if o.regular
+            and o.framework_id != d.framework_id
+            and top_share(o.role) > fair(o.role)
+            and o.role.split("/", 1)[0] != d.role.split("/", 1)[0]
+        ]
+        candidates.sort(key=lambda o: (-(top_share(o.role) - fair(o.role)), o.created, o.offer_id))
+        for o in candidates:
+            if all(got.get(n, 0.0) >= v - 1e-9 for n, v in want.items()):
+                break
+            if top_share(o.role) <= fair(o.role):
+                continue
+            add_into(got, o.regular.scalars())
+            decision = take_back(
+                ledger, o, f"idle part taken back: role {o.role} above its fair share, role {d.role} waiting",
+                revocable=False,
+            )
+            if decision is not None:
+                out.append(decision)
+                freed[o.agent_id] = ledger.agents[o.agent_id]
+    return list(freed.values())
+
+
+def _has_frameworks(ledger: Ledger, top_role: str) -> bool:
+    prefix = top_role + "/"
+    for fw in ledger.frameworks.values():
+        if fw.active and any(r == top_role or r.startswith(prefix) for r in fw.roles):
+            return True
+    return False

@@ -1,0 +1,51 @@
+"""Who may be offered what: framework activity per role in the sorters, and the checks a
+candidate (framework, role, agent) must pass."""
+
+from __future__ import annotations
+
+from master.allocator.ledger import Ledger
+from master.allocator.state import AgentState, FrameworkState
+from protocol.resources import Resources
+
+__pure__ = True
+
+
+def fully_filtered(ledger: Ledger, fw: FrameworkState, role: str) -> bool:
+    n = len(ledger.agents)
+    return n > 0 and ledger.filters.agents_filtered(fw.framework_id, role) >= n
+
+
+def regular_eligible(fw: FrameworkState, role: str) -> bool:
+    """May receive plain DRF offers in ``role`` (demand-declaring frameworks get shaped ones)."""
+    return fw.active and role not in fw.suppressed and not fw.uses_demand
+
+
+def refresh_activity(ledger: Ledger, fw: FrameworkState) -> None:
+    """Put the framework in (or take it out of) its roles' sorters' active lists."""
+    for role in fw.roles:
+        active = regular_eligible(fw, role) and not fully_filtered(ledger, fw, role)
+        ledger.roles.set_active(role, fw.framework_id, active)
+    if fw.framework_id in ledger.rev_sorter:
+        if fw.active and fw.revocable_ok and any(r not in fw.suppressed for r in fw.roles):
+            ledger.rev_sorter.activate(fw.framework_id)
+        else:
+            ledger.rev_sorter.deactivate(fw.framework_id)
+
+
+def refresh_all(ledger: Ledger) -> None:
+    for fw in ledger.frameworks.values():
+        refresh_activity(ledger, fw)
+    ledger.activity_dirty = False
+
+
+def available_to(agent: AgentState, role: str) -> Resources:
+    """Free resources of the agent this role may be offered (reservations of other roles out)."""
+    return agent.free.allocatable_to(role) if agent.has_reserved else agent.free
+
+
+def filtered(ledger: Ledger, fw: FrameworkState, role: str, agent: AgentState, candidate: Resources) -> bool:
+    flt = ledger.filters.of(fw.framework_id, role)
+    if not flt:
+        return False
+    f = flt.get(agent.agent_id)
+    return f is not None and f.resources.contains(candidate)

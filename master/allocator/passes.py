@@ -1,0 +1,199 @@
+"""The regular allocation stages: quota guarantees first, then weighted DRF.
+
+Both are agent-major (as in Mesos): for each agent to visit, pick the neediest eligible
+(role, framework) and offer it what that role may use on the agent, shaped by quota limits and
+by the headroom unmet guarantees need; repeat on the same agent while something is left.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Iterable
+
+from master.allocator.decisions import Decision
+from master.allocator.eligibility import available_to, filtered
+from master.allocator.ledger import Ledger
+from master.allocator.offering import give
+from master.allocator.quantities import meets_minimum, shrink
+from master.allocator.roles import ancestors
+from master.allocator.sorter import Scalars
+from master.allocator.state import EMPTY, AgentState
+from protocol.resources import Resources
+
+__pure__ = True
+
+
+class Headroom:
+    """Unallocated unreserved resources that unmet quota guarantees still need: a role beyond
+    its guarantee is offered only what leaves this much free in the cluster."""
+
+    def __init__(self, ledger: Ledger) -> None:
+        self.ledger = ledger
+        self.required: Scalars = ledger.roles.unmet_guarantees()
+        self.available: Scalars = {}
+        if self.required:
+            names = tuple(self.required)
+            avail = self.available
+            for agent in ledger.agents.values():
+                if agent.active and agent.free:
+                    for name, value in agent.free.unreserved().only(*names).scalars().items():
+                        avail[name] = avail.get(name, 0.0) + value
+
+    @property
+    def active(self) -> bool:
+        return bool(self.required)
+
+    def _own_deficit(self, role: str) -> Scalars:
+        out: Scalars = {}
+        for path in ancestors(role):
+            node = self.ledger.roles.nodes.get(path)
+            if node is not None and node.guarantee:
+                for name, value in node.deficit().items():
+                    out[name] = max(out.get(name, 0.0), value)
+        return out
+
+    def room_for(self, role: str) -> Scalars | None:
+        if not self.required:
+            return None
+        own = self._own_deficit(role)
+        return {
+            name: self.available.get(name, 0.0) - need + own.get(name, 0.0)
+            for name, need in self.required.items()
+        }
+
+    def consume(self, given_unreserved: Scalars, deficit_before: Scalars) -> None:
+        if not self.required:
+            return
+        for name, value in given_unreserved.items():
+            if name in self.available:
+                self.available[name] -= value
+            if name in self.required:
+                cut = min(value, deficit_before.get(name, 0.0))
+                left = self.required[name] - cut
+                if left > 1e-9:
+                    self.required[name] = left
+                else:
+                    del self.required[name]
+
+
+def _limit(ledger: Ledger, role: str, candidate: Resources) -> Resources:
+    room = ledger.roles.headroom_limit(role)
+    return shrink(candidate, room) if room else candidate
+
+
+def _shape(
+    ledger: Ledger, headroom: Headroom, role: str, agent: AgentState, candidate: Resources
+) -> tuple[Resources, bool]:
+    """Apply quota limit and headroom to a candidate offer; also tell if headroom held some."""
+    candidate = _limit(ledger, role, candidate)
+    if not headroom.active:
+        return candidate, False
+    room = headroom.room_for(role)
+    if not room:
+        return candidate, False
+    unreserved = candidate.unreserved()
+    kept = shrink(unreserved, room)
+    if kept == unreserved:
+        return candidate, False
+    return candidate.reserved() + kept, True
+
+
+def quota_stage(ledger: Ledger, agents: Iterable[AgentState], now: float, out: list[Decision]) -> None:
+    """Offer to roles below their guarantee, lowest share first, up to the guarantee."""
+    roles = ledger.roles
+    heap: list[tuple[float, int, str]] = []
+    for seq, role in enumerate(sorted(roles.quota_roles)):
+        node = roles.nodes[role]
+        if node.deficit() and len(node.frameworks.first_keys()) > 0:
+            heap.append((roles.share(role), seq, role))
+    if not heap:
+        return
+    heapq.heapify(heap)
+    minimum = ledger.config.min_allocatable
+    unmet_names = set(roles.unmet_guarantees())
+    for agent in agents:
+        if not heap:
+            return
+        if not agent.active or not agent.free:
+            continue
+        deferred: list[tuple[float, int, str]] = []
+        while heap and agent.free:
+            entry = heapq.heappop(heap)
+            role = entry[2]
+            node = roles.nodes[role]
+            deficit = node.deficit()
+            if not deficit:
+                continue
+            avail = available_to(agent, role)
+            others = unmet_names.difference(deficit)
+            if others:
+                avail = avail.without(*others)
+            candidate = _limit(ledger, role, shrink(avail, deficit))
+            scal = candidate.scalars()
+            if not candidate or not meets_minimum(scal, minimum) or not any(n in deficit for n in scal):
+                deferred.append(entry)
+                continue
+            chosen = None
+            for fkey in node.frameworks.first_keys():
+                fw = ledger.frameworks[fkey[2]]
+                if not filtered(ledger, fw, role, agent, candidate):
+                    chosen = fw
+                    break
+            if chosen is None:
+                deferred.append(entry)
+                continue
+            out.append(give(ledger, chosen, role, agent, candidate, EMPTY, now, f"quota guarantee of role {role}"))
+            if node.deficit():
+                heapq.heappush(heap, (roles.share(role), entry[1], role))
+        for entry in deferred:
+            heapq.heappush(heap, entry)
+
+
+def regular_stage(
+    ledger: Ledger, agents: Iterable[AgentState], now: float, out: list[Decision], headroom: Headroom
+) -> None:
+    """Weighted DRF: each agent's free resources go to the neediest eligible framework."""
+    roles = ledger.roles
+    frameworks = ledger.frameworks
+    minimum = ledger.config.min_allocatable
+    filters_of = ledger.filters.of
+    for agent in agents:
+        if not agent.active or not agent.free:
+            continue
+        agent_id = agent.agent_id
+        served: set[str] = set()
+        held = False
+        while agent.free:
+            made = False
+            for role, fid in roles.iter_frameworks():
+                if fid in served:
+                    continue
+                avail = agent.free.allocatable_to(role) if agent.has_reserved else agent.free
+                if not avail:
+                    continue
+                flt = filters_of(fid, role)
+                if flt:
+                    f = flt.get(agent_id)
+                    if f is not None and f.resources.contains(avail):
+                        continue
+                candidate, was_held = _shape(ledger, headroom, role, agent, avail)
+                held = held or was_held
+                if not candidate:
+                    continue
+                scal = candidate.scalars()
+                if not meets_minimum(scal, minimum):
+                    continue
+                fw = frameworks[fid]
+                deficit = headroom._own_deficit(role) if headroom.active else {}
+                out.append(give(ledger, fw, role, agent, candidate, EMPTY, now, f"DRF share of role {role}"))
+                if headroom.active:
+                    headroom.consume(candidate.unreserved().scalars(), deficit)
+                served.add(fid)
+                made = True
+                break
+            if not made:
+                break
+        if held:
+            agent.quota_held = agent.free.unreserved().flatten().only(*headroom.required)
+        elif agent.quota_held:
+            agent.quota_held = EMPTY

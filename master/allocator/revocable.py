@@ -1,0 +1,138 @@
+"""Revocable pools: usage slack (the agent's estimate of allocated-but-unused resources) plus
+allocation slack (reserved or quota-held resources nobody is using), offered tagged revocable
+only to REVOCABLE_RESOURCES frameworks in a DRF pass after regular allocation.
+
+Allocation slack handed out is moved into the agent's ``lent`` (it counts as allocated in the
+regular ledger, never toward anyone's guarantee or DRF share). When the usage estimate shrinks,
+or the owner (the reservation's role, or a quota role below its guarantee) wants its resources
+back, outstanding revocable offers are rescinded first; if revocable allocations still exceed
+what backs them, tasks are revoked — lowest priority first, larger tasks first so that as few
+tasks as possible go — with a grace period.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from master.allocator.decisions import Decision, Revoke
+from master.allocator.eligibility import filtered
+from master.allocator.ledger import Ledger
+from master.allocator.offering import give, take_back
+from master.allocator.quantities import meets_minimum
+from master.allocator.state import EMPTY, AgentState, FrameworkState, TaskAlloc
+from protocol.resources import Resources, is_subrole
+
+__pure__ = True
+
+
+def lendable(ledger: Ledger, agent: AgentState) -> Resources:
+    """Exact free resources that count as allocation slack on this agent right now."""
+    names = ledger.config.revocable_names
+    reserved = agent.free.reserved().only(*names) if agent.has_reserved else EMPTY
+    held = EMPTY
+    if agent.quota_held:
+        # quota_held is flat; take the matching unreserved free resources
+        unreserved = agent.free.unreserved().only(*names)
+        held = unreserved - (unreserved - agent.quota_held)
+    return reserved + held
+
+
+def revocable_stage(ledger: Ledger, agents: Iterable[AgentState], now: float, out: list[Decision]) -> None:
+    sorter = ledger.rev_sorter
+    if not sorter.first_keys():
+        return
+    names = ledger.config.revocable_names
+    minimum = ledger.config.min_allocatable
+    for agent in agents:
+        if not agent.active:
+            continue
+        if not agent.usage_slack and not (agent.free and (agent.has_reserved or agent.quota_held)) and not agent.lent:
+            continue
+        lend = lendable(ledger, agent)
+        capacity = (ledger.revocable_capacity(agent) + lend.flatten()).only(*names)
+        if not capacity or not meets_minimum(capacity.scalars(), minimum):
+            continue
+        for key in sorter.first_keys():
+            fw = ledger.frameworks[key[2]]
+            role = next((r for r in fw.roles if r not in fw.suppressed), None)
+            if role is None or (fw.uses_demand and not any(d.revocable_ok and d.unmet() for d in fw.demands)):
+                continue
+            if filtered(ledger, fw, role, agent, capacity.as_revocable()) or ledger.filters.expires_at(
+                fw.framework_id, role, agent.agent_id
+            ) is not None:
+                continue
+            ledger.lend(agent, lend)
+            out.append(give(ledger, fw, role, agent, EMPTY, capacity, now, "revocable: usage and allocation slack"))
+            break
+
+
+def owner_wants(ledger: Ledger, agent: AgentState) -> str | None:
+    """Why the lent resources of this agent must come back (None when nobody wants them)."""
+    if not agent.lent:
+        return None
+    reserved_roles = agent.lent.reserved().roles()
+    for role in reserved_roles:
+        for fw in ledger.frameworks.values():
+            for r in fw.roles:
+                if (r == role or is_subrole(r, role)) and _wants(ledger, fw, r, agent):
+                    return f"role {role} reclaims its reserved resources"
+    if agent.lent.unreserved():
+        for role in ledger.roles.quota_roles:
+            node = ledger.roles.nodes[role]
+            if node.deficit():
+                for fkey in node.frameworks.first_keys():
+                    if _wants(ledger, ledger.frameworks[fkey[2]], role, agent):
+                        return f"role {role} below its quota guarantee"
+    return None
+
+
+def _wants(ledger: Ledger, fw: FrameworkState, role: str, agent: AgentState) -> bool:
+    if not fw.active or role in fw.suppressed:
+        return False
+    if ledger.filters.expires_at(fw.framework_id, role, agent.agent_id) is not None:
+        return False
+    if fw.uses_demand:
+        return any(d.unmet() > 0 and d.role == role for d in fw.demands)
+    return True
+
+
+def enforce(ledger: Ledger, agent: AgentState, reason: str, out: list[Decision], reclaim: bool = False) -> None:
+    """Bring revocable use back within its backing (all of ``lent`` when ``reclaim``):
+    rescind revocable offers first, then revoke revocable tasks."""
+    backing = agent.usage_slack if reclaim else agent.usage_slack + agent.lent.flatten()
+    used = agent.rev_offered + agent.rev_allocated
+    if backing.contains(used):
+        return
+    for oid in list(agent.offers):
+        o = ledger.offers[oid]
+        if o.revocable:
+            decision = take_back(ledger, o, f"revocable offer rescinded: {reason}", regular=False)
+            if decision is not None:
+                out.append(decision)
+    if backing.contains(agent.rev_allocated):
+        ledger.settle_lent(agent)
+        return
+    over = agent.rev_allocated - backing
+    victims = [
+        ledger.tasks[k] for k in agent.tasks if ledger.tasks[k].revocable and not ledger.tasks[k].revoking
+    ]
+    victims.sort(key=lambda t: (t.priority, -_size(t), t.framework_id, t.task_id))
+    chosen: list[TaskAlloc] = []
+    freed = EMPTY
+    for task in victims:
+        if freed.contains(over):
+            break
+        if not (over - freed).scalars().keys() & task.revocable.scalars().keys():
+            continue
+        chosen.append(task)
+        freed = freed + task.revocable
+    by_fw: dict[str, list[str]] = {}
+    for task in chosen:
+        task.revoking = True
+        by_fw.setdefault(task.framework_id, []).append(task.task_id)
+    for fid, tids in by_fw.items():
+        out.append(Revoke(fid, agent.agent_id, tuple(tids), ledger.config.revocation_grace_seconds, reason))
+
+
+def _size(task: TaskAlloc) -> float:
+    return sum(task.revocable.scalars().values())

@@ -1,0 +1,207 @@
+"""The role tree: hierarchical weighted DRF over roles, then DRF among a role's frameworks.
+
+A role path ``eng/ml`` is a node under ``eng``. Every node keeps the scalar allocation of its
+whole subtree (allocated + offered, non-revocable), a sorter over its children plus ``"."`` (the
+virtual leaf of the frameworks registered at the node itself, as in Mesos), a sorter over its
+own frameworks, its weight and its quota (guarantee and limit, scalar quantities).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+
+from master.allocator.sorter import DRFSorter, Scalars, Totals
+
+__pure__ = True
+
+SELF = "."
+
+
+class RoleError(ValueError):
+    """A role name that is not valid (empty component, ``.``/``..``, whitespace)."""
+
+
+def check_role(role: str) -> str:
+    if role == "*":
+        return role
+    if not role or role.startswith("/") or role.endswith("/"):
+        raise RoleError(f"invalid role {role!r}")
+    for part in role.split("/"):
+        if part in ("", ".", "..", "*") or part.startswith("-") or any(c.isspace() for c in part):
+            raise RoleError(f"invalid role {role!r}")
+    return role
+
+
+def ancestors(role: str) -> list[str]:
+    """``eng/ml/x`` -> ``["eng", "eng/ml", "eng/ml/x"]`` (root first)."""
+    if role == "*":
+        return ["*"]
+    parts = role.split("/")
+    return ["/".join(parts[: i + 1]) for i in range(len(parts))]
+
+
+class RoleNode:
+    __slots__ = (
+        "alloc",
+        "children",
+        "frameworks",
+        "guarantee",
+        "limit",
+        "name",
+        "parent",
+        "short",
+        "weight",
+    )
+
+    def __init__(self, name: str, short: str, parent: RoleNode | None, totals: Totals) -> None:
+        self.name = name
+        self.short = short
+        self.parent = parent
+        self.weight = 1.0
+        self.alloc: Scalars = {}
+        self.children = DRFSorter(totals)
+        self.children.add(SELF)
+        self.frameworks = DRFSorter(totals)
+        self.guarantee: Scalars = {}
+        self.limit: Scalars | None = None
+
+    def deficit(self) -> Scalars:
+        """What the guarantee still lacks (positive quantities only)."""
+        out: Scalars = {}
+        alloc = self.alloc
+        for name, value in self.guarantee.items():
+            missing = value - alloc.get(name, 0.0)
+            if missing > 1e-9:
+                out[name] = missing
+        return out
+
+
+class RoleTree:
+    def __init__(self, totals: Totals) -> None:
+        self.totals = totals
+        self.root = RoleNode("", "", None, totals)
+        self.nodes: dict[str, RoleNode] = {}
+        self.quota_roles: set[str] = set()
+        self.limited_roles: set[str] = set()
+
+    def node(self, role: str) -> RoleNode:
+        node = self.nodes.get(role)
+        if node is not None:
+            return node
+        parent = self.root
+        for path in ancestors(check_role(role)):
+            existing = self.nodes.get(path)
+            if existing is None:
+                short = path.rsplit("/", 1)[-1]
+                existing = RoleNode(path, short, parent, self.totals)
+                self.nodes[path] = existing
+                parent.children.add(short)
+            parent = existing
+        return parent
+
+    def add_framework(self, role: str, framework_id: str) -> None:
+        self.node(role).frameworks.add(framework_id)
+
+    def remove_framework(self, role: str, framework_id: str) -> None:
+        node = self.nodes.get(role)
+        if node is not None:
+            node.frameworks.remove(framework_id)
+
+    def set_active(self, role: str, framework_id: str, active: bool) -> None:
+        node = self.nodes.get(role)
+        if node is None:
+            return
+        if active:
+            node.frameworks.activate(framework_id)
+        else:
+            node.frameworks.deactivate(framework_id)
+
+    def update(self, role: str, framework_id: str, scalars: Mapping[str, float], sign: float = 1.0) -> None:
+        """Add/remove an allocation of a framework in a role, repositioning every sorter on the
+        path from the role to the root."""
+        if not scalars:
+            return
+        leaf = self.node(role)
+        leaf.frameworks.update(framework_id, scalars, sign)
+        leaf.children.update(SELF, scalars, sign)
+        node: RoleNode | None = leaf
+        while node is not None and node is not self.root:
+            alloc = node.alloc
+            for key, value in scalars.items():
+                new = alloc.get(key, 0.0) + sign * value
+                if new > 1e-9:
+                    alloc[key] = new
+                else:
+                    alloc.pop(key, None)
+            parent = node.parent
+            if parent is not None:
+                parent.children.update(node.short, scalars, sign)
+            node = parent
+
+    def set_weight(self, role: str, weight: float) -> None:
+        node = self.node(role)
+        node.weight = weight
+        if node.parent is not None:
+            node.parent.children.set_weight(node.short, weight)
+
+    def set_quota(self, role: str, guarantee: Scalars, limit: Scalars | None) -> None:
+        node = self.node(role)
+        node.guarantee = dict(guarantee)
+        node.limit = dict(limit) if limit is not None else None
+        if guarantee:
+            self.quota_roles.add(role)
+        else:
+            self.quota_roles.discard(role)
+        if limit is not None:
+            self.limited_roles.add(role)
+        else:
+            self.limited_roles.discard(role)
+
+    def iter_frameworks(self, node: RoleNode | None = None) -> Iterator[tuple[str, str]]:
+        """(role, framework_id) of active frameworks in hierarchical DRF order.
+
+        Iterates the sorters' live lists: stop iterating after any allocation update (the
+        order has changed) and start again."""
+        node = node if node is not None else self.root
+        for key in node.children.first_keys():
+            short = key[2]
+            if short == SELF:
+                if node is not self.root:
+                    role = node.name
+                    for fkey in node.frameworks.first_keys():
+                        yield role, fkey[2]
+            else:
+                child = self.nodes[short if node is self.root else f"{node.name}/{short}"]
+                yield from self.iter_frameworks(child)
+
+    def headroom_limit(self, role: str) -> Scalars | None:
+        """The tightest remaining room under the limits of the role and its ancestors."""
+        if not self.limited_roles:
+            return None
+        room: Scalars | None = None
+        for path in ancestors(role):
+            node = self.nodes.get(path)
+            if node is None or node.limit is None:
+                continue
+            for name, value in node.limit.items():
+                left = value - node.alloc.get(name, 0.0)
+                if room is None:
+                    room = {}
+                if name not in room or left < room[name]:
+                    room[name] = left
+        return room
+
+    def share(self, role: str) -> float:
+        node = self.nodes.get(role)
+        if node is None:
+            return 0.0
+        share = self.totals.share(node.alloc)
+        return share / node.weight if node.weight > 0 else float("inf")
+
+    def unmet_guarantees(self) -> Scalars:
+        """Sum over quota roles of what their guarantee still lacks."""
+        out: Scalars = {}
+        for role in self.quota_roles:
+            for name, value in self.nodes[role].deficit().items():
+                out[name] = out.get(name, 0.0) + value
+        return out

@@ -1,0 +1,197 @@
+"""Weighted DRF sorters, kept ordered incrementally.
+
+``DRFSorter`` orders named clients by dominant share (allocation over cluster total, maximum
+over the resource names that count for fairness) divided by weight, ties broken by age (the
+order clients were added). Changing one client's allocation repositions only that client
+(``bisect``); a change of the cluster total marks the sorter stale and it re-sorts once, lazily,
+the next time it is read. Only *active* clients are in the ordered list, so a deactivated
+client (inactive framework, fully suppressed or fully filtered) costs nothing to skip.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left, insort
+from collections.abc import Iterable, Mapping
+
+__pure__ = True
+
+Scalars = dict[str, float]
+
+
+class Totals:
+    """Cluster totals per scalar name, shared by every sorter, plus the names excluded from
+    fair sharing. ``version`` bumps on every change so sorters know they are stale."""
+
+    __slots__ = ("excluded", "values", "version")
+
+    def __init__(self, excluded: Iterable[str] = ()) -> None:
+        self.values: Scalars = {}
+        self.excluded = frozenset(excluded)
+        self.version = 0
+
+    def add(self, scalars: Mapping[str, float], sign: float = 1.0) -> None:
+        values = self.values
+        for name, value in scalars.items():
+            values[name] = values.get(name, 0.0) + sign * value
+        self.version += 1
+
+    def share(self, alloc: Mapping[str, float]) -> float:
+        values = self.values
+        excluded = self.excluded
+        best = 0.0
+        for name, value in alloc.items():
+            if value <= 0.0 or name in excluded:
+                continue
+            total = values.get(name, 0.0)
+            if total > 0.0:
+                s = value / total
+                if s > best:
+                    best = s
+        return best
+
+
+class _Client:
+    __slots__ = ("active", "alloc", "key", "name", "seq", "weight")
+
+    def __init__(self, name: str, seq: int, weight: float) -> None:
+        self.name = name
+        self.seq = seq
+        self.weight = weight
+        self.alloc: Scalars = {}
+        self.active = True
+        self.key: tuple[float, int, str] = (0.0, seq, name)
+
+
+class DRFSorter:
+    """Weighted DRF order over clients (frameworks of a role, or child roles of a role)."""
+
+    __slots__ = ("_clients", "_keys", "_seq", "_totals", "_version")
+
+    def __init__(self, totals: Totals) -> None:
+        self._totals = totals
+        self._clients: dict[str, _Client] = {}
+        self._keys: list[tuple[float, int, str]] = []
+        self._seq = 0
+        self._version = totals.version
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._clients
+
+    def __len__(self) -> int:
+        return len(self._clients)
+
+    def names(self) -> list[str]:
+        return list(self._clients)
+
+    def add(self, name: str, weight: float = 1.0) -> None:
+        if name in self._clients:
+            return
+        self._seq += 1
+        client = _Client(name, self._seq, weight)
+        client.key = self._key(client)
+        self._clients[name] = client
+        insort(self._keys, client.key)
+
+    def remove(self, name: str) -> None:
+        client = self._clients.pop(name, None)
+        if client is not None and client.active:
+            self._drop_key(client)
+
+    def set_weight(self, name: str, weight: float) -> None:
+        client = self._clients.get(name)
+        if client is not None:
+            client.weight = weight
+            self._reposition(client)
+
+    def activate(self, name: str) -> None:
+        client = self._clients.get(name)
+        if client is not None and not client.active:
+            client.active = True
+            client.key = self._key(client)
+            insort(self._keys, client.key)
+
+    def deactivate(self, name: str) -> None:
+        client = self._clients.get(name)
+        if client is not None and client.active:
+            self._drop_key(client)
+            client.active = False
+
+    def is_active(self, name: str) -> bool:
+        client = self._clients.get(name)
+        return client is not None and client.active
+
+    def allocation(self, name: str) -> Scalars:
+        client = self._clients.get(name)
+        return dict(client.alloc) if client is not None else {}
+
+    def share(self, name: str) -> float:
+        client = self._clients.get(name)
+        if client is None:
+            return 0.0
+        return self._totals.share(client.alloc) / client.weight if client.weight > 0 else float("inf")
+
+    def update(self, name: str, scalars: Mapping[str, float], sign: float = 1.0) -> None:
+        """Add (``sign=1``) or remove (``sign=-1``) an allocation and reposition the client."""
+        client = self._clients.get(name)
+        if client is None:
+            return
+        alloc = client.alloc
+        for key, value in scalars.items():
+            new = alloc.get(key, 0.0) + sign * value
+            if new > 1e-9:
+                alloc[key] = new
+            else:
+                alloc.pop(key, None)
+        self._reposition(client)
+
+    def sorted(self) -> list[str]:
+        """Active clients, lowest weighted share first (a fresh list)."""
+        self._refresh()
+        return [key[2] for key in self._keys]
+
+    def first_keys(self) -> list[tuple[float, int, str]]:
+        """The live ordered key list (do not mutate); callers must re-read after updates."""
+        self._refresh()
+        return self._keys
+
+    # --- internals ------------------------------------------------------------------------
+
+    def _key(self, client: _Client) -> tuple[float, int, str]:
+        share = self._totals.share(client.alloc)
+        weighted = share / client.weight if client.weight > 0 else float("inf")
+        return (weighted, client.seq, client.name)
+
+    def _drop_key(self, client: _Client) -> None:
+        keys = self._keys
+        if self._version == self._totals.version:
+            i = bisect_left(keys, client.key)
+            if i < len(keys) and keys[i] == client.key:
+                del keys[i]
+                return
+        # stale (totals changed since the last sort): the listed key may differ; scan by name
+        name = client.name
+        for i, key in enumerate(keys):
+            if key[2] == name:
+                del keys[i]
+                return
+
+    def _reposition(self, client: _Client) -> None:
+        if self._version != self._totals.version:
+            client.key = self._key(client)
+            return  # the whole list is re-sorted on the next read
+        new_key = self._key(client)
+        if client.active:
+            if new_key != client.key:
+                self._drop_key(client)
+                client.key = new_key
+                insort(self._keys, new_key)
+        else:
+            client.key = new_key
+
+    def _refresh(self) -> None:
+        if self._version == self._totals.version:
+            return
+        self._version = self._totals.version
+        for client in self._clients.values():
+            client.key = self._key(client)
+        self._keys = sorted(c.key for c in self._clients.values() if c.active)

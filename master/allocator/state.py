@@ -1,0 +1,213 @@
+"""Mutable state records of the allocator (agents, frameworks, tasks, offers, demands).
+
+Plain slotted classes owned by the ``Ledger``; nothing outside the allocator package sees them
+(queries return frozen snapshots). Revocable quantities are kept flattened (plain scalars) and
+tagged revocable only when shown in an offer.
+"""
+
+from __future__ import annotations
+
+from protocol.resources import Resources
+
+__pure__ = True
+
+EMPTY = Resources()
+REUSABLE_OFFERS = "REUSABLE_OFFERS"
+REVOCABLE_RESOURCES = "REVOCABLE_RESOURCES"
+
+
+class AgentState:
+    __slots__ = (
+        "active",
+        "agent_id",
+        "allocated",
+        "attributes",
+        "free",
+        "has_reserved",
+        "hostname",
+        "lent",
+        "offered",
+        "offers",
+        "quota_held",
+        "rev_allocated",
+        "rev_offered",
+        "seq",
+        "tasks",
+        "total",
+        "total_scalars",
+        "usage_slack",
+    )
+
+    def __init__(self, agent_id: str, hostname: str, total: Resources, attributes: dict[str, str | float], seq: int):
+        self.agent_id = agent_id
+        self.hostname = hostname
+        self.attributes = attributes
+        self.seq = seq
+        self.active = True
+        self.total = total
+        self.total_scalars = total.non_revocable().scalars()
+        self.has_reserved = bool(total.reserved())
+        # regular ledger: allocated + offered + free == total (allocated includes lent)
+        self.allocated = EMPTY
+        self.offered = EMPTY
+        self.free = total.non_revocable()
+        # revocable ledger (flat scalars): rev_offered + rev_allocated <= usage_slack + flat(lent)
+        self.usage_slack = EMPTY
+        self.lent = EMPTY
+        self.rev_offered = EMPTY
+        self.rev_allocated = EMPTY
+        self.quota_held = EMPTY
+        self.offers: dict[str, None] = {}
+        self.tasks: dict[tuple[str, str], None] = {}
+
+    def set_total(self, total: Resources) -> None:
+        self.total = total
+        self.total_scalars = total.non_revocable().scalars()
+        self.has_reserved = bool(total.reserved())
+
+
+class DemandState:
+    __slots__ = (
+        "count",
+        "framework_id",
+        "gang_id",
+        "gang_min",
+        "in_offers",
+        "launched",
+        "priority",
+        "revocable_ok",
+        "role",
+        "seq",
+        "shape",
+        "shape_scalars",
+    )
+
+    def __init__(
+        self,
+        seq: int,
+        framework_id: str,
+        role: str,
+        shape: Resources,
+        count: int,
+        gang_id: str | None,
+        gang_min: int | None,
+        revocable_ok: bool,
+        priority: int,
+    ) -> None:
+        self.seq = seq
+        self.framework_id = framework_id
+        self.role = role
+        self.shape = shape
+        self.shape_scalars = shape.scalars()
+        self.count = count
+        self.gang_id = gang_id
+        self.gang_min = gang_min
+        self.revocable_ok = revocable_ok
+        self.priority = priority
+        self.launched = 0
+        self.in_offers = 0
+
+    def unmet(self) -> int:
+        return max(0, self.count - self.in_offers)
+
+    def gang_needed(self) -> int:
+        """Units that must be placed together now (0 when not a gang or already started)."""
+        if self.gang_id is None or self.gang_min is None:
+            return 0
+        return max(0, self.gang_min - self.launched - self.in_offers)
+
+
+class FrameworkState:
+    __slots__ = (
+        "active",
+        "allocated",
+        "capabilities",
+        "demands",
+        "framework_id",
+        "offered",
+        "offers",
+        "reusable",
+        "revocable_ok",
+        "roles",
+        "seq",
+        "suppressed",
+        "tasks",
+        "uses_demand",
+    )
+
+    def __init__(
+        self, framework_id: str, roles: tuple[str, ...], capabilities: frozenset[str], active: bool, seq: int
+    ) -> None:
+        self.framework_id = framework_id
+        self.roles = roles
+        self.capabilities = capabilities
+        self.reusable = REUSABLE_OFFERS in capabilities
+        self.revocable_ok = REVOCABLE_RESOURCES in capabilities
+        self.active = active
+        self.seq = seq
+        self.suppressed: set[str] = set()
+        self.offers: dict[str, None] = {}
+        self.tasks: dict[str, None] = {}
+        self.demands: list[DemandState] = []
+        self.uses_demand = False
+        self.allocated = EMPTY
+        self.offered = EMPTY
+
+
+class TaskAlloc:
+    __slots__ = ("agent_id", "framework_id", "offer_id", "priority", "regular", "revocable", "revoking", "role", "task_id")
+
+    def __init__(
+        self,
+        framework_id: str,
+        task_id: str,
+        agent_id: str,
+        role: str,
+        regular: Resources,
+        revocable: Resources,
+        offer_id: str | None,
+        priority: int,
+    ) -> None:
+        self.framework_id = framework_id
+        self.task_id = task_id
+        self.agent_id = agent_id
+        self.role = role
+        self.regular = regular
+        self.revocable = revocable
+        self.offer_id = offer_id
+        self.priority = priority
+        self.revoking = False
+
+
+class OfferState:
+    __slots__ = (
+        "agent_id",
+        "created",
+        "demand_units",
+        "framework_id",
+        "idle_since",
+        "offer_id",
+        "regular",
+        "reusable",
+        "revocable",
+        "role",
+        "tasks",
+    )
+
+    def __init__(
+        self, offer_id: str, framework_id: str, role: str, agent_id: str, created: float, reusable: bool
+    ) -> None:
+        self.offer_id = offer_id
+        self.framework_id = framework_id
+        self.role = role
+        self.agent_id = agent_id
+        self.created = created
+        self.idle_since: float | None = created
+        self.reusable = reusable
+        self.regular = EMPTY
+        self.revocable = EMPTY
+        self.tasks: set[str] = set()
+        self.demand_units: dict[int, int] = {}
+
+    def is_empty(self) -> bool:
+        return not self.regular and not self.revocable
