@@ -386,65 +386,135 @@ def _compile_decoder(tp: Any, binary: bool, limits: Limits) -> _Decoder:
     raise SchemaError(f"unsupported field type {tp!r}")
 
 
+def _fail_at(name: str, reason: str) -> _Fail:
+    f = _Fail(reason)
+    f.parts.append(name)
+    return f
+
+
+def _field_default(a: Any) -> tuple[bool, Any]:
+    """(is_factory, value) of an attrs field's default."""
+    d = a.default
+    if isinstance(d, attrs.Factory):  # type: ignore[arg-type]
+        if d.takes_self:
+            raise SchemaError(f"field {a.name}: a default factory taking self is not supported")
+        return True, d.factory
+    return False, d
+
+
 def _compile_message_decoder(cls: type, binary: bool, limits: Limits) -> _Decoder:
+    """Generate a decoder function for ``cls`` (primitive fields inlined, others called)."""
     hints = _hints(cls)
-    specs: list[tuple[str, _Decoder, bool]] = []
-    for a in attrs.fields(cls):
+    cls_name = cls.__qualname__
+    ns: dict[str, Any] = {
+        "_Fail": _Fail,
+        "_MISSING": _MISSING,
+        "_DROP": _DROP,
+        "_typename": _typename,
+        "_fail_at": _fail_at,
+        "CLS": cls,
+        "MAX_STR": limits.max_str_len,
+        "MAX_DEPTH": limits.max_depth,
+        "MAX_MAP": limits.max_map_len,
+    }
+    names: list[str] = []
+    lines = [
+        "def dec_message(v, depth):",
+        "    if v.__class__ is not dict:",
+        f"        raise _Fail({('expected ' + cls_name + ' object, got ')!r} + _typename(v))",
+        "    if depth >= MAX_DEPTH:",
+        f"        raise _Fail({('nesting deeper than ' + str(limits.max_depth))!r})",
+        "    depth += 1",
+        "    get = v.get",
+    ]
+    if binary:
+        lines.append("    seen = 0")
+    positional: list[str] = []
+    keywords: list[str] = []
+    for i, a in enumerate(attrs.fields(cls)):
         if not a.init:
             continue
         tp = hints.get(a.name)
         if tp is None:
-            raise SchemaError(f"{cls.__qualname__}.{a.name} has no type hint")
+            raise SchemaError(f"{cls_name}.{a.name} has no type hint")
+        name = a.name
+        names.append(name)
+        inner, _ = _split_optional(tp)
         required = a.default is attrs.NOTHING
-        specs.append((a.name, _decoder(tp, binary, limits), required))
-    names = frozenset(s[0] for s in specs)
-    max_depth = limits.max_depth
-    max_map = limits.max_map_len
-    cls_name = cls.__qualname__
-    fields = tuple(specs)
-
-    def dec_message(v: Any, depth: int) -> Any:
-        if v.__class__ is not dict:
-            raise _Fail(f"expected {cls_name} object, got {_typename(v)}")
-        if depth >= max_depth:
-            raise _Fail(f"nesting deeper than {max_depth}")
-        depth += 1
-        kwargs = {}
-        seen = 0
-        for name, dec, required in fields:
-            x = v.get(name, _MISSING)
-            if x is _MISSING:
+        f = f"f{i}"
+        if required:
+            missing = [f"        raise _Fail({('missing required field ' + repr(name))!r})"]
+        else:
+            is_factory, default = _field_default(a)
+            ns[f"DEFAULT{i}"] = default
+            missing = [f"        {f} = DEFAULT{i}()" if is_factory else f"        {f} = DEFAULT{i}"]
+        if binary:
+            lines += [
+                f"    x = get({name!r}, _MISSING)",
+                "    if x is _MISSING or x is None:",
+                "        if x is None:",
+                "            seen += 1",
+                *missing,
+                "    else:",
+                "        seen += 1",
+            ]
+        else:
+            lines += [f"    x = get({name!r})", "    if x is None:", *missing, "    else:"]
+        generic = [
+            "        try:",
+            f"            {f} = D{i}(x, depth)",
+            "        except _Fail as e:",
+            f"            e.parts.append({name!r})",
+            "            raise",
+        ]
+        if inner is str:
+            lines += [
+                "        if x.__class__ is not str:",
+                f"            raise _fail_at({name!r}, 'expected string, got ' + _typename(x))",
+                "        if len(x) > MAX_STR:",
+                f"            raise _fail_at({name!r}, 'string of %d characters exceeds the limit of %d' % (len(x), MAX_STR))",
+                f"        {f} = x",
+            ]
+        elif inner is bool:
+            lines += [
+                "        if x.__class__ is not bool:",
+                f"            raise _fail_at({name!r}, 'expected bool, got ' + _typename(x))",
+                f"        {f} = x",
+            ]
+        elif inner is int or inner is float:
+            ns[f"D{i}"] = _decoder(inner, binary, limits)
+            lines += [f"        if x.__class__ is {inner.__name__}:", f"            {f} = x", "        else:"]
+            lines += ["    " + line for line in generic]
+        else:
+            ns[f"D{i}"] = _decoder(inner, binary, limits)
+            lines += generic
+            if isinstance(inner, type) and issubclass(inner, enum.Enum):
+                lines.append(f"        if {f} is _DROP:")
                 if required:
-                    raise _Fail(f"missing required field '{name}'")
-                continue
-            seen += 1
-            if x is None:
-                if required:
-                    raise _Fail(f"missing required field '{name}'")
-                continue
-            try:
-                y = dec(x, depth)
-            except _Fail as e:
-                e.parts.append(name)
-                raise
-            if y is _DROP:
-                if required:
-                    f = _Fail(f"unknown enum name {x!r}")
-                    f.parts.append(name)
-                    raise f
-                continue
-            kwargs[name] = y
-        if binary and seen != len(v):
-            if len(v) > max_map:
-                raise _Fail(f"object of {len(v)} entries exceeds the limit of {max_map}")
-            unknown = sorted(repr(k) for k in v if k not in names)
-            raise _Fail(f"unknown field(s) {', '.join(unknown[:5])} in {cls_name}")
-        try:
-            return cls(**kwargs)
-        except (TypeError, ValueError) as e:
-            raise _Fail(f"invalid {cls_name}: {e}") from None
-
-    return dec_message
+                    lines.append(f"            raise _fail_at({name!r}, 'unknown enum name %r' % (x,))")
+                else:
+                    lines.append(f"            {f} = DEFAULT{i}")
+        if a.kw_only:
+            keywords.append(f"{getattr(a, 'alias', None) or name}={f}")
+        else:
+            positional.append(f)
+    if binary:
+        ns["NAMES"] = frozenset(names)
+        lines += [
+            "    if seen != len(v):",
+            "        if len(v) > MAX_MAP:",
+            "            raise _Fail('object of %d entries exceeds the limit of %d' % (len(v), MAX_MAP))",
+            "        unknown = sorted(repr(k) for k in v if k not in NAMES)",
+            f"        raise _Fail('unknown field(s) %s in {cls_name}' % ', '.join(unknown[:5]))",
+        ]
+    lines += [
+        "    try:",
+        f"        return CLS({', '.join(positional + keywords)})",
+        "    except (TypeError, ValueError) as e:",
+        f"        raise _Fail('invalid {cls_name}: %s' % (e,)) from None",
+    ]
+    exec(compile("\n".join(lines), f"<codec decoder {cls_name}>", "exec"), ns)
+    return typing.cast(_Decoder, ns["dec_message"])
 
 
 # --- encoders -------------------------------------------------------------------------------
@@ -527,28 +597,42 @@ def _compile_encoder(tp: Any, binary: bool) -> _Encoder:
 
 
 def _compile_message_encoder(cls: type, binary: bool) -> _Encoder:
+    """Generate an encoder function for ``cls``: None and empty repeated/map fields are left out."""
     hints = _hints(cls)
-    specs: list[tuple[str, _Encoder | None, bool]] = []
-    for a in attrs.fields(cls):
+    cls_name = cls.__qualname__
+    ns: dict[str, Any] = {"F": _enc_float_json, "B64": base64.b64encode}
+    lines = ["def enc_message(o):", "    out = {}"]
+    for i, a in enumerate(attrs.fields(cls)):
         tp = hints.get(a.name)
         if tp is None:
-            raise SchemaError(f"{cls.__qualname__}.{a.name} has no type hint")
+            raise SchemaError(f"{cls_name}.{a.name} has no type hint")
+        name = a.name
         inner, _ = _split_optional(tp)
-        container = typing.get_origin(inner) in (tuple, dict)
-        enc = _encoder(tp, binary)
-        specs.append((a.name, None if enc is _identity else enc, container))
-    fields = tuple(specs)
-
-    def enc_message(obj: Any) -> Any:
-        out = {}
-        for name, enc, container in fields:
-            v = getattr(obj, name)
-            if v is None or (container and not v):
-                continue
-            out[name] = v if enc is None else enc(v)
-        return out
-
-    return enc_message
+        origin = typing.get_origin(inner)
+        if inner is str or inner is int or inner is bool:
+            value = "x"
+        elif inner is float:
+            # x - x == 0.0 only for finite floats; ints and non-finite values take the slow path
+            value = "float(x)" if binary else "x if x.__class__ is float and x - x == 0.0 else F(x)"
+        elif inner is bytes:
+            value = "x" if binary else "B64(x).decode('ascii')"
+        elif isinstance(inner, type) and issubclass(inner, enum.Enum):
+            value = "x.name"
+        elif origin is tuple:
+            item = _encoder(typing.get_args(inner)[0], binary)
+            if item is _identity:
+                value = "list(x)"
+            else:
+                ns[f"E{i}"] = item
+                value = f"[E{i}(y) for y in x]"
+        else:
+            ns[f"E{i}"] = _encoder(inner, binary)
+            value = f"E{i}(x)"
+        test = "if x:" if origin in (tuple, dict) else "if x is not None:"
+        lines += [f"    x = o.{name}", f"    {test}", f"        out[{name!r}] = {value}"]
+    lines.append("    return out")
+    exec(compile("\n".join(lines), f"<codec encoder {cls_name}>", "exec"), ns)
+    return typing.cast(_Encoder, ns["enc_message"])
 
 
 # --- public API -----------------------------------------------------------------------------
