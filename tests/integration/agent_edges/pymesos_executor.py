@@ -5,7 +5,7 @@ Behaviour, by task name:
 - "long*": reports TASK_RUNNING and waits for KILL, then reports TASK_KILLED.
 A task group: every task reports TASK_RUNNING then TASK_FINISHED.
 Framework messages are echoed back prefixed with "echo:". Registration, every ACKNOWLEDGED and
-SHUTDOWN are announced to the agent as framework messages ("registered", "acked:<task>:<uuid>",
+SHUTDOWN are announced (and re-registration after an agent restart) to the agent as framework messages ("registered", "acked:<task>:<uuid>",
 "shutdown") so the test can observe what the executor received.
 """
 
@@ -30,6 +30,9 @@ def update(driver: Any, task: dict[str, Any], state: str) -> None:
 class EchoExecutor(Executor):
     def registered(self, driver: Any, executor_info: Any, framework_info: Any, agent_info: Any) -> None:
         say(driver, f"registered:{agent_info['hostname']}:{framework_info['name']}")
+
+    def reregistered(self, driver: Any, agent_info: Any) -> None:
+        say(driver, f"reregistered:{agent_info['id']['value']}")
 
     def launchTask(self, driver: Any, task: Any) -> None:
         update(driver, task, "TASK_RUNNING")

@@ -77,6 +77,17 @@ class Rig:
     server: TestServer
     proc: asyncio.subprocess.Process | None = None
 
+    async def restart_agent(self) -> None:
+        """Stop the API and its server, then serve a fresh API on the same port (an agent restart)."""
+        port = self.server.port
+        await self.api.close()
+        await self.server.close()
+        self.api = ExecutorAPI(self.host, lambda: AGENT, heartbeat_interval=0.5)
+        app = web.Application()
+        app.add_routes(self.api.routes())
+        self.server = TestServer(app, host="127.0.0.1", port=port)
+        await self.server.start_server()
+
 
 AGENT = AgentInfo(hostname="127.0.0.1", port=0, id=AgentID("agent-S0"))
 
@@ -93,8 +104,8 @@ async def rig(tmp_path: Path) -> AsyncIterator[Rig]:
     try:
         yield r
     finally:
-        await api.close()
-        await server.close()
+        await r.api.close()
+        await r.server.close()
         if r.proc is not None and r.proc.returncode is None:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(r.proc.pid, signal.SIGKILL)
@@ -105,14 +116,18 @@ def task(name: str) -> TaskInfo:
     return TaskInfo(name=name, task_id=TaskID(name), agent_id=AGENT.id)
 
 
-async def start_executor(r: Rig, tmp_path: Path, checkpoint: bool = False) -> None:
+def register(api: ExecutorAPI) -> None:
     fw_info = FrameworkInfo(user="tester", name="compat", id=FrameworkID(FW))
     ex_info = ExecutorInfo(
         executor_id=ExecutorID(EX),
         type=ExecutorType.CUSTOM,
         command=CommandInfo(value=f"{sys.executable} pymesos_executor.py"),
     )
-    r.api.register_executor(fw_info, ex_info)
+    api.register_executor(fw_info, ex_info)
+
+
+async def start_executor(r: Rig, tmp_path: Path, checkpoint: bool = False) -> None:
+    register(r.api)
     env = dict(os.environ)
     env.pop("MESOS_LOCAL", None)
     env.update(
@@ -126,7 +141,8 @@ async def start_executor(r: Rig, tmp_path: Path, checkpoint: bool = False) -> No
             shutdown_grace_seconds=2.0,
         )
     )
-    assert "MESOS_CHECKPOINT" not in env  # never "0": pymesos would read it as true
+    if not checkpoint:
+        assert "MESOS_CHECKPOINT" not in env  # never "0": pymesos would read it as true
     # Own session and process group: pymesos kills its whole group after SHUTDOWN.
     with (tmp_path / "executor.stderr").open("wb") as stderr:
         r.proc = await asyncio.create_subprocess_exec(
@@ -193,3 +209,33 @@ async def test_pymesos_executor_full_lifecycle(rig: Rig, tmp_path: Path) -> None
     assert not api.subscribed(FW, EX)
     assert host.log == ["subscribed", "disconnected"]
     assert host.updates.empty()
+
+
+async def test_checkpointing_executor_resubscribes_after_agent_restart(rig: Rig, tmp_path: Path) -> None:
+    host = rig.host
+    await start_executor(rig, tmp_path, checkpoint=True)
+    await rig.api.launch(FW, EX, task("long-1"))
+    await asyncio.wait_for(host.subscribed.wait(), WAIT)
+    assert (await host.message()).startswith("registered:")
+    running = await host.update()
+    assert running.state is TaskState.TASK_RUNNING  # not acknowledged: pymesos still lists it
+
+    host.subscribed.clear()
+    await rig.restart_agent()
+    register(rig.api)
+    # The recovered agent queues long-1 again (it does not know the executor has it) and a new task.
+    await rig.api.launch(FW, EX, task("long-1"))
+    await rig.api.launch(FW, EX, task("finish-2"))
+    await asyncio.wait_for(host.subscribed.wait(), WAIT)
+    assert await host.message() == "reregistered:agent-S0"
+    # Only finish-2 is delivered: a second LAUNCH of long-1 would crash pymesos (assert).
+    got = [(s.task_id.value, s.state) for s in [await host.update(), await host.update()]]
+    assert got == [("finish-2", TaskState.TASK_RUNNING), ("finish-2", TaskState.TASK_FINISHED)]
+    await rig.api.kill(FW, EX, "long-1", grace_seconds=None)
+    killed = await host.update()
+    assert (killed.task_id.value, killed.state) == ("long-1", TaskState.TASK_KILLED)
+
+    await rig.api.shutdown(FW, EX)
+    assert await host.message() == "shutdown"
+    assert rig.proc is not None
+    assert await asyncio.wait_for(rig.proc.wait(), WAIT) == 0
