@@ -15,6 +15,7 @@ from master.allocator.config import AllocatorConfig
 from master.allocator.decisions import AcceptResult, Decision, Offer, OfferRescinded, OfferUpdated
 from master.allocator.demand import demand_stage, fairness_rescind
 from master.allocator.eligibility import fully_filtered, refresh_activity, refresh_all
+from master.allocator.errors import AllocatorError
 from master.allocator.events import (
     AgentAdded,
     AgentDeactivated,
@@ -46,11 +47,6 @@ from master.allocator.state import EMPTY, AgentState, DemandState, FrameworkStat
 from master.allocator.views import AgentView, FrameworkView, TaskView
 
 __pure__ = True
-
-
-class AllocatorError(ValueError):
-    """An event the allocator cannot apply (unknown agent/framework where one is required,
-    invalid role or weight). The allocator state is unchanged."""
 
 
 class Allocator:

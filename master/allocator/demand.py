@@ -18,6 +18,7 @@ from master.allocator.offering import give, take_back
 from master.allocator.quantities import add_into, shrink, take, units_that_fit
 from master.allocator.sorter import Scalars
 from master.allocator.state import EMPTY, AgentState, DemandState
+from protocol.resources import Resources
 
 __pure__ = True
 
@@ -58,7 +59,7 @@ def demand_stage(
             if not agent.active or not agent.free:
                 continue
             avail = available_to(agent, d.role)
-            if not avail or filtered(ledger, fw, d.role, agent, avail):
+            if not avail:
                 continue
             if room is not None:
                 avail = shrink(avail, room)
@@ -69,6 +70,8 @@ def demand_stage(
                 k = 1 if avail.contains(d.shape) else 0
                 if k == 0:
                     continue
+            if filtered(ledger, fw, d.role, agent, _shaped(avail, d, k)):
+                continue
             plan.append((agent, k))
             planned += k
             if room is not None:
@@ -82,16 +85,22 @@ def demand_stage(
             still.append(d)
             continue
         for agent, k in plan:
-            want: Scalars = {n: v * k for n, v in d.shape_scalars.items()}
-            exact = take(available_to(agent, d.role), want)
-            if d.shape.names() - set(d.shape_scalars):
-                exact = exact + d.shape.without(*d.shape_scalars)
+            exact = _shaped(available_to(agent, d.role), d, k)
             label = f"gang {d.gang_id}" if d.gang_id is not None else "demand"
             out.append(give(ledger, fw, d.role, agent, exact, EMPTY, now, f"{label}: {k} x {d.shape}", d, k))
         if d.unmet() > 0:
             why.setdefault(fw.framework_id, f"demand: {d.unmet()} of {d.count} units of {d.shape} unplaced")
             still.append(d)
     return still
+
+
+def _shaped(avail: Resources, d: DemandState, k: int) -> Resources:
+    """``k`` units of the demand's shape taken out of ``avail`` (exact entries)."""
+    want: Scalars = {n: v * k for n, v in d.shape_scalars.items()}
+    exact = take(avail, want)
+    if d.shape.names() - set(d.shape_scalars):
+        exact = exact + d.shape.without(*d.shape_scalars)
+    return exact
 
 
 def fairness_rescind(

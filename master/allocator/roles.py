@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 
+from master.allocator.errors import AllocatorError
 from master.allocator.sorter import DRFSorter, Scalars, Totals
 
 __pure__ = True
@@ -17,7 +18,7 @@ __pure__ = True
 SELF = "."
 
 
-class RoleError(ValueError):
+class RoleError(AllocatorError):
     """A role name that is not valid (empty component, ``.``/``..``, whitespace)."""
 
 

@@ -1,0 +1,141 @@
+"""Revocable pools, revocation with grace, agent/framework lifecycle, recovery."""
+
+from __future__ import annotations
+
+from master.allocator import (
+    Accepted,
+    AgentDeactivated,
+    AgentReactivated,
+    AgentRemoved,
+    AgentSlackEstimated,
+    AllocationRecovered,
+    Demand,
+    FrameworkDeactivated,
+    FrameworkRemoved,
+    Revoke,
+)
+
+
+def test_usage_slack_offered_revocable_only_to_capable(sim):
+    sim.agent("n1").cpus(4).mem(400).add()
+    sim.framework("plain").add()
+    o = sim.created(sim.allocate())[0]
+    sim.accept("plain", o.offer_id, sim.launch("t1", "cpus:4;mem:400"))
+    sim.handle(AgentSlackEstimated("n1", sim.R("cpus:2;mem:100")))
+    assert sim.allocate() == []  # nobody may take revocable resources
+    sim.framework("be").revocable().add()
+    out = sim.allocate()
+    [offer] = sim.created(out)
+    assert offer.framework_id == "be"
+    assert offer.revocable == sim.R("cpus:2;mem:100").as_revocable()
+    assert offer.resources == offer.revocable
+
+
+def test_estimate_shrink_rescinds_offers_then_revokes(sim):
+    sim.agent("n1").cpus(4).mem(400).add()
+    sim.framework("plain").add()
+    o = sim.created(sim.allocate())[0]
+    sim.accept("plain", o.offer_id, sim.launch("t1", "cpus:4;mem:400"))
+    sim.framework("be").revocable().add()
+    sim.handle(AgentSlackEstimated("n1", sim.R("cpus:3;mem:300")))
+    offer = sim.created(sim.allocate())[0]
+    rev = sim.R("cpus:1;mem:100").as_revocable()
+    res = sim.accept("be", offer.offer_id, sim.launch("r1", str(rev), priority=1), sim.launch("r2", str(rev)))
+    assert isinstance(res, Accepted)
+    # remainder (1 cpu) goes back; now the estimate shrinks to 1 cpu
+    out = sim.handle(AgentSlackEstimated("n1", sim.R("cpus:1;mem:100")))
+    revokes = [d for d in out if isinstance(d, Revoke)]
+    assert len(revokes) == 1
+    assert revokes[0].task_ids == ("r2",)  # lowest priority first, one task is enough
+    assert revokes[0].grace_seconds == sim.alloc.config.revocation_grace_seconds
+    sim.finish("be", "n1", "r2")
+    assert sim.alloc.agent_view("n1").revocable_allocated == sim.R("cpus:1;mem:100")
+
+
+def test_reserved_idle_lent_as_revocable_and_reclaimed_by_owner(sim):
+    sim.agent("n1").cpus(1).mem(100).reserved("ml", "cpus:4;mem:400").add()
+    sim.framework("ml").role("ml").add()
+    sim.framework("be").role("web").revocable().add()
+    out = sim.allocate()
+    ml_offer = next(o for o in sim.created(out) if o.framework_id == "ml")
+    sim.decline("ml", ml_offer.offer_id, refuse=100)  # ml is not using its reservation
+    out = sim.allocate()
+    [rev] = [o for o in sim.created(out) if o.framework_id == "be" and o.revocable]
+    assert rev.revocable == sim.R("cpus:4;mem:400").as_revocable()
+    res = sim.accept("be", rev.offer_id, sim.launch("r1", "cpus{REV}:4;mem{REV}:400"))
+    assert isinstance(res, Accepted)
+    view = sim.alloc.agent_view("n1")
+    assert view.lent == sim.R("cpus(ml):4;mem(ml):400")
+    # lent resources never count toward ml's share or quota
+    assert sim.alloc.quota_consumed("ml") == {}
+    # the owner wants them back (REVIVE): revoke with grace, then offer to the owner
+    from master.allocator import Revived
+
+    sim.handle(Revived("ml"))
+    out = sim.allocate()
+    revokes = [d for d in out if isinstance(d, Revoke)]
+    assert [(r.framework_id, r.task_ids) for r in revokes] == [("be", ("r1",))]
+    assert "reclaims" in revokes[0].reason
+    sim.finish("be", "n1", "r1")
+    out = sim.allocate()
+    assert ("created", "ml", "n1", "cpus(ml):4; mem(ml):400") in sim.summary(out)
+
+
+def test_revocable_demand_framework(sim):
+    sim.agent("n1").cpus(2).mem(200).add()
+    sim.framework("plain").add()
+    o = sim.created(sim.allocate())[0]
+    sim.accept("plain", o.offer_id, sim.launch("t1", "cpus:2;mem:200"))
+    sim.handle(AgentSlackEstimated("n1", sim.R("cpus:1;mem:100")))
+    sim.framework("elastic").revocable().add()
+    sim.demand("elastic", Demand(sim.R("cpus:1;mem:100"), count=1, revocable_ok=True))
+    out = sim.allocate()
+    [offer] = sim.created(out)
+    assert offer.framework_id == "elastic" and offer.revocable
+
+
+def test_agent_deactivated_rescinds_and_reactivated_reoffers(sim):
+    sim.agent("n1").cpus(2).mem(200).add()
+    sim.framework("f").add()
+    o = sim.created(sim.allocate())[0]
+    out = sim.handle(AgentDeactivated("n1"))
+    assert sim.rescinded(out) == [o.offer_id]
+    assert sim.allocate() == []
+    sim.handle(AgentReactivated("n1"))
+    assert len(sim.created(sim.allocate())) == 1
+
+
+def test_agent_removed_forgets_allocations(sim):
+    sim.agent("n1").cpus(2).mem(200).add()
+    sim.framework("f").add()
+    o = sim.created(sim.allocate())[0]
+    sim.accept("f", o.offer_id, sim.launch("t1", "cpus:1;mem:100"))
+    sim.handle(AgentRemoved("n1"))
+    assert sim.alloc.tasks() == ()
+    assert sim.alloc.cluster_total() == {"cpus": 0.0, "mem": 0.0}
+    assert sim.alloc.framework_view("f").allocated == sim.R("")
+
+
+def test_framework_deactivated_and_removed(sim):
+    sim.agent("n1").cpus(2).mem(200).add()
+    sim.framework("f").add()
+    o = sim.created(sim.allocate())[0]
+    out = sim.handle(FrameworkDeactivated("f"))
+    assert sim.rescinded(out) == [o.offer_id]
+    assert sim.allocate() == []
+    sim.handle(FrameworkRemoved("f"))
+    assert sim.alloc.agent_view("n1").free == sim.R("cpus:2;mem:200")
+
+
+def test_allocations_recovered_after_master_restart(sim):
+    sim.agent("n1").cpus(4).mem(400).add()
+    sim.handle(AllocationRecovered("f", "n1", "t1", sim.R("cpus:3;mem:300"), role="ml"))
+    view = sim.alloc.agent_view("n1")
+    assert view.allocated == sim.R("cpus:3;mem:300")
+    assert sim.alloc.role_shares()["ml"] == 0.75
+    # the framework re-subscribes and gets only what is free
+    sim.framework("f").role("ml").add()
+    assert sim.summary(sim.allocate()) == [("created", "f", "n1", "cpus:1; mem:100")]
+    # a finished recovered task returns its resources
+    sim.finish("f", "n1", "t1")
+    assert sim.alloc.agent_view("n1").allocated == sim.R("")
