@@ -136,6 +136,8 @@ def _path(parts: list[str]) -> str:
 
 _DROP: Any = object()  # an unknown enum name in an optional position: leave the field out
 _MISSING: Any = object()
+_INT_MIN = -(2**63)  # int64 .. uint64: what protobuf and msgpack can carry
+_INT_MAX = 2**64 - 1
 _NONFINITE = {"Infinity": math.inf, "-Infinity": -math.inf, "NaN": math.nan}
 
 
@@ -199,7 +201,9 @@ def _decoder(tp: Any, binary: bool, limits: Limits) -> _Decoder:
             cell: list[_Decoder] = []
 
             def trampoline(v: Any, depth: int) -> Any:
-                return cell[0](v, depth)
+                # cell is empty only while another thread is still compiling this class
+                dec = cell[0] if cell else _compile_message_decoder(tp, binary, limits)
+                return dec(v, depth)
 
             _dec_cache[key] = trampoline
             try:
@@ -248,17 +252,22 @@ def _compile_decoder(tp: Any, binary: bool, limits: Limits) -> _Decoder:
 
         def dec_int(v: Any, depth: int) -> Any:
             cls = v.__class__
+            out: Any = None
             if cls is int:
-                return v
-            if not binary:
+                out = v
+            elif not binary:
                 if cls is float and v.is_integer():
-                    return int(v)
-                if cls is str and 0 < len(v) <= 24:
+                    out = int(v)
+                elif cls is str and 0 < len(v) <= 24:
                     try:
-                        return int(v.strip(), 10)
+                        out = int(v.strip(), 10)
                     except ValueError:
                         pass
-            raise _Fail(f"expected integer, got {_typename(v)}")
+            if out is None:
+                raise _Fail(f"expected integer, got {_typename(v)}")
+            if not _INT_MIN <= out <= _INT_MAX:
+                raise _Fail("integer out of the 64-bit range")
+            return out
 
         return dec_int
 
@@ -483,7 +492,8 @@ def _compile_message_decoder(cls: type, binary: bool, limits: Limits) -> _Decode
             ]
         elif inner is int or inner is float:
             ns[f"D{i}"] = _decoder(inner, binary, limits)
-            lines += [f"        if x.__class__ is {inner.__name__}:", f"            {f} = x", "        else:"]
+            fast = "x.__class__ is float" if inner is float else "x.__class__ is int and -0x8000000000000000 <= x <= 0xFFFFFFFFFFFFFFFF"
+            lines += [f"        if {fast}:", f"            {f} = x", "        else:"]
             lines += ["    " + line for line in generic]
         else:
             ns[f"D{i}"] = _decoder(inner, binary, limits)
@@ -534,7 +544,8 @@ def _encoder(tp: Any, binary: bool) -> _Encoder:
             cell: list[_Encoder] = []
 
             def trampoline(v: Any) -> Any:
-                return cell[0](v)
+                enc = cell[0] if cell else _compile_message_encoder(tp, binary)
+                return enc(v)
 
             _enc_cache[key] = trampoline
             try:

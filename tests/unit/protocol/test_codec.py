@@ -146,6 +146,10 @@ def test_int_rules() -> None:
     assert err(decode_json, Range, b'{"begin":true,"end":2}').reason == "expected integer, got bool"
     e = err(decode_msgpack, Range, msgpack.packb({"begin": "1", "end": 2}))
     assert e.path == "begin"
+    assert decode_json(Range, b'{"begin":-9223372036854775808,"end":18446744073709551615}').end == 2**64 - 1
+    assert "64-bit" in err(decode_json, Range, b'{"begin":1,"end":18446744073709551616}').reason
+    assert "64-bit" in err(decode_json, Range, b'{"begin":1,"end":"-9223372036854775809"}').reason
+    assert err(decode_json, tuple[int, ...], b"[1, 2, 36893488147419103232]").path == "[2]"
 
 
 def test_bool_is_not_int() -> None:
