@@ -1,0 +1,141 @@
+"""Checkpoint layout: round trips, atomic writes, corruption detected and named."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from agent.checkpoint import (
+    AgentMeta,
+    Checkpoint,
+    CheckpointError,
+    CorruptCheckpoint,
+    PidRecord,
+    TaskRecordFile,
+    parse_exit_status,
+)
+from protocol.mesos import CommandInfo, FrameworkInfo, TaskInfo, TaskStatus
+from protocol.mesos_common import AgentID, FrameworkID, TaskID
+from protocol.task_states import TaskState as S
+
+
+def task(tid: str = "t1") -> TaskInfo:
+    return TaskInfo(name=tid, task_id=TaskID(tid), command=CommandInfo(value="sleep 1"))
+
+
+def status(tid: str, n: int, state: S = S.TASK_RUNNING) -> TaskStatus:
+    return TaskStatus(task_id=TaskID(tid), state=state, uuid=bytes([n]) * 16, agent_id=AgentID("a1"), timestamp=1.5)
+
+
+def filled(tmp_path: Path) -> Checkpoint:
+    cp = Checkpoint(tmp_path)
+    cp.init()
+    cp.write_agent(AgentMeta("a1", "boot", "cpus:2", "rack:r1", "host"))
+    cp.write_framework("f1", FrameworkInfo(user="u", name="fw", id=FrameworkID("f1")))
+    for tid in ("t1", "t2"):
+        cp.write_task(TaskRecordFile("f1", task(tid)))
+        cp.write_pid("f1", tid, PidRecord(123, 456.5, "boot"))
+        cp.append_update("f1", tid, status(tid, 1))
+        cp.append_ack("f1", tid, bytes([1]) * 16)
+        cp.append_update("f1", tid, status(tid, 2, S.TASK_FINISHED))
+    cp.close()
+    return cp
+
+
+def test_round_trip(tmp_path: Path) -> None:
+    cp = filled(tmp_path)
+    (cp.task_dir("f1", "t1") / "exit_status").write_bytes(b"0\n")
+    rec = Checkpoint(tmp_path).recover()
+    assert rec.agent == AgentMeta("a1", "boot", "cpus:2", "rack:r1", "host")
+    assert rec.frameworks["f1"].name == "fw"
+    assert rec.broken == ()
+    t1 = rec.tasks[0]
+    assert t1.record is not None and t1.record.task == task("t1")
+    assert t1.log is not None and [u.state for u in t1.log.updates] == [S.TASK_RUNNING, S.TASK_FINISHED]
+    assert t1.log.acked == frozenset({bytes([1]) * 16})
+    assert t1.pid == PidRecord(123, 456.5, "boot") and t1.exit_code == 0
+    assert rec.tasks[1].exit_code is None
+    assert not list(tmp_path.rglob("*.tmp"))
+
+
+def test_corrupt_task_json_is_named(tmp_path: Path) -> None:
+    cp = filled(tmp_path)
+    p = cp.task_dir("f1", "t2") / "task.json"
+    p.write_bytes(p.read_bytes().replace(b"sleep 1", b"sleep 9"))
+    rec = Checkpoint(tmp_path).recover()
+    assert [b.path for b in rec.broken] == [str(p)]
+    assert "checksum" in rec.broken[0].reason
+    assert rec.tasks[0].broken is None and rec.tasks[1].broken is not None
+
+
+def test_truncated_json_is_named(tmp_path: Path) -> None:
+    cp = filled(tmp_path)
+    p = cp.task_dir("f1", "t1") / "pid.json"
+    p.write_bytes(p.read_bytes()[:10])
+    rec = Checkpoint(tmp_path).recover()
+    assert [b.path for b in rec.broken] == [str(p)]
+
+
+def test_corrupt_update_log_record(tmp_path: Path) -> None:
+    cp = filled(tmp_path)
+    p = cp.task_dir("f1", "t1") / "updates.log"
+    data = bytearray(p.read_bytes())
+    data[20] ^= 0xFF
+    p.write_bytes(bytes(data))
+    rec = Checkpoint(tmp_path).recover()
+    assert [b.path for b in rec.broken] == [str(p)]
+
+
+def test_torn_log_tail_is_cut_and_appends_continue(tmp_path: Path) -> None:
+    cp = filled(tmp_path)
+    p = cp.task_dir("f1", "t1") / "updates.log"
+    whole = p.read_bytes()
+    p.write_bytes(whole[:-5])
+    cp2 = Checkpoint(tmp_path)
+    log = cp2.read_log(p)
+    assert log.truncated and [u.state for u in log.updates] == [S.TASK_RUNNING]
+    cp2.append_update("f1", "t1", status("t1", 3, S.TASK_FAILED))
+    cp2.close()
+    log = cp2.read_log(p)
+    assert not log.truncated and [u.state for u in log.updates] == [S.TASK_RUNNING, S.TASK_FAILED]
+
+
+def test_corrupt_agent_json_raises(tmp_path: Path) -> None:
+    cp = filled(tmp_path)
+    (cp.meta / "agent.json").write_bytes(b'{"crc32": 1, "data": {}}')
+    with pytest.raises(CorruptCheckpoint) as ei:
+        Checkpoint(tmp_path).recover()
+    assert ei.value.path.endswith("agent.json")
+
+
+def test_missing_task_json_is_broken(tmp_path: Path) -> None:
+    cp = filled(tmp_path)
+    (cp.task_dir("f1", "t1") / "task.json").unlink()
+    rec = Checkpoint(tmp_path).recover()
+    assert rec.broken[0].path.endswith("t1/task.json")
+
+
+def test_ids_are_path_checked(tmp_path: Path) -> None:
+    cp = Checkpoint(tmp_path)
+    for bad in ("..", "../x", "a/b", ".hidden", ""):
+        with pytest.raises(CheckpointError):
+            cp.sandbox("f1", bad)
+        with pytest.raises(CheckpointError):
+            cp.task_dir(bad, "t")
+
+
+def test_remove_task_gcs_framework_dir(tmp_path: Path) -> None:
+    cp = filled(tmp_path)
+    cp.remove_task("f1", "t1")
+    assert (cp.meta / "frameworks" / "f1").exists()
+    cp.remove_task("f1", "t2")
+    assert not (cp.meta / "frameworks" / "f1").exists()
+
+
+def test_exit_status_parsing() -> None:
+    assert parse_exit_status(b"0\n") == 0
+    assert parse_exit_status(b"137\n") == 137
+    assert parse_exit_status(b"13") is None
+    assert parse_exit_status(b"") is None
+    assert parse_exit_status(b"x\n") is None
