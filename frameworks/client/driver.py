@@ -21,7 +21,7 @@ import asyncio
 import contextlib
 import inspect
 import logging
-from collections.abc import AsyncIterator, Iterable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from typing import Any
 
 import attrs
@@ -160,6 +160,7 @@ class SchedulerDriver(Service):
         self._terminal = False
         self._queues: list[asyncio.Queue[object]] = []
         self._run_task: asyncio.Task[Any] | None = None
+        self._waiters: list[asyncio.Future[None]] = []
 
     # --- lifecycle ----------------------------------------------------------------------------
 
@@ -195,6 +196,26 @@ class SchedulerDriver(Service):
         assert self.framework_id is not None
         return self.framework_id
 
+    async def wait_for(self, predicate: Callable[[], Any], within: float | None = 10.0) -> Any:
+        """Wait until ``predicate()`` is truthy, re-checked after every event the driver handles
+        and every call it sends (for tests and simple frameworks); returns its value."""
+        async with asyncio.timeout(within):
+            while True:
+                value = predicate()
+                if value:
+                    return value
+                if self._done.is_set():
+                    raise NotConnected(self.error_message or "driver stopped")
+                fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+                self._waiters.append(fut)
+                await fut
+
+    def _wake(self) -> None:
+        waiters, self._waiters = self._waiters, []
+        for w in waiters:
+            if not w.done():
+                w.set_result(None)
+
     async def join(self) -> None:
         """Wait until the driver has finished (stopped, torn down or aborted by an ERROR)."""
         await self._done.wait()
@@ -224,6 +245,7 @@ class SchedulerDriver(Service):
             q.put_nowait(item)
 
     def _finish(self) -> None:
+        self._wake()
         if not self._done.is_set():
             self._done.set()
             for q in self._queues:
@@ -298,6 +320,12 @@ class SchedulerDriver(Service):
         self.offers.clear()
 
     async def _handle(self, ev: Event) -> None:
+        try:
+            await self._dispatch(ev)
+        finally:
+            self._wake()
+
+    async def _dispatch(self, ev: Event) -> None:
         t = ev.type
         if t is EventType.SUBSCRIBED and ev.subscribed is not None:
             sub = ev.subscribed
@@ -400,7 +428,10 @@ class SchedulerDriver(Service):
         """Send any call on the live subscription."""
         if not self.connected:
             raise NotConnected("not subscribed")
-        await self.transport.send(call, self.stream_id)
+        try:
+            await self.transport.send(call, self.stream_id)
+        finally:
+            self._wake()
 
     async def accept(
         self, offer_ids: Sequence[str], operations: Sequence[Operation], filters: Filters | None = None
@@ -439,9 +470,7 @@ class SchedulerDriver(Service):
         if offer is not None:
             tasks = [t if t.agent_id is not None else attrs.evolve(t, agent_id=AgentID(offer.agent_id)) for t in tasks]
         self._commit(claims, offer_id, tasks)
-        await self.transport.send(
-            Call.make_accept(fid, (OfferID(offer_id),), (Operation.make_launch(*tasks),), filters), self.stream_id
-        )
+        await self.send(Call.make_accept(fid, (OfferID(offer_id),), (Operation.make_launch(*tasks),), filters))
 
     async def launch_group(
         self,
@@ -462,9 +491,8 @@ class SchedulerDriver(Service):
             if executor.framework_id is None:
                 executor = attrs.evolve(executor, framework_id=fid)
         self._commit(claims, offer_id, tasks)
-        await self.transport.send(
-            Call.make_accept(fid, (OfferID(offer_id),), (Operation.make_launch_group(executor, *tasks),), filters),
-            self.stream_id,
+        await self.send(
+            Call.make_accept(fid, (OfferID(offer_id),), (Operation.make_launch_group(executor, *tasks),), filters)
         )
 
     def _commit(self, claims: Sequence[Claim], offer_id: str, tasks: Sequence[TaskInfo]) -> None:
@@ -487,9 +515,7 @@ class SchedulerDriver(Service):
         for oid in ids:
             self.offers.rescind(oid)
         filters = Filters(refuse_seconds=refuse_seconds) if refuse_seconds is not None else None
-        await self.transport.send(
-            Call.make_decline(fid, tuple(OfferID(o) for o in ids), filters), self.stream_id
-        )
+        await self.send(Call.make_decline(fid, tuple(OfferID(o) for o in ids), filters))
 
     async def kill(self, task_id: str, agent_id: str | None = None) -> None:
         if agent_id is None and task_id in self.tasks:

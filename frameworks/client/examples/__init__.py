@@ -1,0 +1,1 @@
+"""Example frameworks written with the client library."""
