@@ -684,12 +684,15 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(f"invalid JSON literal {name}")
 
 
+# Built once: json.dumps/json.loads with non-default options build a new coder on every call.
+_JSON_ENCODER = json.JSONEncoder(ensure_ascii=True, separators=(",", ":"), allow_nan=False)
+_JSON_DECODER = json.JSONDecoder(parse_constant=_reject_constant)
+
+
 def encode_json(obj: Any) -> bytes:
     """Mesos v1 JSON: compact, ASCII-only, a single line."""
     try:
-        return json.dumps(
-            to_builtins(obj, False), ensure_ascii=True, separators=(",", ":"), allow_nan=False
-        ).encode("ascii")
+        return _JSON_ENCODER.encode(to_builtins(obj, False)).encode("ascii")
     except (TypeError, ValueError) as e:
         if isinstance(e, EncodeError):
             raise
@@ -703,7 +706,7 @@ def decode_json(
     _check_size(data, limits)
     try:
         text = data if isinstance(data, str) else bytes(data).decode("utf-8")
-        value = json.loads(text, parse_constant=_reject_constant)
+        value = _JSON_DECODER.decode(text)
     except RecursionError:
         raise DecodeError("", "JSON nested too deeply") from None
     except UnicodeDecodeError as e:
