@@ -503,7 +503,7 @@ def _compile_message_decoder(cls: type, binary: bool, limits: Limits) -> _Decode
                 if required:
                     lines.append(f"            raise _fail_at({name!r}, 'unknown enum name %r' % (x,))")
                 else:
-                    lines.append(f"            {f} = DEFAULT{i}")
+                    lines.append("    " + missing[0])
         if a.kw_only:
             keywords.append(f"{getattr(a, 'alias', None) or name}={f}")
         else:
