@@ -310,3 +310,33 @@ def test_decode_error_pickles() -> None:
     e = DecodeError("a.b[0]", "bad")
     e2 = pickle.loads(pickle.dumps(e))
     assert (e2.path, e2.reason, str(e2)) == ("a.b[0]", "bad", "a.b[0]: bad")
+
+
+def test_map_limit() -> None:
+    doc = {"name": "n", "count": 1, "ratio": 1, "flag": True, "color": "RED", "tags": {str(i): "v" for i in range(5)}}
+    e = err(decode_json, Sample, json.dumps(doc), Limits(max_map_len=4))
+    assert e.path == "tags" and "limit of 4" in e.reason
+
+
+@attrs.frozen
+class Tree:
+    """A recursive schema compiled for the first time by several threads at once."""
+
+    label: str
+    kids: tuple[Tree, ...] = ()
+    color: Color | None = None
+
+
+def test_first_compile_from_many_threads() -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    tree = Tree("a", (Tree("b", (Tree("c", color=Color.RED),)), Tree("d")))
+    raw_json = json.dumps({"label": "a", "kids": [{"label": "b", "kids": [{"label": "c", "color": "RED"}]}, {"label": "d"}]})
+
+    def work(i: int) -> bool:
+        if i % 2:
+            return decode_json(Tree, raw_json) == tree and encode_json(tree) == encode_json(tree)
+        return decode_msgpack(Tree, encode_msgpack(tree)) == tree
+
+    with ThreadPoolExecutor(8) as pool:
+        assert all(pool.map(work, range(64)))
