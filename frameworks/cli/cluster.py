@@ -318,9 +318,9 @@ def tasks(master: str | None, as_json: bool, include_completed: bool, framework_
 
 
 def _offers_listing(base: str) -> list[dict[str, Any]] | None:
-    """The master's own offers listing (``GET /offers``) if it serves one, else None."""
+    """The master's own offers listing (``GET /api/v1/offers``) if it serves one, else None."""
     try:
-        data = http_get_json(base + "/offers", timeout=3.0)
+        data = http_get_json(base + "/api/v1/offers", timeout=3.0)
     except CliError:
         return None
     if isinstance(data, dict):

@@ -133,8 +133,13 @@ class SchedulerDriver(Service):
         heartbeat_misses: float = 3.0,
         first_event_timeout: float = 30.0,
         max_reconnects: int | None = None,
+        default_failover_timeout: float | None = 60.0,
     ) -> None:
         super().__init__()
+        if framework.failover_timeout is None and default_failover_timeout is not None:
+            # like pymesos: without a failover timeout the master forgets the framework (and kills
+            # its tasks) the moment the stream drops, so failover under the same id could not work
+            framework = attrs.evolve(framework, failover_timeout=default_failover_timeout)
         self.framework = framework
         self.transport = transport
         self.scheduler = scheduler or Scheduler()

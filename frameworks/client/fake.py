@@ -496,7 +496,8 @@ class FakeMaster:
         for o in live[1:]:
             del self.offers[o.offer_id]
         if fw.reusable:
-            home.resources = pool  # the lease survives with its remainder
+            home.resources = pool  # the lease survives with its remainder (as the real allocator:
+            self._send_offer(fw, home)  # an OFFERS event repeating the id with what is left)
         else:
             del self.offers[home.offer_id]
             refuse = (acc.filters.effective_refuse_seconds() if acc.filters is not None else 5.0)
