@@ -269,13 +269,13 @@ async def serve(
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
         cfg, ck_dir, ck_interval = config_from_args(args)
         CoordinatorCore(cfg)  # validates the settings before binding
     except (ValueError, CoordinatorError) as e:
         print(f"coordinator: {e}", file=sys.stderr)
         return 2
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     with contextlib.suppress(KeyboardInterrupt):
         asyncio.run(serve(cfg, args.host, args.port, ck_dir, ck_interval))
     return 0

@@ -175,6 +175,8 @@ class ElasticJob:
         return self._ensure_joined().peers
 
     def join(self) -> m.AssignmentReply:
+        if self._closed:
+            raise ElasticError(f"worker {self.worker_id} is closed")
         a = self._call("/v1/join", m.JoinRequest(self.worker_id, self.address), m.AssignmentReply)
         self._set_assignment(a)
         if self._heartbeat_enabled and self._heartbeat_thread is None:
@@ -220,6 +222,8 @@ class ElasticJob:
             try:
                 self.heartbeat()
             except ElasticError as e:
+                if self._closed:
+                    return
                 log.warning("heartbeat failed: %s", e)
 
     # -- shards --------------------------------------------------------------------------------
@@ -348,6 +352,9 @@ class ElasticJob:
             return
         self._closed = True
         self._stop.set()
+        hb = self._heartbeat_thread
+        if hb is not None and hb is not threading.current_thread():
+            hb.join(self.timeout + 1.0)  # no heartbeat (or rejoin) may race with our leave
         with self._lock:
             shard = self._current
         if shard is not None:
