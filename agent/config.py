@@ -1,0 +1,79 @@
+"""The agent's configuration (``agora-agent`` flags), validated up front."""
+
+from __future__ import annotations
+
+import socket
+from pathlib import Path
+
+import attrs
+
+from protocol.resources import ResourceError, Resources, parse_attributes
+
+
+class ConfigError(ValueError):
+    pass
+
+
+def _master(value: str) -> str:
+    v = value.strip()
+    for prefix in ("http://", "ws://"):
+        if v.startswith(prefix):
+            v = v[len(prefix) :]
+    v = v.rstrip("/")
+    host, sep, port = v.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ConfigError(f"--master must be host:port, got {value!r}")
+    return v
+
+
+@attrs.frozen
+class AgentConfig:
+    master: str = attrs.field(converter=_master)  # "host:port"
+    work_dir: Path = attrs.field(converter=Path)
+    host: str = "127.0.0.1"
+    port: int = 0
+    hostname: str = attrs.field(factory=socket.gethostname)
+    resources: str | None = None  # Mesos resource string; None: probe the machine
+    attributes: str | None = None
+    strict: bool = False
+    resource_estimator: str = "noop"
+    oversubscribed: str | None = None
+    qos_controller: str = "noop"
+    isolation: str = "auto"  # auto | cgroups-v2 | psutil
+    ping_timeout: float = 15.0  # until the master's REGISTERED says otherwise
+    registration_timeout: float = 10.0
+    default_grace: float = 3.0
+    executor_shutdown_grace: float = 5.0
+    monitor_interval: float = 0.5
+    estimate_interval: float = 2.0
+    resend_initial: float = 1.0
+    resend_max: float = 60.0
+    reconnect_initial: float = 0.1
+    reconnect_max: float = 5.0
+    fsync: bool = True
+
+    def __attrs_post_init__(self) -> None:
+        if not 0 <= self.port < 65536:
+            raise ConfigError(f"--port out of range: {self.port}")
+        if self.resources is not None:
+            try:
+                Resources.parse(self.resources)
+            except ResourceError as e:
+                raise ConfigError(f"--resources: {e}") from e
+        if self.attributes:
+            try:
+                parse_attributes(self.attributes)
+            except (ValueError, ResourceError) as e:
+                raise ConfigError(f"--attributes: {e}") from e
+        if self.oversubscribed is not None:
+            try:
+                Resources.parse(self.oversubscribed)
+            except ResourceError as e:
+                raise ConfigError(f"--oversubscribed: {e}") from e
+        if self.isolation not in ("auto", "cgroups-v2", "psutil"):
+            raise ConfigError("--isolation must be auto, cgroups-v2 or psutil")
+        for name in ("ping_timeout", "monitor_interval", "estimate_interval", "resend_initial", "reconnect_initial"):
+            if getattr(self, name) <= 0:
+                raise ConfigError(f"{name} must be > 0")
+        if self.resend_max < self.resend_initial or self.reconnect_max < self.reconnect_initial:
+            raise ConfigError("a backoff maximum must be >= its initial value")

@@ -1,0 +1,75 @@
+"""``agora-agent``: run one agent on this machine."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+import sys
+from pathlib import Path
+
+import click
+import uvloop
+
+from agent.config import AgentConfig, ConfigError
+from agent.service import AgentService, StartupError
+
+log = logging.getLogger("agent")
+
+
+async def _serve(config: AgentConfig) -> int:
+    svc = AgentService(config)
+    try:
+        await svc.start()
+    except StartupError as e:
+        click.echo(f"agora-agent: {e}", err=True)
+        return 2
+    line = f"agora-agent listening on {svc.url}"
+    click.echo(line)
+    sys.stdout.flush()
+    log.info(line)
+    for r in svc.recovery_report:
+        log.info("recovery: %s", r)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    await stop.wait()
+    await svc.stop()
+    return 0
+
+
+@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--master", required=True, help="The master, host:port (a redirect to the leader is followed).")
+@click.option("--port", default=0, show_default=True, type=int, help="HTTP port (0 picks a free one).")
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind and advertise.")
+@click.option("--work-dir", required=True, type=click.Path(file_okay=False, path_type=Path))
+@click.option("--resources", default=None, help='Mesos resources, e.g. "cpus:4;mem:4096;ports:[31000-32000]".')
+@click.option("--attributes", default=None, help='e.g. "rack:r1;zone:a".')
+@click.option("--hostname", default=None, help="Hostname to report (default: this machine's).")
+@click.option("--strict/--no-strict", default=False, help="Refuse to start on a corrupt or mismatched checkpoint.")
+@click.option("--resource-estimator", default="noop", show_default=True, type=click.Choice(["noop", "fixed", "usage"]))
+@click.option("--oversubscribed", default=None, help='With --resource-estimator fixed, e.g. "cpus:4".')
+@click.option("--qos-controller", default="noop", show_default=True, type=click.Choice(["noop", "load"]))
+@click.option("--isolation", default="auto", show_default=True, type=click.Choice(["auto", "cgroups-v2", "psutil"]))
+@click.option("--ping-timeout", default=15.0, show_default=True, type=float, help="Reconnect after this long without a frame.")
+@click.option("--default-grace", default=3.0, show_default=True, type=float, help="Kill grace period when none is given.")
+@click.option("--resend-initial", default=1.0, show_default=True, type=float, help="First status-update resend delay.")
+@click.option("--resend-max", default=60.0, show_default=True, type=float, help="Cap of the resend delay.")
+@click.option("--monitor-interval", default=0.5, show_default=True, type=float, help="Usage sampling period.")
+@click.option("--log-level", default="INFO", show_default=True)
+def main(**kw: object) -> None:
+    """Run an Agora agent."""
+    level = str(kw.pop("log_level")).upper()
+    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s %(message)s", stream=sys.stderr)
+    if kw.get("hostname") is None:
+        kw.pop("hostname")
+    try:
+        config = AgentConfig(**kw)  # type: ignore[arg-type]
+    except (ConfigError, TypeError, ValueError) as e:
+        raise click.UsageError(str(e)) from e
+    sys.exit(uvloop.run(_serve(config)))
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()
