@@ -129,7 +129,7 @@ class Allocator:
         l_.totals.add(agent.total_scalars, -1.0)
         agent.set_total(ev.total)
         l_.totals.add(agent.total_scalars)
-        agent.free = agent.total.non_revocable() - agent.allocated - agent.offered
+        agent.free = agent.total.non_revocable() - agent.allocated - l_.agent_offered(agent)
         l_.mark_dirty(agent.agent_id)
         return out
 
@@ -492,7 +492,7 @@ class Allocator:
         if a is None:
             return None
         return AgentView(
-            a.agent_id, a.hostname, a.active, a.total, a.allocated, a.offered, a.free, a.usage_slack, a.lent,
+            a.agent_id, a.hostname, a.active, a.total, a.allocated, self._l.agent_offered(a), a.free, a.usage_slack, a.lent,
             a.rev_offered, a.rev_allocated,
         )
 
@@ -501,8 +501,8 @@ class Allocator:
         if fw is None:
             return None
         return FrameworkView(
-            fw.framework_id, fw.roles, fw.active, frozenset(fw.suppressed), fw.uses_demand, fw.allocated,
-            fw.offered, tuple(fw.offers), tuple(fw.tasks),
+            fw.framework_id, fw.roles, fw.active, frozenset(fw.suppressed), fw.uses_demand,
+            self._l.framework_allocated(fw), self._l.framework_offered(fw), tuple(fw.offers), tuple(fw.tasks),
         )
 
     def task_view(self, framework_id: str, task_id: str) -> TaskView | None:

@@ -113,22 +113,26 @@ class Ledger:
                 return o
         return None
 
-    def offer_grow(self, o: OfferState, regular: Resources, revocable: Resources, now: float) -> None:
+    def offer_grow(
+        self,
+        o: OfferState,
+        regular: Resources,
+        revocable: Resources,
+        now: float,
+        scalars: dict[str, float] | None = None,
+    ) -> None:
         """Move ``regular`` from the agent's free pool (and ``revocable`` from its revocable
-        pool) into the offer."""
+        pool) into the offer. ``scalars`` may pass ``regular.scalars()`` when already known."""
         agent = self.agents[o.agent_id]
-        fw = self.frameworks[o.framework_id]
         was_empty = o.is_empty()
         if regular:
-            agent.free = agent.free - regular
-            agent.offered = agent.offered + regular
-            o.regular = o.regular + regular
-            fw.offered = fw.offered + regular
-            self.roles.update(o.role, o.framework_id, regular.scalars(), 1.0)
+            free = agent.free
+            agent.free = EMPTY if regular is free else free - regular
+            o.regular = o.regular + regular if o.regular else regular
+            self.roles.update(o.role, o.framework_id, scalars if scalars is not None else regular.scalars(), 1.0)
         if revocable:
             agent.rev_offered = agent.rev_offered + revocable
             o.revocable = o.revocable + revocable
-            fw.offered = fw.offered + revocable.as_revocable()
             self.rev_sorter.update(o.framework_id, revocable.scalars(), 1.0)
         if was_empty and not o.is_empty():
             o.idle_since = now
@@ -138,18 +142,14 @@ class Ledger:
     def offer_shrink(self, o: OfferState, regular: Resources, revocable: Resources, settle: bool = True) -> None:
         """Return part of an offer to the agent's free (and revocable) pool."""
         agent = self.agents[o.agent_id]
-        fw = self.frameworks[o.framework_id]
         if regular:
             o.regular = o.regular - regular
-            agent.offered = agent.offered - regular
             agent.free = agent.free + regular
-            fw.offered = fw.offered - regular
             self.roles.update(o.role, o.framework_id, regular.scalars(), -1.0)
             self.free_grew(agent)
         if revocable:
             o.revocable = o.revocable - revocable
             agent.rev_offered = agent.rev_offered - revocable
-            fw.offered = fw.offered - revocable.as_revocable()
             self.rev_sorter.update(o.framework_id, revocable.scalars(), -1.0)
             if settle:
                 self.settle_lent(agent)
@@ -200,11 +200,9 @@ class Ledger:
         if task.regular:
             agent.free = agent.free - task.regular
             agent.allocated = agent.allocated + task.regular
-            fw.allocated = fw.allocated + task.regular
             self.roles.update(task.role, task.framework_id, task.regular.scalars(), 1.0)
         if task.revocable:
             agent.rev_allocated = agent.rev_allocated + task.revocable
-            fw.allocated = fw.allocated + task.revocable.as_revocable()
             self.rev_sorter.update(task.framework_id, task.revocable.scalars(), 1.0)
 
     def task_end(self, task: TaskAlloc) -> None:
@@ -215,10 +213,6 @@ class Ledger:
         fw = self.frameworks.get(task.framework_id)
         if fw is not None:
             fw.tasks.pop(task.task_id, None)
-            if task.regular:
-                fw.allocated = fw.allocated - task.regular
-            if task.revocable:
-                fw.allocated = fw.allocated - task.revocable.as_revocable()
         if task.regular:
             self.roles.update(task.role, task.framework_id, task.regular.scalars(), -1.0)
         if task.revocable:
@@ -266,6 +260,20 @@ class Ledger:
         agent.allocated = agent.allocated - back
         agent.free = agent.free + back
         self.free_grew(agent)
+
+    def agent_offered(self, agent: AgentState) -> Resources:
+        """Regular resources in outstanding offers on the agent (from the book)."""
+        return Resources.sum(self.offers[oid].regular for oid in agent.offers)
+
+    def framework_offered(self, fw: FrameworkState) -> Resources:
+        return Resources.sum(self.snapshot(self.offers[oid]).resources for oid in fw.offers)
+
+    def framework_allocated(self, fw: FrameworkState) -> Resources:
+        out = []
+        for tid in fw.tasks:
+            t = self.tasks[(fw.framework_id, tid)]
+            out.append(t.regular + t.revocable.as_revocable() if t.revocable else t.regular)
+        return Resources.sum(out)
 
     def revocable_capacity(self, agent: AgentState) -> Resources:
         """Flat revocable quantities backed and not yet used (usage slack + lent - used)."""

@@ -21,12 +21,13 @@ def give(
     reason: str,
     demand: DemandState | None = None,
     units: int = 0,
+    scalars: dict[str, float] | None = None,
 ) -> Decision:
     """Offer ``regular`` (+ flat ``revocable``) on ``agent`` to ``fw`` in ``role``: a lease of a
     REUSABLE_OFFERS framework grows (same offer id); otherwise a new offer is created."""
     lease = ledger.lease_of(fw, role, agent.agent_id) if fw.reusable else None
     o = lease if lease is not None else ledger.new_offer(fw, role, agent, now)
-    ledger.offer_grow(o, regular, revocable, now)
+    ledger.offer_grow(o, regular, revocable, now, scalars)
     if demand is not None and units > 0:
         o.demand_units[demand.seq] = o.demand_units.get(demand.seq, 0) + units
         demand.in_offers += units

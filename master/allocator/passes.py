@@ -180,12 +180,16 @@ def regular_stage(
                 held = held or was_held
                 if not candidate:
                     continue
+                if candidate is not avail and flt:
+                    f = flt.get(agent_id)
+                    if f is not None and f.resources.contains(candidate):
+                        continue
                 scal = candidate.scalars()
                 if not meets_minimum(scal, minimum):
                     continue
                 fw = frameworks[fid]
                 deficit = headroom._own_deficit(role) if headroom.active else {}
-                out.append(give(ledger, fw, role, agent, candidate, EMPTY, now, f"DRF share of role {role}"))
+                out.append(give(ledger, fw, role, agent, candidate, EMPTY, now, f"DRF share of role {role}", scalars=scal))
                 if headroom.active:
                     headroom.consume(candidate.unreserved().scalars(), deficit)
                 served.add(fid)

@@ -65,7 +65,7 @@ class _Client:
 class DRFSorter:
     """Weighted DRF order over clients (frameworks of a role, or child roles of a role)."""
 
-    __slots__ = ("_clients", "_keys", "_seq", "_totals", "_version")
+    __slots__ = ("_clients", "_keys", "_lazy", "_seq", "_totals", "_version")
 
     def __init__(self, totals: Totals) -> None:
         self._totals = totals
@@ -73,6 +73,7 @@ class DRFSorter:
         self._keys: list[tuple[float, int, str]] = []
         self._seq = 0
         self._version = totals.version
+        self._lazy = False  # a lone client's key is recomputed only when order matters
 
     def __contains__(self, name: object) -> bool:
         return name in self._clients
@@ -86,6 +87,7 @@ class DRFSorter:
     def add(self, name: str, weight: float = 1.0) -> None:
         if name in self._clients:
             return
+        self._refresh(force=self._lazy)
         self._seq += 1
         client = _Client(name, self._seq, weight)
         client.key = self._key(client)
@@ -142,6 +144,9 @@ class DRFSorter:
                 alloc[key] = new
             else:
                 alloc.pop(key, None)
+        if len(self._clients) == 1:
+            self._lazy = True
+            return
         self._reposition(client)
 
     def sorted(self) -> list[str]:
@@ -163,7 +168,7 @@ class DRFSorter:
 
     def _drop_key(self, client: _Client) -> None:
         keys = self._keys
-        if self._version == self._totals.version:
+        if self._version == self._totals.version and not self._lazy:
             i = bisect_left(keys, client.key)
             if i < len(keys) and keys[i] == client.key:
                 del keys[i]
@@ -176,6 +181,8 @@ class DRFSorter:
                 return
 
     def _reposition(self, client: _Client) -> None:
+        if self._lazy:
+            self._refresh(force=True)
         if self._version != self._totals.version:
             client.key = self._key(client)
             return  # the whole list is re-sorted on the next read
@@ -188,10 +195,15 @@ class DRFSorter:
         else:
             client.key = new_key
 
-    def _refresh(self) -> None:
-        if self._version == self._totals.version:
-            return
+    def _refresh(self, force: bool = False) -> None:
+        if not force and self._version == self._totals.version:
+            if not self._lazy:
+                return
+            if len(self._clients) <= 1:  # a lone client: its key's value does not matter
+                self._lazy = False
+                return
         self._version = self._totals.version
+        self._lazy = False
         for client in self._clients.values():
             client.key = self._key(client)
         self._keys = sorted(c.key for c in self._clients.values() if c.active)

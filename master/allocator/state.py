@@ -26,7 +26,6 @@ class AgentState:
         "has_reserved",
         "hostname",
         "lent",
-        "offered",
         "offers",
         "quota_held",
         "rev_allocated",
@@ -47,9 +46,9 @@ class AgentState:
         self.total = total
         self.total_scalars = total.non_revocable().scalars()
         self.has_reserved = bool(total.reserved())
-        # regular ledger: allocated + offered + free == total (allocated includes lent)
+        # regular ledger: allocated + offered (sum of its offers) + free == total;
+        # allocated includes lent
         self.allocated = EMPTY
-        self.offered = EMPTY
         self.free = total.non_revocable()
         # revocable ledger (flat scalars): rev_offered + rev_allocated <= usage_slack + flat(lent)
         self.usage_slack = EMPTY
@@ -120,11 +119,9 @@ class DemandState:
 class FrameworkState:
     __slots__ = (
         "active",
-        "allocated",
         "capabilities",
         "demands",
         "framework_id",
-        "offered",
         "offers",
         "reusable",
         "revocable_ok",
@@ -150,8 +147,6 @@ class FrameworkState:
         self.tasks: dict[str, None] = {}
         self.demands: list[DemandState] = []
         self.uses_demand = False
-        self.allocated = EMPTY
-        self.offered = EMPTY
 
 
 class TaskAlloc:
