@@ -63,7 +63,9 @@ class ReportingDriver(MesosExecutorDriver):
 
 
 def main() -> int:
-    logging.basicConfig(level=logging.INFO, stream=sys.stderr)
+    logging.basicConfig(
+        level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(threadName)s %(name)s %(message)s"
+    )
     driver = ReportingDriver(EchoExecutor())
     status = driver.run()
     print(f"driver stopped: {status}", file=sys.stderr, flush=True)

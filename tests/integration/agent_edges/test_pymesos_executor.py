@@ -80,6 +80,11 @@ class Rig:
     async def restart_agent(self) -> None:
         """Stop the API and its server, then serve a fresh API on the same port (an agent restart)."""
         port = self.server.port
+        # Stop listening first, as a dying process would: the executor's reconnect is refused
+        # (and backs off) instead of racing into the old server while it shuts down.
+        assert self.server.runner is not None
+        for site in list(self.server.runner.sites):
+            await site.stop()
         await self.api.close()
         await self.server.close()
         self.api = ExecutorAPI(self.host, lambda: AGENT, heartbeat_interval=0.5)

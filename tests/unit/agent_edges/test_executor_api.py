@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import io
 import json
 from collections.abc import AsyncIterator
 from typing import Any
@@ -257,6 +258,15 @@ async def test_message_and_heartbeat_calls(rig: Rig) -> None:
         (update_body(uuid="AAAA"), 400, "UUID"),
         ({**update_body(), "executor_id": {"value": "nobody"}}, 400, "not known"),
         (update_body(state="TASK_STAGING"), 400, "TASK_STAGING"),
+        (b"[]", 400, "failed to parse"),
+        (b"null", 400, "failed to parse"),
+        (b"[" * 5000 + b"]" * 5000, 400, "failed to parse"),
+        (b"\xff\xfe", 400, "failed to parse"),
+        ({"type": 5, "framework_id": {"value": FW}, "executor_id": {"value": EX}}, 400, "type"),
+        ({"type": "SUBSCRIBE", "framework_id": "fw", "executor_id": {"value": EX}}, 400, "framework_id"),
+        ({"type": "BOGUS", "framework_id": {"value": FW}, "executor_id": {"value": EX}}, 400, "type"),
+        ({**update_body(), "update": {"status": {"state": "TASK_RUNNING"}}}, 400, "task_id"),
+        ({**update_body(), "update": {"status": {"task_id": {"value": "t"}, "state": "NOPE"}}}, 400, "state"),
     ],
 )
 async def test_bad_calls(rig: Rig, body: Any, status: int, fragment: str) -> None:
@@ -422,3 +432,10 @@ def test_format_duration_round_trips_through_pymesos(seconds: float, text: str, 
     assert format_duration(seconds) == text
     utils = pytest.importorskip("pymesos.utils")
     assert utils.parse_duration(text) == pytest.approx(back)
+
+
+async def test_oversized_body_is_refused_before_parsing(rig: Rig) -> None:
+    register(rig.api)
+    body = io.BytesIO(b'{"type":"MESSAGE","pad":"' + b"x" * (2 * 1024 * 1024) + b'"}')
+    resp = await rig.session.post(rig.url, data=body, headers={"Content-Type": "application/json"})
+    assert resp.status == 413
