@@ -9,8 +9,10 @@ exits 0 when they all succeed.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import importlib.util
+import inspect
 import signal
 import sys
 import tempfile
@@ -182,13 +184,21 @@ def _run_demos(cluster: LocalCluster, echo: Callable[[str], None]) -> bool:
             mod = importlib.import_module(module)
         except ModuleNotFoundError:
             continue
+        except ImportError as exc:
+            echo(f"demo: {module} cannot be imported: {exc}")
+            ok = False
+            continue
         run_demo: Any = getattr(mod, "run_demo", None)
         if run_demo is None:
             continue
         ran += 1
         echo(f"demo: {module} ...")
+        kwargs: dict[str, Any] = {}
+        with contextlib.suppress(TypeError, ValueError):
+            if "echo" in inspect.signature(run_demo).parameters:
+                kwargs["echo"] = echo
         try:
-            good = bool(run_demo(cluster.master_url, cluster.batch_url))
+            good = bool(run_demo(cluster.master_url, cluster.batch_url, **kwargs))
         except Exception as exc:  # a demo hook's failure is reported, not a traceback
             echo(f"demo: {module} failed: {exc!r}")
             good = False

@@ -247,6 +247,9 @@ class SchedulerDriver(Service):
 
     def _publish(self, item: DriverEvent) -> None:
         for q in self._queues:
+            if q.full():  # a bounded iterator that is not keeping up loses its oldest events
+                q.get_nowait()
+                log.warning("%s: events() consumer is behind; dropped an event", self.framework.name)
             q.put_nowait(item)
 
     def _finish(self) -> None:
@@ -254,6 +257,8 @@ class SchedulerDriver(Service):
         if not self._done.is_set():
             self._done.set()
             for q in self._queues:
+                if q.full():
+                    q.get_nowait()
                 q.put_nowait(_END)
 
     # --- the subscription loop ---------------------------------------------------------------------

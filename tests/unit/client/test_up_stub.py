@@ -1,0 +1,103 @@
+"""`agora up`'s process orchestration with stub master/agent processes (no real cluster): start,
+wait until every agent is listed in /state, stop everything; failures stop what was started."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import psutil
+import pytest
+
+from frameworks.cli import up
+from frameworks.cli.common import CliError, free_port
+
+STUB = r'''
+import http.server, json, os, signal, sys, time
+role = sys.argv[1]
+args = dict(zip(sys.argv[2::2], sys.argv[3::2]))
+signal.signal(signal.SIGTERM, lambda *a: sys.exit(0))
+if role == "master":
+    reg = os.path.join(args["--work-dir"], "agents")
+    os.makedirs(reg, exist_ok=True)
+    class H(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            body = json.dumps({"slaves": [{"id": n, "active": True} for n in sorted(os.listdir(reg))],
+                               "frameworks": []}).encode()
+            self.send_response(200); self.send_header("Content-Length", str(len(body))); self.end_headers()
+            self.wfile.write(body)
+        def log_message(self, *a): pass
+    http.server.HTTPServer(("127.0.0.1", int(args["--port"])), H).serve_forever()
+elif role == "agent":
+    wd = args["--work-dir"]
+    if "crash" in args.get("--resources", ""):
+        sys.exit(7)
+    reg = os.path.join(os.path.dirname(wd), "master", "agents")
+    while not os.path.isdir(reg):
+        time.sleep(0.01)
+    open(os.path.join(reg, os.path.basename(wd)), "w").close()
+    time.sleep(600)
+'''
+
+
+@pytest.fixture
+def stubbed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    stub = tmp_path / "stub.py"
+    stub.write_text(STUB)
+
+    def command_for(script: str, module: str) -> list[str]:
+        return [sys.executable, str(stub), "master" if "master" in script else "agent"]
+
+    monkeypatch.setattr(up, "command_for", command_for)
+
+
+def _gone(pids: list[int]) -> bool:
+    return all(not psutil.pid_exists(p) or psutil.Process(p).status() == psutil.STATUS_ZOMBIE for p in pids)
+
+
+def test_start_cluster_waits_for_agents_and_stops_cleanly(stubbed: None, tmp_path: Path) -> None:
+    lines: list[str] = []
+    cluster = up.start_cluster(3, tmp_path / "c", port=free_port(), with_batch=False,
+                               resources="cpus:1;mem:256", ready_timeout=30, echo=lines.append)
+    pids = [p.pid for p in cluster.processes]
+    try:
+        assert len(pids) == 4 and not cluster.dead()
+        assert cluster.master_url.startswith("http://127.0.0.1:")
+        assert any(line.startswith("agent-2") for line in lines)
+    finally:
+        cluster.stop(grace=5)
+    assert _gone(pids)
+
+
+def test_failed_agent_stops_everything_with_a_clear_error(stubbed: None, tmp_path: Path) -> None:
+    before = {p.pid for p in psutil.Process().children(recursive=True)}
+    with pytest.raises(CliError, match="agent-0 exited with code 7"):
+        up.start_cluster(1, tmp_path / "c", port=free_port(), with_batch=False, resources="crash",
+                         ready_timeout=30)
+    after = {p.pid for p in psutil.Process().children(recursive=True) if p.status() != psutil.STATUS_ZOMBIE}
+    assert after <= before
+
+
+def test_demo_hooks(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    import types
+
+    calls: list[tuple[str, str | None]] = []
+    ok = types.ModuleType("frameworks.batch.demo")
+
+    def run_demo(master_url: str, batch_url: str | None, echo: object = print) -> bool:
+        calls.append((master_url, batch_url))
+        return True
+
+    ok.run_demo = run_demo  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "frameworks.batch.demo", ok)
+    monkeypatch.setitem(sys.modules, "frameworks.elastic.demo", None)  # not importable
+    cluster = up.LocalCluster(master_url="http://m:1", work_dir=tmp_path, batch_url="http://b:2")
+    out: list[str] = []
+    assert up._run_demos(cluster, out.append)
+    assert calls == [("http://m:1", "http://b:2")]
+
+    bad = types.ModuleType("frameworks.batch.demo")
+    bad.run_demo = lambda m, b: (_ for _ in ()).throw(RuntimeError("boom"))  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "frameworks.batch.demo", bad)
+    assert not up._run_demos(cluster, out.append)
+    assert any("boom" in line for line in out)
