@@ -124,12 +124,19 @@ class Ledger:
         """Move ``regular`` from the agent's free pool (and ``revocable`` from its revocable
         pool) into the offer. ``scalars`` may pass ``regular.scalars()`` when already known."""
         agent = self.agents[o.agent_id]
-        was_empty = o.is_empty()
+        was_empty = not o.regular and not o.revocable
         if regular:
             free = agent.free
             agent.free = EMPTY if regular is free else free - regular
-            o.regular = o.regular + regular if o.regular else regular
-            self.roles.update(o.role, o.framework_id, scalars if scalars is not None else regular.scalars(), 1.0)
+            if scalars is None:
+                scalars = regular.scalars()
+            if o.regular:
+                o.regular = o.regular + regular
+                o.scalars = None
+            else:
+                o.regular = regular
+                o.scalars = scalars
+            self.roles.update(o.role, o.framework_id, scalars, 1.0)
         if revocable:
             agent.rev_offered = agent.rev_offered + revocable
             o.revocable = o.revocable + revocable
@@ -143,9 +150,17 @@ class Ledger:
         """Return part of an offer to the agent's free (and revocable) pool."""
         agent = self.agents[o.agent_id]
         if regular:
-            o.regular = o.regular - regular
+            if regular is o.regular and o.scalars is not None:
+                scalars = o.scalars
+                o.regular = EMPTY
+                if not agent.free:
+                    agent.free_scalars = (regular, scalars)  # agent.free becomes ``regular``
+            else:
+                scalars = regular.scalars()
+                o.regular = o.regular - regular
+            o.scalars = None
             agent.free = agent.free + regular
-            self.roles.update(o.role, o.framework_id, regular.scalars(), -1.0)
+            self.roles.update(o.role, o.framework_id, scalars, -1.0)
             self.free_grew(agent)
         if revocable:
             o.revocable = o.revocable - revocable

@@ -149,6 +149,9 @@ def quota_stage(ledger: Ledger, agents: Iterable[AgentState], now: float, out: l
             heapq.heappush(heap, entry)
 
 
+_DRF_REASON = "DRF: lowest weighted dominant share"
+
+
 def regular_stage(
     ledger: Ledger, agents: Iterable[AgentState], now: float, out: list[Decision], headroom: Headroom
 ) -> None:
@@ -157,44 +160,62 @@ def regular_stage(
     frameworks = ledger.frameworks
     minimum = ledger.config.min_allocatable
     filters_of = ledger.filters.of
+    shaping = bool(ledger.roles.limited_roles) or headroom.active
+    single = roles.single_leaf()
+    held = False
+
+    def try_offer(agent: AgentState, role: str, fid: str) -> bool:
+        nonlocal held
+        avail = agent.free.allocatable_to(role) if agent.has_reserved else agent.free
+        if not avail:
+            return False
+        flt = filters_of(fid, role)
+        if flt:
+            f = flt.get(agent.agent_id)
+            if f is not None and f.resources.contains(avail):
+                return False
+        if shaping:
+            candidate, was_held = _shape(ledger, headroom, role, agent, avail)
+            held = held or was_held
+            if not candidate:
+                return False
+            if candidate is not avail and flt:
+                f = flt.get(agent.agent_id)
+                if f is not None and f.resources.contains(candidate):
+                    return False
+        else:
+            candidate = avail
+        cache = agent.free_scalars
+        scal = cache[1] if cache is not None and cache[0] is candidate else candidate.scalars()
+        if not meets_minimum(scal, minimum):
+            return False
+        deficit = headroom._own_deficit(role) if headroom.active else {}
+        out.append(give(ledger, frameworks[fid], role, agent, candidate, EMPTY, now, _DRF_REASON, scalars=scal))
+        if headroom.active:
+            headroom.consume(candidate.unreserved().scalars(), deficit)
+        return True
+
     for agent in agents:
         if not agent.active or not agent.free:
             continue
-        agent_id = agent.agent_id
         served: set[str] = set()
         held = False
         while agent.free:
             made = False
-            for role, fid in roles.iter_frameworks():
-                if fid in served:
-                    continue
-                avail = agent.free.allocatable_to(role) if agent.has_reserved else agent.free
-                if not avail:
-                    continue
-                flt = filters_of(fid, role)
-                if flt:
-                    f = flt.get(agent_id)
-                    if f is not None and f.resources.contains(avail):
-                        continue
-                candidate, was_held = _shape(ledger, headroom, role, agent, avail)
-                held = held or was_held
-                if not candidate:
-                    continue
-                if candidate is not avail and flt:
-                    f = flt.get(agent_id)
-                    if f is not None and f.resources.contains(candidate):
-                        continue
-                scal = candidate.scalars()
-                if not meets_minimum(scal, minimum):
-                    continue
-                fw = frameworks[fid]
-                deficit = headroom._own_deficit(role) if headroom.active else {}
-                out.append(give(ledger, fw, role, agent, candidate, EMPTY, now, f"DRF share of role {role}", scalars=scal))
-                if headroom.active:
-                    headroom.consume(candidate.unreserved().scalars(), deficit)
-                served.add(fid)
-                made = True
-                break
+            if single is not None:
+                role = single.name
+                for key in single.frameworks.first_keys():
+                    fid = key[2]
+                    if fid not in served and try_offer(agent, role, fid):
+                        served.add(fid)
+                        made = True
+                        break
+            else:
+                for role, fid in roles.iter_frameworks():
+                    if fid not in served and try_offer(agent, role, fid):
+                        served.add(fid)
+                        made = True
+                        break
             if not made:
                 break
         if held:

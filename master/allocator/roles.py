@@ -61,7 +61,8 @@ class RoleNode:
         self.weight = 1.0
         self.alloc: Scalars = {}
         self.children = DRFSorter(totals)
-        self.children.add(SELF)
+        if parent is not None:  # the root holds no frameworks of its own
+            self.children.add(SELF)
         self.frameworks = DRFSorter(totals)
         self.guarantee: Scalars = {}
         self.limit: Scalars | None = None
@@ -96,6 +97,9 @@ class RoleTree:
                 short = path.rsplit("/", 1)[-1]
                 existing = RoleNode(path, short, parent, self.totals)
                 self.nodes[path] = existing
+                if parent is not self.root and len(parent.children) == 1:
+                    # first child role: the "." entry starts counting the node's own frameworks
+                    parent.children.update(SELF, parent.alloc)
                 parent.children.add(short)
             parent = existing
         return parent
@@ -122,9 +126,10 @@ class RoleTree:
         path from the role to the root."""
         if not scalars:
             return
-        leaf = self.node(role)
+        leaf = self.nodes.get(role) or self.node(role)
         leaf.frameworks.update(framework_id, scalars, sign)
-        leaf.children.update(SELF, scalars, sign)
+        if len(leaf.children) > 1:  # with no child roles the "." entry is not kept up to date
+            leaf.children.update(SELF, scalars, sign)
         node: RoleNode | None = leaf
         while node is not None and node is not self.root:
             alloc = node.alloc
@@ -136,7 +141,11 @@ class RoleTree:
                     alloc.pop(key, None)
             parent = node.parent
             if parent is not None:
-                parent.children.update(node.short, scalars, sign)
+                children = parent.children
+                if len(children) > 1:
+                    children.update(node.short, scalars, sign)
+                else:  # a lone child: its order is moot, keep only its allocation current
+                    children.touch(node.short, scalars, sign)
             node = parent
 
     def set_weight(self, role: str, weight: float) -> None:
@@ -174,6 +183,12 @@ class RoleTree:
             else:
                 child = self.nodes[short if node is self.root else f"{node.name}/{short}"]
                 yield from self.iter_frameworks(child)
+
+    def single_leaf(self) -> RoleNode | None:
+        """The only role, when the tree is one role without sub-roles (the common case)."""
+        if len(self.nodes) != 1:
+            return None
+        return next(iter(self.nodes.values()))
 
     def headroom_limit(self, role: str) -> Scalars | None:
         """The tightest remaining room under the limits of the role and its ancestors."""

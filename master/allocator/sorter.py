@@ -132,6 +132,18 @@ class DRFSorter:
             return 0.0
         return self._totals.share(client.alloc) / client.weight if client.weight > 0 else float("inf")
 
+    def touch(self, name: str, scalars: Mapping[str, float], sign: float = 1.0) -> None:
+        """``update`` for a sorter with a single client (no reordering needed)."""
+        client = self._clients[name]
+        alloc = client.alloc
+        for key, value in scalars.items():
+            new = alloc.get(key, 0.0) + sign * value
+            if new > 1e-9:
+                alloc[key] = new
+            else:
+                alloc.pop(key, None)
+        self._lazy = True
+
     def update(self, name: str, scalars: Mapping[str, float], sign: float = 1.0) -> None:
         """Add (``sign=1``) or remove (``sign=-1``) an allocation and reposition the client."""
         client = self._clients.get(name)
@@ -147,7 +159,36 @@ class DRFSorter:
         if len(self._clients) == 1:
             self._lazy = True
             return
-        self._reposition(client)
+        if self._lazy or self._version != self._totals.version:
+            self._reposition(client)
+            return
+        # hot path, inlined: recompute the weighted dominant share and move the key
+        totals = self._totals
+        values = totals.values
+        excluded = totals.excluded
+        best = 0.0
+        for key, value in alloc.items():
+            if key in excluded:
+                continue
+            total = values.get(key, 0.0)
+            if total > 0.0:
+                share = value / total
+                if share > best:
+                    best = share
+        weight = client.weight
+        new_key = (best / weight if weight > 0 else float("inf"), client.seq, name)
+        old_key = client.key
+        client.key = new_key
+        if client.active and new_key != old_key:
+            keys = self._keys
+            i = bisect_left(keys, old_key)
+            if i < len(keys) and keys[i] == old_key:
+                del keys[i]
+            else:
+                client.key = old_key
+                self._drop_key(client)
+                client.key = new_key
+            insort(keys, new_key)
 
     def sorted(self) -> list[str]:
         """Active clients, lowest weighted share first (a fresh list)."""

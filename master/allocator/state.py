@@ -23,6 +23,7 @@ class AgentState:
         "allocated",
         "attributes",
         "free",
+        "free_scalars",
         "has_reserved",
         "hostname",
         "lent",
@@ -50,6 +51,8 @@ class AgentState:
         # allocated includes lent
         self.allocated = EMPTY
         self.free = total.non_revocable()
+        # (resources, their scalars): a cache valid while ``free is free_scalars[0]``
+        self.free_scalars: tuple[Resources, dict[str, float]] | None = None
         # revocable ledger (flat scalars): rev_offered + rev_allocated <= usage_slack + flat(lent)
         self.usage_slack = EMPTY
         self.lent = EMPTY
@@ -186,6 +189,7 @@ class OfferState:
         "reusable",
         "revocable",
         "role",
+        "scalars",
         "tasks",
     )
 
@@ -200,6 +204,7 @@ class OfferState:
         self.idle_since: float | None = created
         self.reusable = reusable
         self.regular = EMPTY
+        self.scalars: dict[str, float] | None = None  # of ``regular``, when known
         self.revocable = EMPTY
         self.tasks: set[str] = set()
         self.demand_units: dict[int, int] = {}
