@@ -284,14 +284,14 @@ class AgentService(Service):
         now = self.clock.now()
         for t in rec.tasks:
             if t.broken is not None or t.record is None:
-                self._recover_broken(t.framework_id, t.task_id, t.broken)
+                self._recover_broken(t.framework_id, t.task_id, t.broken, t.pid)
                 continue
             rf = t.record
             fi = self.frameworks.get(t.framework_id)
             try:
                 spec = task_spec(t.framework_id, rf.task, rf.executor, killing_state=rf.killing_state)
             except SpecError as e:
-                self._recover_broken(t.framework_id, t.task_id, CorruptCheckpoint(str(t.task_id), str(e)))
+                self._recover_broken(t.framework_id, t.task_id, CorruptCheckpoint(str(t.task_id), str(e)), t.pid)
                 continue
             updates = tuple(self._to_update(t.framework_id, s) for s in (t.log.updates if t.log else ()))
             acked = t.log.acked if t.log else frozenset()
@@ -344,10 +344,23 @@ class AgentService(Service):
         (probed figures such as free disk drift between restarts and must not block recovery)."""
         return str(Resources.parse(self.config.resources)) if self.config.resources else "probed"
 
-    def _recover_broken(self, fid: str, tid: str, err: CorruptCheckpoint | None) -> None:
+    def _recover_broken(self, fid: str, tid: str, err: CorruptCheckpoint | None, pid: PidRecord | None) -> None:
         why = f"corrupt checkpoint {err.path}: {err.reason}" if err else "corrupt checkpoint"
         log.error("task %s/%s: %s; reporting it LOST", fid, tid, why)
         self.recovery_report.append(f"task {fid}/{tid}: {why}")
+        # The task is reported LOST, so its process must not live on: kill it if we can tell
+        # for sure it is ours (pid record with matching boot and create time, or the wrapper's
+        # marker on its command line).
+        with contextlib.suppress(CheckpointError, OSError):
+            victims: list[int] = []
+            if pid is not None and pid.boot_id == self.boot_id:
+                with contextlib.suppress(psutil.Error):
+                    if abs(psutil.Process(pid.pid).create_time() - pid.create_time) < 0.05:
+                        victims.append(pid.pid)
+            victims.extend(p.pid for p in find_wrappers(str(self.checkpoint.exit_status_path(fid, tid))))
+            for v in set(victims):
+                with contextlib.suppress(OSError):
+                    os.killpg(v, 9)
         with contextlib.suppress(CheckpointError, OSError):
             src = self.checkpoint.task_dir(fid, tid)
             dst = self.checkpoint.meta / "corrupt" / f"{fid}.{tid}.{int(self.clock.now())}"

@@ -1,0 +1,225 @@
+"""Fault tests with a real agent subprocess (RELIABILITY.md D1: R1-R4, R7-R9)."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import random
+import signal
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+
+from protocol.mesos import CommandInfo, TaskInfo, TaskStatus
+from protocol.mesos_common import TaskID
+from protocol.resources import Resources
+from protocol.task_states import TaskState as S
+from protocol.task_states import check_transition, is_terminal
+
+pytestmark = pytest.mark.slow
+
+
+def task_pid(wrapper: int) -> psutil.Process:
+    kids = psutil.Process(wrapper).children()
+    assert len(kids) == 1, kids
+    return kids[0]
+
+
+def wrapper_of(st: TaskStatus) -> int:
+    return int((st.message or "pid 0").split()[1])
+
+
+def gate(tmp_path: Path, name: str) -> str:
+    """A command that waits for ``<tmp>/<name>`` to exist, then exits with its content."""
+    f = tmp_path / name
+    return f'while [ ! -f {f} ]; do sleep 0.05; done; exit "$(cat {f})"'
+
+
+def assert_one_terminal(master: Any, tid: str) -> TaskStatus:
+    """I1: a valid path with exactly one distinct terminal state (duplicates only by uuid)."""
+    sts = master.statuses(tid)
+    terminals = {(s.state, s.uuid) for s in sts if is_terminal(s.state)}
+    assert len(terminals) == 1, (tid, [(s.state.name, s.uuid) for s in sts])
+    path = master.states(tid)
+    for a, b in itertools.pairwise(path):
+        check_transition(a, b)
+    return next(s for s in sts if is_terminal(s.state))
+
+
+async def test_r1_agent_killed_mid_task_task_survives(master: Any, agent_procs: Any, tmp_path: Path) -> None:
+    agent = await agent_procs().start()
+    first = await master.wait_connected()
+    await master.run("t", gate(tmp_path, "go"))
+    st = await master.wait_state("t", S.TASK_RUNNING)
+    wrapper = wrapper_of(st)
+    proc = task_pid(wrapper)
+    ident = (proc.pid, proc.create_time())
+    agent_id = master.registrations[0]
+    await agent.kill9()
+    assert proc.is_running()
+    await agent.start()
+    reg = await master.wait_connected(2)
+    assert first.agent_id is None and reg.agent_id is not None
+    assert reg.agent_id.value == "agent-1" and agent_id is first
+    assert [(t.task_id.value, t.state) for t in reg.tasks] == [("t", S.TASK_RUNNING)]
+    assert (proc.pid, proc.create_time()) == ident and proc.is_running()
+    (tmp_path / "go").write_text("0")
+    await master.wait_terminal("t")
+    st = assert_one_terminal(master, "t")
+    assert st.state is S.TASK_FINISHED
+    assert S.TASK_LOST not in master.states("t")
+
+
+async def test_r2_unacked_running_is_resent_after_restart(master: Any, agent_procs: Any, tmp_path: Path) -> None:
+    master.drop_acks = True
+    agent = await agent_procs().start()
+    await master.wait_connected()
+    await master.run("t", gate(tmp_path, "go"))
+    running = await master.wait_state("t", S.TASK_RUNNING)
+    await agent.kill9()
+    n = len(master.statuses("t"))
+    await agent.start()
+    await master.wait_connected(2)
+    await master.wait_for(lambda: len(master.statuses("t")) > n)
+    resent = master.statuses("t")[-1]
+    assert resent.state is S.TASK_RUNNING and resent.uuid == running.uuid  # the checkpointed update
+    master.drop_acks = False
+    await master.ack(resent)
+    (tmp_path / "go").write_text("0")
+    assert (await master.wait_terminal("t")).state is S.TASK_FINISHED
+    assert_one_terminal(master, "t")
+
+
+async def test_r3_task_ends_while_agent_is_down(master: Any, agent_procs: Any, tmp_path: Path) -> None:
+    agent = await agent_procs().start()
+    await master.wait_connected()
+    await master.run("rec", gate(tmp_path, "go"))
+    await master.run("lost", "sleep 60")
+    st = await master.wait_state("rec", S.TASK_RUNNING)
+    lost = await master.wait_state("lost", S.TASK_RUNNING)
+    rec_wrapper = psutil.Process(wrapper_of(st))
+    await agent.kill9()
+    (tmp_path / "go").write_text("3")
+    rec_wrapper.wait(timeout=20)  # the wrapper records the exit status and ends
+    os.killpg(wrapper_of(lost), signal.SIGKILL)  # nothing recorded for this one
+    psutil.Process(wrapper_of(lost)).wait(timeout=20)
+    await agent.start()
+    st = await master.wait_terminal("rec")
+    assert st.state is S.TASK_FAILED and "status 3" in (st.message or "")
+    st = await master.wait_terminal("lost")
+    assert st.state is S.TASK_LOST and st.reason is not None and st.reason.name == "REASON_AGENT_RESTARTED"
+    assert_one_terminal(master, "rec")
+    assert_one_terminal(master, "lost")
+
+
+async def test_r4_checkpointed_but_never_spawned(master: Any, agent_procs: Any, tmp_path: Path) -> None:
+    from agent.checkpoint import Checkpoint, TaskRecordFile
+
+    agent = await agent_procs().start()
+    await master.wait_connected()
+    await agent.kill9()
+    # what the agent leaves behind when it dies between the launch checkpoint and the spawn
+    cp = Checkpoint(tmp_path / "agent")
+    cp.write_framework("fw1", master.framework)
+    cp.write_task(TaskRecordFile("fw1", TaskInfo(name="t", task_id=TaskID("t"), command=CommandInfo(value="sleep 60"))))
+    await agent.start()
+    st = await master.wait_terminal("t")
+    assert st.state is S.TASK_LOST
+    assert S.TASK_RUNNING not in master.states("t")
+
+
+async def test_r7_wrapper_crash_kills_task(master: Any, agent_procs: Any) -> None:
+    await agent_procs().start()
+    await master.wait_connected()
+    await master.run("t", "sleep 60")
+    st = await master.wait_state("t", S.TASK_RUNNING)
+    task = task_pid(wrapper_of(st))
+    os.kill(wrapper_of(st), signal.SIGKILL)
+    st = await master.wait_terminal("t")
+    assert st.state is S.TASK_FAILED and st.reason is not None and st.reason.name == "REASON_EXECUTOR_TERMINATED"
+    task.wait(timeout=10)  # killed with its group (reaped by init)
+    assert not task.is_running() or task.status() == psutil.STATUS_ZOMBIE
+
+
+async def test_r9_corrupt_checkpoint_strict_and_not(master: Any, agent_procs: Any, tmp_path: Path) -> None:
+    work = tmp_path / "agent"
+    agent = await agent_procs(work).start()
+    await master.wait_connected()
+    await master.run("good", "sleep 60")
+    await master.run("bad", "sleep 60")
+    await master.wait_state("good", S.TASK_RUNNING)
+    bad = await master.wait_state("bad", S.TASK_RUNNING)
+    bad_wrapper = psutil.Process(wrapper_of(bad))
+    await agent.kill9()
+    broken = work / "meta/frameworks/fw1/tasks/bad/task.json"
+    data = broken.read_bytes()
+    broken.write_bytes(data[: len(data) // 2])
+    strict = agent_procs(work, "--strict")
+    with pytest.raises(AssertionError) as refused:
+        await strict.start()
+    assert str(broken) in str(refused.value)  # refused, naming the file
+    code, _ = await strict.exit_code()
+    assert code == 2
+    await agent.start()
+    st = await master.wait_terminal("bad")
+    assert st.state is S.TASK_LOST and str(broken) in (st.message or "")
+    bad_wrapper.wait(timeout=10)  # a task reported LOST does not keep running
+    reg = master.registrations[-1]
+    assert ("good", S.TASK_RUNNING) in [(t.task_id.value, t.state) for t in reg.tasks]
+    await master.kill("good", 0.1)
+    assert (await master.wait_terminal("good")).state is S.TASK_KILLED
+
+
+async def test_r8_twenty_kill_restart_cycles_during_launches(master: Any, agent_procs: Any, tmp_path: Path) -> None:
+    rng = random.Random(8)
+    agent = agent_procs(tmp_path / "agent")
+    sent: list[str] = []
+    n = 0
+    for cycle in range(20):
+        await agent.start()
+        await master.wait_connected(cycle + 1)
+        tasks = []
+        for _ in range(4):
+            n += 1
+            tid = f"t{n}"
+            sent.append(tid)
+            cmd = rng.choice(["true", "exit 2", "sleep 0.2", "sleep 5"])
+            tasks.append(
+                TaskInfo(name=tid, task_id=TaskID(tid), resources=Resources.of(cpus=0.1, mem=8).to_mesos(),
+                         command=CommandInfo(value=cmd))
+            )
+        await master.run_many(tasks)
+        if rng.random() < 0.3:
+            await master.kill(rng.choice(sent), 0.2)
+        seen = len(master.updates)
+        want = seen + rng.randint(0, 5)
+        await master.wait_for(lambda want=want: len(master.updates) >= want)  # type: ignore[misc]
+        await agent.kill9()
+    await agent.start()
+    await master.wait_connected(21)
+    for tid in sent:  # end every task still running, then everything must be consistent
+        if master.statuses(tid) and not master.terminal(tid):
+            await master.kill(tid, 0.1)
+    for tid in sent:
+        if master.statuses(tid):
+            await master.wait_terminal(tid, within=30)
+            assert_one_terminal(master, tid)
+    state = await _state(agent.url)
+    assert all(is_terminal(S[t["state"]]) for t in state["tasks"]), state["tasks"]
+    assert {t["id"] for t in state["tasks"]} <= {t for t in sent if master.statuses(t)}
+    # checkpoint never corrupt
+    assert not [r for r in state["recovery"] if "corrupt" in r]
+    # no wrapper of this test is left behind
+    marker = str(tmp_path / "agent")
+    assert not [p for p in psutil.process_iter(["cmdline"]) if (p.info["cmdline"] or [""])[0] == "/bin/sh"
+                and len(p.info["cmdline"]) > 3 and p.info["cmdline"][3].startswith(marker)]
+
+
+async def _state(url: str) -> Any:
+    import aiohttp
+
+    async with aiohttp.ClientSession() as s, s.get(f"{url}/state") as r:
+        return json.loads(await r.text())
