@@ -150,7 +150,9 @@ def rows_offers(state: dict[str, Any], now: float, listing: list[dict[str, Any]]
                 "agent_id": agent,
                 "hostname": o.get("hostname") or hosts.get(agent, ""),
                 "resources": _res(o.get("resources")),
+                "revocable_resources": _res(o.get("revocable_resources")),
                 "age": _offer_age(o, now),
+                "idle": o.get("idle_secs"),
                 "reusable": o.get("reusable"),
             }
         )
@@ -346,7 +348,10 @@ def offers(master: str | None, as_json: bool) -> None:
                 ("holder", lambda r: str(r["holder"] or r["framework_id"])),
                 ("agent", lambda r: str(r["hostname"] or r["agent_id"])),
                 ("resources", lambda r: _res_text(r["resources"])),
+                ("revocable", lambda r: _res_text(r["revocable_resources"]) if r["revocable_resources"] else "-"),
+                ("kind", lambda r: "lease" if r["reusable"] else ("classic" if r["reusable"] is False else "-")),
                 ("age", lambda r: _age_text(r["age"])),
+                ("idle", lambda r: _age_text(r["idle"]) if isinstance(r["idle"], (int, float)) else "-"),
             ],
             "Offers",
         )

@@ -4,7 +4,8 @@
 RecordIO body and a ``Mesos-Stream-Id`` header); ``send(call, stream_id)`` posts every other call
 (answered ``202``). msgpack (``application/x-msgpack``) is the native encoding, JSON is there for
 parity with Mesos clients. A 307 from a standby master is followed (``Location: //host:port/...``).
-The in-memory transport used by the fake master lives in ``fake.py``.
+``token`` adds ``Authorization: Bearer <token>`` (the framework's principal when the master has
+authentication on). The in-memory transport used by the fake master lives in ``fake.py``.
 
 Errors: ``MasterUnavailable`` (connection refused/reset, 503, timeouts, a broken stream — retry
 with backoff), ``CallRejected`` (4xx: the call itself is wrong — do not retry as is),
@@ -111,6 +112,7 @@ class HttpTransport:
         call_timeout: float = 30.0,
         max_record: int = 64 * 1024 * 1024,
         max_redirects: int = 3,
+        token: str | None = None,
     ) -> None:
         if media_type not in (codec.MSGPACK, codec.JSON):
             raise ValueError(f"unsupported media type {media_type!r}")
@@ -120,6 +122,7 @@ class HttpTransport:
         self._call_timeout = call_timeout
         self._max_record = max_record
         self._max_redirects = max_redirects
+        self._token = token
         self._session: aiohttp.ClientSession | None = None
 
     def _sess(self) -> aiohttp.ClientSession:
@@ -134,6 +137,8 @@ class HttpTransport:
         h = {"Content-Type": self.media_type, "Accept": self.media_type}
         if stream_id:
             h[STREAM_ID_HEADER] = stream_id
+        if self._token:
+            h["Authorization"] = f"Bearer {self._token}"
         return h
 
     async def subscribe(self, call: Call) -> HttpEventStream:

@@ -12,6 +12,7 @@ from frameworks.client.driver import Disconnected, Scheduler, SchedulerDriver
 from frameworks.client.fake import FakeMaster
 from frameworks.client.offers import InsufficientResources
 from frameworks.client.transport import NotConnected
+from protocol.backoff import Backoff
 from protocol.mesos import (
     CallType,
     CapabilityType,
@@ -27,7 +28,7 @@ from protocol.mesos_common import AgentID, TaskID
 from protocol.resources import Resources
 from protocol.task_states import TaskState
 
-from .conftest import DriverFactory
+from .conftest import DriverFactory, framework_info
 
 REUSE = CapabilityType.REUSABLE_OFFERS
 
@@ -277,3 +278,13 @@ async def test_iterator_only_api(master: FakeMaster, make_driver: DriverFactory)
                 if ev.type is EventType.UPDATE and ev.update is not None and ev.update.status.state is TaskState.TASK_RUNNING:
                     break
     assert seen[0].type is EventType.SUBSCRIBED
+
+
+async def test_silent_master_is_a_disconnect_after_missed_heartbeats() -> None:
+    master = FakeMaster(heartbeat_interval=0.02)
+    d = SchedulerDriver(framework_info(), master.transport(), heartbeat_misses=3, backoff=Backoff(0.001, 0.001))
+    async with d:
+        fid = await d.wait_subscribed(5)
+        # the fake sends no further heartbeats: after ~3 intervals the driver resubscribes
+        await master.wait_for(lambda: master.framework(fid).subscriptions >= 2, 5)
+        assert d.framework_id == fid
