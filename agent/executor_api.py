@@ -378,13 +378,24 @@ class ExecutorAPI:
                 return _text(400, "invalid executor call: Expecting 'uuid' to be present")
             if status.state is TaskState.TASK_STAGING:
                 return _text(400, "invalid executor call: TASK_STAGING is not a state an executor reports")
-            self._forward_update(fid, eid, status)
+            if not self._notify("update", self._forward_update, fid, eid, status):
+                return _text(500, "the agent failed to record the update; send it again")
             return web.Response(status=202)
         if call.type is ExecutorCallType.MESSAGE:
             assert call.message is not None
-            self._host.on_executor_message(fid, eid, call.message.data)
+            if not self._notify("message", self._host.on_executor_message, fid, eid, call.message.data):
+                return _text(500, "the agent failed to handle the message")
             return web.Response(status=202)
         return web.Response(status=202)  # HEARTBEAT
+
+    def _notify(self, what: str, fn: Callable[..., None], *args: object) -> bool:
+        """Call into the host; a host exception is a bug: logged with its stimulus, never fatal here."""
+        try:
+            fn(*args)
+        except Exception:
+            log.exception("executor API: host failed on %s %r", what, args)
+            return False
+        return True
 
     def _forward_update(self, fid: str, eid: str, status: TaskStatus) -> None:
         status = attrs.evolve(
@@ -419,7 +430,7 @@ class ExecutorAPI:
             self._drop_known_launches(ex, {t.task_id for t in sub.unacknowledged_tasks})
             for upd in sub.unacknowledged_updates:
                 if upd.status.uuid is not None:
-                    self._forward_update(fid, eid, upd.status)
+                    self._notify("update", self._forward_update, fid, eid, upd.status)
 
         resp = web.StreamResponse(status=200, headers={"Content-Type": JSON})
         resp.enable_chunked_encoding()
@@ -431,14 +442,14 @@ class ExecutorAPI:
             return resp
         ex.subscribed = True
         log.info("executor %s of framework %s subscribed", eid, fid)
-        self._host.on_executor_subscribed(fid, eid)
+        self._notify("subscribed", self._host.on_executor_subscribed, fid, eid)
         try:
             await self._pump(request, resp, ex, gen)
         finally:
             if ex.generation == gen or self._closed:
                 ex.subscribed = False
                 log.info("executor %s of framework %s disconnected", eid, fid)
-                self._host.on_executor_disconnected(fid, eid)
+                self._notify("disconnected", self._host.on_executor_disconnected, fid, eid)
         with contextlib.suppress(ConnectionError, RuntimeError):
             await resp.write_eof()
         return resp

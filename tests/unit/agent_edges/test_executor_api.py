@@ -83,6 +83,11 @@ class Rig:
     api: ExecutorAPI
     server: TestServer
     session: aiohttp.ClientSession
+    responses: list[aiohttp.ClientResponse] = attrs.field(factory=list)
+
+    def close_responses(self) -> None:
+        for r in self.responses:
+            r.close()
 
     @property
     def url(self) -> str:
@@ -91,7 +96,9 @@ class Rig:
     async def post(self, body: Any, **headers: str) -> aiohttp.ClientResponse:
         data = body if isinstance(body, bytes) else json.dumps(body).encode()
         hdrs = {"Content-Type": "application/json", **headers}
-        return await self.session.post(self.url, data=data, headers=hdrs)
+        resp = await self.session.post(self.url, data=data, headers=hdrs)
+        self.responses.append(resp)
+        return resp
 
 
 @pytest.fixture
@@ -103,9 +110,11 @@ async def rig() -> AsyncIterator[Rig]:
     server = TestServer(app, host="127.0.0.1", port=0)
     await server.start_server()
     async with aiohttp.ClientSession() as session:
+        rig = Rig(host, api, server, session)
         try:
-            yield Rig(host, api, server, session)
+            yield rig
         finally:
+            rig.close_responses()
             await api.close()
             await server.close()
 
@@ -288,6 +297,7 @@ async def test_update_without_uuid_is_refused(rig: Rig) -> None:
 async def test_media_types(rig: Rig) -> None:
     register(rig.api)
     resp = await rig.session.post(rig.url, data=b"{}", headers={"Content-Type": "application/x-protobuf"})
+    rig.responses.append(resp)
     assert resp.status == 415
     resp = await rig.post(subscribe_body(), Accept="application/x-protobuf")
     assert resp.status == 406
@@ -438,4 +448,36 @@ async def test_oversized_body_is_refused_before_parsing(rig: Rig) -> None:
     register(rig.api)
     body = io.BytesIO(b'{"type":"MESSAGE","pad":"' + b"x" * (2 * 1024 * 1024) + b'"}')
     resp = await rig.session.post(rig.url, data=body, headers={"Content-Type": "application/json"})
+    rig.responses.append(resp)
     assert resp.status == 413
+
+
+class BrokenHost(Host):
+    def on_executor_update(self, framework_id: str, executor_id: str, status: TaskStatus) -> None:
+        raise RuntimeError("disk full")
+
+    def on_executor_subscribed(self, framework_id: str, executor_id: str) -> None:
+        raise RuntimeError("bug")
+
+
+async def test_host_failures_are_contained(caplog: pytest.LogCaptureFixture) -> None:
+    api = ExecutorAPI(BrokenHost(), lambda: AGENT, heartbeat_interval=3600.0, liveness_check=0.05)
+    app = web.Application()
+    app.add_routes(api.routes())
+    server = TestServer(app, host="127.0.0.1", port=0)
+    await server.start_server()
+    try:
+        async with aiohttp.ClientSession() as session:
+            rig = Rig(Host(), api, server, session)
+            register(api)
+            resp = await rig.post(update_body())
+            assert resp.status == 500 and "send it again" in await resp.text()
+            s = await open_stream(rig)  # the stream survives a failing subscribed callback
+            assert (await s.next())["type"] == "SUBSCRIBED"
+            await api.message(FW, EX, b"still here")
+            assert (await s.next_non_heartbeat())["type"] == "MESSAGE"
+            assert "host failed on update" in caplog.text and "disk full" in caplog.text
+            rig.close_responses()
+    finally:
+        await api.close()
+        await server.close()
