@@ -404,19 +404,21 @@ class Allocator:
         quota_stage(l_, agents, now, out)
         why: dict[str, str] = {}
         still: list[DemandState] = []
+        headroom = Headroom(l_)
         if any(fw.uses_demand for fw in l_.frameworks.values()):
             pool = [a for a in l_.agents.values() if a.active and a.free] if (l_.demand_dirty or full) else agents
             l_.demand_dirty = False
-            still = demand_stage(l_, pool, now, out, why)
-        headroom = Headroom(l_)
+            still = demand_stage(l_, pool, now, out, why, headroom)
         regular_stage(l_, agents, now, out, headroom)
         if still and self.config.idle_rescind_for_fairness:
             freed = fairness_rescind(l_, still, out)
             if freed:
-                demand_stage(l_, freed, now, out, why)
-                regular_stage(l_, freed, now, out, Headroom(l_))
+                headroom = Headroom(l_)
+                demand_stage(l_, freed, now, out, why, headroom)
+                regular_stage(l_, freed, now, out, headroom)
         revocable_stage(l_, agents, now, out)
-        l_.dirty.clear()
+        for agent in agents:  # what this pass changed elsewhere stays dirty for the next one
+            l_.dirty.pop(agent.agent_id, None)
         self._why = why
         return out
 

@@ -15,6 +15,7 @@ from master.allocator.decisions import Decision
 from master.allocator.eligibility import available_to, filtered
 from master.allocator.ledger import Ledger
 from master.allocator.offering import give, take_back
+from master.allocator.passes import Headroom
 from master.allocator.quantities import add_into, shrink, take, units_that_fit
 from master.allocator.sorter import Scalars
 from master.allocator.state import EMPTY, AgentState, DemandState
@@ -43,9 +44,15 @@ def unmet_demands(ledger: Ledger) -> list[DemandState]:
 
 
 def demand_stage(
-    ledger: Ledger, agents: list[AgentState], now: float, out: list[Decision], why: dict[str, str]
+    ledger: Ledger,
+    agents: list[AgentState],
+    now: float,
+    out: list[Decision],
+    why: dict[str, str],
+    headroom: Headroom | None = None,
 ) -> list[DemandState]:
-    """Offer shaped resources to unmet demands; returns the demands still unmet."""
+    """Offer shaped resources to unmet demands; returns the demands still unmet. Quota limits
+    and the headroom of unmet guarantees are respected."""
     still: list[DemandState] = []
     for d in unmet_demands(ledger):
         fw = ledger.frameworks[d.framework_id]
@@ -53,6 +60,7 @@ def demand_stage(
         gang_need = d.gang_needed()
         room = ledger.roles.headroom_limit(d.role)
         room = dict(room) if room else None
+        quota_room = headroom.room_for(d.role) if headroom is not None and headroom.active else None
         plan: list[tuple[AgentState, int]] = []
         planned = 0
         for agent in agents:
@@ -63,6 +71,8 @@ def demand_stage(
                 continue
             if room is not None:
                 avail = shrink(avail, room)
+            if quota_room is not None:
+                avail = avail.reserved() + shrink(avail.unreserved(), quota_room)
             k = units_that_fit(avail.scalars(), d.shape_scalars, need - planned)
             if k <= 0:
                 continue
@@ -76,6 +86,8 @@ def demand_stage(
             planned += k
             if room is not None:
                 add_into(room, {n: v * k for n, v in d.shape_scalars.items()}, -1.0)
+            if quota_room is not None:
+                add_into(quota_room, {n: v * k for n, v in d.shape_scalars.items() if n in quota_room}, -1.0)
             if planned >= need:
                 break
         if gang_need and planned < gang_need:
@@ -86,6 +98,8 @@ def demand_stage(
             continue
         for agent, k in plan:
             exact = _shaped(available_to(agent, d.role), d, k)
+            if headroom is not None and headroom.active:
+                headroom.consume(exact.unreserved().scalars(), headroom.own_deficit(d.role))
             label = f"gang {d.gang_id}" if d.gang_id is not None else "demand"
             out.append(give(ledger, fw, d.role, agent, exact, EMPTY, now, f"{label}: {k} x {d.shape}", d, k))
         if d.unmet() > 0:

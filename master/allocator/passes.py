@@ -43,7 +43,7 @@ class Headroom:
     def active(self) -> bool:
         return bool(self.required)
 
-    def _own_deficit(self, role: str) -> Scalars:
+    def own_deficit(self, role: str) -> Scalars:
         out: Scalars = {}
         for path in ancestors(role):
             node = self.ledger.roles.nodes.get(path)
@@ -55,7 +55,7 @@ class Headroom:
     def room_for(self, role: str) -> Scalars | None:
         if not self.required:
             return None
-        own = self._own_deficit(role)
+        own = self.own_deficit(role)
         return {
             name: self.available.get(name, 0.0) - need + own.get(name, 0.0)
             for name, need in self.required.items()
@@ -189,7 +189,7 @@ def regular_stage(
         scal = cache[1] if cache is not None and cache[0] is candidate else candidate.scalars()
         if not meets_minimum(scal, minimum):
             return False
-        deficit = headroom._own_deficit(role) if headroom.active else {}
+        deficit = headroom.own_deficit(role) if headroom.active else {}
         out.append(give(ledger, frameworks[fid], role, agent, candidate, EMPTY, now, _DRF_REASON, scalars=scal))
         if headroom.active:
             headroom.consume(candidate.unreserved().scalars(), deficit)
