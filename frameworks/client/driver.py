@@ -129,6 +129,7 @@ class SchedulerDriver(Service):
         clock: Clock | None = None,
         backoff: Backoff | None = None,
         auto_acknowledge: bool = True,
+        ack_concurrency: int = 4,
         reconcile_on_subscribe: bool = True,
         heartbeat_misses: float = 3.0,
         first_event_timeout: float = 30.0,
@@ -146,6 +147,8 @@ class SchedulerDriver(Service):
         self.clock: Clock = clock or SystemClock()
         self.backoff = backoff or Backoff(initial=0.05, maximum=5.0)
         self.auto_acknowledge = auto_acknowledge
+        self.ack_concurrency = max(1, ack_concurrency)
+        self._acks: asyncio.Queue[TaskStatus] = asyncio.Queue()
         self.reconcile_on_subscribe = reconcile_on_subscribe
         self.heartbeat_misses = heartbeat_misses
         self.first_event_timeout = first_event_timeout
@@ -170,6 +173,8 @@ class SchedulerDriver(Service):
     # --- lifecycle ----------------------------------------------------------------------------
 
     async def _start(self) -> None:
+        for i in range(self.ack_concurrency if self.auto_acknowledge else 0):
+            self.spawn(self._ack_worker(), name=f"{self.name}:ack-{i}")
         self._run_task = self.spawn(self._run(), name=f"{self.name}:{self.framework.name}")
 
     async def _stop(self) -> None:
@@ -366,10 +371,9 @@ class SchedulerDriver(Service):
             self._publish(ev)
             await self._call(self.scheduler.update, self, status)
             if self.auto_acknowledge and status.uuid is not None and status.agent_id is not None:
-                try:
-                    await self.acknowledge(status)
-                except TransportError as exc:  # the agent will resend; the stream loop notices
-                    log.warning("%s: acknowledge failed: %s", self.framework.name, exc)
+                # acknowledged once the framework has seen it, by the ack workers, so the next
+                # event is handled without waiting for this round trip
+                self._acks.put_nowait(status)
         elif t is EventType.MESSAGE and ev.message is not None:
             m = ev.message
             self._publish(ev)
@@ -403,6 +407,21 @@ class SchedulerDriver(Service):
             await self.send_demand()
         except TransportError as exc:
             log.warning("%s: post-subscribe calls failed: %s", self.framework.name, exc)
+
+    async def _ack_worker(self) -> None:
+        while True:
+            status = await self._acks.get()
+            try:
+                if self.connected:
+                    await self.acknowledge(status)
+            except TransportError as exc:  # the agent resends unacknowledged updates
+                log.warning("%s: acknowledge failed: %s", self.framework.name, exc)
+            finally:
+                self._acks.task_done()
+
+    @property
+    def pending_acks(self) -> int:
+        return self._acks.qsize()
 
     def _track(self, status: TaskStatus) -> None:
         tid = status.task_id.value
