@@ -78,17 +78,17 @@ class Ledger:
     def snapshot(self, o: OfferState) -> Offer:
         agent = self.agents[o.agent_id]
         rev = o.revocable.as_revocable() if o.revocable else EMPTY
-        return Offer(
-            offer_id=o.offer_id,
-            framework_id=o.framework_id,
-            role=o.role,
-            agent_id=o.agent_id,
-            hostname=agent.hostname,
-            resources=o.regular + rev if rev else o.regular,
-            created=o.created,
-            idle_since=o.idle_since,
-            revocable=rev,
-            reusable=o.reusable,
+        return Offer(  # positional for speed: offer_id, framework_id, role, agent_id, hostname,
+            o.offer_id,  # resources, created, idle_since, revocable, reusable
+            o.framework_id,
+            o.role,
+            o.agent_id,
+            agent.hostname,
+            o.regular + rev if rev else o.regular,
+            o.created,
+            o.idle_since,
+            rev,
+            o.reusable,
         )
 
     # --- offers ---------------------------------------------------------------------------
@@ -98,11 +98,32 @@ class Ledger:
         self.offers[o.offer_id] = o
         fw.offers[o.offer_id] = None
         agent.offers[o.offer_id] = None
-        if fw.reusable:
-            heapq.heappush(self.offer_timers, (now + self.config.offer_idle_timeout, o.offer_id, now))
-        elif self.config.offer_timeout is not None:
+        if not fw.reusable and self.config.offer_timeout is not None:
             heapq.heappush(self.offer_timers, (now + self.config.offer_timeout, o.offer_id, now))
-        return o
+        return o  # a lease's idle timer starts when it first holds something (offer_grow)
+
+    def create_classic(
+        self, fw: FrameworkState, role: str, agent: AgentState, regular: Resources, scalars: dict[str, float],
+        now: float,
+    ) -> Offer:
+        """Fast path of ``new_offer`` + ``offer_grow`` + ``snapshot`` for a classic offer of
+        regular resources (the bulk of a DRF pass)."""
+        self._offer_seq += 1
+        oid = f"{self.config.offer_id_prefix}-O{self._offer_seq}"
+        fid = fw.framework_id
+        agent_id = agent.agent_id
+        o = OfferState(oid, fid, role, agent_id, now, False)
+        o.regular = regular
+        o.scalars = scalars
+        self.offers[oid] = o
+        fw.offers[oid] = None
+        agent.offers[oid] = None
+        free = agent.free
+        agent.free = EMPTY if regular is free else free - regular
+        self.roles.update(role, fid, scalars, 1.0)
+        if self.config.offer_timeout is not None:
+            heapq.heappush(self.offer_timers, (now + self.config.offer_timeout, oid, now))
+        return Offer(oid, fid, role, agent_id, agent.hostname, regular, now, now, EMPTY, False)
 
     def lease_of(self, fw: FrameworkState, role: str, agent_id: str) -> OfferState | None:
         """The framework's reusable lease on this agent for this role, if any."""

@@ -25,6 +25,11 @@ def give(
 ) -> Decision:
     """Offer ``regular`` (+ flat ``revocable``) on ``agent`` to ``fw`` in ``role``: a lease of a
     REUSABLE_OFFERS framework grows (same offer id); otherwise a new offer is created."""
+    if not fw.reusable and not revocable and demand is None and regular:
+        return OfferCreated(
+            ledger.create_classic(fw, role, agent, regular, scalars if scalars is not None else regular.scalars(), now),
+            reason,
+        )
     lease = ledger.lease_of(fw, role, agent.agent_id) if fw.reusable else None
     o = lease if lease is not None else ledger.new_offer(fw, role, agent, now)
     ledger.offer_grow(o, regular, revocable, now, scalars)

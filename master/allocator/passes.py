@@ -172,7 +172,7 @@ def regular_stage(
         flt = filters_of(fid, role)
         if flt:
             f = flt.get(agent.agent_id)
-            if f is not None and f.resources.contains(avail):
+            if f is not None and (f.resources is avail or f.resources.contains(avail)):
                 return False
         if shaping:
             candidate, was_held = _shape(ledger, headroom, role, agent, avail)

@@ -150,7 +150,10 @@ class DRFSorter:
         if client is None:
             return
         alloc = client.alloc
+        grew = sign > 0
         for key, value in scalars.items():
+            if value < 0:
+                grew = False
             new = alloc.get(key, 0.0) + sign * value
             if new > 1e-9:
                 alloc[key] = new
@@ -167,12 +170,17 @@ class DRFSorter:
         values = totals.values
         excluded = totals.excluded
         best = 0.0
-        for key, value in alloc.items():
+        if grew:  # only the changed names can raise the dominant share
+            best = client.key[0] * client.weight
+            names = scalars
+        else:
+            names = alloc
+        for key in names:
             if key in excluded:
                 continue
             total = values.get(key, 0.0)
             if total > 0.0:
-                share = value / total
+                share = alloc.get(key, 0.0) / total
                 if share > best:
                     best = share
         weight = client.weight
