@@ -100,7 +100,7 @@ class RoleTree:
                 if parent is not self.root and len(parent.children) == 1:
                     # first child role: the "." entry starts counting the node's own frameworks
                     parent.children.update(SELF, parent.alloc)
-                parent.children.add(short)
+                parent.children.add(short, alloc=existing.alloc)  # shares the node's dict
             parent = existing
         return parent
 
@@ -141,11 +141,8 @@ class RoleTree:
                     alloc.pop(key, None)
             parent = node.parent
             if parent is not None:
-                children = parent.children
-                if len(children) > 1:
-                    children.update(node.short, scalars, sign)
-                else:  # a lone child: its order is moot, keep only its allocation current
-                    children.touch(node.short, scalars, sign)
+                # the parent's sorter shares ``node.alloc``: only the position may change
+                parent.children.moved(node.short, scalars, sign)
             node = parent
 
     def set_weight(self, role: str, weight: float) -> None:

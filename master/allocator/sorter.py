@@ -84,12 +84,16 @@ class DRFSorter:
     def names(self) -> list[str]:
         return list(self._clients)
 
-    def add(self, name: str, weight: float = 1.0) -> None:
+    def add(self, name: str, weight: float = 1.0, alloc: Scalars | None = None) -> None:
+        """Add a client. ``alloc`` may be a dict owned and kept current by the caller (then
+        call ``moved`` instead of ``update`` after changing it)."""
         if name in self._clients:
             return
         self._refresh(force=self._lazy)
         self._seq += 1
         client = _Client(name, self._seq, weight)
+        if alloc is not None:
+            client.alloc = alloc
         client.key = self._key(client)
         self._clients[name] = client
         insort(self._keys, client.key)
@@ -132,18 +136,6 @@ class DRFSorter:
             return 0.0
         return self._totals.share(client.alloc) / client.weight if client.weight > 0 else float("inf")
 
-    def touch(self, name: str, scalars: Mapping[str, float], sign: float = 1.0) -> None:
-        """``update`` for a sorter with a single client (no reordering needed)."""
-        client = self._clients[name]
-        alloc = client.alloc
-        for key, value in scalars.items():
-            new = alloc.get(key, 0.0) + sign * value
-            if new > 1e-9:
-                alloc[key] = new
-            else:
-                alloc.pop(key, None)
-        self._lazy = True
-
     def update(self, name: str, scalars: Mapping[str, float], sign: float = 1.0) -> None:
         """Add (``sign=1``) or remove (``sign=-1``) an allocation and reposition the client."""
         client = self._clients.get(name)
@@ -159,12 +151,23 @@ class DRFSorter:
                 alloc[key] = new
             else:
                 alloc.pop(key, None)
+        self._move(client, grew, scalars)
+
+    def moved(self, name: str, scalars: Mapping[str, float], sign: float = 1.0) -> None:
+        """A client with a caller-owned ``alloc`` changed by ``sign * scalars``: reposition."""
+        client = self._clients.get(name)
+        if client is not None:
+            self._move(client, sign > 0 and all(v >= 0 for v in scalars.values()), scalars)
+
+    def _move(self, client: _Client, grew: bool, scalars: Mapping[str, float]) -> None:
         if len(self._clients) == 1:
             self._lazy = True
             return
         if self._lazy or self._version != self._totals.version:
             self._reposition(client)
             return
+        alloc = client.alloc
+        name = client.name
         # hot path, inlined: recompute the weighted dominant share and move the key
         totals = self._totals
         values = totals.values
