@@ -162,6 +162,7 @@ def _apply(
         )
         ledger.task_start(task)
         if lease is not None:
+            assert lease.tasks is not None
             lease.tasks.add(task.task_id)
         launched.append(LaunchedTask(launch.task_id, agent.agent_id, launch.resources, task.offer_id))
     decisions: list[Decision] = []
@@ -207,8 +208,8 @@ def _count_launch(ledger: Ledger, fw: FrameworkState, offers: list[OfferState], 
             demand.count -= 1
             demand.launched += 1
             for o in offers:
-                units = o.demand_units.get(demand.seq, 0)
-                if units > 0:
+                units = o.demand_units.get(demand.seq, 0) if o.demand_units else 0
+                if units > 0 and o.demand_units is not None:
                     o.demand_units[demand.seq] = units - 1
                     demand.in_offers = max(0, demand.in_offers - 1)
                     break

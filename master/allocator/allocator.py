@@ -354,7 +354,8 @@ class Allocator:
             new.append(d)
         for oid in fw.offers:
             o = l_.offers[oid]
-            o.demand_units = {remap[s]: u for s, u in o.demand_units.items() if s in remap}
+            if o.demand_units:
+                o.demand_units = {remap[s]: u for s, u in o.demand_units.items() if s in remap}
         fw.demands = new
         fw.uses_demand = True
         l_.demand_dirty = True

@@ -203,17 +203,19 @@ class Ledger:
         agent = self.agents.get(o.agent_id)
         if agent is not None:
             agent.offers.pop(o.offer_id, None)
-        for tid in o.tasks:
-            task = self.tasks.get((o.framework_id, tid))
-            if task is not None and task.offer_id == o.offer_id:
-                task.offer_id = None
-        o.tasks.clear()
-        for seq, units in o.demand_units.items():
-            demand = self.demand_by_seq(o.framework_id, seq)
-            if demand is not None:
-                demand.in_offers = max(0, demand.in_offers - units)
-                self.demand_dirty = True
-        o.demand_units.clear()
+        if o.tasks:
+            for tid in o.tasks:
+                task = self.tasks.get((o.framework_id, tid))
+                if task is not None and task.offer_id == o.offer_id:
+                    task.offer_id = None
+            o.tasks.clear()
+        if o.demand_units:
+            for seq, units in o.demand_units.items():
+                demand = self.demand_by_seq(o.framework_id, seq)
+                if demand is not None:
+                    demand.in_offers = max(0, demand.in_offers - units)
+                    self.demand_dirty = True
+            o.demand_units = None
 
     def demand_by_seq(self, framework_id: str, seq: int) -> DemandState | None:
         fw = self.frameworks.get(framework_id)
@@ -265,7 +267,7 @@ class Ledger:
             self.mark_dirty(agent.agent_id)
         if task.offer_id is not None:
             lease = self.offers.get(task.offer_id)
-            if lease is not None:
+            if lease is not None and lease.tasks is not None:
                 lease.tasks.discard(task.task_id)
 
     # --- lending (allocation slack) -------------------------------------------------------

@@ -34,6 +34,8 @@ def give(
     o = lease if lease is not None else ledger.new_offer(fw, role, agent, now)
     ledger.offer_grow(o, regular, revocable, now, scalars)
     if demand is not None and units > 0:
+        if o.demand_units is None:
+            o.demand_units = {}
         o.demand_units[demand.seq] = o.demand_units.get(demand.seq, 0) + units
         demand.in_offers += units
     if lease is not None:

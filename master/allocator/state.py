@@ -206,8 +206,9 @@ class OfferState:
         self.regular = EMPTY
         self.scalars: dict[str, float] | None = None  # of ``regular``, when known
         self.revocable = EMPTY
-        self.tasks: set[str] = set()
-        self.demand_units: dict[int, int] = {}
+        # created only when used (most offers are classic and never hold tasks or demand units)
+        self.tasks: set[str] | None = set() if reusable else None
+        self.demand_units: dict[int, int] | None = None
 
     def is_empty(self) -> bool:
         return not self.regular and not self.revocable

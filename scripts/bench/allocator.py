@@ -7,7 +7,8 @@
 (a) ``DeclineOffers`` (Mesos ``HierarchicalAllocator_BENCHMARK_Test.DeclineOffers``): N agents of
 ``cpus:24;mem:4096;disk:4096;ports:[31000-32000]``, F frameworks, ``cpus:16;mem:1024;disk:1024``
 of every agent pre-allocated round-robin; each round every offer is declined with a very long
-filter and one allocation pass is timed. (b) ``LargeAndSmallQuota``: agents of 2 cpus / 2 GB,
+filter and one allocation pass is timed (wall clock and process CPU time: on a shared machine
+the CPU figure is the one that measures the allocator; the first pass is reported apart). (b) ``LargeAndSmallQuota``: agents of 2 cpus / 2 GB,
 small roles with 1 cpu / 1 GB quota and large roles with 4 cpus / 4 GB, one framework each; the
 pass that satisfies all quota is timed. (c) Adding agents: the time to register N agents.
 Prints a table, then one JSON line with every figure.
@@ -57,15 +58,17 @@ def decline_offers(agents: int, frameworks: int, rounds: int, profile: bool) -> 
         alloc.handle(AgentAdded(f"a{a}", f"host{a}", AGENT), now)
         alloc.handle(AllocationRecovered(f"f{a % frameworks}", f"a{a}", f"t{a}", USED), now)
     times: list[float] = []
+    cpu: list[float] = []
     offers_made: list[int] = []
     prof = cProfile.Profile() if profile else None
     for _ in range(rounds):
         now += 1.0
         if prof is not None:
             prof.enable()
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         decisions = alloc.allocate(now)
         times.append(time.perf_counter() - t0)
+        cpu.append(time.process_time() - c0)
         if prof is not None:
             prof.disable()
         offers = [d.offer for d in decisions if isinstance(d, OfferCreated | OfferUpdated)]
@@ -75,9 +78,11 @@ def decline_offers(agents: int, frameworks: int, rounds: int, profile: bool) -> 
     if prof is not None:
         pstats.Stats(prof).sort_stats("cumulative").print_stats(25)
     steady = times[1:] if len(times) > 1 else times
+    steady_cpu = cpu[1:] if len(cpu) > 1 else cpu
     return {
         "decline_first_pass_s": times[0],
         "decline_pass_p50_s": statistics.median(steady),
+        "decline_pass_p50_cpu_s": statistics.median(steady_cpu),
         "decline_pass_max_s": max(steady),
         "decline_offers_per_pass": statistics.mean(offers_made),
     }
@@ -155,7 +160,7 @@ def main(argv: list[str] | None = None) -> int:
         if name in which:
             results.update(run())
     print(f"{'figure':<34} {'value':>12} {'unit':<4} {'target':>8} {'':>5}")
-    targets = {"decline_pass_p50_s": 0.1, "quota_pass_s": 1.5, "add_agents_s": 1.0}
+    targets = {"decline_pass_p50_s": 0.1, "decline_pass_p50_cpu_s": 0.1, "quota_pass_s": 1.5, "add_agents_s": 1.0}
     for key, value in results.items():
         unit = "s" if key.endswith("_s") else ""
         print(_row(key, value, targets.get(key), unit))
