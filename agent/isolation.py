@@ -124,7 +124,7 @@ class MonitorIsolator:
         groups = read_proc_groups()
         usage: dict[str, Usage] = {}
         breaches: list[Breach] = []
-        for key, lim in self._tasks.items():
+        for key, lim in list(self._tasks.items()):  # prepare() may run in the checkpoint thread
             if lim.pid is None:
                 continue
             u = groups.get(lim.pid)
@@ -222,7 +222,7 @@ class CgroupV2Isolator:
     def sample(self) -> tuple[dict[str, Usage], list[Breach]]:
         usage: dict[str, Usage] = {}
         breaches: list[Breach] = []
-        for key, lim in self._tasks.items():
+        for key, lim in list(self._tasks.items()):
             if lim.cgroup is None:
                 continue
             try:

@@ -117,33 +117,17 @@ class Launcher:
         exit_status: Path,
         cgroup: Path | None = None,
     ) -> Proc:
+        """``spawn`` + ``watch`` (on the event loop)."""
         if key in self._procs:
             raise LaunchError(f"{key} is already running")
-        if not argv:
-            raise LaunchError("empty command")
-        sandbox.mkdir(parents=True, exist_ok=True)
-        with contextlib.suppress(FileNotFoundError):
-            exit_status.unlink()
-        procs_file = str(cgroup / "cgroup.procs") if cgroup is not None else "-"
-        args = [SH, "-c", WRAPPER_SCRIPT, str(exit_status), str(sandbox), procs_file, *argv]
-        flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND
-        actions = [
-            (os.POSIX_SPAWN_OPEN, 0, "/dev/null", os.O_RDONLY, 0),
-            (os.POSIX_SPAWN_OPEN, 1, str(sandbox / "stdout"), flags, 0o644),
-            (os.POSIX_SPAWN_OPEN, 2, str(sandbox / "stderr"), flags, 0o644),
-        ]
-        try:
-            pid = os.posix_spawn(SH, args, dict(env), file_actions=actions, setsid=True)
-        except OSError as e:
-            raise LaunchError(f"cannot start {argv[0]!r}: {e}") from e
-        try:
-            create_time = psutil.Process(pid).create_time()
-        except psutil.Error:
-            create_time = 0.0  # already gone (a zombie would still answer); reaped below anyway
-        proc = Proc(key, pid, create_time, exit_status, child=True, cgroup=cgroup)
-        self._procs[key] = proc
-        self._watch(proc)
+        proc = spawn(key, argv, env, sandbox, exit_status, cgroup)
+        self.watch(proc)
         return proc
+
+    def watch(self, proc: Proc) -> None:
+        """Start watching a process from ``spawn`` (event-loop thread only)."""
+        self._procs[proc.key] = proc
+        self._watch(proc)
 
     def adopt(self, key: str, pid: int, create_time: float, exit_status: Path, cgroup: Path | None = None) -> bool:
         """Re-attach a wrapper that survived an agent restart. Only a process whose pid *and*
@@ -250,6 +234,40 @@ class Launcher:
                 os.close(proc.pidfd)
                 proc.pidfd = None
         self._procs.clear()
+
+
+def spawn(
+    key: str,
+    argv: Sequence[str],
+    env: Mapping[str, str],
+    sandbox: Path,
+    exit_status: Path,
+    cgroup: Path | None = None,
+) -> Proc:
+    """Start ``argv`` under the wrapper, in a new session, in ``sandbox``. Blocking but touches
+    no shared state, so it may run in a worker thread; hand the result to ``Launcher.watch``."""
+    if not argv:
+        raise LaunchError("empty command")
+    sandbox.mkdir(parents=True, exist_ok=True)
+    with contextlib.suppress(FileNotFoundError):
+        exit_status.unlink()
+    procs_file = str(cgroup / "cgroup.procs") if cgroup is not None else "-"
+    args = [SH, "-c", WRAPPER_SCRIPT, str(exit_status), str(sandbox), procs_file, *argv]
+    flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND
+    actions = [
+        (os.POSIX_SPAWN_OPEN, 0, "/dev/null", os.O_RDONLY, 0),
+        (os.POSIX_SPAWN_OPEN, 1, str(sandbox / "stdout"), flags, 0o644),
+        (os.POSIX_SPAWN_OPEN, 2, str(sandbox / "stderr"), flags, 0o644),
+    ]
+    try:
+        pid = os.posix_spawn(SH, args, dict(env), file_actions=actions, setsid=True)
+    except OSError as e:
+        raise LaunchError(f"cannot start {argv[0]!r}: {e}") from e
+    try:
+        create_time = psutil.Process(pid).create_time()  # our unreaped child: the pid is stable
+    except psutil.Error:
+        create_time = 0.0
+    return Proc(key, pid, create_time, exit_status, child=True, cgroup=cgroup)
 
 
 def read_exit_status(path: Path) -> int | None:

@@ -40,7 +40,7 @@ from agent.checkpoint import (
 from agent.config import AgentConfig
 from agent.environment import task_environment
 from agent.isolation import Isolator, detect
-from agent.launcher import Launcher, LaunchError, boot_id, find_wrappers
+from agent.launcher import Launcher, LaunchError, Proc, boot_id, find_wrappers, spawn
 from agent.taskspec import SpecError, TaskSpec, command_spec, task_spec
 from protocol.agent_channel import (
     AcknowledgeMsg,
@@ -94,8 +94,16 @@ class _WritePid:
     record: PidRecord
 
 
+@attrs.frozen
+class _SpawnResult:
+    spec: TaskSpec
+    proc: Proc | None
+    error: str | None = None
+
+
 _DISK = (
     tk.CheckpointTask,
+    tk.SpawnTask,
     su.CheckpointUpdate,
     su.CheckpointAck,
     _WritePid,
@@ -412,7 +420,9 @@ class AgentService(Service):
                     rest = [e for e in self._work if not isinstance(e, _DISK)]
                     self._work.clear()
                     self._work.extend(rest)
-                    await asyncio.get_running_loop().run_in_executor(self._disk, self._do_disk, batch)
+                    results = await asyncio.get_running_loop().run_in_executor(self._disk, self._do_disk, batch)
+                    for r in results:
+                        self._spawned(r)
                     continue
                 eff = self._work.popleft()
                 try:
@@ -424,10 +434,15 @@ class AgentService(Service):
             self._work_idle.set()
             self._timer_wake.set()
 
-    def _do_disk(self, batch: list[object]) -> None:
+    def _do_disk(self, batch: list[object]) -> list[_SpawnResult]:
+        """Runs in the checkpoint thread: writes, fsyncs and spawns, in queue order."""
         cp = self.checkpoint
+        spawned: list[_SpawnResult] = []
         for eff in batch:
             try:
+                if isinstance(eff, tk.SpawnTask):
+                    spawned.append(self._spawn_blocking(eff.spec))
+                    continue
                 if isinstance(eff, tk.CheckpointTask):
                     s = eff.spec
                     fi = self.frameworks.get(s.framework_id)
@@ -449,12 +464,11 @@ class AgentService(Service):
                     cp.remove_task(eff.framework_id, eff.task_id)
             except (OSError, CheckpointError):
                 log.exception("checkpoint write failed: %r", eff)
+        return spawned
 
     def _do(self, eff: object) -> None:
         now = self.clock.now()
-        if isinstance(eff, tk.SpawnTask):
-            self._spawn(eff.spec, now)
-        elif isinstance(eff, tk.EmitStatus):
+        if isinstance(eff, tk.EmitStatus):
             self._emit(eff, now)
         elif isinstance(eff, su.SendUpdate):
             self._send_update(eff)
@@ -503,11 +517,9 @@ class AgentService(Service):
 
     # --- tasks -------------------------------------------------------------------------------
 
-    def _spawn(self, spec: TaskSpec, now: float) -> None:
+    def _spawn_blocking(self, spec: TaskSpec) -> _SpawnResult:
+        """Checkpoint thread: sandbox, environment, isolation, spawn, pid record."""
         fid, tid = spec.framework_id, spec.task_id
-        t = self.tracker.get(fid, tid)
-        if t is None or t.terminal:
-            return
         key = _task_key(fid, tid)
         assert spec.command is not None
         try:
@@ -522,19 +534,28 @@ class AgentService(Service):
                 extra=spec.command.environment,
             )
             cgroup = self.isolator.prepare(key, spec.mem_limit, spec.cpus)
-            proc = self.launcher.launch(
-                key, spec.command.argv, env, sandbox, self.checkpoint.exit_status_path(fid, tid), cgroup
-            )
+            proc = spawn(key, spec.command.argv, env, sandbox, self.checkpoint.exit_status_path(fid, tid), cgroup)
         except (LaunchError, CheckpointError, OSError) as e:
             self.isolator.release(key)
-            self._submit(self.tracker.handle(tk.SpawnFailed(fid, tid, f"Failed to launch: {e}"), now))
+            return _SpawnResult(spec, None, f"Failed to launch: {e}")
+        try:
+            self.checkpoint.write_pid(fid, tid, PidRecord(proc.pid, proc.create_time, self.boot_id))
+        except (OSError, CheckpointError):
+            log.exception("pid checkpoint failed for %s", key)
+        return _SpawnResult(spec, proc)
+
+    def _spawned(self, r: _SpawnResult) -> None:
+        """Event loop: watch the new process and tell the tracker."""
+        fid, tid = r.spec.framework_id, r.spec.task_id
+        now = self.clock.now()
+        if r.proc is None:
+            self._submit(self.tracker.handle(tk.SpawnFailed(fid, tid, r.error or "Failed to launch"), now))
             return
-        self.isolator.attach(key, proc.pid)
+        self.launcher.watch(r.proc)
+        self.isolator.attach(r.proc.key, r.proc.pid)
         self._m_launched.inc()
         self._started_at[(fid, tid)] = now
-        # pid checkpoint first (queued ahead of the RUNNING update it precedes)
-        self._work.appendleft(_WritePid(fid, tid, PidRecord(proc.pid, proc.create_time, self.boot_id)))
-        self._submit(self.tracker.handle(tk.Spawned(fid, tid, proc.pid), now))
+        self._submit(self.tracker.handle(tk.Spawned(fid, tid, r.proc.pid), now))
 
     def _emit(self, eff: tk.EmitStatus, now: float) -> None:
         labels = None
