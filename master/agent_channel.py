@@ -1,0 +1,159 @@
+"""The master side of the agent channel: ``GET /api/v1/agent`` WebSocket server.
+
+One connection per agent; binary frames hold one msgpack ``protocol.agent_channel.Frame`` each
+(a batch of messages). The first message must be REGISTER. Messages the core sends to an agent
+within one loop tick are coalesced into one frame. A malformed frame (bad msgpack, wrong shape,
+unknown type, a body missing) closes that agent's connection only (code 1007) and counts
+``invalid_messages_total``; a frame above ``max_frame_bytes`` is refused by aiohttp before it is
+buffered (close 1009).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import logging
+from typing import TYPE_CHECKING
+
+from aiohttp import WSCloseCode, WSMsgType, web
+
+from master.events import AgentConnected, AgentConnectionLost, AgentMessageReceived
+from protocol import agent_channel as ac
+from protocol import codec
+
+if TYPE_CHECKING:
+    from master.service import MasterService
+
+log = logging.getLogger(__name__)
+
+CLOSE_INVALID = WSCloseCode.INVALID_TEXT  # 1007: invalid payload data
+CLOSE_POLICY = WSCloseCode.POLICY_VIOLATION  # 1008
+
+
+class AgentConn:
+    def __init__(self, conn_id: int, ws: web.WebSocketResponse, epoch: int, max_frame: int) -> None:
+        self.conn_id = conn_id
+        self.ws = ws
+        self.epoch = epoch
+        self.max_frame = max_frame
+        self.pending: list[ac.Body] = []
+        self.wake = asyncio.Event()
+        self.closing: str | None = None
+        self.frames_sent = 0
+
+    def push(self, body: ac.Body) -> None:
+        if self.closing is None:
+            self.pending.append(body)
+            self.wake.set()
+
+    def close(self, reason: str) -> None:
+        if self.closing is None:
+            self.closing = reason or "closed by master"
+            self.wake.set()
+
+    def _frames(self, bodies: list[ac.Body]) -> list[bytes]:
+        data = codec.encode_msgpack(ac.frame(*bodies, epoch=self.epoch))
+        if len(data) <= self.max_frame or len(bodies) == 1:
+            return [data]
+        mid = len(bodies) // 2
+        return self._frames(bodies[:mid]) + self._frames(bodies[mid:])
+
+    async def writer(self) -> None:
+        """Send what accumulated during a loop tick as one frame; then close if asked."""
+        while True:
+            await self.wake.wait()
+            await asyncio.sleep(0)  # let the rest of this tick's messages join the batch
+            self.wake.clear()
+            bodies, self.pending = self.pending, []
+            if bodies and not self.ws.closed:
+                for data in self._frames(bodies):
+                    try:
+                        await self.ws.send_bytes(data)
+                    except (ConnectionError, RuntimeError):
+                        return
+                    self.frames_sent += 1
+            if self.closing is not None:
+                with contextlib.suppress(ConnectionError, RuntimeError):
+                    await self.ws.close(code=WSCloseCode.GOING_AWAY, message=self.closing.encode()[:120])
+                return
+
+
+class AgentChannelServer:
+    def __init__(self, service: MasterService) -> None:
+        self.svc = service
+        self.conns: dict[int, AgentConn] = {}
+        self._ids = itertools.count(1)
+
+    def routes(self) -> list[web.RouteDef]:
+        return [web.get(ac.PATH, self.handle)]
+
+    def send(self, conn_id: int, body: ac.Body) -> None:
+        c = self.conns.get(conn_id)
+        if c is not None:
+            c.push(body)
+
+    def close(self, conn_id: int, reason: str) -> None:
+        c = self.conns.get(conn_id)
+        if c is not None:
+            c.close(reason)
+
+    def close_all(self) -> None:
+        for c in list(self.conns.values()):
+            c.close("master stopping")
+
+    async def handle(self, request: web.Request) -> web.StreamResponse:
+        svc = self.svc
+        cfg = svc.config
+        ws = web.WebSocketResponse(max_msg_size=cfg.max_frame_bytes, autoping=True, heartbeat=None)
+        await ws.prepare(request)
+        conn_id = next(self._ids)
+        conn = AgentConn(conn_id, ws, svc.epoch, cfg.max_frame_bytes)
+        self.conns[conn_id] = conn
+        writer = asyncio.get_running_loop().create_task(conn.writer(), name=f"agent-writer-{conn_id}")
+        registered = False
+        try:
+            async for msg in ws:
+                if msg.type is WSMsgType.BINARY:
+                    try:
+                        frame = codec.decode_msgpack(ac.Frame, msg.data)
+                        bodies = [(m, m.body()) for m in frame.messages]
+                        if any(b is None for _, b in bodies):
+                            raise codec.DecodeError("", "message body missing for its type")
+                    except codec.DecodeError as e:
+                        svc.metrics_inc("invalid_messages_total")
+                        log.warning("agent connection %d: malformed frame: %s", conn_id, e)
+                        await ws.close(code=CLOSE_INVALID, message=b"malformed frame")
+                        break
+                    for m, body in bodies:
+                        if not registered:
+                            if not isinstance(body, ac.Register):
+                                svc.metrics_inc("invalid_messages_total")
+                                await ws.close(code=CLOSE_POLICY, message=b"first message must be REGISTER")
+                                break
+                            registered = True
+                            await svc.dispatch(AgentConnected(conn_id=conn_id, register=body))
+                        else:
+                            await svc.dispatch(AgentMessageReceived(conn_id=conn_id, message=m))
+                    if ws.closed:
+                        break
+                elif msg.type is WSMsgType.TEXT:
+                    svc.metrics_inc("invalid_messages_total")
+                    await ws.close(code=CLOSE_INVALID, message=b"binary msgpack frames only")
+                    break
+                elif msg.type is WSMsgType.ERROR:
+                    svc.metrics_inc("invalid_messages_total")
+                    break
+                if conn.closing is not None:
+                    break
+        finally:
+            self.conns.pop(conn_id, None)
+            if conn.closing is None:
+                conn.close("connection ended")
+            done, _ = await asyncio.wait({writer}, timeout=2.0)
+            if not done:
+                writer.cancel()
+                await asyncio.gather(writer, return_exceptions=True)
+            if registered and svc.running:
+                await svc.dispatch(AgentConnectionLost(conn_id=conn_id))
+        return ws

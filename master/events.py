@@ -1,0 +1,131 @@
+"""Inputs (facts) and outputs (commands) of the master's pure core ``master.state``.
+
+Connections are named by opaque ids the shells choose: a scheduler event stream by its
+``stream_id`` (the ``Mesos-Stream-Id``), an agent WebSocket by an integer ``conn_id``. The core
+never touches a socket; it says where to send what.
+"""
+
+from __future__ import annotations
+
+import attrs
+
+from master.registry_ops import RegistryOp
+from protocol import agent_channel as ac
+from protocol import mesos
+from protocol.resources import Resources
+
+__pure__ = True
+
+# --- inputs ---------------------------------------------------------------------------------
+
+
+@attrs.frozen
+class SubscribeReceived:
+    """A SUBSCRIBE passed the transport checks; the shell opened ``stream_id`` for it."""
+
+    stream_id: str
+    subscribe: mesos.Subscribe
+    principal: str | None = None
+
+
+@attrs.frozen
+class CallReceived:
+    """Any other scheduler call, from the stream ``stream_id`` (header ``Mesos-Stream-Id``)."""
+
+    framework_id: str
+    stream_id: str
+    call: mesos.Call
+
+
+@attrs.frozen
+class StreamClosed:
+    """The framework's event stream ended (client went away or the shell closed it)."""
+
+    stream_id: str
+
+
+@attrs.frozen
+class AgentConnected:
+    """An agent's REGISTER arrived on connection ``conn_id``."""
+
+    conn_id: int
+    register: ac.Register
+
+
+@attrs.frozen
+class AgentMessageReceived:
+    conn_id: int
+    message: ac.AgentMessage
+
+
+@attrs.frozen
+class AgentConnectionLost:
+    conn_id: int
+
+
+@attrs.frozen
+class Tick:
+    """Time passed: timers whose deadline is due fire (pings, failover, re-registration window,
+    allocation)."""
+
+
+@attrs.frozen
+class QuotaUpdated:
+    role: str
+    guarantee: Resources
+    limit: Resources | None = None
+
+
+@attrs.frozen
+class WeightUpdated:
+    role: str
+    weight: float
+
+
+MasterEvent = (
+    SubscribeReceived
+    | CallReceived
+    | StreamClosed
+    | AgentConnected
+    | AgentMessageReceived
+    | AgentConnectionLost
+    | Tick
+    | QuotaUpdated
+    | WeightUpdated
+)
+
+# --- outputs --------------------------------------------------------------------------------
+
+
+@attrs.frozen
+class Persist:
+    """Apply these registry operations (one transaction) before running the effects after it."""
+
+    ops: tuple[RegistryOp, ...]
+
+
+@attrs.frozen
+class SendEvent:
+    stream_id: str
+    event: mesos.Event
+
+
+@attrs.frozen
+class CloseStream:
+    stream_id: str
+    reason: str = ""
+
+
+@attrs.frozen
+class SendToAgent:
+    conn_id: int
+    body: ac.Body
+
+
+@attrs.frozen
+class CloseAgent:
+    conn_id: int
+    reason: str = ""
+
+
+Effect = Persist | SendEvent | CloseStream | SendToAgent | CloseAgent

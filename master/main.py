@@ -1,0 +1,97 @@
+"""``agora-master``: start the master.
+
+    agora-master --ip 127.0.0.1 --port 5050 --work-dir DIR [--config FILE.toml]
+
+Flags override the TOML file. ``--port 0`` picks a free port; the bound address is printed as one
+line ``agora-master listening on http://IP:PORT`` (and logged). SIGINT/SIGTERM stop it cleanly.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+import sys
+
+import click
+
+from master.config import ConfigError, MasterConfig, load
+from master.registry import RegistryError
+from master.service import MasterService
+
+
+async def serve(cfg: MasterConfig) -> int:
+    svc = MasterService(cfg)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        with contextlib.suppress(NotImplementedError):
+            loop.add_signal_handler(sig, stop.set)
+    try:
+        await svc.start()
+    except (OSError, RegistryError) as e:
+        click.echo(f"agora-master: cannot start: {e}", err=True)
+        return 1
+    click.echo(f"agora-master listening on {svc.url}", nl=True)
+    sys.stdout.flush()
+    waiter = loop.create_task(stop.wait())
+    stopped = loop.create_task(svc.wait_stopped())
+    await asyncio.wait({waiter, stopped}, return_when=asyncio.FIRST_COMPLETED)
+    waiter.cancel()
+    stopped.cancel()
+    await svc.stop()
+    return 0
+
+
+@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--ip", default=None, help="Address to bind (default 127.0.0.1).")
+@click.option("--port", type=int, default=None, help="Port to bind; 0 picks a free one (default 5050).")
+@click.option("--work-dir", default=None, help="Directory for the registry (SQLite).")
+@click.option("--hostname", default=None, help="Hostname to advertise (default: the ip).")
+@click.option("--config", "config_file", default=None, type=click.Path(dir_okay=False), help="TOML file.")
+@click.option("--heartbeat-interval", type=float, default=None, help="Seconds between scheduler HEARTBEATs.")
+@click.option("--ping-interval", type=float, default=None, help="Seconds between agent pings.")
+@click.option("--ping-timeout", type=float, default=None, help="No pong for this long marks an agent unreachable.")
+@click.option("--agent-reregister-timeout", type=float, default=None, help="Re-registration window after restart.")
+@click.option("--log-level", default=None, help="DEBUG, INFO, WARNING...")
+def main(
+    ip: str | None,
+    port: int | None,
+    work_dir: str | None,
+    hostname: str | None,
+    config_file: str | None,
+    heartbeat_interval: float | None,
+    ping_interval: float | None,
+    ping_timeout: float | None,
+    agent_reregister_timeout: float | None,
+    log_level: str | None,
+) -> None:
+    """Run the Agora master."""
+    try:
+        cfg = load(
+            config_file,
+            ip=ip,
+            port=port,
+            work_dir=work_dir,
+            hostname=hostname,
+            heartbeat_interval=heartbeat_interval,
+            ping_interval=ping_interval,
+            ping_timeout=ping_timeout,
+            agent_reregister_timeout=agent_reregister_timeout,
+            log_level=log_level,
+        )
+    except ConfigError as e:
+        raise click.UsageError(str(e)) from e
+    logging.basicConfig(
+        level=getattr(logging, cfg.log_level.upper(), logging.INFO),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    import uvloop
+
+    sys.exit(uvloop.run(serve(cfg)))
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

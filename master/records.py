@@ -1,0 +1,93 @@
+"""The master's mutable records of frameworks, agents and tasks (owned by ``MasterState``)."""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+
+import attrs
+
+from master.lifecycles import AgentPhase, FrameworkPhase
+from protocol import mesos
+from protocol.resources import Resources
+from protocol.task_states import TaskState
+
+__pure__ = True
+
+EMPTY = Resources()
+
+
+@attrs.define(eq=False)
+class TaskRec:
+    framework_id: str
+    task_id: str
+    agent_id: str
+    name: str
+    state: TaskState
+    resources: Resources
+    role: str = "*"
+    executor_id: str | None = None
+    info: mesos.TaskInfo | None = None
+    statuses: list[mesos.TaskStatus] = attrs.field(factory=list)
+    status_update_state: TaskState | None = None
+    status_update_uuid: bytes | None = None
+
+    @property
+    def latest(self) -> mesos.TaskStatus | None:
+        return self.statuses[-1] if self.statuses else None
+
+
+@attrs.define(eq=False)
+class FrameworkRec:
+    framework_id: str
+    info: mesos.FrameworkInfo
+    phase: FrameworkPhase
+    roles: tuple[str, ...]
+    capabilities: frozenset[str]
+    registered_time: float
+    stream_id: str | None = None
+    principal: str | None = None
+    reregistered_time: float | None = None
+    unregistered_time: float | None = None
+    deadline: float | None = None
+    tasks: dict[str, TaskRec] = attrs.field(factory=dict)  # live and unreachable
+    completed: OrderedDict[str, TaskRec] = attrs.field(factory=OrderedDict)
+    executors: dict[tuple[str, str], mesos.ExecutorInfo] = attrs.field(factory=dict)
+
+    @property
+    def partition_aware(self) -> bool:
+        return "PARTITION_AWARE" in self.capabilities
+
+    @property
+    def failover_timeout(self) -> float:
+        return float(self.info.failover_timeout or 0.0)
+
+    @property
+    def connected(self) -> bool:
+        return self.phase is FrameworkPhase.SUBSCRIBED and self.stream_id is not None
+
+
+@attrs.define(eq=False)
+class AgentRec:
+    agent_id: str
+    hostname: str
+    port: int
+    total: Resources
+    phase: AgentPhase
+    registered_time: float
+    attributes: tuple[mesos.Attribute, ...] = ()
+    conn_id: int | None = None
+    reregistered_time: float | None = None
+    last_seen: float = 0.0
+    next_ping: float = 0.0
+    ping_seq: int = 0
+    unreachable_since: float | None = None
+    version: str = ""
+    capabilities: tuple[str, ...] = ()
+    reservations: Resources = EMPTY  # dynamic reservations (registry)
+    slack: Resources = EMPTY
+    tasks: set[tuple[str, str]] = attrs.field(factory=set)  # (framework_id, task_id)
+    in_allocator: bool = False
+
+    @property
+    def reachable(self) -> bool:
+        return self.phase in (AgentPhase.REGISTERED, AgentPhase.DRAINING)

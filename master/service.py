@@ -1,0 +1,230 @@
+"""``MasterService``: the master process as one ``Service``.
+
+It opens the registry, builds the allocator and ``MasterState``, serves HTTP (scheduler API,
+agent channel, operator endpoints) behind a connection cap and read timeouts, and runs the one
+timer loop that delivers ``Tick`` at ``MasterState.next_deadline()``. Every fact goes through
+``dispatch``: under one lock the core handles it and its effects run in order; a ``Persist`` is
+awaited (registry first, then act).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import socket
+import struct
+from pathlib import Path
+from typing import Any
+
+from aiohttp import web
+
+from master.agent_channel import AgentChannelServer
+from master.allocator import Allocator, AllocatorConfig
+from master.config import MasterConfig
+from master.events import (
+    CloseAgent,
+    CloseStream,
+    Effect,
+    MasterEvent,
+    Persist,
+    SendEvent,
+    SendToAgent,
+    Tick,
+)
+from master.http_api import VERSION, SchedulerApi
+from master.operator import OperatorApi
+from master.ratelimit import RateLimiter
+from master.registry import Registry
+from master.state import MasterState, StateConfig
+from master.transport import GuardedServer
+from protocol import mesos
+from protocol.clock import Clock, SystemClock
+from protocol.ids import new_uuid
+from protocol.lifecycle import Service
+
+log = logging.getLogger("agora.master")
+
+
+def ip_to_int(ip: str) -> int:
+    """Mesos' ``MasterInfo.ip``: the IPv4 address in network order read as a little-endian int
+    (127.0.0.1 -> 16777343)."""
+    try:
+        packed = socket.inet_aton(ip)
+    except OSError:
+        return 0
+    return int(struct.unpack("<I", packed)[0])
+
+
+class MasterService(Service):
+    name = "agora-master"
+
+    def __init__(self, config: MasterConfig, clock: Clock | None = None) -> None:
+        super().__init__()
+        self.config = config
+        self.clock: Clock = clock or SystemClock()
+        self.port = 0
+        self.ready = False
+        self.epoch = 0
+        self.master_id = ""
+        self.state: MasterState = None  # type: ignore[assignment]  # set in _start
+        self.registry: Registry | None = None
+        self.allocator: Allocator | None = None
+        self.scheduler_api = SchedulerApi(self)
+        self.agent_server = AgentChannelServer(self)
+        self.operator_api = OperatorApi(self)
+        self.rate = RateLimiter(config.rate_limit_qps, config.rate_limit_burst)
+        self.counters: dict[str, int] = {"invalid_messages_total": 0, "rate_limited_total": 0, "errors_total": 0}
+        self._lock = asyncio.Lock()
+        self._wake = asyncio.Event()
+        self._runner: web.AppRunner | None = None
+        self._server: asyncio.Server | None = None
+        self._guard: GuardedServer | None = None
+        self.start_time = 0.0
+
+    # --- lifecycle ------------------------------------------------------------------------------
+
+    async def _start(self) -> None:
+        cfg = self.config
+        self.registry = await Registry.open(Path(cfg.work_dir))
+        snap = self.registry.snapshot
+        self.epoch = snap.master_seq
+        self.master_id = new_uuid()
+        self.start_time = self.clock.now()
+
+        self._guard = GuardedServer(None, max_connections=cfg.max_connections, read_timeout=cfg.read_timeout)
+        app = web.Application(client_max_size=cfg.max_body_bytes, middlewares=[self._guard.middleware()])
+        app.add_routes(self.scheduler_api.routes())
+        app.add_routes(self.agent_server.routes())
+        app.add_routes(self.operator_api.routes())
+        self._runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=1.0)
+        await self._runner.setup()
+        assert self._runner.server is not None
+        self._guard.handler = self._runner.server
+        loop = asyncio.get_running_loop()
+        self._server = await loop.create_server(self._guard, cfg.ip, cfg.port, reuse_address=True, backlog=1024)
+        self.port = int(self._server.sockets[0].getsockname()[1])
+
+        host = cfg.advertised_host
+        master_info = mesos.MasterInfo(
+            id=self.master_id,
+            ip=ip_to_int(cfg.ip),
+            port=self.port,
+            pid=f"master@{cfg.ip}:{self.port}",
+            hostname=host,
+            version=VERSION,
+            address=mesos.Address(port=self.port, hostname=host, ip=cfg.ip),
+        )
+        self.allocator = Allocator(
+            AllocatorConfig(
+                offer_id_prefix=self.master_id,
+                default_refuse_seconds=cfg.default_refuse_seconds,
+                offer_timeout=cfg.offer_timeout,
+                batch_window=cfg.allocation_batch,
+            )
+        )
+        now = self.clock.now()
+        self.state = MasterState(
+            master_id=self.master_id,
+            epoch=self.epoch,
+            master_info=master_info,
+            allocator=self.allocator,
+            config=StateConfig(
+                heartbeat_interval=cfg.heartbeat_interval,
+                ping_interval=cfg.ping_interval,
+                ping_timeout=cfg.ping_timeout,
+                agent_reregister_timeout=cfg.agent_reregister_timeout,
+                agent_removal_rate=cfg.agent_removal_rate,
+                agent_removal_burst=cfg.agent_removal_burst,
+                allocation_batch=cfg.allocation_batch,
+            ),
+            now=now,
+        )
+        await self._execute(self.state.recover(snap, now))
+        self.ready = True
+        self.spawn(self._timer_loop(), name="master-timers")
+        log.info(
+            "agora-master listening on http://%s:%d (epoch %d, %d agents and %d frameworks recovered)",
+            cfg.ip, self.port, self.epoch, len(snap.agents), len(snap.frameworks),
+        )
+
+    async def _stop(self) -> None:
+        self.ready = False
+        self.scheduler_api.close_all()
+        self.agent_server.close_all()
+        if self._server is not None:
+            self._server.close()
+        if self._guard is not None:
+            for t in list(self._guard.live):
+                t.close()
+        if self._runner is not None:
+            with contextlib.suppress(Exception):
+                await self._runner.cleanup()
+        if self._server is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self._server.wait_closed(), 2.0)
+        if self.registry is not None:
+            await self.registry.close()
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.config.ip}:{self.port}"
+
+    # --- the one way facts enter the core ---------------------------------------------------------
+
+    async def dispatch(self, event: MasterEvent) -> None:
+        async with self._lock:
+            try:
+                fx = self.state.handle(event, self.clock.now())
+            except Exception:
+                self.counters["errors_total"] += 1
+                log.exception("master core failed on %s", type(event).__name__, extra={"stimulus": repr(event)[:2000]})
+                return
+            await self._execute(fx)
+        self._wake.set()
+
+    async def _execute(self, fx: list[Effect]) -> None:
+        for e in fx:
+            match e:
+                case Persist():
+                    assert self.registry is not None
+                    await self.registry.apply(e.ops)
+                case SendEvent():
+                    self.scheduler_api.send(e.stream_id, e.event)
+                case CloseStream():
+                    self.scheduler_api.close(e.stream_id, e.reason)
+                case SendToAgent():
+                    self.agent_server.send(e.conn_id, e.body)
+                case CloseAgent():
+                    self.agent_server.close(e.conn_id, e.reason)
+
+    async def _timer_loop(self) -> None:
+        while True:
+            deadline = self.state.next_deadline()
+            now = self.clock.now()
+            if deadline is None or deadline > now:
+                timeout = None if deadline is None else deadline - now
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(timeout):
+                        await self._wake.wait()
+                self._wake.clear()
+                if deadline is None or self.clock.now() < deadline:
+                    continue
+            await self.dispatch(Tick())
+            self._wake.clear()
+            if self.state.next_deadline() == deadline:
+                await asyncio.sleep(0.002)  # a deadline that cannot move yet (rate-limited removal)
+
+    # --- helpers for the edges --------------------------------------------------------------------
+
+    def rate_ok(self, principal: str) -> bool:
+        if self.rate.allow(principal, self.clock.now()):
+            return True
+        self.counters["rate_limited_total"] += 1
+        return False
+
+    def metrics_inc(self, name: str, n: int = 1) -> None:
+        self.counters[name] = self.counters.get(name, 0) + n
+
+    def info(self) -> dict[str, Any]:
+        return {"id": self.master_id, "port": self.port, "epoch": self.epoch}
