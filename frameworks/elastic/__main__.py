@@ -1,0 +1,78 @@
+"""``python -m frameworks.elastic``: run the elastic framework service until SIGINT/SIGTERM."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+from pathlib import Path
+
+import click
+import uvloop
+
+from frameworks.elastic.service import ElasticService
+
+
+@click.command()
+@click.option("--master", default="127.0.0.1:5050", show_default=True, help="Master host:port or URL.")
+@click.option(
+    "--ip", "host", default="127.0.0.1", show_default=True, help="Address the HTTP API and coordinators bind."
+)
+@click.option("--port", default=5053, show_default=True, help="HTTP API port (0 picks a free one).")
+@click.option(
+    "--work-dir", type=click.Path(path_type=Path), default=Path(".agora/elastic"), show_default=True
+)
+@click.option("--roles", default="*", show_default=True, help="Comma-separated roles to subscribe with.")
+@click.option("--name", default="agora-elastic", show_default=True, help="Framework name.")
+@click.option(
+    "--heartbeat-timeout", default=3.0, show_default=True, help="Seconds before a silent worker is dropped."
+)
+@click.option(
+    "--max-worker-failures", default=10, show_default=True, help="Failures in a row before a job fails."
+)
+@click.option(
+    "--failover-timeout",
+    default=7 * 24 * 3600.0,
+    show_default=True,
+    help="Seconds the master keeps our tasks while we are away.",
+)
+def main(
+    master: str,
+    host: str,
+    port: int,
+    work_dir: Path,
+    roles: str,
+    name: str,
+    heartbeat_timeout: float,
+    max_worker_failures: int,
+    failover_timeout: float,
+) -> None:
+    """The Agora elastic deep-learning framework: training jobs that grow and shrink."""
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    role_list = tuple(r.strip() for r in roles.split(",") if r.strip()) or ("*",)
+
+    async def run() -> None:
+        service = ElasticService(
+            master,
+            work_dir,
+            host=host,
+            port=port,
+            roles=role_list,
+            framework_name=name,
+            heartbeat_timeout=heartbeat_timeout,
+            max_worker_failures=max_worker_failures,
+            failover_timeout=failover_timeout,
+        )
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
+        async with service:
+            print(f"agora-elastic listening on {service.url}", flush=True)
+            await stop.wait()
+
+    uvloop.run(run())
+
+
+if __name__ == "__main__":
+    main()

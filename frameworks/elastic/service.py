@@ -1,0 +1,565 @@
+"""The elastic framework service: a scheduler on the client library, one in-process coordinator
+per job, worker tasks launched through the master, a durable job store and an HTTP API.
+
+Shell only: every decision is ``ElasticCore``'s (``service_core.py``). Driver callbacks and HTTP
+requests become core calls; one loop (woken by offers, updates, requests, and a tick that polls
+the coordinators' progress) runs the scheduling round and executes the effects in order:
+start/stop coordinators, ACCEPT/LAUNCH worker tasks (persisted before they are sent), KILL,
+REQUEST (the standing demand), DECLINE, and job-file writes.
+
+Workers get ``AGORA_ELASTIC_COORDINATOR``, ``AGORA_ELASTIC_WORKER_ID`` (= the task id) and
+``AGORA_ELASTIC_JOB`` in their environment (plus ``PYTHONPATH`` = this checkout and
+``OMP_NUM_THREADS=1`` unless the spec sets them); a ``{python}`` argument in the worker command is
+replaced by this interpreter.
+
+HTTP API (JSON):
+
+- ``POST /api/v1/jobs`` — a job spec: TOML text (``Content-Type: application/toml`` or
+  ``{"toml": "..."}``) or the spec as a JSON object -> ``201 {"id": N, "state": ...}``
+- ``GET /api/v1/jobs`` -> ``{"jobs": [summary, ...]}``
+- ``GET /api/v1/jobs/{id}`` -> workers, generation, progress, the reason it is not at its maximum
+- ``POST /api/v1/jobs/{id}/scale`` ``{"max_workers": N, "min_workers": M?}``
+- ``POST /api/v1/jobs/{id}/cancel``
+- ``GET /health``, ``GET /api/v1/framework``
+
+A restart re-attaches: the framework id is kept in the work dir (failover under the same id, the
+master keeps the tasks for ``failover_timeout``), the coordinators come back on their old ports
+from their checkpoints, and the known workers are reconciled.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import getpass
+import json
+import logging
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from aiohttp import web
+
+from frameworks.client.driver import KnownTask, Scheduler, SchedulerDriver
+from frameworks.client.offers import OfferCacheError
+from frameworks.client.transport import HttpTransport, Transport, TransportError
+from frameworks.elastic import messages as m
+from frameworks.elastic.coordinator import Coordinator
+from frameworks.elastic.core import CoordinatorConfig, CoordinatorError
+from frameworks.elastic.service_core import (
+    DeclareDemand,
+    Decline,
+    Effect,
+    ElasticCore,
+    Job,
+    Kill,
+    Launch,
+    OfferSlot,
+    Persist,
+    Revive,
+    ServiceError,
+    StartCoordinator,
+    StopCoordinator,
+    WorkerGone,
+    WorkerLaunch,
+    job_detail,
+    job_summary,
+    job_to_dict,
+)
+from frameworks.elastic.spec import JobSpec, SpecError, from_mapping, parse_toml
+from frameworks.elastic.store import JobStore
+from protocol.lifecycle import Service
+from protocol.mesos import (
+    Capability,
+    CapabilityType,
+    CommandInfo,
+    Environment,
+    FrameworkInfo,
+    KillPolicy,
+    Offer,
+    TaskInfo,
+    TaskStatus,
+)
+from protocol.mesos_common import DurationInfo, FrameworkID, TaskID
+from protocol.task_states import TaskState
+
+log = logging.getLogger(__name__)
+
+MAX_BODY = 1024 * 1024
+REPO_ROOT = Path(__file__).resolve().parents[2]
+CAPABILITIES = (
+    CapabilityType.MULTI_ROLE,
+    CapabilityType.REUSABLE_OFFERS,
+    CapabilityType.REVOCABLE_RESOURCES,
+    CapabilityType.GPU_RESOURCES,
+    CapabilityType.TASK_KILLING_STATE,
+    CapabilityType.PARTITION_AWARE,
+)
+
+
+class ElasticService(Service, Scheduler):
+    name = "agora-elastic"
+
+    def __init__(
+        self,
+        master: str,
+        work_dir: Path,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        roles: tuple[str, ...] = ("*",),
+        framework_name: str = "agora-elastic",
+        failover_timeout: float = 7 * 24 * 3600.0,
+        coordinator_host: str | None = None,
+        heartbeat_timeout: float = 3.0,
+        lease_timeout: float = 30.0,
+        max_worker_failures: int = 10,
+        backoff_initial: float = 1.0,
+        kill_grace: float = 5.0,
+        tick: float = 0.5,
+        transport: Transport | None = None,
+        python: str = sys.executable,
+        now: Callable[[], float] = time.time,
+    ) -> None:
+        Service.__init__(self)
+        self.master = master
+        self.work_dir = Path(work_dir)
+        self.host = host
+        self.port = port
+        self.roles = roles
+        self.framework_name = framework_name
+        self.failover_timeout = failover_timeout
+        self.coordinator_host = coordinator_host or host
+        self.heartbeat_timeout = heartbeat_timeout
+        self.lease_timeout = lease_timeout
+        self.kill_grace = kill_grace
+        self.tick = tick
+        self.python = python
+        self.now = now
+        self._transport = transport
+        self.core = ElasticCore(max_worker_failures=max_worker_failures, backoff_initial=backoff_initial)
+        self.store = JobStore(self.work_dir)
+        self.meta: dict[str, Any] = {}
+        self.driver: SchedulerDriver | None = None
+        self.coordinators: dict[int, Coordinator] = {}
+        self._wake = asyncio.Event()
+        self._pending: list[Effect] = []
+        self._dirty: set[int] = set()
+        self._write_lock = asyncio.Lock()
+        self._offer_roles: dict[str, str] = {}
+        self._runner: web.AppRunner | None = None
+        self.url = ""
+        self.rounds = 0
+        self._waiters: list[asyncio.Future[None]] = []
+
+    # --- lifecycle ---------------------------------------------------------------------------------
+
+    async def _start(self) -> None:
+        self.meta = await asyncio.to_thread(self.store.load_meta)
+        for record in await asyncio.to_thread(self.store.load_jobs):
+            self.core.restore(record)
+        self.core.next_job_id = max(self.core.next_job_id, int(self.meta.get("next_job_id", 1)))
+        app = web.Application(client_max_size=MAX_BODY)
+        app.add_routes(
+            [
+                web.get("/health", self._health),
+                web.get("/api/v1/framework", self._framework),
+                web.post("/api/v1/jobs", self._submit),
+                web.get("/api/v1/jobs", self._list),
+                web.get("/api/v1/jobs/{id}", self._show),
+                web.post("/api/v1/jobs/{id}/scale", self._scale),
+                web.post("/api/v1/jobs/{id}/cancel", self._cancel),
+            ]
+        )
+        self._runner = web.AppRunner(app, access_log=None)
+        await self._runner.setup()
+        await web.TCPSite(self._runner, self.host, self.port).start()
+        self.port = int(self._runner.addresses[0][1])
+        self.url = f"http://{self.host}:{self.port}"
+        # re-attach: the coordinators of jobs that had started come back on their old ports
+        for job in self.core.jobs.values():
+            if not job.terminal and job.coordinator_port is not None:
+                await self._start_coordinator(job)
+        fid = self.meta.get("framework_id")
+        info = FrameworkInfo(
+            user=getpass.getuser(),
+            name=self.framework_name,
+            id=FrameworkID(fid) if fid else None,
+            failover_timeout=self.failover_timeout,
+            webui_url=self.url,
+            roles=self.roles,
+            capabilities=tuple(Capability(c) for c in CAPABILITIES),
+        )
+        transport = self._transport or HttpTransport(self.master)
+        self.driver = SchedulerDriver(info, transport, scheduler=self)
+        for task_id, agent_id in self.core.known_tasks():  # reconciled explicitly on subscribe
+            self.driver.tasks[task_id] = KnownTask(task_id, agent_id, TaskState.TASK_RUNNING)
+        await self.driver.start()
+        self.spawn(self._loop(), name="elastic-schedule")
+
+    async def _stop(self) -> None:
+        if self.driver is not None:
+            await self.driver.stop()  # not a teardown: the workers keep running for a restart
+        for coord in list(self.coordinators.values()):
+            with contextlib.suppress(Exception):
+                await coord.stop()
+        self.coordinators.clear()
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+        with contextlib.suppress(Exception):
+            await self._flush()
+
+    # --- driver callbacks ----------------------------------------------------------------------------
+
+    def subscribed(self, driver: SchedulerDriver, framework_id: str, master_info: object) -> None:
+        if self.meta.get("framework_id") != framework_id:
+            self.meta["framework_id"] = framework_id
+            self.store.save_meta(self.meta)
+        self._wake.set()
+
+    def offers(self, driver: SchedulerDriver, offers: list[Offer]) -> None:
+        for o in offers:
+            role = o.allocation_info.role if o.allocation_info and o.allocation_info.role else None
+            self._offer_roles[o.id.value] = role or (self.roles[0] if self.roles else "*")
+        self._wake.set()
+
+    def offer_rescinded(self, driver: SchedulerDriver, offer_id: str) -> None:
+        self._offer_roles.pop(offer_id, None)
+        self._wake.set()
+
+    def update(self, driver: SchedulerDriver, status: TaskStatus) -> None:
+        effects = self.core.on_update(
+            status.task_id.value,
+            status.state,
+            self.now(),
+            reason=status.reason.value if status.reason else None,
+            message=status.message,
+            agent_id=status.agent_id.value if status.agent_id else None,
+        )
+        self._pending.extend(effects)
+        self._wake.set()
+
+    # --- requests (the HTTP API calls these; so may tests and embedding code) -----------------------------
+
+    def submit(self, spec: JobSpec) -> int:
+        job_id, effects = self.core.submit(spec, self.now())
+        self._pending.extend(effects)
+        self._wake.set()
+        return job_id
+
+    def scale(self, job_id: int, max_workers: int | None = None, min_workers: int | None = None) -> None:
+        self._pending.extend(
+            self.core.scale(job_id, self.now(), max_workers=max_workers, min_workers=min_workers)
+        )
+        self._wake.set()
+
+    def cancel(self, job_id: int) -> None:
+        self._pending.extend(self.core.cancel(job_id, self.now()))
+        self._wake.set()
+
+    # --- the loop ----------------------------------------------------------------------------------------
+
+    def poke(self) -> None:
+        self._wake.set()
+
+    async def _loop(self) -> None:
+        while True:
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(self.tick):
+                    await self._wake.wait()
+            self._wake.clear()
+            try:
+                await self.round()
+            except TransportError as exc:
+                log.warning("elastic: master call failed: %s", exc)
+            except Exception:  # a bug: log it and keep the service up
+                log.exception("elastic: scheduling round failed")
+
+    async def round(self) -> None:
+        """One round: progress from the coordinators, the core's decisions, their effects."""
+        now = self.now()
+        effects, self._pending = self._pending, []
+        for job_id, coord in list(self.coordinators.items()):
+            effects += self.core.on_progress(job_id, coord.core.status(coord.clock.now()), now)
+        driver = self.driver
+        if driver is not None and driver.connected:
+            slots = [
+                OfferSlot(
+                    c.offer_id, c.agent_id, c.hostname, c.available, self._offer_roles.get(c.offer_id, "*")
+                )
+                for c in driver.offers
+                if c.available
+            ]
+            effects += self.core.schedule(slots, now)
+        self.rounds += 1
+        try:
+            await self._execute(effects)
+            await self._flush()
+        finally:
+            waiters, self._waiters = self._waiters, []
+            for w in waiters:
+                if not w.done():
+                    w.set_result(None)
+
+    async def wait_for(self, predicate: Callable[[], Any], within: float | None = 10.0) -> Any:
+        """Wait until ``predicate()`` is truthy, re-checked after every scheduling round (for tests
+        and demos); returns its value."""
+        async with asyncio.timeout(within):
+            while True:
+                value = predicate()
+                if value:
+                    return value
+                fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+                self._waiters.append(fut)
+                await fut
+
+    async def _execute(self, effects: list[Effect]) -> None:
+        driver = self.driver
+        assert driver is not None
+        for e in effects:
+            if isinstance(e, Persist):
+                self._dirty.update(e.job_ids)
+            elif isinstance(e, StartCoordinator):
+                job = self.core.jobs[e.job_id]
+                if e.job_id not in self.coordinators:
+                    await self._start_coordinator(job)
+            elif isinstance(e, StopCoordinator):
+                coord = self.coordinators.pop(e.job_id, None)
+                if coord is not None:
+                    self._dirty.update(
+                        *(
+                            x.job_ids
+                            for x in self.core.on_progress(
+                                e.job_id, coord.core.status(coord.clock.now()), self.now()
+                            )
+                            if isinstance(x, Persist)
+                        )
+                    )
+                    await coord.stop()  # writes its final checkpoint
+            elif isinstance(e, WorkerGone):
+                coord = self.coordinators.get(e.job_id)
+                if coord is not None:
+                    with contextlib.suppress(CoordinatorError):
+                        coord.core.leave(m.WorkerRequest(e.task_id), coord.clock.now())
+            elif not driver.connected:
+                continue
+            elif isinstance(e, Launch):
+                await self._flush()  # durable before the master hears of the tasks
+                job = self.core.jobs[e.workers[0].job_id]
+                role = self._offer_roles.get(e.offer_id, job.spec.role)
+                infos = [self._task_info(job, w, role) for w in e.workers]
+                try:
+                    await driver.launch(e.offer_id, infos)
+                except OfferCacheError as exc:  # the offer shrank or went away under us
+                    log.info("elastic: launch on %s not possible: %s", e.offer_id, exc)
+                    for w in e.workers:
+                        self._pending += self.core.on_update(
+                            w.task_id,
+                            TaskState.TASK_DROPPED,
+                            self.now(),
+                            reason="REASON_INVALID_OFFERS",
+                            message=str(exc),
+                        )
+                    self._wake.set()
+            elif isinstance(e, Kill):
+                log.info("elastic: killing %s (%s)", e.task_id, e.reason)
+                await driver.kill(e.task_id, e.agent_id)
+            elif isinstance(e, DeclareDemand):
+                driver.demands.replace(e.demands)
+                await driver.send_demand()
+            elif isinstance(e, Decline):
+                await driver.decline(e.offer_ids, e.refuse_seconds)
+            elif isinstance(e, Revive):
+                await driver.revive()
+
+    async def _flush(self) -> None:
+        async with self._write_lock:  # one writer at a time (the loop and HTTP requests both flush)
+            if not self._dirty:
+                return
+            ids, self._dirty = sorted(self._dirty), set()
+            records = [job_to_dict(self.core.jobs[i]) for i in ids if i in self.core.jobs]
+            self.meta["next_job_id"] = self.core.next_job_id
+            meta = dict(self.meta)
+
+            def write() -> None:
+                self.store.save_jobs(records)
+                self.store.save_meta(meta)
+
+            await asyncio.to_thread(write)
+
+    async def _start_coordinator(self, job: Job) -> None:
+        spec = job.spec
+        cfg = CoordinatorConfig(
+            job=spec.name,
+            num_shards=spec.data.num_shards,
+            epochs=spec.data.epochs,
+            heartbeat_timeout=self.heartbeat_timeout,
+            lease_timeout=self.lease_timeout,
+            optimizer=spec.optimizer.kind,
+            learning_rate=spec.optimizer.learning_rate,
+            momentum=spec.optimizer.momentum,
+        )
+        ck_dir = (
+            Path(spec.checkpoint.dir)
+            if spec.checkpoint.dir
+            else self.store.job_dir(job.job_id) / "checkpoint"
+        )
+
+        def make(port: int) -> Coordinator:
+            return Coordinator(
+                cfg,
+                host=self.coordinator_host,
+                port=port,
+                checkpoint_dir=ck_dir,
+                checkpoint_interval=spec.checkpoint.interval,
+            )
+
+        coord = make(job.coordinator_port or 0)
+        try:
+            await coord.start()
+        except OSError as exc:
+            if not job.coordinator_port:
+                raise
+            log.warning(
+                "elastic: job %d: port %d is taken (%s); workers will be replaced",
+                job.job_id,
+                job.coordinator_port,
+                exc,
+            )
+            coord = make(0)
+            await coord.start()
+        self.coordinators[job.job_id] = coord
+        self._pending += self.core.set_coordinator(job.job_id, coord.port, coord.url)
+        self._dirty.add(job.job_id)
+        log.info("elastic: job %d coordinator at %s", job.job_id, coord.url)
+
+    def _task_info(self, job: Job, w: WorkerLaunch, role: str) -> TaskInfo:
+        coord = self.coordinators.get(job.job_id)
+        url = coord.url if coord is not None else (job.coordinator_url or "")
+        env = {"PYTHONPATH": str(REPO_ROOT), "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
+        env.update(job.spec.worker.env)
+        env.update(
+            AGORA_ELASTIC_COORDINATOR=url,
+            AGORA_ELASTIC_WORKER_ID=w.task_id,
+            AGORA_ELASTIC_JOB=str(job.job_id),
+        )
+        argv = [self.python if a == "{python}" else a for a in job.spec.worker.command]
+        return TaskInfo(
+            name=f"{job.spec.name}-w{w.index}",
+            task_id=TaskID(w.task_id),
+            resources=w.resources.to_mesos(allocation_role=role),
+            command=CommandInfo(
+                value=argv[0], arguments=tuple(argv), shell=False, environment=Environment.of(env)
+            ),
+            kill_policy=KillPolicy(grace_period=DurationInfo(int(self.kill_grace * 1e9))),
+        )
+
+    # --- HTTP API ----------------------------------------------------------------------------------------
+
+    async def _health(self, request: web.Request) -> web.Response:
+        return web.json_response({"ok": True})
+
+    async def _framework(self, request: web.Request) -> web.Response:
+        d = self.driver
+        counts: dict[str, int] = {}
+        for job in self.core.jobs.values():
+            counts[job.state.value] = counts.get(job.state.value, 0) + 1
+        return web.json_response(
+            {
+                "framework_id": d.framework_id if d else None,
+                "connected": bool(d and d.connected),
+                "master": self.master,
+                "jobs": counts,
+                "offers": len(d.offers) if d else 0,
+                "coordinators": {str(k): c.url for k, c in self.coordinators.items()},
+            }
+        )
+
+    async def _submit(self, request: web.Request) -> web.Response:
+        raw = await request.read()
+        try:
+            if request.content_type in ("application/toml", "text/plain", "text/x-toml"):
+                spec = parse_toml(raw.decode("utf-8", "replace"))
+            else:
+                try:
+                    body = json.loads(raw or b"{}")
+                except ValueError as exc:
+                    return _error(400, f"body is not valid JSON: {exc}")
+                if not isinstance(body, dict):
+                    return _error(400, 'the spec must be a JSON object (or {"toml": "..."})')
+                spec = parse_toml(str(body["toml"])) if "toml" in body else from_mapping(body)
+        except SpecError as exc:
+            return _error(400, f"invalid job spec: {exc}")
+        if spec.role not in self.roles and "*" not in self.roles:
+            return _error(400, f"role {spec.role!r} is not one of the framework's roles {list(self.roles)}")
+        job_id = self.submit(spec)
+        self._dirty.add(job_id)
+        await self._flush()  # durable before we answer
+        return web.json_response({"id": job_id, "state": self.core.jobs[job_id].state.value}, status=201)
+
+    async def _list(self, request: web.Request) -> web.Response:
+        want = request.query.get("state")
+        jobs = [
+            job_summary(j)
+            for j in sorted(self.core.jobs.values(), key=lambda j: j.job_id)
+            if want is None or j.state.value == want.upper()
+        ]
+        return web.json_response({"jobs": jobs})
+
+    async def _show(self, request: web.Request) -> web.Response:
+        try:
+            job = self.core.job(_job_id(request))
+        except ServiceError as exc:
+            return _error(exc.status, exc.reason)
+        out = job_detail(job)
+        coord = self.coordinators.get(job.job_id)
+        if coord is not None:
+            st = coord.core.status(coord.clock.now())
+            out["coordinator_status"] = {
+                "generation": st["generation"],
+                "world_size": st["world_size"],
+                "workers": st["workers"],
+                "shards": {k: v for k, v in st["shards"].items() if k != "set_aside_detail"},
+                "log": st["log"][-15:],
+            }
+        return web.json_response(out)
+
+    async def _scale(self, request: web.Request) -> web.Response:
+        try:
+            body = json.loads(await request.read() or b"{}")
+            if not isinstance(body, dict):
+                raise ValueError("expected a JSON object")
+            hi = body.get("max_workers", body.get("max"))
+            lo = body.get("min_workers", body.get("min"))
+            for v in (hi, lo):
+                if v is not None and (not isinstance(v, int) or isinstance(v, bool)):
+                    raise ValueError(f"worker counts must be integers, got {v!r}")
+            if hi is None and lo is None:
+                raise ValueError("give max_workers and/or min_workers")
+            self.scale(_job_id(request), max_workers=hi, min_workers=lo)
+        except ServiceError as exc:
+            return _error(exc.status, exc.reason)
+        except ValueError as exc:
+            return _error(400, str(exc))
+        return web.json_response(job_summary(self.core.jobs[_job_id(request)]))
+
+    async def _cancel(self, request: web.Request) -> web.Response:
+        try:
+            self.cancel(_job_id(request))
+        except ServiceError as exc:
+            return _error(exc.status, exc.reason)
+        return web.json_response(job_summary(self.core.jobs[_job_id(request)]))
+
+
+def _job_id(request: web.Request) -> int:
+    try:
+        return int(request.match_info["id"])
+    except ValueError:
+        raise ServiceError(f"no elastic job {request.match_info['id']!r}", 404) from None
+
+
+def _error(status: int, message: str) -> web.Response:
+    return web.json_response({"error": message}, status=status)

@@ -1,0 +1,894 @@
+"""The elastic framework's decisions: jobs and their worker tasks in, effects out (pure).
+
+The service shell (``service.py``) feeds it driver facts (task updates, the offers it holds),
+coordinator progress and API requests, and executes what comes back: ``StartCoordinator``,
+``Launch`` (worker tasks on one offer), ``Kill``, ``WorkerGone`` (tell the coordinator at once),
+``DeclareDemand`` (REQUEST), ``Decline``, ``StopCoordinator`` and ``Persist``.
+
+One scheduling round (``schedule(offers, now)``):
+
+1. offers are counted in *worker slots* of the largest live job shape, regular and revocable
+   separately; workers being killed count as free slots already (their resources are on the way
+   back), so a round never asks for the same capacity twice;
+2. ``policy.plan`` decides every job's target (start at the minimum, water-fill, rebalance);
+3. shrinks become kills (revocable workers first, newest first); a started job's minimum is
+   placed whole or not at all (gang); grows are placed one worker at a time, on revocable
+   resources when the plan says so;
+4. the standing demand: the gang of the minimum for a pending job, ``max - current`` units for a
+   running one; nothing wanted at all -> idle offers are declined.
+
+Worker endings: killed by us (scale down), revoked (``REASON_CONTAINER_PREEMPTED``), lost (agent
+gone, unreachable, invalid offer), failed (non-zero exit; backoff before replacing, the job fails
+after ``max_worker_failures`` failures in a row without training progress), finished.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import attrs
+
+from frameworks.client.demand import Demand
+from frameworks.client.placement import pick
+from frameworks.elastic import policy
+from frameworks.elastic.spec import JobSpec, SpecError, from_mapping, to_mapping
+from frameworks.elastic.state import IllegalTransition, JobLifecycle, JobState, Transition
+from protocol.resources import Resources
+from protocol.task_states import TaskState, is_terminal
+
+__pure__ = True
+
+HISTORY = 50  # ended workers kept per job
+
+
+class ServiceError(ValueError):
+    """A request the service refuses; ``status`` is the HTTP status to answer with."""
+
+    def __init__(self, reason: str, status: int = 400) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.status = status
+
+
+class Phase(enum.Enum):
+    STAGING = "STAGING"  # launched, not yet running
+    RUNNING = "RUNNING"
+    KILLING = "KILLING"  # we asked for it to go
+    UNREACHABLE = "UNREACHABLE"  # its agent is partitioned; not counted, killed if it comes back
+    ENDED = "ENDED"
+
+
+class Ending(enum.Enum):
+    KILLED = "killed"  # by us (scale down, cancel)
+    REVOKED = "revoked"  # revocable resources reclaimed
+    LOST = "lost"  # agent lost / unreachable / gone / invalid offer
+    FAILED = "failed"  # the worker process failed
+    FINISHED = "finished"  # exited 0
+
+
+@attrs.define
+class Worker:
+    task_id: str
+    job_id: int
+    index: int
+    agent_id: str
+    hostname: str
+    resources: str
+    revocable: bool
+    phase: Phase
+    launched_at: float
+    running_at: float | None = None
+    ended_at: float | None = None
+    ending: Ending | None = None
+    state: str | None = None  # the last TaskState name
+    message: str | None = None
+
+    @property
+    def live(self) -> bool:
+        return self.phase is not Phase.ENDED
+
+    @property
+    def counted(self) -> bool:
+        """Part of the job's current size (the policy's view)."""
+        return self.phase in (Phase.STAGING, Phase.RUNNING)
+
+
+@attrs.define
+class Job:
+    job_id: int
+    spec: JobSpec
+    submitted_at: float
+    life: JobLifecycle = attrs.field(factory=JobLifecycle)
+    workers: dict[str, Worker] = attrs.field(factory=dict)
+    ended: list[Worker] = attrs.field(factory=list)
+    next_index: int = 0
+    failures: int = 0  # consecutive worker failures without progress
+    backoff_until: float = 0.0
+    finished: bool = False  # the coordinator has no shards left
+    reason: str = ""
+    progress: dict[str, Any] = attrs.field(factory=dict)
+    coordinator_port: int | None = None
+    coordinator_url: str | None = None
+    started_at: float | None = None
+    ended_at: float | None = None
+    counts: dict[str, int] = attrs.field(factory=dict)  # launched / killed / revoked / ...
+
+    @property
+    def state(self) -> JobState:
+        return self.life.state
+
+    @property
+    def terminal(self) -> bool:
+        return self.life.terminal
+
+    def live_workers(self) -> list[Worker]:
+        return [w for w in self.workers.values() if w.live]
+
+    def counted(self, revocable: bool | None = None) -> int:
+        return sum(
+            1 for w in self.workers.values() if w.counted and (revocable is None or w.revocable is revocable)
+        )
+
+    def running(self) -> int:
+        return sum(1 for w in self.workers.values() if w.phase is Phase.RUNNING)
+
+    def shape(self) -> Resources:
+        return worker_shape(self.spec)
+
+    def bump(self, key: str) -> None:
+        self.counts[key] = self.counts.get(key, 0) + 1
+
+
+def worker_shape(spec: JobSpec) -> Resources:
+    w = spec.worker
+    return (
+        Resources.of(cpus=w.cpus, mem=w.mem, gpus=w.gpus)
+        if w.gpus > 0
+        else Resources.of(cpus=w.cpus, mem=w.mem)
+    )
+
+
+# --- effects ----------------------------------------------------------------------------------------
+
+
+@attrs.frozen
+class WorkerLaunch:
+    job_id: int
+    task_id: str
+    index: int
+    resources: Resources
+    revocable: bool
+
+
+@attrs.frozen
+class StartCoordinator:
+    job_id: int
+
+
+@attrs.frozen
+class StopCoordinator:
+    job_id: int
+
+
+@attrs.frozen
+class Launch:
+    offer_id: str
+    agent_id: str
+    workers: tuple[WorkerLaunch, ...]
+
+
+@attrs.frozen
+class Kill:
+    task_id: str
+    agent_id: str | None
+    reason: str
+
+
+@attrs.frozen
+class WorkerGone:
+    """A worker task ended: the coordinator may return its leases now instead of on timeout."""
+
+    job_id: int
+    task_id: str
+
+
+@attrs.frozen
+class DeclareDemand:
+    demands: tuple[tuple[str, Demand], ...]
+
+
+@attrs.frozen
+class Decline:
+    offer_ids: tuple[str, ...]
+    refuse_seconds: float
+
+
+@attrs.frozen
+class Revive:
+    """Clear the refusal filters of earlier declines: something is wanted again."""
+
+
+@attrs.frozen
+class Persist:
+    job_ids: tuple[int, ...]
+
+
+Effect = (
+    StartCoordinator
+    | StopCoordinator
+    | Launch
+    | Kill
+    | WorkerGone
+    | DeclareDemand
+    | Decline
+    | Revive
+    | Persist
+)
+
+
+@attrs.frozen
+class OfferSlot:
+    """What the core needs of one held offer."""
+
+    offer_id: str
+    agent_id: str
+    hostname: str
+    available: Resources
+    role: str = "*"
+
+
+# --- slots --------------------------------------------------------------------------------------------
+
+
+def _fits(avail: Resources, shape: Resources) -> int:
+    n: int | None = None
+    for name, need in shape.scalars().items():
+        if need <= 0:
+            continue
+        k = int(avail.scalar(name) // need)
+        n = k if n is None else min(n, k)
+    return max(0, n or 0)
+
+
+def count_slots(offers: Iterable[OfferSlot], shape: Resources, role: str | None = None) -> policy.Capacity:
+    """Worker slots of ``shape`` in the offers, regular and revocable (per offer, whole workers)."""
+    reg = rev = 0
+    for o in offers:
+        avail = o.available.allocatable_to(role) if role not in (None, "*") else o.available
+        reg += _fits(avail.non_revocable().flatten(), shape)
+        rev += _fits(avail.revocable().flatten(), shape)
+    return policy.Capacity(reg, rev)
+
+
+def reference_shape(shapes: Iterable[Resources]) -> Resources:
+    """The component-wise largest shape: a slot of it fits a worker of any of ``shapes``."""
+    best: dict[str, float] = {}
+    for s in shapes:
+        for k, v in s.flatten().scalars().items():
+            best[k] = max(best.get(k, 0.0), v)
+    if not best:
+        return Resources.of(cpus=1, mem=1)
+    return Resources.sum(Resources.scalar_entry(k, v) for k, v in sorted(best.items()) if v > 0)
+
+
+def classify(state: TaskState, reason: str | None, killing: bool) -> Ending:
+    if reason == "REASON_CONTAINER_PREEMPTED":
+        return Ending.REVOKED
+    if killing and state in (TaskState.TASK_KILLED, TaskState.TASK_FAILED, TaskState.TASK_FINISHED):
+        return Ending.KILLED
+    if state is TaskState.TASK_FINISHED:
+        return Ending.FINISHED
+    if state is TaskState.TASK_FAILED:
+        return Ending.FAILED
+    if state is TaskState.TASK_ERROR:
+        return Ending.LOST if reason == "REASON_INVALID_OFFERS" else Ending.FAILED
+    return Ending.LOST  # KILLED by someone else, LOST, DROPPED, GONE, UNKNOWN
+
+
+class ElasticCore:
+    def __init__(
+        self,
+        *,
+        max_worker_failures: int = 10,
+        backoff_initial: float = 1.0,
+        backoff_max: float = 30.0,
+        decline_refuse_seconds: float = 2.0,
+        margin: float = 0.0,
+        revive_grace: float = 1.0,
+    ) -> None:
+        self.jobs: dict[int, Job] = {}
+        self.next_job_id = 1
+        self.max_worker_failures = max_worker_failures
+        self.backoff_initial = backoff_initial
+        self.backoff_max = backoff_max
+        self.decline_refuse_seconds = decline_refuse_seconds
+        self.margin = margin
+        self._tasks: dict[str, int] = {}  # task id -> job id (live and recent workers)
+        self.last_plan: policy.Plan | None = None
+        self.declined = False  # offers were declined (with a filter) since the last REVIVE
+        self.revive_grace = revive_grace
+        self.hold_shrinks_until = 0.0
+
+    # --- requests -------------------------------------------------------------------------------------
+
+    def submit(self, spec: JobSpec, now: float) -> tuple[int, list[Effect]]:
+        job = Job(self.next_job_id, spec, now)
+        self.next_job_id += 1
+        job.reason = "pending: waiting for offers"
+        self.jobs[job.job_id] = job
+        return job.job_id, [Persist((job.job_id,))]
+
+    def job(self, job_id: int) -> Job:
+        try:
+            return self.jobs[job_id]
+        except KeyError:
+            raise ServiceError(f"no elastic job {job_id}", 404) from None
+
+    def scale(
+        self, job_id: int, now: float, max_workers: int | None = None, min_workers: int | None = None
+    ) -> list[Effect]:
+        job = self.job(job_id)
+        if job.terminal:
+            raise ServiceError(f"job {job_id} is {job.state.value.lower()}", 409)
+        lo = job.spec.scaling.min_workers if min_workers is None else min_workers
+        hi = job.spec.scaling.max_workers if max_workers is None else max_workers
+        if lo < 1:
+            raise ServiceError(f"min_workers must be at least 1, got {lo}")
+        if hi < lo:
+            raise ServiceError(f"max_workers must be at least min_workers ({lo}), got {hi}")
+        job.spec = attrs.evolve(
+            job.spec, scaling=attrs.evolve(job.spec.scaling, min_workers=lo, max_workers=hi)
+        )
+        return [Persist((job_id,))]
+
+    def cancel(self, job_id: int, now: float) -> list[Effect]:
+        job = self.job(job_id)
+        if job.terminal:
+            raise ServiceError(f"job {job_id} is already {job.state.value.lower()}", 409)
+        out: list[Effect] = self._kill_all(job, "job cancelled")
+        self._move(job, JobState.CANCELLED, "cancelled by request", now)
+        job.reason = "cancelled"
+        out += self._settle(job, now)
+        out.append(Persist((job_id,)))
+        return out
+
+    def set_coordinator(self, job_id: int, port: int, url: str) -> list[Effect]:
+        job = self.job(job_id)
+        job.coordinator_port, job.coordinator_url = port, url
+        return [Persist((job_id,))]
+
+    # --- facts -----------------------------------------------------------------------------------------
+
+    def on_update(
+        self,
+        task_id: str,
+        state: TaskState,
+        now: float,
+        *,
+        reason: str | None = None,
+        message: str | None = None,
+        agent_id: str | None = None,
+    ) -> list[Effect]:
+        job_id = self._tasks.get(task_id)
+        job = self.jobs.get(job_id) if job_id is not None else None
+        w = job.workers.get(task_id) if job is not None else None
+        if job is None or w is None or not w.live:
+            if not is_terminal(state) and state is not TaskState.TASK_UNREACHABLE:
+                return [Kill(task_id, agent_id, "unknown worker task")]  # an orphan: not ours any more
+            return []
+        w.state = state.value
+        if message:
+            w.message = message
+        out: list[Effect] = []
+        if is_terminal(state):
+            out += self._ended(job, w, classify(state, reason, w.phase is Phase.KILLING), now)
+        elif state is TaskState.TASK_UNREACHABLE:
+            if w.phase is not Phase.KILLING:
+                w.phase = Phase.UNREACHABLE
+                job.bump("unreachable")
+        elif state is TaskState.TASK_KILLING:
+            w.phase = Phase.KILLING
+        elif state is TaskState.TASK_RUNNING:
+            if w.phase is Phase.UNREACHABLE or (job.terminal and w.phase is not Phase.KILLING):
+                w.phase = Phase.KILLING  # back from a partition after being written off: not needed
+                out.append(Kill(w.task_id, w.agent_id, "came back after being counted out"))
+            elif w.phase is Phase.STAGING:
+                w.phase = Phase.RUNNING
+                w.running_at = now
+        out += self._settle(job, now)
+        out.append(Persist((job.job_id,)))
+        return out
+
+    def on_progress(self, job_id: int, status: Mapping[str, Any], now: float) -> list[Effect]:
+        """The coordinator's ``status()``: progress figures, and whether every shard is done."""
+        job = self.jobs.get(job_id)
+        if job is None:
+            return []
+        prog = status.get("progress", {})
+        shards = status.get("shards", {})
+        before = job.progress.get("completed_total", 0)
+        job.progress = {
+            "generation": status.get("generation"),
+            "world_size": status.get("world_size"),
+            "samples_per_second": prog.get("samples_per_second"),
+            "samples_total": prog.get("samples_total"),
+            "loss": prog.get("loss"),
+            "accuracy": prog.get("accuracy"),
+            "reports": dict(prog.get("reports", {})),
+            "progress": shards.get("progress"),
+            "epoch": shards.get("epoch"),
+            "epochs": shards.get("epochs"),
+            "completed_total": shards.get("completed_total", 0),
+            "set_aside": shards.get("set_aside", 0),
+        }
+        out: list[Effect] = []
+        if job.terminal:  # the final figures of a job that has ended
+            return [Persist((job_id,))]
+        if (job.progress["completed_total"] or 0) > (before or 0):
+            job.failures = 0
+        if status.get("finished") and not job.finished:
+            job.finished = True
+            job.reason = "finishing: every shard is done; workers are exiting"
+            out.append(Persist((job_id,)))
+        out += self._settle(job, now)
+        return out
+
+    # --- the scheduling round ------------------------------------------------------------------------
+
+    def schedule(self, offers: Sequence[OfferSlot], now: float) -> list[Effect]:
+        out: list[Effect] = []
+        active = [j for j in self.jobs.values() if not j.terminal and not j.finished]
+        touched: set[int] = set()
+        if self.declined and self.demands():
+            # something is wanted again: first get the declined capacity back, and take nothing
+            # from running jobs until those offers had a chance to arrive
+            out.append(Revive())
+            self.declined = False
+            self.hold_shrinks_until = now + self.revive_grace
+        if active:
+            ref = reference_shape(j.shape() for j in active)
+            free = count_slots(offers, ref)
+            releasing_reg = sum(
+                1 for j in active for w in j.workers.values() if w.phase is Phase.KILLING and not w.revocable
+            )
+            releasing_rev = sum(
+                1 for j in active for w in j.workers.values() if w.phase is Phase.KILLING and w.revocable
+            )
+            views = []
+            for j in sorted(active, key=lambda j: j.job_id):
+                reg, rev = j.counted(False), j.counted(True)
+                lo, hi = j.spec.scaling.min_workers, j.spec.scaling.max_workers
+                if reg + rev == 0 and (now < j.backoff_until or j.state is JobState.STARTING):
+                    continue  # waiting out a failure backoff (or its gang is on its way): not a candidate
+                if now < j.backoff_until:
+                    hi = max(lo, reg + rev)  # no growth while backing off
+                views.append(
+                    policy.JobView(
+                        str(j.job_id),
+                        lo,
+                        hi,
+                        reg,
+                        rev,
+                        j.spec.priority,
+                        j.spec.scaling.revocable_ok,
+                        order=j.submitted_at + j.job_id * 1e-9,
+                    )
+                )
+            plan = policy.plan(
+                views,
+                policy.Capacity(free.regular + releasing_reg, free.revocable + releasing_rev),
+                self.margin,
+            )
+            self.last_plan = plan
+            avail = {o.offer_id: o.available for o in offers}
+            # 1. shrinks
+            for ch in plan.changes if now >= self.hold_shrinks_until else ():
+                job = self.jobs[int(ch.job_id)]
+                if ch.revocable < 0:
+                    out += self._shrink(job, -ch.revocable, True, "scaled down by the policy")
+                    touched.add(job.job_id)
+                if ch.regular < 0:
+                    out += self._shrink(job, -ch.regular, False, "scaled down by the policy")
+                    touched.add(job.job_id)
+            # 2. starts: the whole minimum or nothing
+            for jid in plan.started:
+                job = self.jobs[int(jid)]
+                out += self._start(job, offers, avail, now)
+                touched.add(job.job_id)
+            # 3. grows
+            for ch in plan.changes:
+                job = self.jobs[int(ch.job_id)]
+                if ch.job_id in plan.started or job.counted() == 0:
+                    continue
+                if ch.revocable > 0:
+                    out += self._grow(job, ch.revocable, True, offers, avail, now)
+                    touched.add(job.job_id)
+                if ch.regular > 0:
+                    out += self._grow(job, ch.regular, False, offers, avail, now)
+                    touched.add(job.job_id)
+            # reasons
+            for j in active:
+                new = self._reason(j, plan, now)
+                if new != j.reason:
+                    j.reason = new
+                    touched.add(j.job_id)
+        for j in self.jobs.values():
+            before = j.state
+            out += self._settle(j, now)
+            if j.state is not before:
+                touched.add(j.job_id)
+        demands = self.demands()
+        out.append(DeclareDemand(demands))
+        if not demands and offers:
+            out.append(Decline(tuple(o.offer_id for o in offers), self.decline_refuse_seconds))
+            self.declined = True
+        if touched:
+            out.append(Persist(tuple(sorted(touched))))
+        return out
+
+    def demands(self) -> tuple[tuple[str, Demand], ...]:
+        out: list[tuple[str, Demand]] = []
+        for j in sorted(self.jobs.values(), key=lambda j: j.job_id):
+            if j.terminal or j.finished:
+                continue
+            lo, hi = j.spec.scaling.min_workers, j.spec.scaling.max_workers
+            role = j.spec.role if j.spec.role != "*" else None
+            have = j.counted()
+            if have == 0 and j.state is not JobState.STARTING:
+                out.append(
+                    (
+                        f"job-{j.job_id}",
+                        Demand(
+                            j.shape(),
+                            lo,
+                            gang_id=f"elastic-{j.job_id}",
+                            gang_min=lo,
+                            priority=j.spec.priority or None,
+                            role=role,
+                        ),
+                    )
+                )
+            elif have < hi:
+                out.append(
+                    (
+                        f"job-{j.job_id}",
+                        Demand(
+                            j.shape(),
+                            hi - have,
+                            revocable_ok=j.spec.scaling.revocable_ok,
+                            priority=j.spec.priority or None,
+                            role=role,
+                        ),
+                    )
+                )
+        return tuple(out)
+
+    # --- helpers ------------------------------------------------------------------------------------------
+
+    def _reason(self, job: Job, plan: policy.Plan, now: float) -> str:
+        hi = job.spec.scaling.max_workers
+        have = job.counted()
+        if now < job.backoff_until:
+            return f"backing off after {job.failures} worker failure(s) in a row; retrying in {job.backoff_until - now:.1f}s"
+        if job.state is JobState.STARTING:
+            return f"starting: the gang of {job.spec.scaling.min_workers} is launching"
+        if have >= hi:
+            return ""
+        why = plan.reasons.get(str(job.job_id))
+        if why:
+            return why
+        target = plan.targets.get(str(job.job_id))
+        if target is not None and target.total > have:
+            return f"growing to {target.total}: waiting for offers that fit a worker ({job.shape()})"
+        return "waiting for capacity"
+
+    def _new_worker(
+        self, job: Job, offer: OfferSlot, res: Resources, revocable: bool, now: float
+    ) -> WorkerLaunch:
+        idx = job.next_index
+        job.next_index += 1
+        task_id = f"elastic-{job.job_id}-w{idx}"
+        w = Worker(
+            task_id, job.job_id, idx, offer.agent_id, offer.hostname, str(res), revocable, Phase.STAGING, now
+        )
+        job.workers[task_id] = w
+        self._tasks[task_id] = job.job_id
+        job.bump("launched")
+        return WorkerLaunch(job.job_id, task_id, idx, res, revocable)
+
+    def _launches(
+        self, job: Job, placed: list[tuple[OfferSlot, Resources, bool]], now: float
+    ) -> list[Effect]:
+        by_offer: dict[str, tuple[OfferSlot, list[WorkerLaunch]]] = {}
+        for offer, res, rev in placed:
+            entry = by_offer.setdefault(offer.offer_id, (offer, []))
+            entry[1].append(self._new_worker(job, offer, res, rev, now))
+        out: list[Effect] = []
+        if job.coordinator_url is None:
+            out.append(StartCoordinator(job.job_id))
+        out += [Launch(o.offer_id, o.agent_id, tuple(ws)) for o, ws in by_offer.values()]
+        return out
+
+    def _place_one(
+        self, job: Job, revocable: bool, offers: Sequence[OfferSlot], avail: dict[str, Resources]
+    ) -> tuple[OfferSlot, Resources, bool] | None:
+        shape = job.shape()
+        role = job.spec.role if job.spec.role != "*" else None
+        # spread: agents holding fewer of this job's workers first
+        per_agent: dict[str, int] = {}
+        for w in job.workers.values():
+            if w.counted:
+                per_agent[w.agent_id] = per_agent.get(w.agent_id, 0) + 1
+        for o in sorted(offers, key=lambda o: per_agent.get(o.agent_id, 0)):
+            have = avail.get(o.offer_id)
+            if have is None:
+                continue
+            chosen = pick(have, shape, role, allow_revocable=revocable, only_revocable=revocable)
+            if chosen is not None:
+                avail[o.offer_id] = have - chosen
+                return o, chosen, revocable
+        return None
+
+    def _start(
+        self, job: Job, offers: Sequence[OfferSlot], avail: dict[str, Resources], now: float
+    ) -> list[Effect]:
+        if now < job.backoff_until:
+            return []
+        n = job.spec.scaling.min_workers
+        trial = dict(avail)
+        placed: list[tuple[OfferSlot, Resources, bool]] = []
+        for _ in range(n):
+            p = self._place_one(job, False, offers, trial)
+            if p is None:
+                return []  # not all of the minimum fits yet: take nothing
+            placed.append(p)
+        avail.update(trial)
+        out = self._launches(job, placed, now)
+        if job.state is JobState.PENDING:
+            self._move(job, JobState.STARTING, f"launching the gang of its minimum ({n} workers)", now)
+        return out
+
+    def _grow(
+        self,
+        job: Job,
+        count: int,
+        revocable: bool,
+        offers: Sequence[OfferSlot],
+        avail: dict[str, Resources],
+        now: float,
+    ) -> list[Effect]:
+        if now < job.backoff_until:
+            return []
+        placed = []
+        for _ in range(count):
+            p = self._place_one(job, revocable, offers, avail)
+            if p is None:
+                break
+            placed.append(p)
+        return self._launches(job, placed, now) if placed else []
+
+    def _shrink(self, job: Job, count: int, revocable: bool, why: str) -> list[Effect]:
+        victims = sorted(
+            (w for w in job.workers.values() if w.counted and w.revocable is revocable),
+            key=lambda w: (w.phase is Phase.RUNNING, -w.index),  # not-yet-running, then newest first
+        )[:count]
+        out: list[Effect] = []
+        for w in victims:
+            w.phase = Phase.KILLING
+            out.append(Kill(w.task_id, w.agent_id, why))
+        return out
+
+    def _kill_all(self, job: Job, why: str) -> list[Effect]:
+        out: list[Effect] = []
+        for w in job.live_workers():
+            if w.phase is not Phase.KILLING:
+                w.phase = Phase.KILLING
+                out.append(Kill(w.task_id, w.agent_id, why))
+        return out
+
+    def _ended(self, job: Job, w: Worker, ending: Ending, now: float) -> list[Effect]:
+        w.phase = Phase.ENDED
+        w.ending = ending
+        w.ended_at = now
+        del job.workers[w.task_id]
+        job.ended.append(w)
+        del job.ended[:-HISTORY]
+        job.bump(ending.value)
+        out: list[Effect] = [WorkerGone(job.job_id, w.task_id)]
+        if ending is Ending.FINISHED and job.finished:
+            return out
+        if ending in (Ending.FAILED, Ending.FINISHED) and not job.terminal:
+            job.failures += 1
+            delay = min(self.backoff_max, self.backoff_initial * 2 ** (job.failures - 1))
+            job.backoff_until = now + delay
+            if job.failures >= self.max_worker_failures:
+                out += self._kill_all(job, "job failed")
+                self._move(
+                    job,
+                    JobState.FAILED,
+                    f"{job.failures} worker failures in a row without progress; last: {w.message or w.state}",
+                    now,
+                )
+                job.reason = job.life.story[-1].reason
+        return out
+
+    def _move(self, job: Job, new: JobState, why: str, now: float) -> Transition | None:
+        if job.state is new:
+            return None
+        try:
+            step = job.life.move(new, why, now)
+        except IllegalTransition:
+            return None
+        if new is JobState.RUNNING and job.started_at is None:
+            job.started_at = now
+        if step.new in (JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED):
+            job.ended_at = now
+        return step
+
+    def _settle(self, job: Job, now: float) -> list[Effect]:
+        """Move the job's lifecycle to match its workers."""
+        out: list[Effect] = []
+        live = job.live_workers()
+        if job.terminal:
+            if not live and job.coordinator_url is not None:
+                out.append(StopCoordinator(job.job_id))
+                job.coordinator_url = None
+            return out
+        counted = job.counted()
+        in_flight = any(w.phase in (Phase.STAGING, Phase.KILLING) for w in live)
+        lo = job.spec.scaling.min_workers
+        if job.finished and not live:
+            for step in (JobState.RUNNING, JobState.SUCCEEDED):
+                self._move(job, step, "every shard is done and the workers exited", now)
+            if job.state is not JobState.SUCCEEDED:  # finished from PENDING (e.g. a restored job)
+                self._move(job, JobState.STARTING, "restored finished", now)
+                self._move(job, JobState.RUNNING, "restored finished", now)
+                self._move(job, JobState.SUCCEEDED, "every shard is done", now)
+            job.reason = ""
+            out += self._settle(job, now)
+            return out
+        state = job.state
+        if state is JobState.STARTING:
+            if job.running() >= lo:
+                self._move(job, JobState.RUNNING, f"its minimum of {lo} workers is running", now)
+            elif counted == 0:
+                self._move(job, JobState.PENDING, "the gang of its minimum did not start", now)
+        elif state in (JobState.RUNNING, JobState.SCALING):
+            if counted == 0 and not any(w.phase is Phase.KILLING for w in live):
+                self._move(job, JobState.PENDING, "lost all of its workers; waiting to start again", now)
+            elif state is JobState.RUNNING and in_flight:
+                self._move(job, JobState.SCALING, "workers are being added or removed", now)
+            elif state is JobState.SCALING and not in_flight:
+                self._move(job, JobState.RUNNING, f"settled at {counted} workers", now)
+        return out
+
+    # --- persistence --------------------------------------------------------------------------------------
+
+    def restore(self, record: Mapping[str, Any]) -> Job:
+        job = job_from_dict(record)
+        self.jobs[job.job_id] = job
+        self.next_job_id = max(self.next_job_id, job.job_id + 1)
+        for w in job.workers.values():
+            self._tasks[w.task_id] = job.job_id
+        return job
+
+    def known_tasks(self) -> list[tuple[str, str]]:
+        """(task id, agent id) of every live worker: what to reconcile after a restart."""
+        return [(w.task_id, w.agent_id) for j in self.jobs.values() for w in j.live_workers()]
+
+
+# --- records --------------------------------------------------------------------------------------------
+
+
+def _worker_to_dict(w: Worker) -> dict[str, Any]:
+    d = attrs.asdict(w, recurse=False)
+    d["phase"] = w.phase.value
+    d["ending"] = w.ending.value if w.ending else None
+    return d
+
+
+def _worker_from_dict(d: Mapping[str, Any]) -> Worker:
+    d = dict(d)
+    d["phase"] = Phase(d["phase"])
+    d["ending"] = Ending(d["ending"]) if d.get("ending") else None
+    return Worker(**d)
+
+
+def job_to_dict(job: Job) -> dict[str, Any]:
+    return {
+        "job_id": job.job_id,
+        "spec": to_mapping(job.spec),
+        "submitted_at": job.submitted_at,
+        "state": job.state.value,
+        "story": [
+            {"old": t.old.value, "new": t.new.value, "reason": t.reason, "at": t.at} for t in job.life.story
+        ],
+        "workers": [_worker_to_dict(w) for w in job.workers.values()],
+        "ended": [_worker_to_dict(w) for w in job.ended],
+        "next_index": job.next_index,
+        "failures": job.failures,
+        "backoff_until": job.backoff_until,
+        "finished": job.finished,
+        "reason": job.reason,
+        "progress": job.progress,
+        "coordinator_port": job.coordinator_port,
+        "started_at": job.started_at,
+        "ended_at": job.ended_at,
+        "counts": job.counts,
+    }
+
+
+def job_from_dict(d: Mapping[str, Any]) -> Job:
+    try:
+        spec = from_mapping(d["spec"])
+        life = JobLifecycle(
+            JobState(d["state"]),
+            [
+                Transition(JobState(t["old"]), JobState(t["new"]), t["reason"], t["at"])
+                for t in d.get("story", [])
+            ],
+        )
+        workers = [_worker_from_dict(w) for w in d.get("workers", [])]
+        return Job(
+            job_id=int(d["job_id"]),
+            spec=spec,
+            submitted_at=float(d["submitted_at"]),
+            life=life,
+            workers={w.task_id: w for w in workers},
+            ended=[_worker_from_dict(w) for w in d.get("ended", [])],
+            next_index=int(d.get("next_index", 0)),
+            failures=int(d.get("failures", 0)),
+            backoff_until=float(d.get("backoff_until", 0.0)),
+            finished=bool(d.get("finished", False)),
+            reason=str(d.get("reason", "")),
+            progress=dict(d.get("progress", {})),
+            coordinator_port=d.get("coordinator_port"),
+            started_at=d.get("started_at"),
+            ended_at=d.get("ended_at"),
+            counts=dict(d.get("counts", {})),
+        )
+    except (KeyError, TypeError, ValueError, SpecError) as e:
+        raise ServiceError(f"bad job record: {e}") from e
+
+
+def job_summary(job: Job) -> dict[str, Any]:
+    s = job.spec.scaling
+    return {
+        "id": job.job_id,
+        "name": job.spec.name,
+        "state": job.state.value,
+        "role": job.spec.role,
+        "priority": job.spec.priority,
+        "min_workers": s.min_workers,
+        "max_workers": s.max_workers,
+        "workers": job.counted(),
+        "running": job.running(),
+        "revocable_workers": job.counted(True),
+        "generation": job.progress.get("generation"),
+        "progress": job.progress.get("progress"),
+        "samples_per_second": job.progress.get("samples_per_second"),
+        "loss": job.progress.get("loss"),
+        "accuracy": job.progress.get("accuracy"),
+        "test_accuracy": job.progress.get("reports", {}).get("test_accuracy"),
+        "reason": job.reason,
+        "submitted_at": job.submitted_at,
+        "started_at": job.started_at,
+        "ended_at": job.ended_at,
+    }
+
+
+def job_detail(job: Job) -> dict[str, Any]:
+    out = job_summary(job)
+    out["spec"] = to_mapping(job.spec)
+    out["coordinator"] = job.coordinator_url
+    out["metrics"] = job.progress
+    out["counts"] = dict(job.counts)
+    out["failures_in_a_row"] = job.failures
+    out["worker_list"] = [_worker_to_dict(w) for w in sorted(job.workers.values(), key=lambda w: w.index)]
+    out["ended_workers"] = [_worker_to_dict(w) for w in job.ended[-20:]]
+    out["story"] = [
+        {"from": t.old.value, "to": t.new.value, "reason": t.reason, "at": t.at} for t in job.life.story
+    ]
+    return out

@@ -1,0 +1,188 @@
+"""The elastic framework's pure decisions (no driver, no coordinator)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from frameworks.elastic.service_core import (
+    DeclareDemand,
+    Decline,
+    ElasticCore,
+    Ending,
+    Kill,
+    Launch,
+    OfferSlot,
+    Revive,
+    ServiceError,
+    StartCoordinator,
+    StopCoordinator,
+    WorkerGone,
+    classify,
+    count_slots,
+    job_from_dict,
+    job_to_dict,
+    reference_shape,
+)
+from frameworks.elastic.spec import from_mapping
+from frameworks.elastic.state import JobState
+from protocol.resources import Resources
+from protocol.task_states import TaskState
+
+
+def spec(lo: int, hi: int, name: str = "j", **scaling: Any) -> Any:
+    return from_mapping(
+        {
+            "name": name,
+            "worker": {"command": "run", "cpus": 1, "mem": 100},
+            "scaling": {"min_workers": lo, "max_workers": hi, **scaling},
+        }
+    )
+
+
+def offer(oid: str, res: str, agent: str | None = None) -> OfferSlot:
+    return OfferSlot(oid, agent or f"a-{oid}", f"h-{oid}", Resources.parse(res))
+
+
+def launches(effects: list[Any]) -> list[str]:
+    return [w.task_id for e in effects if isinstance(e, Launch) for w in e.workers]
+
+
+def run_all(core: ElasticCore, effects: list[Any], now: float) -> None:
+    for tid in launches(effects):
+        core.on_update(tid, TaskState.TASK_RUNNING, now)
+
+
+def test_slots_are_whole_workers_per_offer_regular_and_revocable() -> None:
+    shape = Resources.of(cpus=1, mem=100)
+    offers = [offer("1", "cpus:1.5;mem:1000"), offer("2", "cpus:2;mem:150")]
+    cap = count_slots(offers, shape)
+    assert (cap.regular, cap.revocable) == (2, 0)
+    rev = OfferSlot(
+        "3", "a", "h", Resources.parse("cpus:1;mem:100") + Resources.parse("cpus:2;mem:200").as_revocable()
+    )
+    cap = count_slots([rev], shape)
+    assert (cap.regular, cap.revocable) == (1, 2)
+    assert reference_shape([Resources.of(cpus=1, mem=300), Resources.of(cpus=2, mem=100)]) == Resources.of(
+        cpus=2, mem=300
+    )
+
+
+def test_classify_endings() -> None:
+    assert classify(TaskState.TASK_KILLED, "REASON_CONTAINER_PREEMPTED", False) is Ending.REVOKED
+    assert classify(TaskState.TASK_KILLED, None, True) is Ending.KILLED
+    assert classify(TaskState.TASK_KILLED, None, False) is Ending.LOST
+    assert classify(TaskState.TASK_FAILED, None, False) is Ending.FAILED
+    assert classify(TaskState.TASK_LOST, "REASON_AGENT_REMOVED", False) is Ending.LOST
+    assert classify(TaskState.TASK_ERROR, "REASON_INVALID_OFFERS", False) is Ending.LOST
+    assert classify(TaskState.TASK_FINISHED, None, False) is Ending.FINISHED
+
+
+def test_the_minimum_starts_whole_or_not_at_all_and_is_declared_as_a_gang() -> None:
+    core = ElasticCore()
+    jid, _ = core.submit(spec(3, 5), 0.0)
+    out = core.schedule([offer("1", "cpus:2;mem:1000")], 1.0)
+    assert not launches(out)
+    (demand,) = next(e for e in out if isinstance(e, DeclareDemand)).demands
+    assert demand[1].gang_min == 3 and demand[1].count == 3
+    assert "does not fit" in core.jobs[jid].reason and core.jobs[jid].state is JobState.PENDING
+    out = core.schedule([offer("1", "cpus:2;mem:1000"), offer("2", "cpus:1;mem:100")], 2.0)
+    assert isinstance(out[0], StartCoordinator) and len(launches(out)) == 3
+    assert core.jobs[jid].state is JobState.STARTING
+    run_all(core, out, 3.0)
+    assert core.jobs[jid].state is JobState.RUNNING and core.jobs[jid].started_at == 3.0
+    (demand,) = core.demands()
+    assert demand[1].count == 2 and demand[1].gang_id is None and demand[1].revocable_ok
+
+
+def test_nothing_wanted_declines_offers_and_wanting_again_revives_before_taking_from_others() -> None:
+    core = ElasticCore(revive_grace=1.0)
+    a, _ = core.submit(spec(1, 2, "a"), 0.0)
+    out = core.schedule([offer("1", "cpus:2;mem:1000")], 0.0)
+    run_all(core, out, 0.0)
+    out = core.schedule([offer("1", "cpus:1;mem:800")], 1.0)
+    assert any(isinstance(e, Decline) for e in out) and core.declined
+    b, _ = core.submit(spec(1, 1, "b"), 2.0)
+    out = core.schedule([], 2.0)
+    assert any(isinstance(e, Revive) for e in out)
+    assert not any(isinstance(e, Kill) for e in out)  # held for the revive grace
+    out = core.schedule([], 3.5)
+    (kill,) = [e for e in out if isinstance(e, Kill)]
+    assert kill.task_id.startswith(f"elastic-{a}-")
+    out = core.schedule([offer("1", "cpus:1;mem:800")], 4.0)
+    assert launches(out) == [f"elastic-{b}-w0"]
+
+
+def test_failures_back_off_then_fail_the_job() -> None:
+    core = ElasticCore(max_worker_failures=3, backoff_initial=1.0)
+    jid, _ = core.submit(spec(1, 1), 0.0)
+    now = 0.0
+    for i in range(3):
+        out = core.schedule([offer("1", "cpus:1;mem:100")], now)
+        (tid,) = launches(out)
+        out = core.on_update(tid, TaskState.TASK_FAILED, now, message="exit 1")
+        assert WorkerGone(jid, tid) in out
+        job = core.jobs[jid]
+        if i < 2:
+            assert job.backoff_until == now + 2**i
+            assert not launches(core.schedule([offer("1", "cpus:1;mem:100")], now + 0.1))
+            now = job.backoff_until
+    assert core.jobs[jid].state is JobState.FAILED and "3 worker failures" in core.jobs[jid].reason
+    assert not core.demands()
+
+
+def test_progress_resets_the_failure_count_and_finishing_succeeds() -> None:
+    core = ElasticCore()
+    jid, _ = core.submit(spec(1, 1), 0.0)
+    (tid,) = launches(core.schedule([offer("1", "cpus:1;mem:100")], 0.0))
+    core.on_update(tid, TaskState.TASK_RUNNING, 0.0)
+    core.set_coordinator(jid, 1234, "http://127.0.0.1:1234")
+    core.jobs[jid].failures = 2
+    status = {
+        "generation": 3,
+        "world_size": 1,
+        "finished": False,
+        "shards": {"completed_total": 4},
+        "progress": {},
+    }
+    core.on_progress(jid, status, 1.0)
+    assert core.jobs[jid].failures == 0 and core.jobs[jid].progress["generation"] == 3
+    core.on_progress(jid, {**status, "finished": True}, 2.0)
+    assert core.jobs[jid].finished and not core.demands()
+    out = core.on_update(tid, TaskState.TASK_FINISHED, 3.0)
+    assert core.jobs[jid].state is JobState.SUCCEEDED and StopCoordinator(jid) in out
+    assert core.jobs[jid].failures == 0
+
+
+def test_unknown_running_task_is_killed_and_requests_are_checked() -> None:
+    core = ElasticCore()
+    assert core.on_update("stray", TaskState.TASK_RUNNING, 0.0) == [
+        Kill("stray", None, "unknown worker task")
+    ]
+    assert core.on_update("stray", TaskState.TASK_FINISHED, 0.0) == []
+    jid, _ = core.submit(spec(2, 3), 0.0)
+    with pytest.raises(ServiceError, match="at least min_workers"):
+        core.scale(jid, 0.0, max_workers=1)
+    with pytest.raises(ServiceError) as e:
+        core.job(99)
+    assert e.value.status == 404
+    core.cancel(jid, 0.0)
+    with pytest.raises(ServiceError, match="already cancelled"):
+        core.cancel(jid, 0.0)
+
+
+def test_job_records_round_trip() -> None:
+    core = ElasticCore()
+    jid, _ = core.submit(spec(1, 2), 0.0)
+    run_all(core, core.schedule([offer("1", "cpus:2;mem:1000")], 0.0), 1.0)
+    job = core.jobs[jid]
+    back = job_from_dict(job_to_dict(job))
+    assert back.spec == job.spec and back.state is job.state and back.life.story == job.life.story
+    assert back.workers.keys() == job.workers.keys() and back.next_index == job.next_index
+    fresh = ElasticCore()
+    fresh.restore(job_to_dict(job))
+    assert sorted(fresh.known_tasks()) == sorted((w.task_id, w.agent_id) for w in job.workers.values())
+    assert fresh.next_job_id == jid + 1
+    with pytest.raises(ServiceError, match="bad job record"):
+        job_from_dict({"job_id": 1})
