@@ -345,7 +345,19 @@ class AgentService(Service):
             if not b.path.endswith("framework.json"):
                 continue
             log.error("corrupt framework checkpoint %s: %s", b.path, b.reason)
+        if not rebooted:
+            await asyncio.to_thread(self._kill_orphan_executors)
         await self._drain()
+
+    def _kill_orphan_executors(self) -> None:
+        """Custom executors are not re-attached after an agent restart (their tasks are reported
+        LOST); their processes must not live on."""
+        root = self.checkpoint.meta / "frameworks"
+        for exdir in root.glob("*/executors/*"):
+            for p in find_wrappers(str(exdir / "exit_status")):
+                log.warning("killing executor left over from before the restart: pid %d", p.pid)
+                with contextlib.suppress(OSError):
+                    os.killpg(p.pid, 9)
 
     def _resources_identity(self) -> str:
         """What recovery compares: the operator's ``--resources`` (canonical), or ``probed``

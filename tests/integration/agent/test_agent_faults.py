@@ -223,3 +223,26 @@ async def _state(url: str) -> Any:
 
     async with aiohttp.ClientSession() as s, s.get(f"{url}/state") as r:
         return json.loads(await r.text())
+
+
+async def test_executor_left_from_before_a_restart_is_killed(master: Any, agent_procs: Any, tmp_path: Path) -> None:
+    from protocol.agent_channel import RunTasks
+    from protocol.mesos import ExecutorInfo, ExecutorType
+    from protocol.mesos_common import ExecutorID, FrameworkID
+
+    agent = await agent_procs().start()
+    await master.wait_connected()
+    ex = ExecutorInfo(executor_id=ExecutorID("e"), type=ExecutorType.CUSTOM, command=CommandInfo(value="sleep 60"))
+    await master.send(RunTasks(FrameworkID("fw1"), master.framework, (TaskInfo(name="x", task_id=TaskID("x"), executor=ex),)))
+    marker = str(tmp_path / "agent/meta/frameworks/fw1/executors/e/exit_status")
+
+    def executors() -> list[psutil.Process]:
+        return [p for p in psutil.process_iter(["cmdline"]) if len(p.info["cmdline"] or []) > 3 and p.info["cmdline"][3] == marker]
+
+    await master.wait_for(executors)
+    (proc,) = executors()
+    await agent.kill9()
+    await agent.start()
+    st = await master.wait_terminal("x")
+    assert st.state is S.TASK_LOST
+    proc.wait(timeout=10)

@@ -1,0 +1,84 @@
+"""Custom executors (pymesos ``MesosExecutorDriver``) launched by the agent, and the
+oversubscription hooks (fixed estimator -> SLACK_ESTIMATE)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from protocol.agent_channel import ExecutorExited, RunTasks, ShutdownExecutor, SlackEstimate
+from protocol.mesos import CommandInfo, ExecutorInfo, ExecutorType, TaskInfo
+from protocol.mesos_common import ExecutorID, FrameworkID, TaskID
+from protocol.resources import Resources
+from protocol.task_states import TaskState as S
+
+pytestmark = pytest.mark.slow
+
+EXECUTOR = '''
+import threading, time
+from addict import Dict
+from pymesos import Executor, MesosExecutorDriver
+
+
+class Echo(Executor):
+    def launchTask(self, driver, task):
+        def run():
+            for state in ("TASK_RUNNING", "TASK_FINISHED"):
+                update = Dict()
+                update.task_id.value = task.task_id.value
+                update.state = state
+                update.timestamp = time.time()
+                driver.sendStatusUpdate(update)
+        threading.Thread(target=run, daemon=True).start()
+
+
+MesosExecutorDriver(Echo(), use_addict=True).run()
+'''
+
+
+async def test_pymesos_custom_executor_runs_a_task(master: Any, make_agent: Any, tmp_path: Path) -> None:
+    pytest.importorskip("pymesos")
+    script = tmp_path / "echo_executor.py"
+    script.write_text(EXECUTOR)
+    agent = await make_agent(executor_shutdown_grace=1.0)
+    await master.wait_connected()
+    ex = ExecutorInfo(
+        executor_id=ExecutorID("echo"),
+        type=ExecutorType.CUSTOM,
+        command=CommandInfo(value=f"{sys.executable} {script}"),
+    )
+    task = TaskInfo(name="x", task_id=TaskID("x1"), executor=ex, resources=Resources.of(cpus=0.1, mem=32).to_mesos())
+    await master.send(RunTasks(FrameworkID("fw1"), master.framework, (task,)))
+    st = await master.wait_terminal("x1", within=60)
+    assert st.state is S.TASK_FINISHED
+    assert master.states("x1") == [S.TASK_RUNNING, S.TASK_FINISHED]
+    assert st.agent_id is not None and st.agent_id.value == "agent-1"
+    assert st.source is not None and st.source.name == "SOURCE_EXECUTOR"
+    await master.send(ShutdownExecutor(FrameworkID("fw1"), ExecutorID("echo")))
+    exited = await master.wait_for(lambda: [o for o in master.other if isinstance(o, ExecutorExited)], within=30)
+    assert exited[0].executor_id.value == "echo"
+    await master.wait_for(lambda: not agent.launcher.pids())
+
+
+async def test_executor_that_dies_fails_its_task(master: Any, make_agent: Any) -> None:
+    await make_agent()
+    await master.wait_connected()
+    ex = ExecutorInfo(executor_id=ExecutorID("dies"), type=ExecutorType.CUSTOM, command=CommandInfo(value="exit 3"))
+    task = TaskInfo(name="y", task_id=TaskID("y1"), executor=ex)
+    await master.send(RunTasks(FrameworkID("fw1"), master.framework, (task,)))
+    st = await master.wait_terminal("y1")
+    assert st.state is S.TASK_FAILED and st.reason is not None and st.reason.name == "REASON_EXECUTOR_TERMINATED"
+
+
+async def test_fixed_estimator_reports_slack_once(master: Any, make_agent: Any) -> None:
+    await make_agent(resource_estimator="fixed", oversubscribed="cpus:2", estimate_interval=0.1)
+    await master.wait_connected()
+    est = await master.wait_for(lambda: [o for o in master.other if isinstance(o, SlackEstimate)])
+    r = Resources.from_mesos(est[0].resources)
+    assert r == Resources.of(cpus=2).as_revocable()
+    await master.run("t", "true")  # some traffic and several estimate periods
+    await master.wait_terminal("t")
+    assert len([o for o in master.other if isinstance(o, SlackEstimate)]) == 1  # only on change
