@@ -43,7 +43,7 @@ from master.allocator.events import (
     WeightSet,
 )
 from master.allocator.roles import RoleError
-from master.allocator.views import AgentView, FrameworkView, TaskView
+from master.allocator.views import AgentView, FrameworkView, PassStats, TaskView
 
 __pure__ = True
 
@@ -79,6 +79,7 @@ __all__ = [
     "OffersAccepted",
     "OffersDeclined",
     "Operation",
+    "PassStats",
     "QuotaSet",
     "RejectCode",
     "Rejected",

@@ -44,7 +44,7 @@ from master.allocator.passes import Headroom, quota_stage, regular_stage
 from master.allocator.revocable import enforce, owner_wants, revocable_stage
 from master.allocator.roles import check_role
 from master.allocator.state import EMPTY, AgentState, DemandState, FrameworkState, OfferState, TaskAlloc
-from master.allocator.views import AgentView, FrameworkView, TaskView
+from master.allocator.views import AgentView, FrameworkView, PassStats, TaskView
 
 __pure__ = True
 
@@ -60,6 +60,7 @@ class Allocator:
         self._next_sweep: float | None = None
         self._why: dict[str, str] = {}
         self.passes = 0
+        self.last_pass = PassStats(0, False, 0, 0)
 
     # ================================================================ events ====
 
@@ -421,6 +422,7 @@ class Allocator:
         for agent in agents:  # what this pass changed elsewhere stays dirty for the next one
             l_.dirty.pop(agent.agent_id, None)
         self._why = why
+        self.last_pass = PassStats(self.passes, full, len(agents), len(out))
         return out
 
     def _expire(self, now: float, out: list[Decision]) -> None:

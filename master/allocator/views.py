@@ -38,6 +38,16 @@ class FrameworkView:
 
 
 @attrs.frozen
+class PassStats:
+    """What the last ``allocate`` did (for metrics and tests of incrementality)."""
+
+    number: int
+    full_sweep: bool
+    agents_visited: int
+    decisions: int
+
+
+@attrs.frozen
 class TaskView:
     framework_id: str
     task_id: str

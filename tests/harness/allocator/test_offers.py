@@ -311,3 +311,29 @@ class TestAcceptValidation:
         assert isinstance(sim.accept("f1", oid, sim.launch("t1", "cpus:1")), Accepted)
         res = sim.accept("f1", oid, sim.launch("t1", "cpus:0.5"))
         assert isinstance(res, Rejected) and res.code is RejectCode.DUPLICATE_TASK
+
+
+def test_pass_visits_only_dirty_agents(sim):
+    sim.framework("f1").add()
+    for i in range(50):
+        sim.agent(f"n{i}").cpus(1).mem(100).add()
+    first = sim.allocate()
+    assert len(sim.created(first)) == 50 and sim.alloc.last_pass.full_sweep
+    assert sim.allocate() == []
+    assert sim.alloc.last_pass.agents_visited == 0  # a quiet cluster costs nothing
+    offer = sim.offers("f1")[7]
+    sim.decline("f1", offer.offer_id, refuse=0)
+    out = sim.allocate()
+    assert sim.alloc.last_pass.agents_visited == 1
+    assert sim.summary(out) == [("created", "f1", offer.agent_id, "cpus:1; mem:100")]
+
+
+def test_periodic_full_sweep(sim_factory):
+    sim = sim_factory(sweep_interval=60.0)
+    sim.framework("f1").add()
+    sim.agent("n1").cpus(1).mem(100).add()
+    sim.allocate()
+    sim.advance(30)
+    assert not sim.alloc.last_pass.full_sweep
+    sim.advance(30)
+    assert sim.alloc.last_pass.full_sweep

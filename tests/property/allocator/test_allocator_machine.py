@@ -21,6 +21,7 @@ from master.allocator import (
     AgentReactivated,
     AgentRemoved,
     AgentSlackEstimated,
+    AgentUpdated,
     AllocationRecovered,
     Allocator,
     AllocatorConfig,
@@ -37,9 +38,11 @@ from master.allocator import (
     OfferUpdated,
     QuotaSet,
     Rejected,
+    Reserve,
     ResourcesRecovered,
     Revived,
     Suppressed,
+    Unreserve,
 )
 from protocol.resources import Resources
 
@@ -230,6 +233,39 @@ class AllocatorMachine(RuleBasedStateMachine):
             AllocationRecovered(fid, agent_id, f"r{self.n_tasks}", Resources.of(cpus=1, mem=64), role=role),
             self.now,
         )
+
+    @precondition(lambda self: bool(self.ledger.offers))
+    @rule(data=st.data(), unreserve=st.booleans())
+    def reserve_or_unreserve(self, data: st.DataObject, unreserve: bool) -> None:
+        oid = data.draw(st.sampled_from(sorted(self.ledger.offers)))
+        offer = self.alloc.offer(oid)
+        assert offer is not None
+        if offer.role == "*":
+            return
+        if unreserve:
+            res = offer.resources.reserved(offer.role).only("cpus")
+            if not res:
+                return
+            op: Reserve | Unreserve = Unreserve(res)
+        else:
+            cpus = offer.resources.unreserved().non_revocable().scalar("cpus")
+            if cpus < 1:
+                return
+            op = Reserve(Resources.of(cpus=1).reserve(offer.role, "p"))
+        totals_before = sum(a.total.scalar("cpus") for a in self.ledger.agents.values())
+        result = self.alloc.accept(OffersAccepted(offer.framework_id, (oid,), (op,), 0.0), self.now)
+        assert isinstance(result, Accepted), result
+        assert sum(a.total.scalar("cpus") for a in self.ledger.agents.values()) == totals_before
+
+    @precondition(lambda self: bool(self.ledger.agents))
+    @rule(data=st.data(), extra=st.integers(0, 4))
+    def agent_updated(self, data: st.DataObject, extra: int) -> None:
+        agent_id = data.draw(st.sampled_from(sorted(self.ledger.agents)))
+        agent = self.ledger.agents[agent_id]
+        # a new total that still holds what runs there (tasks cannot be un-allocated)
+        total = agent.allocated + Resources.of(cpus=extra, mem=128 * extra)
+        out = self.alloc.handle(AgentUpdated(agent_id, total), self.now)
+        self._check_new_offers(out)
 
     @rule()
     def drain_everything(self) -> None:
