@@ -177,7 +177,8 @@ class Allocator:
             fw = FrameworkState(ev.framework_id, roles, ev.capabilities, ev.active, l_.next_framework_seq())
             l_.frameworks[ev.framework_id] = fw
         else:  # re-subscription (or a placeholder from recovered allocations)
-            fw.roles = tuple(dict.fromkeys(fw.roles + roles)) if fw.tasks else roles
+            fw.roles = tuple(dict.fromkeys(fw.roles + roles))
+            fw.offer_roles = roles
             fw.capabilities = ev.capabilities
             fw.reusable = "REUSABLE_OFFERS" in ev.capabilities
             fw.revocable_ok = "REVOCABLE_RESOURCES" in ev.capabilities
@@ -271,6 +272,7 @@ class Allocator:
             or agent is None
             or not agent.active
             or lease.framework_id != fw.framework_id
+            or lease.role in fw.suppressed
             or not task.regular
         ):
             return []
@@ -290,6 +292,7 @@ class Allocator:
         role = check_role(ev.role)
         if fw is None:  # not re-subscribed yet: a placeholder keeps the accounting right
             fw = FrameworkState(ev.framework_id, (role,), frozenset(), False, l_.next_framework_seq())
+            fw.offer_roles = ()
             l_.frameworks[ev.framework_id] = fw
             l_.roles.add_framework(role, fw.framework_id)
             refresh_activity(l_, fw)
@@ -314,14 +317,14 @@ class Allocator:
 
     def _suppressed(self, ev: Suppressed, now: float) -> list[Decision]:
         fw = self._framework(ev.framework_id)
-        fw.suppressed |= set(ev.roles or fw.roles)
+        fw.suppressed |= set(ev.roles or fw.offer_roles)
         refresh_activity(self._l, fw)
         return []
 
     def _revived(self, ev: Revived, now: float) -> list[Decision]:
         l_ = self._l
         fw = self._framework(ev.framework_id)
-        roles = set(ev.roles or fw.roles)
+        roles = set(ev.roles or fw.offer_roles)
         fw.suppressed -= roles
         for agent_id in l_.filters.clear(fw.framework_id, roles):
             l_.mark_dirty(agent_id)
@@ -339,8 +342,8 @@ class Allocator:
         for dem in ev.demands:
             if dem.count < 0 or (dem.gang_min is not None and dem.gang_min < 0):
                 raise AllocatorError(f"demand of framework {fw.framework_id}: negative count")
-            role = check_role(dem.role) if dem.role is not None else fw.roles[0]
-            if role not in fw.roles:
+            role = check_role(dem.role) if dem.role is not None else fw.offer_roles[0]
+            if role not in fw.offer_roles:
                 raise AllocatorError(f"demand of framework {fw.framework_id}: role {role} not subscribed")
             l_.demand_seq += 1
             d = DemandState(
@@ -506,7 +509,7 @@ class Allocator:
         if fw is None:
             return None
         return FrameworkView(
-            fw.framework_id, fw.roles, fw.active, frozenset(fw.suppressed), fw.uses_demand,
+            fw.framework_id, fw.offer_roles, fw.active, frozenset(fw.suppressed), fw.uses_demand,
             self._l.framework_allocated(fw), self._l.framework_offered(fw), tuple(fw.offers), tuple(fw.tasks),
         )
 
@@ -548,7 +551,7 @@ class Allocator:
             return "unknown framework"
         if not fw.active:
             return "framework is not connected (inactive)"
-        open_roles = [r for r in fw.roles if r not in fw.suppressed]
+        open_roles = [r for r in fw.offer_roles if r not in fw.suppressed]
         if not open_roles:
             return "all its roles are suppressed (SUPPRESS); send REVIVE"
         if framework_id in self._why:

@@ -170,6 +170,6 @@ def fairness_rescind(
 def _has_frameworks(ledger: Ledger, top_role: str) -> bool:
     prefix = top_role + "/"
     for fw in ledger.frameworks.values():
-        if fw.active and any(r == top_role or r.startswith(prefix) for r in fw.roles):
+        if fw.active and any(r == top_role or r.startswith(prefix) for r in fw.offer_roles):
             return True
     return False

@@ -17,7 +17,7 @@ def fully_filtered(ledger: Ledger, fw: FrameworkState, role: str) -> bool:
 
 def regular_eligible(fw: FrameworkState, role: str) -> bool:
     """May receive plain DRF offers in ``role`` (demand-declaring frameworks get shaped ones)."""
-    return fw.active and role not in fw.suppressed and not fw.uses_demand
+    return fw.active and role in fw.offer_roles and role not in fw.suppressed and not fw.uses_demand
 
 
 def refresh_activity(ledger: Ledger, fw: FrameworkState) -> None:
@@ -26,7 +26,7 @@ def refresh_activity(ledger: Ledger, fw: FrameworkState) -> None:
         active = regular_eligible(fw, role) and not fully_filtered(ledger, fw, role)
         ledger.roles.set_active(role, fw.framework_id, active)
     if fw.framework_id in ledger.rev_sorter:
-        if fw.active and fw.revocable_ok and any(r not in fw.suppressed for r in fw.roles):
+        if fw.active and fw.revocable_ok and any(r not in fw.suppressed for r in fw.offer_roles):
             ledger.rev_sorter.activate(fw.framework_id)
         else:
             ledger.rev_sorter.deactivate(fw.framework_id)

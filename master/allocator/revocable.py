@@ -54,7 +54,7 @@ def revocable_stage(ledger: Ledger, agents: Iterable[AgentState], now: float, ou
             continue
         for key in sorter.first_keys():
             fw = ledger.frameworks[key[2]]
-            role = next((r for r in fw.roles if r not in fw.suppressed), None)
+            role = next((r for r in fw.offer_roles if r not in fw.suppressed), None)
             if role is None or (fw.uses_demand and not any(d.revocable_ok and d.unmet() for d in fw.demands)):
                 continue
             if filtered(ledger, fw, role, agent, capacity.as_revocable()) or ledger.filters.expires_at(
@@ -73,7 +73,7 @@ def owner_wants(ledger: Ledger, agent: AgentState) -> str | None:
     reserved_roles = agent.lent.reserved().roles()
     for role in reserved_roles:
         for fw in ledger.frameworks.values():
-            for r in fw.roles:
+            for r in fw.offer_roles:
                 if (r == role or is_subrole(r, role)) and _wants(ledger, fw, r, agent):
                     return f"role {role} reclaims its reserved resources"
     if agent.lent.unreserved():
@@ -87,7 +87,7 @@ def owner_wants(ledger: Ledger, agent: AgentState) -> str | None:
 
 
 def _wants(ledger: Ledger, fw: FrameworkState, role: str, agent: AgentState) -> bool:
-    if not fw.active or role in fw.suppressed:
+    if not fw.active or role in fw.suppressed or role not in fw.offer_roles:
         return False
     if ledger.filters.expires_at(fw.framework_id, role, agent.agent_id) is not None:
         return False

@@ -125,6 +125,7 @@ class FrameworkState:
         "capabilities",
         "demands",
         "framework_id",
+        "offer_roles",
         "offers",
         "reusable",
         "revocable_ok",
@@ -139,7 +140,8 @@ class FrameworkState:
         self, framework_id: str, roles: tuple[str, ...], capabilities: frozenset[str], active: bool, seq: int
     ) -> None:
         self.framework_id = framework_id
-        self.roles = roles
+        self.roles = roles  # every role it has state in (sorter membership)
+        self.offer_roles = roles  # the roles it is subscribed with (offers go only to these)
         self.capabilities = capabilities
         self.reusable = REUSABLE_OFFERS in capabilities
         self.revocable_ok = REVOCABLE_RESOURCES in capabilities

@@ -337,3 +337,25 @@ def test_periodic_full_sweep(sim_factory):
     assert not sim.alloc.last_pass.full_sweep
     sim.advance(30)
     assert sim.alloc.last_pass.full_sweep
+
+
+def test_resubscribe_with_other_role_offers_only_new_role(sim):
+    sim.agent("n1").cpus(2).mem(200).reserved("old", "cpus:1;mem:10").add()
+    sim.framework("f").role("old").add()
+    offer = sim.created(sim.allocate())[0]
+    res = sim.accept("f", offer.offer_id, sim.launch("t1", "cpus(old):1;mem(old):10"))
+    assert isinstance(res, Accepted)
+    sim.framework("f").role("new").add()  # re-subscribes with another role
+    out = sim.allocate()
+    assert [(o.role, str(o.resources)) for o in sim.created(out)] == [("new", "cpus:1; mem:100")]
+    assert sim.alloc.role_shares()["old"] > 0  # the running task still counts for its role
+
+
+def test_suppressed_lease_does_not_regrow(sim):
+    sim.agent("a1").cpus(4).mem(1024).add()
+    sim.framework("f1").reusable().add()
+    offer = sim.created(sim.allocate())[0]
+    sim.accept("f1", offer.offer_id, sim.launch("t1", "cpus:1;mem:128"))
+    sim.handle(Suppressed("f1"))
+    assert sim.finish("f1", "a1", "t1") == []
+    assert str(sim.alloc.agent_view("a1").free) == "cpus:1; mem:128"
