@@ -347,7 +347,7 @@ def test_resubscribe_with_other_role_offers_only_new_role(sim):
     assert isinstance(res, Accepted)
     sim.framework("f").role("new").add()  # re-subscribes with another role
     out = sim.allocate()
-    assert [(o.role, str(o.resources)) for o in sim.created(out)] == [("new", "cpus:1; mem:100")]
+    assert [(o.role, str(o.resources)) for o in sim.created(out)] == [("new", "cpus:2; mem:200")]
     assert sim.alloc.role_shares()["old"] > 0  # the running task still counts for its role
 
 
