@@ -336,6 +336,8 @@ class Allocator:
     def _demand_declared(self, ev: DemandDeclared, now: float) -> list[Decision]:
         l_ = self._l
         fw = self._framework(ev.framework_id)
+        if not fw.offer_roles:
+            raise AllocatorError(f"framework {fw.framework_id} is not subscribed; it cannot declare demand")
         old = {(d.shape, d.gang_id, d.role): d for d in fw.demands}
         new: list[DemandState] = []
         remap: dict[int, int] = {}

@@ -160,7 +160,8 @@ def regular_stage(
     frameworks = ledger.frameworks
     minimum = ledger.config.min_allocatable
     filters_of = ledger.filters.of
-    shaping = bool(ledger.roles.limited_roles) or headroom.active
+    hr_active = headroom.active
+    shaping = bool(ledger.roles.limited_roles) or hr_active
     single = roles.single_leaf()
     held = False
 
@@ -189,9 +190,9 @@ def regular_stage(
         scal = cache[1] if cache is not None and cache[0] is candidate else candidate.scalars()
         if not meets_minimum(scal, minimum):
             return False
-        deficit = headroom.own_deficit(role) if headroom.active else {}
+        deficit = headroom.own_deficit(role) if hr_active else {}
         out.append(give(ledger, frameworks[fid], role, agent, candidate, EMPTY, now, _DRF_REASON, scalars=scal))
-        if headroom.active:
+        if hr_active:
             headroom.consume(candidate.unreserved().scalars(), deficit)
         return True
 

@@ -155,9 +155,12 @@ class DRFSorter:
 
     def moved(self, name: str, scalars: Mapping[str, float], sign: float = 1.0) -> None:
         """A client with a caller-owned ``alloc`` changed by ``sign * scalars``: reposition."""
+        if len(self._clients) == 1:
+            self._lazy = True
+            return
         client = self._clients.get(name)
         if client is not None:
-            self._move(client, sign > 0 and all(v >= 0 for v in scalars.values()), scalars)
+            self._move(client, sign > 0 and min(scalars.values(), default=0.0) >= 0, scalars)
 
     def _move(self, client: _Client, grew: bool, scalars: Mapping[str, float]) -> None:
         if len(self._clients) == 1:

@@ -11,6 +11,7 @@ returns resources (after finishing every task and declining every offer, all is 
 from __future__ import annotations
 
 import hypothesis.strategies as st
+import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
@@ -25,6 +26,7 @@ from master.allocator import (
     AllocationRecovered,
     Allocator,
     AllocatorConfig,
+    AllocatorError,
     Demand,
     DemandDeclared,
     FrameworkActivated,
@@ -154,6 +156,10 @@ class AllocatorMachine(RuleBasedStateMachine):
                 shape, count, gang_id="g" if gang else None, gang_min=count if gang else None,
                 revocable_ok=data.draw(st.booleans()), priority=data.draw(st.integers(0, 2)),
             )
+            if not fw.offer_roles:  # a placeholder from recovered allocations: refused, typed
+                with pytest.raises(AllocatorError):
+                    self.alloc.handle(DemandDeclared(fid, (demand,)), self.now)
+                return
             out = self.alloc.handle(DemandDeclared(fid, (demand,) if count else ()), self.now)
         else:
             c = data.draw(st.integers(0, 4))
