@@ -410,12 +410,14 @@ class Allocator:
                     enforce(l_, agent, reason, out, reclaim=True)
         quota_stage(l_, agents, now, out)
         why: dict[str, str] = {}
+        demand_ran = False
         still: list[DemandState] = []
         headroom = Headroom(l_)
         if any(fw.uses_demand for fw in l_.frameworks.values()):
             pool = [a for a in l_.agents.values() if a.active and a.free] if (l_.demand_dirty or full) else agents
             l_.demand_dirty = False
             still = demand_stage(l_, pool, now, out, why, headroom)
+            demand_ran = True
         regular_stage(l_, agents, now, out, headroom)
         if still and self.config.idle_rescind_for_fairness:
             freed = fairness_rescind(l_, still, out)
@@ -426,7 +428,8 @@ class Allocator:
         revocable_stage(l_, agents, now, out)
         for agent in agents:  # what this pass changed elsewhere stays dirty for the next one
             l_.dirty.pop(agent.agent_id, None)
-        self._why = why
+        if demand_ran:  # otherwise the last reasons still hold
+            self._why = why
         self.last_pass = PassStats(self.passes, full, len(agents), len(out))
         return out
 
