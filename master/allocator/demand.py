@@ -121,40 +121,45 @@ def fairness_rescind(
     ledger: Ledger, starving: Iterable[DemandState], out: list[Decision]
 ) -> list[AgentState]:
     """Take back idle offered resources from frameworks whose role is above its fair share,
-    most over-share first, while a role below its fair share waits with unmet demand. Returns
-    the agents where resources were freed."""
+    most over-share first, while a role below its fair share waits with unmet demand. Fair share
+    of a top-level role = its weight / the weight of all top-level roles in use. Returns the
+    agents where resources were freed."""
     roles = ledger.roles
-    top = [n for n in roles.nodes.values() if n.parent is roles.root]
-    active_weight = sum(n.weight for n in top if n.alloc or _has_frameworks(ledger, n.name))
+    in_use: set[str] = set()
+    for fw in ledger.frameworks.values():
+        if fw.active:
+            for r in fw.offer_roles:
+                in_use.add(r.split("/", 1)[0])
+    for node in roles.nodes.values():
+        if node.parent is roles.root and node.alloc:
+            in_use.add(node.name)
+    active_weight = sum(roles.nodes[r].weight for r in in_use if r in roles.nodes)
     if active_weight <= 0:
         return []
+
+    def top(role: str) -> str:
+        return role.split("/", 1)[0]
+
+    def over(role: str) -> float:
+        """How far the role's top-level ancestor is above (+) or below (-) its fair share."""
+        node = roles.nodes[top(role)]
+        return roles.share(node.name) - node.weight / active_weight
+
+    waiting = [d for d in starving if over(d.role) < 0]
+    if not waiting:
+        return []
+    candidates = [o for o in ledger.offers.values() if o.regular and over(o.role) > 0]
+    candidates.sort(key=lambda o: (-over(o.role), o.created, o.offer_id))
     freed: dict[str, AgentState] = {}
-
-    def fair(role: str) -> float:
-        node = roles.nodes[role.split("/", 1)[0]]
-        return node.weight / active_weight
-
-    def top_share(role: str) -> float:
-        return roles.share(role.split("/", 1)[0])
-
-    for d in starving:
-        if top_share(d.role) >= fair(d.role):
-            continue
+    for d in waiting:
         want: Scalars = {n: v * d.unmet() for n, v in d.shape_scalars.items()}
         got: Scalars = {}
-        candidates = [
-            o
-            for o in ledger.offers.values()
-            if o.regular
-            and o.framework_id != d.framework_id
-            and top_share(o.role) > fair(o.role)
-            and o.role.split("/", 1)[0] != d.role.split("/", 1)[0]
-        ]
-        candidates.sort(key=lambda o: (-(top_share(o.role) - fair(o.role)), o.created, o.offer_id))
         for o in candidates:
             if all(got.get(n, 0.0) >= v - 1e-9 for n, v in want.items()):
                 break
-            if top_share(o.role) <= fair(o.role):
+            if o.offer_id not in ledger.offers or not o.regular or top(o.role) == top(d.role):
+                continue
+            if over(o.role) <= 0:
                 continue
             add_into(got, o.regular.scalars())
             decision = take_back(
@@ -165,11 +170,3 @@ def fairness_rescind(
                 out.append(decision)
                 freed[o.agent_id] = ledger.agents[o.agent_id]
     return list(freed.values())
-
-
-def _has_frameworks(ledger: Ledger, top_role: str) -> bool:
-    prefix = top_role + "/"
-    for fw in ledger.frameworks.values():
-        if fw.active and any(r == top_role or r.startswith(prefix) for r in fw.offer_roles):
-            return True
-    return False
