@@ -171,8 +171,11 @@ def start_cluster(
     return cluster
 
 
-def _has_framework(url: str) -> bool:
-    return bool(master_state(url).get("frameworks"))
+BATCH_NAME = "agora-batch"
+
+
+def _has_framework(url: str, name: str = BATCH_NAME) -> bool:
+    return any(f.get("name") == name for f in master_state(url).get("frameworks", []) or [])
 
 
 def _run_demos(cluster: LocalCluster, echo: Callable[[str], None]) -> bool:
@@ -210,12 +213,19 @@ def _run_demos(cluster: LocalCluster, echo: Callable[[str], None]) -> bool:
     return ok
 
 
-class _Stop:
+class _Signals:
+    """SIGINT/SIGTERM: the first one interrupts (KeyboardInterrupt) whatever is running; during
+    the cleanup that follows further signals are only recorded, so stopping is never cut short."""
+
     def __init__(self) -> None:
         self.signum: int | None = None
+        self.interrupt = True
 
     def __call__(self, signum: int, frame: FrameType | None) -> None:
         self.signum = signum
+        if self.interrupt:
+            self.interrupt = False
+            raise KeyboardInterrupt
 
 
 @click.command()
@@ -241,48 +251,56 @@ def up(
     ready_timeout: float,
 ) -> None:
     """Start a local cluster (master, agents, batch framework) and keep it running until Ctrl-C."""
-    stop = _Stop()
-    old = {s: signal.signal(s, stop) for s in (signal.SIGINT, signal.SIGTERM)}
+    sig = _Signals()
+    old = {s: signal.signal(s, sig) for s in (signal.SIGINT, signal.SIGTERM)}
     wd = work_dir or Path(tempfile.mkdtemp(prefix="agora-"))
     cluster: LocalCluster | None = None
     code = 0
+    error: str | None = None
     try:
-        try:
-            cluster = start_cluster(
-                agents, wd, port, with_batch=not no_batch, resources=resources,
-                ready_timeout=ready_timeout, echo=click.echo,
-            )
-        except CliError as exc:
-            raise click.ClickException(str(exc)) from exc
-        if stop.signum is not None:
-            return
-        click.echo("")
-        click.echo(f"Agora is up: {agents} agent(s) registered.")
-        click.echo(f"  master / web UI   {cluster.master_url}/")
-        click.echo(f"  scheduler API     {cluster.master_url}/api/v1/scheduler")
-        click.echo(f"  state / metrics   {cluster.master_url}/state  {cluster.master_url}/metrics")
-        if cluster.batch_url:
-            click.echo(f"  batch framework   {cluster.batch_url}")
-        click.echo(f"  work dir, logs    {wd}  {wd / 'logs'}")
-        click.echo(f"  export AGORA_MASTER={cluster.master_url.removeprefix('http://')}")
+        cluster = start_cluster(
+            agents, wd, port, with_batch=not no_batch, resources=resources,
+            ready_timeout=ready_timeout, echo=click.echo,
+        )
+        _print_endpoints(cluster, agents)
         if demo:
             code = 0 if _run_demos(cluster, click.echo) else 1
-            return
-        click.echo("Press Ctrl-C to stop.")
-        while stop.signum is None:
-            dead = cluster.dead()
-            if dead:
-                for p in dead:
-                    click.echo(f"{p.name} exited with code {p.returncode()}; stopping\n{p.tail()}", err=True)
-                code = 1
-                break
-            time.sleep(0.2)
+        else:
+            click.echo("Press Ctrl-C to stop.")
+            while True:
+                dead = cluster.dead()
+                if dead:
+                    for p in dead:
+                        click.echo(f"{p.name} exited with code {p.returncode()}; stopping\n{p.tail()}", err=True)
+                    code = 1
+                    break
+                time.sleep(0.2)
+    except KeyboardInterrupt:
+        code = 130 if demo else 0
+    except CliError as exc:
+        error = str(exc)
     finally:
+        sig.interrupt = False
         if cluster is not None:
             click.echo("stopping ...")
             cluster.stop()
             click.echo("stopped.")
         for s, h in old.items():
             signal.signal(s, h)
+    if error is not None:
+        raise click.ClickException(error)
     if code:
         sys.exit(code)
+
+
+def _print_endpoints(cluster: LocalCluster, agents: int) -> None:
+    wd = cluster.work_dir
+    click.echo("")
+    click.echo(f"Agora is up: {agents} agent(s) registered.")
+    click.echo(f"  master / web UI   {cluster.master_url}/")
+    click.echo(f"  scheduler API     {cluster.master_url}/api/v1/scheduler")
+    click.echo(f"  state / metrics   {cluster.master_url}/state  {cluster.master_url}/metrics")
+    if cluster.batch_url:
+        click.echo(f"  batch framework   {cluster.batch_url}   (agora job submit ...)")
+    click.echo(f"  work dir, logs    {wd}  {wd / 'logs'}")
+    click.echo(f"  export AGORA_MASTER={cluster.master_url.removeprefix('http://')}")

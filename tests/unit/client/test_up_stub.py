@@ -101,3 +101,61 @@ def test_demo_hooks(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setitem(sys.modules, "frameworks.batch.demo", bad)
     assert not up._run_demos(cluster, out.append)
     assert any("boom" in line for line in out)
+
+
+def _live_children() -> set[int]:
+    out = set()
+    for p in psutil.Process().children(recursive=True):
+        try:
+            if p.status() != psutil.STATUS_ZOMBIE:
+                out.add(p.pid)
+        except psutil.NoSuchProcess:
+            pass
+    return out
+
+
+def _interrupt_on_first_idle_sleep(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ctrl-C as soon as `agora up` is idle (its first wait in the keep-running loop)."""
+    import os
+    import signal
+    import types
+
+    def sleep(_s: float) -> None:
+        os.kill(os.getpid(), signal.SIGINT)
+
+    monkeypatch.setattr(up, "time", types.SimpleNamespace(sleep=sleep))
+
+
+def test_up_command_ctrl_c_stops_everything(stubbed: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from click.testing import CliRunner
+
+    before = _live_children()
+    _interrupt_on_first_idle_sleep(monkeypatch)
+    res = CliRunner().invoke(
+        up.up,
+        ["--agents", "2", "--port", str(free_port()), "--work-dir", str(tmp_path / "c"), "--no-batch",
+         "--resources", "cpus:1;mem:256"],
+    )
+    assert res.exit_code == 0, res.output
+    assert "Agora is up: 2 agent(s) registered." in res.output and "stopped." in res.output
+    assert _live_children() <= before
+
+
+@pytest.mark.parametrize("succeeds", [True, False])
+def test_up_demo_exit_code(stubbed: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, succeeds: bool) -> None:
+    import types
+
+    from click.testing import CliRunner
+
+    demo = types.ModuleType("frameworks.batch.demo")
+    demo.run_demo = lambda master_url, batch_url: succeeds  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "frameworks.batch.demo", demo)
+    monkeypatch.setitem(sys.modules, "frameworks.elastic.demo", None)
+    before = _live_children()
+    res = CliRunner().invoke(
+        up.up,
+        ["--agents", "1", "--port", str(free_port()), "--work-dir", str(tmp_path / "c"), "--no-batch",
+         "--resources", "cpus:1;mem:256", "--demo"],
+    )
+    assert res.exit_code == (0 if succeeds else 1), res.output
+    assert _live_children() <= before
