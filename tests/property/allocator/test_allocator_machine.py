@@ -176,8 +176,14 @@ class AllocatorMachine(RuleBasedStateMachine):
     @rule(dt=st.sampled_from([0.0, 0.001, 1.0, 5.0, 30.0]))
     def allocate(self, dt: float) -> None:
         self.now += dt
+        demands = [d for fw in self.ledger.frameworks.values() for d in fw.demands]
+        before = {id(d): d.in_offers for d in demands}
         out = self.alloc.allocate(self.now)
         self._check_new_offers(out)
+        for d in demands:
+            # a gang that has not started gets gang_min units at once or nothing
+            if d.gang_id is not None and d.gang_min and d.launched == 0 and d.in_offers > before[id(d)]:
+                assert d.in_offers >= d.gang_min, f"partial gang: {d.in_offers} of {d.gang_min}"
 
     @precondition(lambda self: bool(self.ledger.offers))
     @rule(data=st.data(), n_tasks=st.integers(0, 3), refuse=st.sampled_from([None, 0.0, 100.0]))
