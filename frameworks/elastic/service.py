@@ -327,7 +327,7 @@ class ElasticService(Service, Scheduler):
                 if e.job_id not in self.coordinators:
                     await self._start_coordinator(job)
             elif isinstance(e, StopCoordinator):
-                coord = self.coordinators.pop(e.job_id, None)
+                coord = self.coordinators.get(e.job_id)
                 if coord is not None:
                     self._dirty.update(
                         *(
@@ -338,7 +338,9 @@ class ElasticService(Service, Scheduler):
                             if isinstance(x, Persist)
                         )
                     )
-                    await coord.stop()  # writes its final checkpoint
+                    # shielded: a service stop meanwhile waits for it instead of cutting it short
+                    await asyncio.shield(coord.stop())  # writes its final checkpoint
+                    self.coordinators.pop(e.job_id, None)
             elif isinstance(e, WorkerGone):
                 coord = self.coordinators.get(e.job_id)
                 if coord is not None:
@@ -418,6 +420,7 @@ class ElasticService(Service, Scheduler):
             )
 
         coord = make(job.coordinator_port or 0)
+        self.coordinators[job.job_id] = coord  # registered first: a stop meanwhile still stops it
         try:
             await coord.start()
         except OSError as exc:
@@ -430,8 +433,8 @@ class ElasticService(Service, Scheduler):
                 exc,
             )
             coord = make(0)
+            self.coordinators[job.job_id] = coord
             await coord.start()
-        self.coordinators[job.job_id] = coord
         self._pending += self.core.set_coordinator(job.job_id, coord.port, coord.url)
         self._dirty.add(job.job_id)
         log.info("elastic: job %d coordinator at %s", job.job_id, coord.url)

@@ -1,0 +1,323 @@
+"""``agora elastic`` — submit and manage elastic training jobs through the elastic framework's API.
+
+The service is found with ``--elastic URL``, ``AGORA_ELASTIC``, or by asking the master
+(``--master``/``AGORA_MASTER``) for the framework named ``agora-elastic``: the service publishes
+its API address as its ``webui_url``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from frameworks.cli.common import CliError, http_get_json, http_post_json, master_state, master_url
+
+FRAMEWORK_NAME = "agora-elastic"
+SHORT = {
+    "PENDING": "PD",
+    "STARTING": "ST",
+    "RUNNING": "R",
+    "SCALING": "SC",
+    "SUCCEEDED": "CD",
+    "FAILED": "F",
+    "CANCELLED": "CA",
+}
+
+
+def elastic_url(elastic: str | None, master: str | None) -> str:
+    """The elastic service's base URL: explicit, ``AGORA_ELASTIC``, or the master's framework list."""
+    value = elastic or os.environ.get("AGORA_ELASTIC")
+    if value:
+        return (value if "://" in value else "http://" + value).rstrip("/")
+    state = master_state(master_url(master))
+    for fw in state.get("frameworks", []):
+        if fw.get("name") == FRAMEWORK_NAME and fw.get("webui_url") and fw.get("active", True):
+            return str(fw["webui_url"]).rstrip("/")
+    raise CliError("no elastic framework is registered with the master (give --elastic or AGORA_ELASTIC)")
+
+
+def post_toml(url: str, text: str, timeout: float = 10.0) -> Any:
+    req = urllib.request.Request(
+        url,
+        data=text.encode(),
+        method="POST",
+        headers={"Content-Type": "application/toml", "Accept": "application/json"},
+    )
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as resp:
+            return json.loads(resp.read() or b"null")
+    except urllib.error.HTTPError as exc:
+        detail = exc.read().decode("utf-8", "replace").strip()
+        try:
+            detail = json.loads(detail).get("error", detail)
+        except (ValueError, AttributeError):
+            pass
+        raise CliError(f"submit refused (HTTP {exc.code}): {detail}") from exc
+    except (urllib.error.URLError, OSError) as exc:
+        raise CliError(f"cannot reach {url}: {getattr(exc, 'reason', exc)}") from exc
+
+
+def _console() -> Console:
+    return Console(highlight=False, soft_wrap=True)
+
+
+def _num(v: Any, fmt: str = "{:.3f}") -> str:
+    return "-" if v is None else fmt.format(v)
+
+
+def _ts(t: float | None) -> str:
+    return time.strftime("%H:%M:%S", time.localtime(t)) if t else "-"
+
+
+F = Any
+
+
+def json_flag(f: F) -> F:
+    """``--json`` accepted after the subcommand too: ``agora elastic list --json``."""
+
+    def set_json(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+        if value:
+            ctx.ensure_object(dict)["json"] = True
+
+    return click.option(
+        "--json", "as_json", is_flag=True, expose_value=False, callback=set_json, help="Print JSON."
+    )(f)
+
+
+@click.group()
+@click.option(
+    "--elastic", envvar="AGORA_ELASTIC", default=None, help="Elastic framework URL (default: ask the master)."
+)
+@click.option(
+    "--master", envvar="AGORA_MASTER", default=None, help="Master host:port (default 127.0.0.1:5050)."
+)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of tables.")
+@click.pass_context
+def elastic(ctx: click.Context, elastic: str | None, master: str | None, as_json: bool) -> None:
+    """Submit and manage elastic training jobs (workers grow and shrink between min and max)."""
+    ctx.ensure_object(dict)
+    ctx.obj.update(elastic=elastic, master=master, json=as_json)
+
+
+def _api(ctx: click.Context) -> str:
+    if "url" not in ctx.obj:
+        try:
+            ctx.obj["url"] = elastic_url(ctx.obj["elastic"], ctx.obj["master"]) + "/api/v1"
+        except CliError as exc:
+            raise click.ClickException(str(exc)) from exc
+    return str(ctx.obj["url"])
+
+
+def _get(ctx: click.Context, path: str) -> Any:
+    try:
+        return http_get_json(_api(ctx) + path)
+    except CliError as exc:
+        raise click.ClickException(_clean(str(exc))) from exc
+
+
+def _post(ctx: click.Context, path: str, body: Any) -> Any:
+    try:
+        return http_post_json(_api(ctx) + path, body)
+    except CliError as exc:
+        raise click.ClickException(_clean(str(exc))) from exc
+
+
+def _clean(msg: str) -> str:
+    """``... HTTP 404 {"error": "no elastic job 9"}`` -> ``... HTTP 404: no elastic job 9``."""
+    head, sep, tail = msg.partition(" {")
+    if sep:
+        try:
+            return f"{head}: {json.loads('{' + tail)['error']}"
+        except (ValueError, KeyError, TypeError):
+            pass
+    return msg
+
+
+def _out(ctx: click.Context, data: Any, render: Any) -> None:
+    if ctx.obj["json"]:
+        click.echo(json.dumps(data, indent=2, sort_keys=True))
+    else:
+        render(data)
+
+
+@elastic.command()
+@click.argument("job_file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option(
+    "--max", "max_workers", type=click.IntRange(1), default=None, help="Override scaling.max_workers."
+)
+@click.option(
+    "--min", "min_workers", type=click.IntRange(1), default=None, help="Override scaling.min_workers."
+)
+@json_flag
+@click.pass_context
+def submit(ctx: click.Context, job_file: Path, max_workers: int | None, min_workers: int | None) -> None:
+    """Submit JOB_FILE (a TOML job spec); prints the job id."""
+    text = job_file.read_text()
+    if max_workers is not None or min_workers is not None:
+        import tomllib
+
+        from frameworks.elastic.spec import SpecError, from_mapping, to_mapping
+
+        try:
+            doc = tomllib.loads(text)
+            scaling = dict(doc.get("scaling", {}))
+            if max_workers is not None:
+                scaling["max_workers"] = max_workers
+            if min_workers is not None:
+                scaling["min_workers"] = min_workers
+            doc["scaling"] = scaling
+            body: Any = to_mapping(from_mapping(doc))
+        except (tomllib.TOMLDecodeError, SpecError) as exc:
+            raise click.ClickException(f"{job_file}: {exc}") from exc
+        result = _post(ctx, "/jobs", body)
+    else:
+        try:
+            result = post_toml(_api(ctx) + "/jobs", text)
+        except CliError as exc:
+            raise click.ClickException(str(exc)) from exc
+    _out(ctx, result, lambda r: click.echo(r["id"]))
+
+
+@elastic.command(name="list")
+@click.option("--state", default=None, help="Only jobs in this state.")
+@json_flag
+@click.pass_context
+def list_jobs(ctx: click.Context, state: str | None) -> None:
+    """List elastic jobs with their workers, progress and the reason they are not at their maximum."""
+    data = _get(ctx, "/jobs" + (f"?state={state.upper()}" if state else ""))
+
+    def render(d: dict[str, Any]) -> None:
+        table = Table(box=None, header_style="bold")
+        for col in (
+            "ID",
+            "NAME",
+            "ST",
+            "WORKERS",
+            "MIN..MAX",
+            "GEN",
+            "PROGRESS",
+            "SAMPLES/S",
+            "LOSS",
+            "ACC",
+            "REASON",
+        ):
+            table.add_column(col)
+        for j in d["jobs"]:
+            table.add_row(
+                str(j["id"]),
+                j["name"],
+                SHORT.get(j["state"], j["state"]),
+                f"{j['workers']}"
+                + (f" ({j['revocable_workers']} rev)" if j.get("revocable_workers") else ""),
+                f"{j['min_workers']}..{j['max_workers']}",
+                _num(j.get("generation"), "{}"),
+                _num(j.get("progress"), "{:.0%}"),
+                _num(j.get("samples_per_second"), "{:.0f}"),
+                _num(j.get("loss")),
+                _num(j.get("test_accuracy") if j.get("test_accuracy") is not None else j.get("accuracy")),
+                j.get("reason") or "",
+            )
+        _console().print(table)
+
+    _out(ctx, data, render)
+
+
+@elastic.command()
+@click.argument("job_id", type=int)
+@json_flag
+@click.pass_context
+def show(ctx: click.Context, job_id: int) -> None:
+    """Show a job: workers, generation, progress (samples/s, loss, accuracy) and why it is not at max."""
+    data = _get(ctx, f"/jobs/{job_id}")
+
+    def render(d: dict[str, Any]) -> None:
+        con = _console()
+        con.print(
+            f"[bold]elastic job {d['id']}[/bold] {d['name']}  state={d['state']}  "
+            f"workers={d['workers']} ({d['running']} running, {d['revocable_workers']} revocable)  "
+            f"min..max={d['min_workers']}..{d['max_workers']}  priority={d['priority']}  role={d['role']}"
+        )
+        met = d.get("metrics") or {}
+        con.print(
+            f"generation {_num(met.get('generation'), '{}')}  world size {_num(met.get('world_size'), '{}')}  "
+            f"epoch {_num(met.get('epoch'), '{}')}/{_num(met.get('epochs'), '{}')}  "
+            f"progress {_num(met.get('progress'), '{:.1%}')}  samples/s {_num(met.get('samples_per_second'), '{:.1f}')}  "
+            f"loss {_num(met.get('loss'))}  accuracy {_num(met.get('accuracy'))}"
+            + (
+                f"  test accuracy {_num(met['reports']['test_accuracy'])}"
+                if met.get("reports", {}).get("test_accuracy") is not None
+                else ""
+            )
+        )
+        con.print(f"reason: {d.get('reason') or '(at its maximum)'}")
+        if d.get("coordinator"):
+            con.print(f"coordinator: {d['coordinator']}")
+        table = Table(box=None, header_style="bold", title="workers")
+        for col in ("TASK", "PHASE", "HOST", "KIND", "LAUNCHED", "RESOURCES"):
+            table.add_column(col)
+        for w in d["worker_list"]:
+            table.add_row(
+                w["task_id"],
+                w["phase"],
+                w["hostname"],
+                "revocable" if w["revocable"] else "regular",
+                _ts(w["launched_at"]),
+                w["resources"],
+            )
+        con.print(table)
+        if d.get("ended_workers"):
+            ended = Table(box=None, header_style="bold", title="ended workers (latest)")
+            for col in ("TASK", "ENDING", "STATE", "ENDED", "MESSAGE"):
+                ended.add_column(col)
+            for w in d["ended_workers"][-8:]:
+                ended.add_row(
+                    w["task_id"],
+                    w["ending"] or "-",
+                    w["state"] or "-",
+                    _ts(w["ended_at"]),
+                    w["message"] or "",
+                )
+            con.print(ended)
+        counts = d.get("counts") or {}
+        if counts:
+            con.print("workers so far: " + "  ".join(f"{k} {v}" for k, v in sorted(counts.items())))
+
+    _out(ctx, data, render)
+
+
+@elastic.command()
+@click.argument("job_id", type=int)
+@click.option("--max", "max_workers", type=click.IntRange(1), default=None, help="New maximum worker count.")
+@click.option("--min", "min_workers", type=click.IntRange(1), default=None, help="New minimum worker count.")
+@json_flag
+@click.pass_context
+def scale(ctx: click.Context, job_id: int, max_workers: int | None, min_workers: int | None) -> None:
+    """Change a job's worker range (it grows or shrinks to follow)."""
+    if max_workers is None and min_workers is None:
+        raise click.UsageError("give --max N and/or --min N")
+    body: dict[str, int] = {}
+    if max_workers is not None:
+        body["max_workers"] = max_workers
+    if min_workers is not None:
+        body["min_workers"] = min_workers
+    data = _post(ctx, f"/jobs/{job_id}/scale", body)
+    _out(ctx, data, lambda d: click.echo(f"job {d['id']}: {d['min_workers']}..{d['max_workers']} workers"))
+
+
+@elastic.command()
+@click.argument("job_id", type=int)
+@json_flag
+@click.pass_context
+def cancel(ctx: click.Context, job_id: int) -> None:
+    """Cancel a job: its workers are killed."""
+    data = _post(ctx, f"/jobs/{job_id}/cancel", {})
+    _out(ctx, data, lambda d: click.echo(f"job {d['id']} {d['state'].lower()}"))
