@@ -1,0 +1,102 @@
+"""The benchmarks must not rot: each runs at a tiny size and ends with one JSON line.
+
+The helpers of ``scripts/bench/common.py`` are checked directly; each benchmark script is run as
+a subprocess (it starts and stops its own master/agents/simulated agents) with sizes that take
+seconds, and its last stdout line must be a JSON object naming the benchmark.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[3]
+BENCH = REPO / "scripts" / "bench"
+
+
+def _load(name: str) -> ModuleType:
+    if str(REPO) not in sys.path:
+        sys.path.insert(0, str(REPO))
+    spec = importlib.util.spec_from_file_location(f"scripts.bench.{name}", BENCH / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+common = _load("common")
+
+
+def test_percentile_interpolates_and_handles_edges() -> None:
+    assert math.isnan(common.percentile([], 50))
+    assert common.percentile([3.0], 99) == 3.0
+    assert common.percentile([1.0, 2.0, 3.0, 4.0], 50) == pytest.approx(2.5)
+    assert common.percentile(list(range(101)), 99) == pytest.approx(99.0)
+    lat = common.latency_ms([0.001, 0.002, 0.003])
+    assert lat["p50_ms"] == pytest.approx(2.0) and lat["n"] == 3
+
+
+def test_spread_and_aggregate_take_median_min_max() -> None:
+    s = common.spread([5.0, 1.0, 3.0])
+    assert (s.median, s.min, s.max, s.n) == (3.0, 1.0, 5.0, 3)
+    agg = common.aggregate(
+        [{"rate": 10.0, "name": "a"}, {"rate": 30.0, "name": "b"}, {"rate": 20.0, "name": "c"}]
+    )
+    assert set(agg) == {"rate"}
+    assert agg["rate"].median == 20.0
+    assert "[" in str(agg["rate"])
+
+
+def test_emit_json_is_one_parseable_line(capsys: pytest.CaptureFixture[str]) -> None:
+    common.emit_json("unit", {"figure": common.spread([1.0, 2.0]), "path": Path("/x")})
+    out = capsys.readouterr().out.strip().splitlines()
+    assert len(out) == 1
+    data = json.loads(out[0])
+    assert data["bench"] == "unit" and data["figure"]["median"] == 1.5 and data["machine"]["cores"] >= 1
+
+
+def test_print_table_aligns_columns(capsys: pytest.CaptureFixture[str]) -> None:
+    common.print_table("t", ["figure", "median"], [("rate", 1234.5), ("p99", 0.25)])
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert lines[0] == "t" and lines[1].startswith("figure") and "1,234" in lines[3]
+
+
+def _run(script: str, *args: str, within: float = 100.0) -> dict[str, Any]:
+    proc = subprocess.run(
+        [sys.executable, str(BENCH / script), *args],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=within,
+    )
+    assert proc.returncode == 0, (
+        f"{script} failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+    )
+    last = proc.stdout.strip().splitlines()[-1]
+    data: dict[str, Any] = json.loads(last)
+    return data
+
+
+def test_raw_spawn_mode_measures_processes() -> None:
+    data = _run("e2e.py", "--raw-only", "--tasks", "20", "--raw-concurrency", "4", within=60)
+    assert data["tasks"] == 20 and data["rate"] > 0
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not (BENCH / "allocator.py").exists(), reason="allocator benchmark not present")
+def test_allocator_smoke() -> None:
+    data = _run(
+        "allocator.py",
+        "--agents", "40", "--frameworks", "4", "--rounds", "1", "--quota-agents", "20",
+        "--small-roles", "4", "--large-roles", "2", "--add-agents", "40",
+    )  # fmt: skip
+    assert isinstance(data, dict)
