@@ -36,6 +36,8 @@ class Ledger:
         self.tasks: dict[tuple[str, str], TaskAlloc] = {}
         self.offers: dict[str, OfferState] = {}
         self.dirty: dict[str, None] = {}
+        self.full_pass = True  # the next pass visits every agent (new framework, revive, quota...)
+        self.why: dict[str, str] = {}  # framework -> why its demand is not placed (last demand stage)
         self.demand_dirty = False
         self.activity_dirty = False
         self.active_agents = 0
