@@ -33,16 +33,22 @@ class FilterIndex:
         self._by_agent: dict[str, set[Key]] = {}
         self._heap: list[tuple[float, int, str, str, str]] = []
         self._seq = 0
+        self._count = 0  # live filters
 
     def __len__(self) -> int:
-        return sum(len(v) for v in self._by_key.values())
+        return self._count
 
     def add(self, framework_id: str, role: str, agent_id: str, resources: Resources, expires: float) -> None:
         self._seq += 1
         key = (framework_id, role)
-        self._by_key.setdefault(key, {})[agent_id] = _Filter(expires, resources, self._seq)
+        filters = self._by_key.setdefault(key, {})
+        if agent_id not in filters:
+            self._count += 1
+        filters[agent_id] = _Filter(expires, resources, self._seq)
         self._by_agent.setdefault(agent_id, set()).add(key)
         heapq.heappush(self._heap, (expires, self._seq, framework_id, role, agent_id))
+        if len(self._heap) > 2 * self._count + 1024:
+            self._compact()
 
     def agents_filtered(self, framework_id: str, role: str) -> int:
         filters = self._by_key.get((framework_id, role))
@@ -93,6 +99,7 @@ class FilterIndex:
         touched: list[str] = []
         for key in [k for k in self._by_key if k[0] == framework_id and (roles is None or k[1] in roles)]:
             filters = self._by_key.pop(key)
+            self._count -= len(filters)
             for agent in filters:
                 touched.append(agent)
                 keys = self._by_agent.get(agent)
@@ -120,16 +127,30 @@ class FilterIndex:
         for key in self._by_agent.pop(agent_id, set()):
             filters = self._by_key.get(key)
             if filters is not None:
-                filters.pop(agent_id, None)
+                if filters.pop(agent_id, None) is not None:
+                    self._count -= 1
                 if not filters:
                     del self._by_key[key]
+
+    def _compact(self) -> None:
+        """Drop heap entries of filters replaced, cleared or removed (lazy deletion leftovers)."""
+        live = []
+        for entry in self._heap:
+            _, seq, fid, role, agent = entry
+            filters = self._by_key.get((fid, role))
+            f = filters.get(agent) if filters else None
+            if f is not None and f.seq == seq:
+                live.append(entry)
+        heapq.heapify(live)
+        self._heap = live
 
     def _drop(self, fid: str, role: str, agent: str) -> None:
         key = (fid, role)
         filters = self._by_key.get(key)
         if filters is None:
             return
-        filters.pop(agent, None)
+        if filters.pop(agent, None) is not None:
+            self._count -= 1
         if not filters:
             del self._by_key[key]
         keys = self._by_agent.get(agent)

@@ -200,3 +200,19 @@ class TestDeadlines:
         assert alloc.next_deadline(2.0) == pytest.approx(2.01)
         alloc.allocate(2.0)
         assert alloc.next_deadline(2.0) == 5.0  # the filter expires
+
+
+def test_filter_heap_compacts_after_many_clears() -> None:
+    f = FilterIndex()
+    for i in range(3000):
+        f.add("f1", "*", f"a{i % 10}", R("cpus:1"), 1e9 + i)
+        if i % 10 == 9:
+            f.clear("f1")
+    assert len(f._heap) < 2100  # stale entries do not pile up forever
+    assert f.next_deadline() is None
+    f.add("f1", "*", "x", R("cpus:1"), 5.0)
+    f.add("f1", "*", "x", R("cpus:2"), 6.0)
+    f.add("f2", "*", "x", R("cpus:2"), 6.0)
+    assert len(f) == 2
+    f.remove_agent("x")
+    assert len(f) == 0
