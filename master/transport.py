@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import typing
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -30,9 +31,9 @@ class _Guard(asyncio.Protocol):
 
     # asyncio.Protocol, delegating to aiohttp's RequestHandler
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
-        self.owner.live[transport] = self
+        # uvloop's TCPTransport implements asyncio.Transport without subclassing it.
+        self.transport = typing.cast(asyncio.Transport, transport)
+        self.owner.live[self.transport] = self
         self.arm()
         self.inner.connection_made(transport)
 
