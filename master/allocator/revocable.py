@@ -18,7 +18,7 @@ from master.allocator.decisions import Decision, Revoke
 from master.allocator.eligibility import filtered
 from master.allocator.ledger import Ledger
 from master.allocator.offering import give, take_back
-from master.allocator.quantities import meets_minimum
+from master.allocator.quantities import meets_minimum, take, units_that_fit
 from master.allocator.state import EMPTY, AgentState, FrameworkState, TaskAlloc
 from protocol.resources import Resources, is_subrole
 
@@ -55,14 +55,31 @@ def revocable_stage(ledger: Ledger, agents: Iterable[AgentState], now: float, ou
         for key in sorter.first_keys():
             fw = ledger.frameworks[key[2]]
             role = next((r for r in fw.offer_roles if r not in fw.suppressed), None)
-            if role is None or (fw.uses_demand and not any(d.revocable_ok and d.unmet() for d in fw.demands)):
+            if role is None:
                 continue
             if filtered(ledger, fw, role, agent, capacity.as_revocable()) or ledger.filters.expires_at(
                 fw.framework_id, role, agent.agent_id
             ) is not None:
                 continue
-            ledger.lend(agent, lend)
-            out.append(give(ledger, fw, role, agent, EMPTY, capacity, now, "revocable: usage and allocation slack"))
+            offer, demand, units = capacity, None, 0
+            if fw.uses_demand:  # shaped to its first unmet demand that accepts revocable resources
+                demand = next(
+                    (d for d in sorted(fw.demands, key=lambda d: (-d.priority, d.seq)) if d.revocable_ok and d.unmet()),
+                    None,
+                )
+                if demand is None:
+                    continue
+                units = units_that_fit(capacity.scalars(), demand.shape_scalars, demand.unmet())
+                if units <= 0:
+                    continue
+                offer = take(capacity, {n: v * units for n, v in demand.shape_scalars.items()})
+                role = demand.role
+            # lend only the allocation slack the offer needs beyond what already backs revocable use
+            spare = ledger.revocable_capacity(agent)
+            need = {n: v - spare.scalar(n) for n, v in offer.scalars().items() if v > spare.scalar(n) + 1e-9}
+            ledger.lend(agent, take(lend, need) if need else EMPTY)
+            reason = "revocable: usage and allocation slack"
+            out.append(give(ledger, fw, role, agent, EMPTY, offer, now, reason, demand, units))
             break
 
 

@@ -86,12 +86,14 @@ def test_revocable_demand_framework(sim):
     sim.framework("plain").add()
     o = sim.created(sim.allocate())[0]
     sim.accept("plain", o.offer_id, sim.launch("t1", "cpus:2;mem:200"))
-    sim.handle(AgentSlackEstimated("n1", sim.R("cpus:1;mem:100")))
+    sim.handle(AgentSlackEstimated("n1", sim.R("cpus:3;mem:300")))
     sim.framework("elastic").revocable().add()
-    sim.demand("elastic", Demand(sim.R("cpus:1;mem:100"), count=1, revocable_ok=True))
+    sim.demand("elastic", Demand(sim.R("cpus:1;mem:100"), count=2, revocable_ok=True))
     out = sim.allocate()
     [offer] = sim.created(out)
-    assert offer.framework_id == "elastic" and offer.revocable
+    assert offer.framework_id == "elastic"
+    assert offer.resources == sim.R("cpus:2;mem:200").as_revocable()  # shaped: 2 units
+    assert sim.allocate() == []  # the demand is covered
 
 
 def test_agent_deactivated_rescinds_and_reactivated_reoffers(sim):

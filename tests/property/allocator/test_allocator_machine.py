@@ -320,6 +320,11 @@ class AllocatorMachine(RuleBasedStateMachine):
                 assert agent.active, "offer outstanding on an inactive agent"
 
     @invariant()
+    def filter_index_counts(self) -> None:
+        f = self.ledger.filters
+        assert len(f) == sum(len(v) for v in f._by_key.values())
+
+    @invariant()
     def roles_count_regular_only(self) -> None:
         l_ = self.ledger
         expect: dict[str, dict[str, float]] = {}
