@@ -104,7 +104,7 @@ def quota_stage(ledger: Ledger, agents: Iterable[AgentState], now: float, out: l
     heap: list[tuple[float, int, str]] = []
     for seq, role in enumerate(sorted(roles.quota_roles)):
         node = roles.nodes[role]
-        if node.deficit() and len(node.frameworks.first_keys()) > 0:
+        if node.deficit() and next(roles.iter_frameworks(node), None) is not None:
             heap.append((roles.share(role), seq, role))
     if not heap:
         return
@@ -134,15 +134,17 @@ def quota_stage(ledger: Ledger, agents: Iterable[AgentState], now: float, out: l
                 deferred.append(entry)
                 continue
             chosen = None
-            for fkey in node.frameworks.first_keys():
-                fw = ledger.frameworks[fkey[2]]
-                if not filtered(ledger, fw, role, agent, candidate):
-                    chosen = fw
+            for fw_role, fid in roles.iter_frameworks(node):  # the role's subtree, in DRF order
+                fw = ledger.frameworks[fid]
+                if not filtered(ledger, fw, fw_role, agent, candidate):
+                    chosen = (fw_role, fw)
                     break
             if chosen is None:
                 deferred.append(entry)
                 continue
-            out.append(give(ledger, chosen, role, agent, candidate, EMPTY, now, f"quota guarantee of role {role}"))
+            out.append(
+                give(ledger, chosen[1], chosen[0], agent, candidate, EMPTY, now, f"quota guarantee of role {role}")
+            )
             if node.deficit():
                 heapq.heappush(heap, (roles.share(role), entry[1], role))
         for entry in deferred:

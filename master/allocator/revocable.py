@@ -97,8 +97,8 @@ def owner_wants(ledger: Ledger, agent: AgentState) -> str | None:
         for role in ledger.roles.quota_roles:
             node = ledger.roles.nodes[role]
             if node.deficit():
-                for fkey in node.frameworks.first_keys():
-                    if _wants(ledger, ledger.frameworks[fkey[2]], role, agent):
+                for fw_role, fid in ledger.roles.iter_frameworks(node):
+                    if _wants(ledger, ledger.frameworks[fid], fw_role, agent):
                         return f"role {role} below its quota guarantee"
     return None
 

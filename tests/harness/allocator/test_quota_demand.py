@@ -141,3 +141,15 @@ def test_idle_part_rescinded_for_starving_role(sim):
     summary = sim.summary(out)
     assert summary[0] == ("updated", "hog", "n1", "")  # the idle part of the lease is taken back
     assert ("created", "needy", "n1", "cpus:2; mem:200") in summary
+
+
+def test_quota_of_parent_role_served_to_its_subroles(sim):
+    sim.framework("big").role("other").add()
+    sim.framework("ml").role("eng/ml").add()
+    sim.handle(QuotaSet("eng", sim.R("cpus:2;mem:200")))
+    for i in range(3):
+        sim.agent(f"n{i}").cpus(1).mem(100).add()
+    out = sim.allocate()
+    got = [(o.framework_id, o.role) for o in sim.created(out)]
+    assert got.count(("ml", "eng/ml")) == 2 and got.count(("big", "other")) == 1
+    assert sim.alloc.quota_consumed("eng") == {"cpus": 2.0, "mem": 200.0}
