@@ -70,6 +70,11 @@ class Allocator:
             agents = [l_.agents[a] for a in l_.dirty if a in l_.agents]
         l_.dirty.clear()
         self.passes += 1
+        if len(agents) > 1:
+            # start each pass at a different agent (a deterministic stand-in for Mesos' shuffle):
+            # no agent is always first, and declined resources meet a different framework order
+            k = (self.passes * 7919) % len(agents)
+            agents = agents[k:] + agents[:k]
         # owners reclaim what was lent as revocable
         for agent in agents:
             if agent.lent:
