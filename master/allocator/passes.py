@@ -204,7 +204,7 @@ def regular_stage(
     for agent in agents:
         if not agent.active or not agent.free:
             continue
-        served: set[str] = set()
+        served: set[tuple[str, str]] = set()  # (role, framework) already offered on this agent
         held = False
         while agent.free:
             made = False
@@ -212,14 +212,14 @@ def regular_stage(
                 role = single.name
                 for key in single.frameworks.first_keys():
                     fid = key[2]
-                    if fid not in served and try_offer(agent, role, fid):
-                        served.add(fid)
+                    if (role, fid) not in served and try_offer(agent, role, fid):
+                        served.add((role, fid))
                         made = True
                         break
             else:
                 for role, fid in roles.iter_frameworks():
-                    if fid not in served and try_offer(agent, role, fid):
-                        served.add(fid)
+                    if (role, fid) not in served and try_offer(agent, role, fid):
+                        served.add((role, fid))
                         made = True
                         break
             if not made:

@@ -359,3 +359,18 @@ def test_suppressed_lease_does_not_regrow(sim):
     sim.handle(Suppressed("f1"))
     assert sim.finish("f1", "a1", "t1") == []
     assert str(sim.alloc.agent_view("a1").free) == "cpus:1; mem:128"
+
+
+def test_multi_role_framework_revive_one_role(sim):
+    sim.agent("n1").cpus(1).mem(100).reserved("a", "cpus:1;mem:100").reserved("b", "cpus:2;mem:200").add()
+    sim.framework("f").role("a").role("b").add()
+    out = sim.allocate()
+    got = sorted((o.role, str(o.resources)) for o in sim.created(out))
+    # role a (older in the sorter) is offered the unreserved part too; role b its reservation
+    assert got == [("a", "cpus:1; cpus(a):1; mem:100; mem(a):100"), ("b", "cpus(b):2; mem(b):200")]
+    for o in sim.offers("f"):
+        sim.decline("f", o.offer_id, refuse=1000)
+    assert sim.allocate() == []
+    sim.handle(Revived("f", roles=("b",)))  # only role b's filters go
+    out = sim.allocate()
+    assert [(o.role, str(o.resources)) for o in sim.created(out)] == [("b", "cpus:1; cpus(b):2; mem:100; mem(b):200")]
