@@ -330,7 +330,8 @@ def _demand_declared(ledger: Ledger, ev: DemandDeclared, now: float) -> list[Dec
         if o.demand_units:
             o.demand_units = {remap[s]: u for s, u in o.demand_units.items() if s in remap}
     fw.demands = new
-    fw.uses_demand = True
+    # An empty REQUEST withdraws the standing demand: the framework is served as in Mesos again.
+    fw.uses_demand = bool(new)
     l_.demand_dirty = True
     ledger.why.pop(fw.framework_id, None)
     refresh_activity(l_, fw)
