@@ -22,6 +22,7 @@ class MsgpackScheduler:
         self.url = url
         self.session = session
         self.events: asyncio.Queue[mesos.Event] = asyncio.Queue()
+        self.backlog: list[mesos.Event] = []
         self.stream_id = ""
         self.framework_id: mesos.FrameworkID | None = None
         self._resp: aiohttp.ClientResponse | None = None
@@ -44,16 +45,26 @@ class MsgpackScheduler:
     async def _read(self) -> None:
         assert self._resp is not None
         dec = recordio.RecordIODecoder()
-        async for chunk in self._resp.content.iter_any():
-            for rec in dec.feed(chunk):
-                await self.events.put(codec.decode_msgpack(mesos.Event, rec))
+        try:
+            async for chunk in self._resp.content.iter_any():
+                for rec in dec.feed(chunk):
+                    await self.events.put(codec.decode_msgpack(mesos.Event, rec))
+        except aiohttp.ClientPayloadError:
+            return  # the master went away (kill -9)
 
     async def next(self, *types: ET, within: float = 10.0) -> mesos.Event:
+        """The next event of one of ``types``; others are kept for later calls (not lost)."""
+        for i, ev in enumerate(self.backlog):
+            if ev.type in types:
+                del self.backlog[i]
+                return ev
         async with asyncio.timeout(within):
             while True:
                 ev = await self.events.get()
                 if ev.type in types:
                     return ev
+                if ev.type is not ET.HEARTBEAT:
+                    self.backlog.append(ev)
 
     async def call(self, call: mesos.Call) -> int:
         async with self.session.post(
