@@ -70,7 +70,7 @@ def revocable_stage(ledger: Ledger, agents: Iterable[AgentState], now: float, ou
                 if demand is None:
                     continue
                 units = units_that_fit(capacity.scalars(), demand.shape_scalars, demand.unmet())
-                if units <= 0:
+                if units <= 0 or units < demand.gang_needed():  # a gang: whole on this agent or not here
                     continue
                 offer = take(capacity, {n: v * units for n, v in demand.shape_scalars.items()})
                 role = demand.role

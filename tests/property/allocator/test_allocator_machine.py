@@ -119,15 +119,19 @@ class AllocatorMachine(RuleBasedStateMachine):
 
     # --- frameworks -------------------------------------------------------------------
 
-    @rule(role=st.sampled_from(ROLES), reusable=st.booleans(), revocable=st.booleans())
-    def add_framework(self, role: str, reusable: bool, revocable: bool) -> None:
+    @rule(
+        roles=st.lists(st.sampled_from(ROLES), min_size=1, max_size=2, unique=True),
+        reusable=st.booleans(),
+        revocable=st.booleans(),
+    )
+    def add_framework(self, roles: list[str], reusable: bool, revocable: bool) -> None:
         self.n_fws += 1
         caps = set()
         if reusable:
             caps.add("REUSABLE_OFFERS")
         if revocable:
             caps.add("REVOCABLE_RESOURCES")
-        self.alloc.handle(FrameworkAdded(f"f{self.n_fws}", (role,), frozenset(caps)), self.now)
+        self.alloc.handle(FrameworkAdded(f"f{self.n_fws}", tuple(roles), frozenset(caps)), self.now)
 
     @precondition(lambda self: bool(self.ledger.frameworks))
     @rule(
