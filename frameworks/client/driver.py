@@ -412,7 +412,7 @@ class SchedulerDriver(Service):
         while True:
             status = await self._acks.get()
             try:
-                if self.connected:
+                if self.connected and not self._terminal:
                     await self.acknowledge(status)
             except TransportError as exc:  # the agent resends unacknowledged updates
                 log.warning("%s: acknowledge failed: %s", self.framework.name, exc)
@@ -593,10 +593,11 @@ class SchedulerDriver(Service):
 
     async def teardown(self) -> None:
         """Tell the master the framework is done (kills its tasks), then stop the driver."""
+        fid = self._fid()
+        self._terminal = True  # no more acknowledgements: the master forgets the framework
         try:
-            await self.send(Call.make_teardown(self._fid()))
+            await self.send(Call.make_teardown(fid))
         finally:
-            self._terminal = True
             if self._run_task is not None and asyncio.current_task() is self._run_task:
                 # called from a callback: end the stream; the loop then finishes the driver
                 if self._stream is not None:
