@@ -257,9 +257,45 @@ def count_slots(offers: Iterable[OfferSlot], shape: Resources, role: str | None 
     reg = rev = 0
     for o in offers:
         avail = o.available.allocatable_to(role) if role not in (None, "*") else o.available
-        reg += _fits(avail.non_revocable().flatten(), shape)
-        rev += _fits(avail.revocable().flatten(), shape)
+        regular = _fits(avail.non_revocable().flatten(), shape)
+        reg += regular
+        # a revocable worker may mix revocable entries with regular ones (revocable cpus, regular
+        # mem): the slots revocable resources add on top of the regular ones
+        rev += _fits(avail.flatten(), shape) - regular if avail.revocable() else 0
     return policy.Capacity(reg, rev)
+
+
+def pick_revocable(avail: Resources, shape: Resources, role: str | None) -> Resources | None:
+    """Entries for a worker on revocable resources: the whole shape from revocable entries if it
+    fits, else as much as possible from revocable entries and the rest from regular ones (at least
+    one revocable entry, or None)."""
+    whole = pick(avail, shape, role, allow_revocable=True, only_revocable=True)
+    if whole is not None:
+        return whole
+    rev = avail.revocable()
+    if not rev:
+        return None
+    rev_part: dict[str, float] = {}
+    reg_part: dict[str, float] = {}
+    for name, need in shape.flatten().scalars().items():
+        take = min(need, rev.scalar(name))
+        if take > 0:
+            rev_part[name] = take
+        if need - take > 1e-9:
+            reg_part[name] = need - take
+    if not rev_part:
+        return None
+    chosen_rev = pick(avail, _flat(rev_part), role, allow_revocable=True, only_revocable=True)
+    if chosen_rev is None:
+        return None
+    if not reg_part:
+        return chosen_rev
+    chosen_reg = pick(avail - chosen_rev, _flat(reg_part), role, allow_revocable=False)
+    return None if chosen_reg is None else chosen_rev + chosen_reg
+
+
+def _flat(amounts: Mapping[str, float]) -> Resources:
+    return Resources.sum(Resources.scalar_entry(k, v) for k, v in sorted(amounts.items()))
 
 
 def reference_shape(shapes: Iterable[Resources]) -> Resources:
@@ -625,7 +661,7 @@ class ElasticCore:
             have = avail.get(o.offer_id)
             if have is None:
                 continue
-            chosen = pick(have, shape, role, allow_revocable=revocable, only_revocable=revocable)
+            chosen = pick_revocable(have, shape, role) if revocable else pick(have, shape, role)
             if chosen is not None:
                 avail[o.offer_id] = have - chosen
                 return o, chosen, revocable

@@ -1,0 +1,163 @@
+"""The elastic framework on a real cluster (agora-master + agora-agent processes) with the digits
+example as real worker tasks:
+
+1. one agent with room for one worker: the job starts at its minimum (1 of 1..3);
+2. a second agent appears whose only room is revocable (fixed estimator, oversubscribed
+   cpus+mem): the job grows to its maximum with two revocable workers;
+3. the regular worker is ``kill -9``-ed: the job shrinks (TASK_FAILED), training continues, and
+   after the failure backoff it grows back onto the freed regular slot;
+4. the second agent restarts with a smaller estimate: the allocator revokes the revocable workers
+   (TASK_KILLED, REASON_CONTAINER_PREEMPTED) and the job shrinks to its minimum again;
+5. training finishes with >= 90% test accuracy.
+
+The same cluster then runs ``agora up --demo``'s elastic hook, which starts ``python -m
+frameworks.elastic`` itself (no elastic framework is registered at that point), finds it through
+the master's ``/state`` and trains the digits job to >= 90% through the HTTP API.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+from pathlib import Path
+
+import psutil
+import pytest
+
+from frameworks.cli.common import ManagedProcess, child_env, command_for, start_process, stop_process
+from frameworks.cli.up import LocalCluster, start_cluster
+from frameworks.elastic import demo
+from frameworks.elastic.service import ElasticService
+from frameworks.elastic.service_core import Job, Phase
+from frameworks.elastic.spec import from_mapping
+from frameworks.elastic.state import JobState
+
+pytestmark = pytest.mark.slow
+
+SPEC = {
+    "name": "digits",
+    "worker": {
+        "command": "{python} -m frameworks.elastic.examples.digits worker --step-delay 0.02",
+        "cpus": 0.5,
+        "mem": 128,
+    },
+    "scaling": {"min_workers": 1, "max_workers": 3, "revocable_ok": True},
+    "data": {"dataset": "sklearn-digits", "num_shards": 24, "epochs": 14},
+    "checkpoint": {"interval": 2.0},
+}
+
+
+def start_agent(cluster: LocalCluster, work_dir: Path, name: str, oversubscribed: str) -> ManagedProcess:
+    return start_process(
+        name,
+        [
+            *command_for("agora-agent", "agent.main"),
+            "--master",
+            cluster.master_url.removeprefix("http://"),
+            "--port",
+            "0",
+            "--work-dir",
+            str(work_dir / name),
+            "--resources",
+            "cpus:0.25;mem:512;disk:1024",  # too small for a regular worker
+            "--resource-estimator",
+            "fixed",
+            "--oversubscribed",
+            oversubscribed,
+        ],
+        log_path=work_dir / "logs" / f"{name}.log",
+        env=child_env(),
+    )
+
+
+def worker_processes(root: Path, task_id: str | None = None) -> list[psutil.Process]:
+    """Our worker tasks' processes (their sandboxes are under ``root``)."""
+    out = []
+    for p in psutil.process_iter(["cmdline"]):
+        try:
+            env = p.environ()
+        except psutil.Error:
+            continue
+        if not env.get("MESOS_SANDBOX", "").startswith(str(root)):
+            continue
+        if task_id is None or env.get("AGORA_ELASTIC_WORKER_ID") == task_id:
+            out.append(p)
+    return out
+
+
+def kill_workers(root: Path) -> None:
+    for p in worker_processes(root):
+        with contextlib.suppress(psutil.Error):
+            p.kill()
+
+
+def shape(job: Job) -> tuple[int, int, int]:
+    return job.counted(), job.counted(True), job.running()
+
+
+async def test_grow_kill_revoke_and_reach_90_percent(tmp_path: Path) -> None:
+    cluster = await asyncio.to_thread(
+        start_cluster, 1, tmp_path, 0, False, "cpus:0.5;mem:512;disk:1024", 30.0
+    )
+    extra: list[ManagedProcess] = []
+    try:
+        service = ElasticService(
+            cluster.master_url.removeprefix("http://"), tmp_path / "elastic", tick=0.2, heartbeat_timeout=2.0
+        )
+        async with service:
+            assert service.driver is not None
+            await service.driver.wait_subscribed(20)
+            job_id = service.submit(from_mapping(SPEC))
+            job = service.core.jobs[job_id]
+
+            # 1. starts at its minimum
+            await service.wait_for(
+                lambda: job.state is JobState.RUNNING and "no free capacity" in job.reason, 30
+            )
+            assert shape(job) == (1, 0, 1)
+
+            # 2. a second agent (revocable room only) appears: grows to the maximum
+            extra.append(start_agent(cluster, tmp_path, "agent-1", "cpus:1;mem:256"))
+            await service.wait_for(lambda: shape(job) == (3, 2, 3), 30)
+            assert job.reason == ""
+
+            # 3. kill -9 the regular worker: the job shrinks and keeps training, then regrows
+            (regular,) = [w for w in job.live_workers() if not w.revocable]
+            procs = [p for p in worker_processes(tmp_path, regular.task_id) if "python" in p.name()]
+            assert procs, "the regular worker's process was not found"
+            for proc in procs:
+                proc.kill()
+            await service.wait_for(lambda: job.counts.get("failed") == 1, 20)
+            assert job.counted() == 2 and "backing off" in job.reason
+            done_at_kill = job.progress.get("completed_total") or 0
+            await service.wait_for(lambda: shape(job) == (3, 2, 3), 30)
+            await service.wait_for(lambda: (job.progress.get("completed_total") or 0) > done_at_kill, 20)
+
+            # 4. the revocable estimate shrinks: the revocable workers are revoked, the job shrinks
+            a1 = extra[0]
+            os.kill(a1.pid, signal.SIGTERM)  # the agent stops; its tasks keep running
+            await asyncio.to_thread(a1.popen.wait, 15)
+            extra.append(start_agent(cluster, tmp_path, "agent-1", "cpus:0.1;mem:16"))
+            await service.wait_for(lambda: job.counts.get("revoked") == 2, 40)
+            assert shape(job)[:2] == (1, 0) and job.state in (JobState.RUNNING, JobState.SCALING)
+            assert all(w.ending is not None for w in job.ended)
+
+            # 5. training finishes anyway
+            await service.wait_for(lambda: job.terminal, 90)
+            assert job.state is JobState.SUCCEEDED, job.reason
+            assert job.progress["reports"]["test_accuracy"] >= 0.90
+            assert job.progress["progress"] == 1.0 and (job.progress["generation"] or 0) >= 6
+            assert job.counts["launched"] == 4 and job.counts["finished"] >= 1
+            assert not any(w.phase is not Phase.ENDED for w in job.workers.values())
+
+        # the demo hook starts its own elastic framework (none is registered now) and trains
+        ok = await asyncio.to_thread(demo.run_demo, cluster.master_url, None, 120.0, lambda _s: None, 0.25)
+        assert ok
+    finally:
+        kill_workers(tmp_path)
+        for agent in extra:
+            stop_process(agent, grace=2.0)
+        await asyncio.to_thread(cluster.stop, 2.0)
+        kill_workers(tmp_path)
