@@ -171,6 +171,14 @@ def _apply(
     if lease is not None:
         ledger.offer_grow(lease, regular_rest, revocable_rest, now)
         for o in offers[1:]:
+            if o.tasks:  # tasks launched from a merged lease now return to the surviving one
+                assert lease.tasks is not None
+                for tid in o.tasks:
+                    moved = ledger.tasks.get((fw.framework_id, tid))
+                    if moved is not None:
+                        moved.offer_id = lease.offer_id
+                        lease.tasks.add(tid)
+                o.tasks.clear()
             ledger.offer_drop(o, settle=False)
             decisions.append(
                 OfferRescinded(o.offer_id, fw.framework_id, agent.agent_id, f"merged into {lease.offer_id} by ACCEPT")

@@ -374,3 +374,17 @@ def test_multi_role_framework_revive_one_role(sim):
     sim.handle(Revived("f", roles=("b",)))  # only role b's filters go
     out = sim.allocate()
     assert [(o.role, str(o.resources)) for o in sim.created(out)] == [("b", "cpus:1; cpus(b):2; mem:100; mem(b):200")]
+
+
+def test_lease_grows_when_agent_total_grows(sim):
+    sim.framework("f1").reusable().add()
+    sim.agent("a1").cpus(2).mem(200).add()
+    first = sim.created(sim.allocate())[0]
+    sim.accept("f1", first.offer_id, sim.launch("t1", "cpus:1;mem:100"))
+    # a second lease on the same agent cannot exist: growth goes into the first one
+    sim.agent("a1").cpus(4).mem(400).add()  # re-registration with a larger total
+    out = sim.allocate()
+    assert [o.offer_id for o in sim.updated(out)] == [first.offer_id]
+    res = sim.accept("f1", [first.offer_id], sim.launch("t2", "cpus:1;mem:100"))
+    assert isinstance(res, Accepted)
+    assert sim.finish("f1", "a1", "t1")[0].offer.offer_id == first.offer_id
