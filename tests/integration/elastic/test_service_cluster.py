@@ -28,7 +28,7 @@ import pytest
 
 from frameworks.cli.common import ManagedProcess, child_env, command_for, start_process, stop_process
 from frameworks.cli.up import LocalCluster, start_cluster
-from frameworks.elastic import demo
+from frameworks.elastic import demo, policy
 from frameworks.elastic.service import ElasticService
 from frameworks.elastic.service_core import Job, Phase
 from frameworks.elastic.spec import from_mapping
@@ -159,5 +159,70 @@ async def test_grow_kill_revoke_and_reach_90_percent(tmp_path: Path) -> None:
         kill_workers(tmp_path)
         for agent in extra:
             stop_process(agent, grace=2.0)
+        await asyncio.to_thread(cluster.stop, 2.0)
+        kill_workers(tmp_path)
+
+
+def sleeper(name: str, lo: int, hi: int) -> dict[str, object]:
+    """A job whose workers just sleep: the scheduling is what is under test here."""
+    return {
+        "name": name,
+        "worker": {"command": "{python} -c 'import time; time.sleep(300)'", "cpus": 0.25, "mem": 64},
+        "scaling": {"min_workers": lo, "max_workers": hi},
+    }
+
+
+async def test_two_jobs_converge_to_the_policy_split_and_a_restart_reattaches(tmp_path: Path) -> None:
+    cluster = await asyncio.to_thread(start_cluster, 1, tmp_path, 0, False, "cpus:2;mem:1024;disk:1024", 30.0)
+    try:
+        master = cluster.master_url.removeprefix("http://")
+        service = ElasticService(master, tmp_path / "elastic", tick=0.2)
+        async with service:
+            assert service.driver is not None
+            fid = await service.driver.wait_subscribed(20)
+            a = service.submit(from_mapping(sleeper("a", 1, 6)))
+            ja = service.core.jobs[a]
+            await service.wait_for(lambda: ja.running() == 6 and ja.reason == "", 30)
+            expected = policy.plan(
+                [policy.JobView("a", 1, 6, regular=6, order=0), policy.JobView("b", 2, 4, order=1)],
+                policy.Capacity(2),
+            )
+            want = (expected.target("a").total, expected.target("b").total)
+            assert want == (5, 3)
+            b = service.submit(from_mapping(sleeper("b", 2, 4)))
+            jb = service.core.jobs[b]
+
+            def split() -> tuple[int, int]:
+                if any(w.phase is not Phase.RUNNING for w in ja.live_workers() + jb.live_workers()):
+                    return (-1, -1)
+                return (ja.running(), jb.running())
+
+            await service.wait_for(lambda: split() == want, 30)
+            assert ja.counts.get("killed") == 1  # b's third worker came from a, a stayed above its min
+            views = [
+                policy.JobView(
+                    str(j.job_id), j.spec.scaling.min_workers, j.spec.scaling.max_workers, j.counted()
+                )
+                for j in (ja, jb)
+            ]
+            assert policy.plan(views, policy.Capacity(0)).changes == ()  # a fixed point
+            ports = {a: ja.coordinator_port, b: jb.coordinator_port}
+
+        # a restarted framework re-attaches: same framework id, same coordinator ports, no relaunch
+        again = ElasticService(master, tmp_path / "elastic", tick=0.2)
+        async with again:
+            assert again.driver is not None
+            assert await again.driver.wait_subscribed(20) == fid
+            ja, jb = again.core.jobs[a], again.core.jobs[b]
+            await again.wait_for(lambda: (ja.running(), jb.running()) == want, 30)
+            assert {a: ja.coordinator_port, b: jb.coordinator_port} == ports
+            assert ja.counts["launched"] == 6 and jb.counts["launched"] == 3
+            assert {again.coordinators[a].port, again.coordinators[b].port} == set(ports.values())
+            again.cancel(a)
+            again.cancel(b)
+            await again.wait_for(lambda: not ja.live_workers() and not jb.live_workers(), 30)
+            assert ja.state is JobState.CANCELLED and jb.state is JobState.CANCELLED
+    finally:
+        kill_workers(tmp_path)
         await asyncio.to_thread(cluster.stop, 2.0)
         kill_workers(tmp_path)
