@@ -38,6 +38,7 @@ from protocol.mesos import (
     FrameworkInfo,
     MasterInfo,
     Offer,
+    Operation,
     OperationType,
     Reason,
     Request,
@@ -453,46 +454,68 @@ class FakeMaster:
         self.allocate()
 
     def _on_accept(self, fw: FakeFramework, call: Call) -> None:
+        """Operations apply in order against the pooled offers (all on one agent): LAUNCH task by
+        task, LAUNCH_GROUP all or nothing (with its executor's resources), RESERVE/UNRESERVE turn
+        unreserved resources into dynamically reserved ones (and back) on the agent too."""
         assert call.accept is not None
         acc = call.accept
         offers = [self.offers.get(o.value) for o in acc.offer_ids]
-        launches: list[TaskInfo] = []
-        for op in acc.operations:
-            if op.type is OperationType.LAUNCH and op.launch is not None:
-                launches.extend(op.launch.task_infos)
-            elif op.type is OperationType.LAUNCH_GROUP and op.launch_group is not None:
-                launches.extend(op.launch_group.task_group.tasks)
         valid = (
             bool(offers)
             and all(o is not None and o.framework_id == fw.framework_id for o in offers)
             and len({o.agent_id for o in offers if o is not None}) == 1
         )
         if not valid:
-            for t in launches:
-                self._error(fw, t, Reason.REASON_INVALID_OFFERS, "offer is invalid, rescinded or gone")
+            for op in acc.operations:
+                for t in _tasks_of(op):
+                    self._error(fw, t, Reason.REASON_INVALID_OFFERS, "offer is invalid, rescinded or gone")
             return
         live = [o for o in offers if o is not None]
         pool = Resources.sum(o.resources for o in live)
         agent_id = live[0].agent_id
+        agent = self.agents[agent_id]
         home = live[0]
-        for t in launches:
-            need = Resources.from_mesos(t.resources)
-            if t.executor is not None:
-                need = need + Resources.from_mesos(t.executor.resources)
-            if t.task_id.value in self.tasks and not is_terminal(self.tasks[t.task_id.value].state):
-                self._error(fw, t, Reason.REASON_TASK_INVALID, f"task {t.task_id.value} already exists")
-                continue
-            if t.agent_id is not None and t.agent_id.value != agent_id:
-                self._error(fw, t, Reason.REASON_TASK_INVALID, "task agent_id does not match the offer")
-                continue
-            if not need or not pool.contains(need):
-                self._error(fw, t, Reason.REASON_TASK_INVALID, f"task uses more than the offer holds: {need}")
-                continue
-            pool = pool - need
-            task = FakeTask(t.task_id.value, fw.framework_id, agent_id, need, TaskState.TASK_STAGING, t,
-                            offer_id=home.offer_id)
-            self.tasks[task.task_id] = task
-            self._transition(task, TaskState.TASK_RUNNING)
+        for op in acc.operations:
+            if op.type is OperationType.RESERVE and op.reserve is not None:
+                res = Resources.from_mesos(op.reserve.resources)
+                if pool.contains(res.unreserve()):
+                    pool = pool - res.unreserve() + res
+                    agent.total = agent.total - res.unreserve() + res
+            elif op.type is OperationType.UNRESERVE and op.unreserve is not None:
+                res = Resources.from_mesos(op.unreserve.resources)
+                if pool.contains(res):
+                    pool = pool - res + res.unreserve()
+                    agent.total = agent.total - res + res.unreserve()
+            elif op.type is OperationType.LAUNCH_GROUP and op.launch_group is not None:
+                group = op.launch_group
+                tasks = group.task_group.tasks
+                need_all = Resources.from_mesos(group.executor.resources) + Resources.sum(
+                    Resources.from_mesos(t.resources) for t in tasks
+                )
+                bad = self._check_tasks(tasks, agent_id) or (
+                    None if pool.contains(need_all) else f"task group uses more than the offer holds: {need_all}"
+                )
+                if bad:
+                    for t in tasks:
+                        self._error(fw, t, Reason.REASON_TASK_GROUP_INVALID, bad)
+                    continue
+                pool = pool - need_all
+                for k, t in enumerate(tasks):
+                    extra = Resources.from_mesos(group.executor.resources) if k == 0 else Resources.empty()
+                    self._start(fw, t, agent_id, home.offer_id, Resources.from_mesos(t.resources) + extra)
+            elif op.type is OperationType.LAUNCH and op.launch is not None:
+                for t in op.launch.task_infos:
+                    need = Resources.from_mesos(t.resources)
+                    if t.executor is not None:
+                        need = need + Resources.from_mesos(t.executor.resources)
+                    bad = self._check_tasks((t,), agent_id) or (
+                        None if need and pool.contains(need) else f"task uses more than the offer holds: {need}"
+                    )
+                    if bad:
+                        self._error(fw, t, Reason.REASON_TASK_INVALID, bad)
+                        continue
+                    pool = pool - need
+                    self._start(fw, t, agent_id, home.offer_id, need)
         for o in live[1:]:
             del self.offers[o.offer_id]
         if fw.reusable:
@@ -500,10 +523,23 @@ class FakeMaster:
             self._send_offer(fw, home)  # an OFFERS event repeating the id with what is left)
         else:
             del self.offers[home.offer_id]
-            refuse = (acc.filters.effective_refuse_seconds() if acc.filters is not None else 5.0)
+            refuse = acc.filters.effective_refuse_seconds() if acc.filters is not None else 5.0
             if pool and refuse > 0:
                 fw.filters[agent_id] = self.clock.now() + refuse
             self.allocate()
+
+    def _check_tasks(self, tasks: Iterable[TaskInfo], agent_id: str) -> str | None:
+        for t in tasks:
+            if t.task_id.value in self.tasks and not is_terminal(self.tasks[t.task_id.value].state):
+                return f"task {t.task_id.value} already exists"
+            if t.agent_id is not None and t.agent_id.value != agent_id:
+                return "task agent_id does not match the offer"
+        return None
+
+    def _start(self, fw: FakeFramework, t: TaskInfo, agent_id: str, offer_id: str, res: Resources) -> None:
+        task = FakeTask(t.task_id.value, fw.framework_id, agent_id, res, TaskState.TASK_STAGING, t, offer_id=offer_id)
+        self.tasks[task.task_id] = task
+        self._transition(task, TaskState.TASK_RUNNING)
 
     def _error(self, fw: FakeFramework, t: TaskInfo, reason: Reason, message: str) -> None:
         status = TaskStatus(
@@ -631,6 +667,14 @@ class FakeMaster:
             self._send_offer(fw, home)
         else:
             self.allocate()
+
+
+def _tasks_of(op: Operation) -> tuple[TaskInfo, ...]:
+    if op.launch is not None:
+        return op.launch.task_infos
+    if op.launch_group is not None:
+        return op.launch_group.task_group.tasks
+    return ()
 
 
 def tasks_of(master: FakeMaster, framework_id: str) -> Iterable[FakeTask]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 
+import attrs
 import pytest
 
 from frameworks.client.demand import demand, gang
@@ -19,12 +20,14 @@ from protocol.mesos import (
     CommandInfo,
     Event,
     EventType,
+    ExecutorInfo,
+    ExecutorType,
     Offer,
     Reason,
     TaskInfo,
     TaskStatus,
 )
-from protocol.mesos_common import AgentID, TaskID
+from protocol.mesos_common import AgentID, ExecutorID, TaskID
 from protocol.resources import Resources
 from protocol.task_states import TaskState
 
@@ -288,3 +291,31 @@ async def test_silent_master_is_a_disconnect_after_missed_heartbeats() -> None:
         # the fake sends no further heartbeats: after ~3 intervals the driver resubscribes
         await master.wait_for(lambda: master.framework(fid).subscriptions >= 2, 5)
         assert d.framework_id == fid
+
+
+async def test_launch_group_and_reserve_unreserve(master: FakeMaster, make_driver: DriverFactory) -> None:
+    agent = master.add_agent("cpus:4;mem:1024")
+    d = make_driver(REUSE)
+    await d.start()
+    await d.wait_subscribed(5)
+    await master.wait_for(lambda: len(d.offers) == 1)
+    (offer,) = list(d.offers)
+    oid = offer.offer_id
+    executor = ExecutorInfo(executor_id=ExecutorID("grp"), type=ExecutorType.DEFAULT,
+                            resources=Resources.parse("cpus:0.5;mem:64").to_mesos())
+    await d.launch_group(oid, executor, [task("g1"), task("g2")])
+    await master.wait_for(lambda: len(master.running()) == 2)
+    assert d.offers.get(oid).resources == Resources.parse("cpus:1.5;mem:704")
+    # a group that does not fit fails whole
+    await d.launch_group(oid, attrs.evolve(executor, executor_id=ExecutorID("grp2")), [task("g3"), task("g4")],
+                         claims=[])
+    await master.wait_for(lambda: sum(1 for _ in master.calls_of(CallType.ACCEPT)) == 2)
+    assert "g3" not in master.tasks and "g4" not in master.tasks
+    # reserve one cpu for role ml, then give it back
+    ml = Resources.of(cpus=1).reserve("ml")
+    await d.reserve(oid, ml)
+    await master.wait_for(lambda: master.agents[agent].total.reserved("ml") == ml)
+    await d.wait_for(lambda: d.offers.get(oid).resources.reserved("ml") == ml)
+    await d.unreserve(oid, ml)
+    await master.wait_for(lambda: not master.agents[agent].total.reserved("ml"))
+
