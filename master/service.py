@@ -14,6 +14,7 @@ import contextlib
 import logging
 import socket
 import struct
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -77,6 +78,7 @@ class MasterService(Service):
         self.counters: dict[str, int] = {"invalid_messages_total": 0, "rate_limited_total": 0, "errors_total": 0}
         self._lock = asyncio.Lock()
         self._wake = asyncio.Event()
+        self._changed = asyncio.Event()
         self._runner: web.AppRunner | None = None
         self._server: asyncio.Server | None = None
         self._guard: GuardedServer | None = None
@@ -182,6 +184,14 @@ class MasterService(Service):
                 return
             await self._execute(fx)
         self._wake.set()
+        self._changed.set()
+
+    async def wait_until(self, pred: Callable[[], bool], within: float = 10.0) -> None:
+        """Wait until ``pred()`` holds, re-checking after every fact the core handles."""
+        async with asyncio.timeout(within):
+            while not pred():
+                self._changed.clear()
+                await self._changed.wait()
 
     async def _execute(self, fx: list[Effect]) -> None:
         for e in fx:

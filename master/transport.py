@@ -39,6 +39,8 @@ class _Guard(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.disarm()
+        self.owner.active -= 1
+        self.owner.changed.set()
         if self.transport is not None:
             self.owner.live.pop(self.transport, None)
         self.inner.connection_lost(exc)
@@ -86,16 +88,26 @@ class GuardedServer:
         self.live: dict[asyncio.Transport, _Guard] = {}
         self.refused = 0
         self.timeouts = 0
+        self.active = 0  # protocols created and not yet lost (accepts come in batches)
+        self.changed = asyncio.Event()  # set when a connection is refused or lost
 
     def __call__(self) -> asyncio.Protocol:
-        if self.handler is None or len(self.live) >= self.max_connections:
+        if self.handler is None or self.active >= self.max_connections:
             self.refused += 1
+            self.changed.set()
             return _Refuse()
+        self.active += 1
         return _Guard(self, self.handler())
 
     @property
     def connections(self) -> int:
         return len(self.live)
+
+    async def wait_until(self, pred: Callable[[], bool], within: float) -> None:
+        async with asyncio.timeout(within):
+            while not pred():
+                self.changed.clear()
+                await self.changed.wait()
 
     def middleware(self) -> Callable[..., Awaitable[web.StreamResponse]]:
         @web.middleware
