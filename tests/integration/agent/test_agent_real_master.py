@@ -32,7 +32,7 @@ class Sched(pymesos.Scheduler):  # type: ignore[misc,name-defined]
         self.sleeper_killed = threading.Event()
         self.lock = threading.Lock()
 
-    def resourceOffers(self, driver: Any, offers: list[Any]) -> None:  # noqa: N802
+    def resourceOffers(self, driver: Any, offers: list[Any]) -> None:
         for offer in offers:
             with self.lock:
                 if self.launched > N:
@@ -52,7 +52,7 @@ class Sched(pymesos.Scheduler):  # type: ignore[misc,name-defined]
                     })
             driver.launchTasks(offer["id"], tasks, filters={"refuse_seconds": 5})
 
-    def statusUpdate(self, driver: Any, update: Any) -> None:  # noqa: N802
+    def statusUpdate(self, driver: Any, update: Any) -> None:
         tid, state = update["task_id"]["value"], update["state"]
         self.states.setdefault(tid, []).append(state)
         if tid == f"task-{N}":
@@ -66,8 +66,15 @@ class Sched(pymesos.Scheduler):  # type: ignore[misc,name-defined]
                 self.all_done.set()
 
 
-async def _wait(ev: threading.Event, what: str, timeout: float = 30.0) -> None:
-    assert await asyncio.to_thread(ev.wait, timeout), f"timed out waiting for {what}"
+async def _wait(ev: threading.Event, what: str, within: float = 30.0) -> None:
+    assert await asyncio.to_thread(ev.wait, within), f"timed out waiting for {what}"
+
+
+async def _until(cond: Any, within: float = 10.0) -> None:
+    """Poll a condition with a deadline (the agent offers no event for "all forgotten")."""
+    async with asyncio.timeout(within):
+        while not cond():
+            await asyncio.sleep(0.05)
 
 
 async def test_pymesos_tasks_on_real_master_and_agent(tmp_path: Path) -> None:
@@ -97,9 +104,7 @@ async def test_pymesos_tasks_on_real_master_and_agent(tmp_path: Path) -> None:
         assert pid is not None
         await asyncio.to_thread(driver.killTask, {"value": f"task-{N}"})
         await _wait(sched.sleeper_killed, "sleeper killed")
-        async with asyncio.timeout(10):
-            while agent.tracker.tasks:  # every terminal update acknowledged -> forgotten
-                await asyncio.sleep(0.05)
+        await _until(lambda: not agent.tracker.tasks)  # every terminal update acked -> forgotten
         assert not psutil.pid_exists(pid)  # the sleeper's wrapper (and its group) is gone
     finally:
         await asyncio.to_thread(driver.stop)
