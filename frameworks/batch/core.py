@@ -470,9 +470,14 @@ class BatchCore:
             effects.append(Decline(tuple(idle), self.decline_seconds))
         if touched:
             effects.append(Persist(tuple(sorted(touched))))
-        if not self.has_pending_work() and not self._suppressed:
+        # Ask for offers exactly while there is work waiting (a retry puts a task back to PENDING).
+        pending = self.has_pending_work()
+        if not pending and not self._suppressed:
             self._suppressed = True
             effects.append(Suppress())
+        elif pending and self._suppressed:
+            self._suppressed = False
+            effects.append(Revive())
         demand = self._demands(views)
         if demand != self._last_demand:
             self._last_demand = demand

@@ -143,6 +143,17 @@ def test_suppress_when_idle_and_revive_on_submit_and_decline_unused() -> None:
     assert Revive() in eff
 
 
+def test_a_retry_revives_offers_after_suppress() -> None:
+    core = BatchCore()
+    core.submit(spec(max_retries=1), now=0)
+    eff = core.schedule([offer()], now=0)
+    assert launches(eff) == ["j1-0-0"] and Suppress() in eff
+    run(core, "j1-0-0", 0, S.TASK_FAILED, exit_code=1)
+    eff = core.schedule([], now=1.5)
+    assert Revive() in eff
+    assert launches(core.schedule([offer()], now=2)) == ["j1-0-1"]
+
+
 def test_gang_demand_and_hold_timeout_cooldown() -> None:
     core = BatchCore(gang_timeout=30)
     jid, _ = core.submit(spec(cpus=2, count=4, gang=4), now=0)
