@@ -192,7 +192,7 @@ def _apply(
         for o in offers:
             ledger.offer_drop(o, settle=False)
         refuse = ev.refuse_seconds if ev.refuse_seconds is not None else ledger.config.default_refuse_seconds
-        if refuse > 0 and regular_rest:
+        if refuse > 0 and (regular_rest or revocable_rest):
             ledger.filters.add(fw.framework_id, role, agent.agent_id, regular_rest, now + refuse)
             ledger.activity_dirty = True
     ledger.settle_lent(agent)

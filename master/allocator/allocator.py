@@ -75,8 +75,9 @@ class Allocator:
             # no agent is always first, and declined resources meet a different framework order
             k = (self.passes * 7919) % len(agents)
             agents = agents[k:] + agents[:k]
-        # owners reclaim what was lent as revocable
-        for agent in agents:
+        # owners reclaim what was lent as revocable (anywhere, when demand changed)
+        lenders = l_.agents.values() if (full or l_.demand_dirty) else agents
+        for agent in [a for a in lenders if a.lent and a.active]:
             if agent.lent:
                 reason = owner_wants(l_, agent)
                 if reason is not None:

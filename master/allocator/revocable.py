@@ -108,8 +108,11 @@ def _wants(ledger: Ledger, fw: FrameworkState, role: str, agent: AgentState) -> 
         return False
     if ledger.filters.expires_at(fw.framework_id, role, agent.agent_id) is not None:
         return False
-    if fw.uses_demand:
-        return any(d.unmet() > 0 and d.role == role for d in fw.demands)
+    if fw.uses_demand:  # only a demand the lent resources could serve
+        pool = (agent.free + agent.lent).allocatable_to(role).scalars()
+        return any(
+            d.unmet() > 0 and d.role == role and units_that_fit(pool, d.shape_scalars, 1) == 1 for d in fw.demands
+        )
     return True
 
 

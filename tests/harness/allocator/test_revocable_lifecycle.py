@@ -141,3 +141,23 @@ def test_allocations_recovered_after_master_restart(sim):
     # a finished recovered task returns its resources
     sim.finish("f", "n1", "t1")
     assert sim.alloc.agent_view("n1").allocated == sim.R("")
+
+
+def test_owner_demand_reclaims_lent_reservation(sim):
+    sim.agent("n1").reserved("ml", "cpus:4;mem:400").add()
+    sim.framework("ml").role("ml").add()
+    # a REQUEST framework waiting for something this agent lacks: its reservation lies idle
+    sim.demand("ml", Demand(sim.R("gpus:1"), count=1))
+    sim.framework("be").role("web").revocable().add()
+    out = sim.allocate()
+    [rev] = [o for o in sim.created(out) if o.revocable]
+    res = sim.accept("be", rev.offer_id, sim.launch("r1", "cpus{REV}:2;mem{REV}:200"))
+    assert isinstance(res, Accepted)
+    assert sim.allocate() == []
+    sim.demand("ml", Demand(sim.R("cpus:3;mem:300"), count=1))
+    out = sim.allocate()
+    revokes = [d for d in out if isinstance(d, Revoke)]
+    assert [(r.framework_id, r.task_ids) for r in revokes] == [("be", ("r1",))]
+    sim.finish("be", "n1", "r1")
+    out = sim.allocate()
+    assert sim.summary(out) == [("created", "ml", "n1", "cpus(ml):3; mem(ml):300")]
