@@ -31,6 +31,12 @@ class TokenBucket:
             return True
         return False
 
+    def available_at(self, n: float = 1.0) -> float:
+        """When ``n`` tokens will be there, judged from the last update (no clock needed)."""
+        if self.updated is None or self.tokens >= n:
+            return float("-inf")
+        return self.updated + (n - self.tokens) / self.rate
+
     def next_available(self, now: float, n: float = 1.0) -> float:
         """When ``n`` tokens will be available (``now`` if already)."""
         self._refill(now)

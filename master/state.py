@@ -244,10 +244,10 @@ class MasterState:
                 self._tick(now, fx)
             case QuotaUpdated():
                 fx.append(Persist((ops.QuotaSet(event.role, str(event.guarantee), str(event.limit) if event.limit else None),)))
-                self._set_quota(event.role, event.guarantee, event.limit, now)
+                self._set_quota(event.role, event.guarantee, event.limit, now, fx)
             case WeightUpdated():
                 fx.append(Persist((ops.WeightSet(event.role, event.weight),)))
-                self._set_weight(event.role, event.weight, now)
+                self._set_weight(event.role, event.weight, now, fx)
         self._schedule_allocation(now)
         return fx
 
@@ -260,13 +260,14 @@ class MasterState:
         ds: list[float] = []
         if self.allocation_due is not None:
             ds.append(self.allocation_due)
+        removal_ok = self.removal_bucket.available_at()  # markings are rate limited
         if self.recovery_deadline is not None:
-            ds.append(self.recovery_deadline)
+            ds.append(max(self.recovery_deadline, removal_ok))
         for ag in self.agents.values():
             if ag.reachable:
                 if ag.conn_id is not None:
                     ds.append(ag.next_ping)
-                ds.append(ag.last_seen + self.cfg.ping_timeout)
+                ds.append(max(ag.last_seen + self.cfg.ping_timeout, removal_ok))
         for fw in self.frameworks.values():
             if fw.deadline is not None and fw.phase in (FrameworkPhase.DISCONNECTED, FrameworkPhase.RECOVERED):
                 ds.append(fw.deadline)
@@ -413,13 +414,15 @@ class MasterState:
             allocation_info=mesos.AllocationInfo(role=o.role),
         )
 
-    def _set_quota(self, role: str, guarantee: Resources, limit: Resources | None, now: float) -> None:
+    def _set_quota(
+        self, role: str, guarantee: Resources, limit: Resources | None, now: float, fx: list[Effect] | None = None
+    ) -> None:
         self.quotas[role] = (guarantee, limit)
-        self._alloc_event(ae.QuotaSet(role=role, guarantee=guarantee, limit=limit), now, [])
+        self._alloc_event(ae.QuotaSet(role=role, guarantee=guarantee, limit=limit), now, fx if fx is not None else [])
 
-    def _set_weight(self, role: str, weight: float, now: float) -> None:
+    def _set_weight(self, role: str, weight: float, now: float, fx: list[Effect] | None = None) -> None:
         self.weights[role] = weight
-        self._alloc_event(ae.WeightSet(role=role, weight=weight), now, [])
+        self._alloc_event(ae.WeightSet(role=role, weight=weight), now, fx if fx is not None else [])
 
     # --- frameworks -----------------------------------------------------------------------------
 
@@ -541,7 +544,9 @@ class MasterState:
         for aid in sorted(agents):
             self._to_agent(aid, ac.ShutdownFramework(framework_id=mesos.FrameworkID(fid)), fx)
         for task in list(fw.tasks.values()):
-            self._finish_task(fw, task, TS.TASK_KILLED, now, recover=False, reason=R.REASON_FRAMEWORK_REMOVED, message=reason)
+            self._finish_task(
+                fw, task, TS.TASK_KILLED, now, fx, recover=False, reason=R.REASON_FRAMEWORK_REMOVED, message=reason
+            )
         fw.executors.clear()
         self._alloc_event(ae.FrameworkRemoved(framework_id=fid), now, fx)
         del self.frameworks[fid]
@@ -931,6 +936,7 @@ class MasterState:
         task: TaskRec,
         state: TaskState,
         now: float,
+        fx: list[Effect],
         *,
         recover: bool,
         reason: mesos.Reason | None = None,
@@ -964,7 +970,7 @@ class MasterState:
                     framework_id=fw.framework_id, agent_id=task.agent_id, task_id=task.task_id, resources=task.resources
                 ),
                 now,
-                [],
+                fx,
             )
 
     # --- agents -----------------------------------------------------------------------------------
@@ -1121,7 +1127,7 @@ class MasterState:
             if task.state is TS.TASK_STAGING and not was_unreachable:
                 continue  # a launch may be in flight on the new connection (ReconcileRace)
             self._master_update(fw, tid, TS.TASK_GONE, R.REASON_AGENT_REREGISTERED, "Task not on the agent", now, fx, ag.agent_id)
-            self._finish_task(fw, task, TS.TASK_LOST, now, recover=False)
+            self._finish_task(fw, task, TS.TASK_LOST, now, fx, recover=False)
         for fid in sorted(shutdown):
             fx.append(SendToAgent(ag.conn_id, ac.ShutdownFramework(framework_id=mesos.FrameworkID(fid)))) if ag.conn_id is not None else None
 
@@ -1211,7 +1217,7 @@ class MasterState:
                 self.counters["valid_status_updates"] += 1
                 task.statuses.append(status)
                 if is_terminal(new_state):
-                    self._finish_task(fw, task, new_state, now, recover=True, status=status)
+                    self._finish_task(fw, task, new_state, now, fx, recover=True, status=status)
                 else:
                     task.state = new_state
             else:
