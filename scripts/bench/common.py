@@ -399,6 +399,9 @@ def run_main(coro: Awaitable[int]) -> int:
 EPS = 1e-9
 
 
+RETRY_REASONS = frozenset({"REASON_INVALID_OFFERS", "REASON_OFFER_RESCINDED"})
+
+
 class Runner:
     """A framework (a ``Scheduler`` for ``SchedulerDriver``) that launches ``total`` tasks on
     whatever its cached (reusable) offers hold, one ACCEPT per offer with as many tasks as fit.
@@ -432,6 +435,8 @@ class Runner:
         self.ack_workers = ack_workers
         self.acks: asyncio.Queue[Any] = asyncio.Queue()
         self.next_index = 0
+        self.retry: list[str] = []
+        self.retried = 0
         self.accepted_at: dict[str, float] = {}
         self.latencies: list[float] = []
         self.states: dict[str, int] = {}
@@ -488,6 +493,14 @@ class Runner:
                     self.done.set()
         if is_terminal(state) and tid in self.accepted_at:
             self.accepted_at.pop(tid, None)
+            if status.reason is not None and status.reason.name in RETRY_REASONS and self.retried < self.total:
+                # the offer was gone by the time the ACCEPT arrived (rescinded, expired): the
+                # task never started; launch it again on a current offer
+                self.retried += 1
+                self.retry.append(tid)
+                self.in_flight -= 1
+                self.wake.set()
+                return
             self.states[state.name] = self.states.get(state.name, 0) + 1
             if state is not TaskState.TASK_FINISHED and len(self.errors) < 5:
                 self.errors.append(f"{tid}: {state.name} {status.reason} {status.message}")
@@ -510,14 +523,14 @@ class Runner:
         from protocol.mesos import TaskInfo
         from protocol.mesos_common import TaskID
 
-        while self.next_index < self.total:
+        while self.next_index < self.total or self.retry:
             await self.wake.wait()
             self.wake.clear()
             if not driver.connected:
                 continue
             sends = []
             for cached in driver.offers:
-                left = self.total - self.next_index
+                left = self.total - self.next_index + len(self.retry)
                 if left <= 0:
                     break
                 avail = cached.available
@@ -530,12 +543,15 @@ class Runner:
                     continue
                 infos = []
                 for _ in range(fit):
-                    i = self.next_index
-                    self.next_index += 1
+                    if self.retry:
+                        tid = f"{self.retry.pop()}r"
+                    else:
+                        tid = f"{self.prefix}-{self.next_index}"
+                        self.next_index += 1
                     infos.append(
                         TaskInfo(
-                            name=f"t{i}",
-                            task_id=TaskID(f"{self.prefix}-{i}"),
+                            name=tid,
+                            task_id=TaskID(tid),
                             resources=self.shape_mesos,
                             command=self.command,
                         )
@@ -549,8 +565,10 @@ class Runner:
                 self.max_in_flight = max(self.max_in_flight, self.in_flight)
                 self.accepts += 1
                 sends.append(driver.launch(cached.offer_id, infos))
-            if sends:
-                await asyncio.gather(*sends)
+            # at most 8 ACCEPTs in flight (the transport pools 16 connections; a call queued for
+            # a connection longer than its connect timeout fails)
+            for i in range(0, len(sends), 8):
+                await asyncio.gather(*sends[i : i + 8])
 
 
 async def run_framework(
@@ -564,10 +582,13 @@ async def run_framework(
     ack_workers: int = 0,
     name: str = "bench",
     on_done: Callable[[Runner], Awaitable[dict[str, Any]]] | None = None,
+    partial_ok: bool = False,
 ) -> dict[str, Any]:
     """Subscribe a REUSABLE_OFFERS framework (client library, msgpack), launch ``n`` tasks, wait
     until all are terminal (or RUNNING with ``hold``), tear down; the figures of the run.
-    ``on_done`` runs while the framework is still subscribed (e.g. to sample the master)."""
+    ``on_done`` runs while the framework is still subscribed (e.g. to sample the master).
+    ``partial_ok``: at the deadline, report what was reached (``complete`` false) instead of
+    failing, as long as some task runs."""
     import uuid
 
     from frameworks.client.demand import demand
@@ -591,6 +612,7 @@ async def run_framework(
         helpers = [loop.create_task(runner.launcher(driver), name="bench-launcher")]
         helpers += [loop.create_task(runner.ack_worker(driver), name="bench-ack") for _ in range(ack_workers)]
         waiter = loop.create_task(runner.done.wait())
+        complete = True
         try:
             async with asyncio.timeout(within):
                 await asyncio.wait([waiter, *helpers], return_when=asyncio.FIRST_COMPLETED)
@@ -600,10 +622,14 @@ async def run_framework(
             if not runner.done.is_set():
                 await asyncio.wait_for(waiter, within)
         except TimeoutError:
-            raise BenchError(
+            msg = (
                 f"{name}: {runner.running} running, {runner.terminal} terminal of {n} after {within:.0f}s "
                 f"(launched {runner.next_index}; {runner.errors[:3]})"
-            ) from None
+            )
+            if not (partial_ok and runner.running):
+                raise BenchError(msg) from None
+            log(f"  {msg}: reporting the partial run")
+            complete = False
         finally:
             waiter.cancel()
             for h in helpers:
@@ -622,15 +648,135 @@ async def run_framework(
     end = runner.last_running if hold else runner.last_terminal
     assert end is not None
     dt = max(end - runner.first_launch, 1e-9)
+    reached = n if complete else (runner.running if hold else runner.terminal)
     return {
         "tasks": n,
+        "complete": complete,
+        "reached": reached,
         "seconds": dt,
-        "rate": n / dt,
+        "rate": reached / dt,
         "finished": finished,
         "failed": 0 if hold else n - finished,
         "accepts": runner.accepts,
+        "retried": runner.retried,
         "max_in_flight": runner.max_in_flight,
         **{f"launch_{k}": v for k, v in latency_ms(runner.latencies).items() if k != "n"},
         "errors": runner.errors[:3],
         **extra,
     }
+
+
+# --- profiling (py-spy) ------------------------------------------------------------------------
+
+
+class PySpy:
+    """``py-spy record`` of one process into collapsed stacks (``--profile``); ``summary()`` gives
+    the functions with the most samples on top of the stack (self) and anywhere in it (total)."""
+
+    def __init__(self, pid: int, out: Path, rate: int = 200) -> None:
+        self.pid = pid
+        self.out = out
+        self.rate = rate
+        self.proc: asyncio.subprocess.Process | None = None
+
+    @staticmethod
+    def available() -> bool:
+        return (BIN / "py-spy").exists()
+
+    async def start(self) -> None:
+        _mkdir(self.out.parent)
+        self.proc = await asyncio.create_subprocess_exec(
+            str(BIN / "py-spy"),
+            "record",
+            "--pid",
+            str(self.pid),
+            "--rate",
+            str(self.rate),
+            "--format",
+            "raw",
+            "--nonblocking",
+            "-o",
+            str(self.out),
+            stdout=asyncio.subprocess.DEVNULL,
+            stderr=asyncio.subprocess.DEVNULL,
+        )
+
+    async def stop(self) -> None:
+        if self.proc is not None and self.proc.returncode is None:
+            self.proc.send_signal(signal.SIGINT)
+            try:
+                async with asyncio.timeout(30):
+                    await self.proc.wait()
+            except TimeoutError:
+                self.proc.kill()
+                await self.proc.wait()
+
+    def summary(self, top: int = 15) -> dict[str, list[tuple[str, float]]]:
+        return summarize_collapsed(self.out, top)
+
+
+def summarize_collapsed(path: Path, top: int = 15) -> dict[str, list[tuple[str, float]]]:
+    """Self and total sample shares (percent) per function from py-spy's collapsed stacks."""
+    self_n: dict[str, int] = {}
+    total_n: dict[str, int] = {}
+    samples = 0
+    try:
+        text = path.read_text(errors="replace")
+    except OSError:
+        return {"self": [], "total": []}
+    for line in text.splitlines():
+        stack, _, count = line.rpartition(" ")
+        if not stack or not count.isdigit():
+            continue
+        n = int(count)
+        frames = [_short_frame(f) for f in stack.split(";") if f and not f.startswith("process ")]
+        frames = [f for f in frames if f]
+        if not frames:
+            continue
+        samples += n
+        self_n[frames[-1]] = self_n.get(frames[-1], 0) + n
+        for f in set(frames):
+            if not _generic(f):
+                total_n[f] = total_n.get(f, 0) + n
+    if not samples:
+        return {"self": [], "total": []}
+
+    def pct(d: dict[str, int]) -> list[tuple[str, float]]:
+        return [(k, round(100.0 * v / samples, 1)) for k, v in sorted(d.items(), key=lambda kv: -kv[1])[:top]]
+
+    return {"self": pct(self_n), "total": pct(total_n), "samples": [("samples", float(samples))]}
+
+
+_GENERIC = ("stdlib/asyncio/", "asyncio/", "selectors.py", "click/", "uvloop/", "aiohttp/web_protocol.py", "stdlib/runpy.py")
+
+
+def _generic(frame: str) -> bool:
+    """Frames every sample passes through (the loop, the CLI, ``<module>``): no news inclusively."""
+    return frame.startswith(_GENERIC) or frame.endswith((":<module>", ":run_main", ":main", ":wrapped", ":serve"))
+
+
+def _short_frame(frame: str) -> str:
+    """``func (/path/to/repo/master/state.py:123)`` -> ``master/state.py:func``."""
+    m = re.match(r"(?P<func>.*?) \((?P<file>[^:()]+)(?::\d+)?\)$", frame.strip())
+    if not m:
+        return frame.strip()
+    file = m.group("file")
+    for marker in ("/site-packages/", "/lib/python3"):
+        if marker in file:
+            file = file.split(marker, 1)[1]
+            if marker == "/lib/python3":
+                file = "stdlib/" + file.split("/", 1)[-1]
+            break
+    else:
+        with contextlib.suppress(ValueError):
+            file = str(Path(file).resolve().relative_to(REPO))
+    return f"{file}:{m.group('func')}"
+
+
+def print_profile(title: str, summary: Mapping[str, Sequence[tuple[str, float]]], top: int = 12) -> None:
+    rows_self = list(summary.get("self", []))[:top]
+    rows_total = list(summary.get("total", []))[:top]
+    if rows_self:
+        print_table(f"{title}: self time (% of samples)", ["function", "%"], rows_self)
+    if rows_total:
+        print_table(f"{title}: inclusive time (% of samples)", ["function", "%"], rows_total)

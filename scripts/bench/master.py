@@ -49,10 +49,12 @@ from protocol.task_states import TaskState as TS
 from scripts.bench.common import (
     BenchError,
     Proc,
+    PySpy,
     aggregate,
     emit_json,
     log,
     machine,
+    print_profile,
     print_table,
     run_framework,
     run_main,
@@ -421,6 +423,7 @@ class RssSampler:
         return max((r for _, r in self.samples), default=0)
 
 
+PROFILES: dict[str, Any] = {}
 COMMAND = mesos.CommandInfo(shell=False, value="true", arguments=("true",))
 
 
@@ -435,6 +438,15 @@ async def throughput_phase(args: argparse.Namespace, base: Path) -> list[dict[st
             master.url, args.agents, args.sim_procs, args.agent_resources, False, args.connect_parallel, args.within
         )
         log(f"  registered in {fleet.registration_seconds:.1f}s")
+        spies: dict[str, PySpy] = {}
+        if args.profile:
+            spies = {
+                "master": PySpy(master.pid, base / "profile-master.txt"),
+                "framework": PySpy(os.getpid(), base / "profile-framework.txt"),
+                "sim-agents": PySpy(fleet.pids()[0], base / "profile-sim.txt"),
+            }
+            for spy in spies.values():
+                await spy.start()
         for i in range(args.runs):
             cpu0 = master.cpu_seconds()
             sim0 = sum(_cpu(pid) for pid in fleet.pids())
@@ -472,6 +484,11 @@ async def throughput_phase(args: argparse.Namespace, base: Path) -> list[dict[st
             )
             if r["errors"]:
                 log(f"  errors: {r['errors']}")
+        for who, spy in spies.items():
+            await spy.stop()
+            summary = spy.summary()
+            print_profile(f"profile of the {who} (py-spy, throughput runs)", summary)
+            PROFILES[who] = summary
     finally:
         if fleet is not None:
             st = await fleet.stop()
@@ -514,19 +531,28 @@ async def scale_phase(args: argparse.Namespace, base: Path, i: int) -> dict[str,
                 await asyncio.sleep(0.25)
             return {"rss_running_mb": master.rss() / 2**20, "rss_hold_peak_mb": peak / 2**20}
 
+        spy = PySpy(master.pid, d / "profile-master-scale.txt") if args.profile else None
+        if spy is not None:
+            await spy.start()
         r = await run_framework(
             master.address,
             args.scale_tasks,
             args.task_cpus,
             args.task_mem,
-            args.within,
+            args.scale_within,
             COMMAND,
             hold=True,
             ack_workers=args.ack_workers,
             name=f"bench-scale-{i}",
             on_done=hold,
+            partial_ok=True,
         )
+        if spy is not None:
+            await spy.stop()
+            PROFILES["master-scale"] = spy.summary()
+            print_profile("profile of the master (py-spy, scale phase: launch and hold)", PROFILES["master-scale"])
         out.update(
+            tasks_running=r["reached"],
             launch_rate=r["rate"],
             launch_p50_ms=r["launch_p50_ms"],
             launch_p99_ms=r["launch_p99_ms"],
@@ -543,7 +569,7 @@ async def scale_phase(args: argparse.Namespace, base: Path, i: int) -> dict[str,
                 log(f"  simulated-agent errors: {st['errors'][:3]}")
         await master.stop()
     log(
-        f"  {args.scale_tasks} tasks RUNNING at {out['launch_rate']:.0f}/s; master RSS {out['rss_running_mb']:.0f} MB "
+        f"  {out.get('tasks_running', 0)}/{args.scale_tasks} tasks RUNNING at {out.get('launch_rate', 0):.0f}/s; master RSS {out.get('rss_running_mb', 0):.0f} MB "
         f"(peak {out['rss_peak_mb']:.0f} MB); {out['pings']} pongs"
     )
     return out
@@ -591,8 +617,9 @@ async def main(args: argparse.Namespace) -> int:
     for key, label in [
         ("register_rate", f"agent registrations/s ({args.scale_agents} agents)"),
         ("rss_agents_mb", f"master RSS, {args.scale_agents} agents (MB)"),
-        ("launch_rate", f"tasks/s launched to RUNNING ({args.scale_tasks} tasks)"),
-        ("rss_running_mb", f"master RSS, {args.scale_tasks} tasks running (MB)"),
+        ("launch_rate", f"tasks/s launched to RUNNING (of {args.scale_tasks})"),
+        ("tasks_running", "tasks RUNNING while RSS sampled"),
+        ("rss_running_mb", "master RSS with those tasks running (MB)"),
         ("rss_peak_mb", "master RSS peak (MB)"),
     ]:
         if key in sc:
@@ -628,6 +655,7 @@ async def main(args: argparse.Namespace) -> int:
             "scale": sc,
             "met": met,
             "runs": {"throughput": tp_rows, "scale": scale_rows},
+            "profiles": PROFILES,
             "anchors": {"nomad_c1m_containers_per_s": 3750, "kube_scheduler_pods_per_s": [680, 810]},
         },
     )
@@ -643,15 +671,21 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--scale-tasks", type=int, default=100000, help="tasks kept running (0 = skip the scale phase)")
     p.add_argument("--scale-runs", type=int, default=1)
     p.add_argument("--hold-seconds", type=float, default=12.0, help="seconds to keep the tasks running")
-    p.add_argument("--agent-resources", default="cpus:8;mem:16384;disk:10000;ports:[31000-32000]")
-    p.add_argument("--scale-agent-resources", default="cpus:8;mem:16384;disk:10000;ports:[31000-32000]")
-    p.add_argument("--task-cpus", type=float, default=0.01)
-    p.add_argument("--task-mem", type=float, default=1.0)
+    p.add_argument("--agent-resources", default="cpus:4;mem:8192;disk:10000;ports:[31000-32000]")
+    p.add_argument("--scale-agent-resources", default="cpus:1;mem:1024;disk:1000;ports:[31000-32000]")
+    p.add_argument("--task-cpus", type=float, default=0.1, help="(10 tasks per scale agent, 40 per throughput agent)")
+    p.add_argument("--task-mem", type=float, default=32.0)
     p.add_argument("--sim-procs", type=int, default=1, help="processes the simulated agents are spread over")
     p.add_argument("--connect-parallel", type=int, default=200, help="agents connecting at once")
-    p.add_argument("--ack-workers", type=int, default=0, help="concurrent acknowledgers (0 = the driver's)")
+    p.add_argument(
+        "--ack-workers", type=int, default=16, help="concurrent acknowledgers (0 = the driver's in-line ones)"
+    )
     p.add_argument("--ping-interval", type=float, default=5.0, help="master -> agent ping interval (s)")
     p.add_argument("--within", type=float, default=300.0, help="deadline per phase step (s)")
+    p.add_argument(
+        "--scale-within", type=float, default=240.0, help="deadline for launching the scale tasks (partial after)"
+    )
+    p.add_argument("--profile", action="store_true", help="py-spy the master, framework and sim agents")
     p.add_argument("--work-dir")
     p.add_argument("--keep", action="store_true")
     # worker mode (internal)
