@@ -151,7 +151,7 @@ class MasterMachine(RuleBasedStateMachine):
     def stream_drops(self, data: st.DataObject) -> None:
         if not self.frameworks:
             return
-        fid, sid = data.draw(st.sampled_from(self.frameworks))
+        _, sid = data.draw(st.sampled_from(self.frameworks))
         self.h.feed(StreamClosed(sid))
         self._collect()
 
