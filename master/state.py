@@ -1129,7 +1129,7 @@ class MasterState:
             self._master_update(fw, tid, TS.TASK_GONE, R.REASON_AGENT_REREGISTERED, "Task not on the agent", now, fx, ag.agent_id)
             self._finish_task(fw, task, TS.TASK_LOST, now, fx, recover=False)
         for fid in sorted(shutdown):
-            fx.append(SendToAgent(ag.conn_id, ac.ShutdownFramework(framework_id=mesos.FrameworkID(fid)))) if ag.conn_id is not None else None
+            self._to_agent(ag.agent_id, ac.ShutdownFramework(framework_id=mesos.FrameworkID(fid)), fx)
 
     def _agent_of_conn(self, conn_id: int) -> AgentRec | None:
         aid = self.conns.get(conn_id)

@@ -217,3 +217,47 @@ def test_killing_state_hidden_messages_groups_and_cross_framework() -> None:
     # the stream of a goes away: a is disconnected, its offers are rescinded, nothing is sent to it
     fx = h.feed(StreamClosed(sa))
     assert events(fx, sa) == []
+
+
+def test_suppress_revive_and_multi_role_violation() -> None:
+    h = Harness()
+    fid, sid = h.subscribe()
+    h.agent()
+    (offer,) = offers(h.allocate(), sid)
+    h.call(fid, sid, mesos.Call.make_suppress(mesos.FrameworkID(fid)))
+    h.call(fid, sid, mesos.Call.make_decline(mesos.FrameworkID(fid), (offer.id,), mesos.Filters(refuse_seconds=0)))
+    assert offers(h.advance(2), sid) == []
+    h.call(fid, sid, mesos.Call.make_revive(mesos.FrameworkID(fid)))
+    assert offers(h.allocate(), sid)
+    # roles without MULTI_ROLE: ERROR then close
+    from master.events import SubscribeReceived
+
+    bad = mesos.FrameworkInfo(user="u", name="n", roles=("a", "b"))
+    fx = h.feed(SubscribeReceived("bad", mesos.Subscribe(framework_info=bad)))
+    assert [e.type for e in events(fx, "bad")] == [ET.ERROR] and closed(fx) == ["bad"]
+    bad_role = framework_info("x", roles=("../etc",))
+    fx = h.feed(SubscribeReceived("bad2", mesos.Subscribe(framework_info=bad_role)))
+    assert [e.type for e in events(fx, "bad2")] == [ET.ERROR]
+
+
+def test_revocable_offers_and_revocation_reach_the_agent() -> None:
+    h = Harness()
+    fid, sid = h.subscribe(framework_info("rev", "REVOCABLE_RESOURCES"))
+    aid, conn = h.agent("cpus:2;mem:1024")
+    h.allocate()
+    h.agent_says(conn, ac.SlackEstimate(resources=Resources.of(cpus=2, mem=512).to_mesos()))
+    fx = h.allocate()
+    rev = [o for o in offers(h.effects, sid) if Resources.from_mesos(o.resources).revocable()]
+    assert rev, "a revocable offer is made from usage slack"
+    o = rev[-1]
+    rtask = mesos.TaskInfo(
+        name="r", task_id=mesos.TaskID("r"), command=mesos.CommandInfo(value="sleep 9"),
+        resources=Resources.of(cpus=1, mem=128, revocable=True).to_mesos(),
+    )
+    fx = h.call(fid, sid, accept(fid, [o.id], rtask))
+    assert to_agent(fx, ac.RunTasks), updates(fx, sid)
+    # the estimate collapses: the allocator revokes, the agent is told to evict
+    fx = h.agent_says(conn, ac.SlackEstimate(resources=()))
+    fx += h.allocate()
+    revokes = to_agent(fx, ac.Revoke)
+    assert revokes and revokes[0].task_ids == (mesos.TaskID("r"),)
