@@ -243,7 +243,7 @@ def test_suppress_revive_and_multi_role_violation() -> None:
 def test_revocable_offers_and_revocation_reach_the_agent() -> None:
     h = Harness()
     fid, sid = h.subscribe(framework_info("rev", "REVOCABLE_RESOURCES"))
-    aid, conn = h.agent("cpus:2;mem:1024")
+    _, conn = h.agent("cpus:2;mem:1024")
     h.allocate()
     h.agent_says(conn, ac.SlackEstimate(resources=Resources.of(cpus=2, mem=512).to_mesos()))
     fx = h.allocate()
