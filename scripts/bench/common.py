@@ -409,7 +409,8 @@ class Runner:
     Records per task the ACCEPT time and the TASK_RUNNING arrival (launch latency), and the
     first ACCEPT and the last terminal update (throughput). ``hold``: done when every task is
     RUNNING (tasks are left running). ``ack_workers`` > 0: acknowledge from that many concurrent
-    workers instead of the driver's in-line acknowledgement.
+    workers instead of the driver's in-line acknowledgement. ``window`` > 0: at most that many
+    tasks launched and not yet terminal (a steady state, so latency is not a burst's queue).
     """
 
     def __init__(
@@ -421,6 +422,7 @@ class Runner:
         command: Any,
         hold: bool = False,
         ack_workers: int = 0,
+        window: int = 0,
     ) -> None:
         from protocol.resources import Resources
 
@@ -433,10 +435,12 @@ class Runner:
         self.command = command
         self.hold = hold
         self.ack_workers = ack_workers
+        self.window = window
         self.acks: asyncio.Queue[Any] = asyncio.Queue()
         self.next_index = 0
         self.retry: list[str] = []
         self.retried = 0
+        self.overclaims = 0
         self.accepted_at: dict[str, float] = {}
         self.latencies: list[float] = []
         self.states: dict[str, int] = {}
@@ -493,7 +497,7 @@ class Runner:
                     self.done.set()
         if is_terminal(state) and tid in self.accepted_at:
             self.accepted_at.pop(tid, None)
-            if status.reason is not None and status.reason.name in RETRY_REASONS and self.retried < self.total:
+            if self._lost_to_offer_race(status) and self.retried < self.total:
                 # the offer was gone by the time the ACCEPT arrived (rescinded, expired): the
                 # task never started; launch it again on a current offer
                 self.retried += 1
@@ -510,6 +514,18 @@ class Runner:
             if self.terminal >= self.total:
                 self.done.set()
             self.wake.set()
+
+    def _lost_to_offer_race(self, status: Any) -> bool:
+        """The task never started because the offer had changed under the ACCEPT: the offer was
+        gone (rescinded/expired) or the master's copy held less than our cache (an OFFERS
+        regrowth that crossed our ACCEPT)."""
+        reason = status.reason.name if status.reason is not None else ""
+        if reason in RETRY_REASONS:
+            return True
+        if reason == "REASON_TASK_INVALID" and "than offered" in (status.message or ""):
+            self.overclaims += 1
+            return True
+        return False
 
     async def ack_worker(self, driver: Any) -> None:
         while True:
@@ -531,6 +547,8 @@ class Runner:
             sends = []
             for cached in driver.offers:
                 left = self.total - self.next_index + len(self.retry)
+                if self.window:
+                    left = min(left, self.window - self.in_flight)
                 if left <= 0:
                     break
                 avail = cached.available
@@ -583,6 +601,7 @@ async def run_framework(
     name: str = "bench",
     on_done: Callable[[Runner], Awaitable[dict[str, Any]]] | None = None,
     partial_ok: bool = False,
+    window: int = 0,
 ) -> dict[str, Any]:
     """Subscribe a REUSABLE_OFFERS framework (client library, msgpack), launch ``n`` tasks, wait
     until all are terminal (or RUNNING with ``hold``), tear down; the figures of the run.
@@ -602,7 +621,7 @@ async def run_framework(
         name=name,
         capabilities=(Capability(type=CapabilityType.REUSABLE_OFFERS),),
     )
-    runner = Runner(n, cpus, mem, f"{name}-{uuid.uuid4().hex[:8]}", command, hold=hold, ack_workers=ack_workers)
+    runner = Runner(n, cpus, mem, f"{name}-{uuid.uuid4().hex[:8]}", command, hold=hold, ack_workers=ack_workers, window=window)
     extra: dict[str, Any] = {}
     driver = SchedulerDriver(info, HttpTransport(master, MSGPACK), runner, auto_acknowledge=not ack_workers)  # type: ignore[arg-type]
     async with driver:
@@ -659,6 +678,7 @@ async def run_framework(
         "failed": 0 if hold else n - finished,
         "accepts": runner.accepts,
         "retried": runner.retried,
+        "overclaims": runner.overclaims,
         "max_in_flight": runner.max_in_flight,
         **{f"launch_{k}": v for k, v in latency_ms(runner.latencies).items() if k != "n"},
         "errors": runner.errors[:3],

@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import shutil
 import sys
 import tempfile
@@ -38,11 +39,13 @@ from protocol.mesos import CommandInfo
 from scripts.bench.common import (
     BenchError,
     Proc,
+    PySpy,
     aggregate,
     emit_json,
     latency_ms,
     log,
     machine,
+    print_profile,
     print_table,
     run_framework,
     run_main,
@@ -112,9 +115,18 @@ def _prefixed(prefix: str, seconds: list[float]) -> dict[str, float]:
 # --- the native framework ----------------------------------------------------------------------
 
 
-async def run_native(master: str, n: int, cpus: float, mem: float, within: float) -> dict[str, Any]:
+async def run_native(
+    master: str, n: int, cpus: float, mem: float, within: float, ack_workers: int = 0
+) -> dict[str, Any]:
     return await run_framework(
-        master, n, cpus, mem, within, command=CommandInfo(shell=False, value="true", arguments=("true",))
+        master,
+        n,
+        cpus,
+        mem,
+        within,
+        command=CommandInfo(shell=False, value="true", arguments=("true",)),
+        ack_workers=ack_workers,
+        name="bench-e2e",
     )
 
 
@@ -168,6 +180,8 @@ async def main(args: argparse.Namespace) -> int:
         f"disk:1024;ports:[31000-31999]"
     )
     rows: list[dict[str, Any]] = []
+    spies: dict[str, PySpy] = {}
+    profiles: dict[str, Any] = {}
     try:
         log(f"starting master + {args.agents} agents ({resources}) in {base}")
         master = await start_master(base / "master", *args.master_arg)
@@ -190,7 +204,21 @@ async def main(args: argparse.Namespace) -> int:
             row["raw_rate"] = raw["rate"]
             row["raw_spawn_p50_ms"] = raw["spawn_p50_ms"]
             log(f"run {i + 1}/{args.runs}: native framework, {args.tasks} tasks")
-            nat = await run_native(master.address, args.tasks, args.task_cpus, args.task_mem, args.timeout)
+            if args.profile and i == 0:
+                spies = {
+                    "master": PySpy(master.pid, base / "profile-master.txt"),
+                    "agent": PySpy(agents[0].pid, base / "profile-agent.txt"),
+                    "framework": PySpy(os.getpid(), base / "profile-framework.txt"),
+                }
+                for spy in spies.values():
+                    await spy.start()
+            nat = await run_native(
+                master.address, args.tasks, args.task_cpus, args.task_mem, args.timeout, args.ack_workers
+            )
+            for who, spy in spies.items():
+                await spy.stop()
+                profiles[who] = spy.summary()
+            spies = {}
             row.update(
                 native_rate=nat["rate"],
                 native_ratio=nat["rate"] / raw["rate"],
@@ -240,6 +268,8 @@ async def main(args: argparse.Namespace) -> int:
         ["figure", "median", "min", "max"],
         table,
     )
+    for who, summary in profiles.items():
+        print_profile(f"profile of the {who} (py-spy, native run 1)", summary)
     m = machine()
     print(f"machine: {m['cores']} cores, {m['memory_gb']} GB, {m['cpu']}")
     emit_json(
@@ -253,6 +283,7 @@ async def main(args: argparse.Namespace) -> int:
                 "task_cpus": args.task_cpus,
                 "task_mem": args.task_mem,
                 "runs": args.runs,
+                "ack_workers": args.ack_workers,
             },
             "figures": agg,
             "target_ratio": 0.5,
@@ -260,6 +291,7 @@ async def main(args: argparse.Namespace) -> int:
                 k: agg[k].median >= 0.5 for k in ("native_ratio", "batch_ratio") if k in agg
             },
             "rss_bytes": rss,
+            "profiles": profiles,
             "runs": rows,
         },
     )
@@ -276,6 +308,8 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--runs", type=int, default=3)
     p.add_argument("--warmup", type=int, default=0, help="tasks launched once before the measured runs")
     p.add_argument("--timeout", type=float, default=300.0, help="seconds per measured phase")
+    p.add_argument("--ack-workers", type=int, default=0, help="concurrent acknowledgers (0 = the driver's in-line)")
+    p.add_argument("--profile", action="store_true", help="py-spy the master, agent 0 and the framework (run 1)")
     p.add_argument("--skip-batch", action="store_true", help="do not measure the batch framework")
     p.add_argument("--raw-only", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--raw-concurrency", type=int, default=0, help=argparse.SUPPRESS)

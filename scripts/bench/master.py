@@ -460,6 +460,7 @@ async def throughput_phase(args: argparse.Namespace, base: Path) -> list[dict[st
                 COMMAND,
                 ack_workers=args.ack_workers,
                 name=f"bench-master-{i}",
+                window=args.window,
             )
             cpu = master.cpu_seconds() - cpu0
             row = {
@@ -484,6 +485,23 @@ async def throughput_phase(args: argparse.Namespace, base: Path) -> list[dict[st
             )
             if r["errors"]:
                 log(f"  errors: {r['errors']}")
+        if args.latency_tasks:
+            # one task at a time: the launch latency of an idle master (no queue in front)
+            lat = await run_framework(
+                master.address,
+                args.latency_tasks,
+                args.task_cpus,
+                args.task_mem,
+                args.within,
+                COMMAND,
+                ack_workers=args.ack_workers,
+                name="bench-latency",
+                window=1,
+            )
+            for row in rows:
+                row["idle_launch_p50_ms"] = lat["launch_p50_ms"]
+                row["idle_launch_p99_ms"] = lat["launch_p99_ms"]
+            log(f"  one at a time: ACCEPT→RUNNING p50 {lat['launch_p50_ms']:.1f} ms, p99 {lat['launch_p99_ms']:.1f} ms")
         for who, spy in spies.items():
             await spy.stop()
             summary = spy.summary()
@@ -604,8 +622,10 @@ async def main(args: argparse.Namespace) -> int:
     rows: list[tuple[object, ...]] = []
     for key, label in [
         ("rate", f"tasks/s launched+finished ({args.agents} agents)"),
-        ("launch_p50_ms", "ACCEPT→RUNNING p50 (ms)"),
-        ("launch_p99_ms", "ACCEPT→RUNNING p99 (ms)"),
+        ("launch_p50_ms", "ACCEPT→RUNNING p50 under load (ms)"),
+        ("launch_p99_ms", "ACCEPT→RUNNING p99 under load (ms)"),
+        ("idle_launch_p50_ms", "ACCEPT→RUNNING p50, one at a time (ms)"),
+        ("idle_launch_p99_ms", "ACCEPT→RUNNING p99, one at a time (ms)"),
         ("master_cpu_ms_per_task", "master CPU per task (ms)"),
         ("master_bound_rate", "master-CPU-bound rate (tasks/s)"),
         ("master_cpu_util", "master CPU utilisation (cores)"),
@@ -649,6 +669,7 @@ async def main(args: argparse.Namespace) -> int:
                 "scale_runs": args.scale_runs,
                 "sim_procs": args.sim_procs,
                 "ack_workers": args.ack_workers,
+                "window": args.window,
                 "ping_interval": args.ping_interval,
             },
             "throughput": tp,
@@ -680,6 +701,8 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument(
         "--ack-workers", type=int, default=16, help="concurrent acknowledgers (0 = the driver's in-line ones)"
     )
+    p.add_argument("--latency-tasks", type=int, default=200, help="tasks launched one at a time (idle latency)")
+    p.add_argument("--window", type=int, default=0, help="max tasks in flight in the throughput runs (0 = all)")
     p.add_argument("--ping-interval", type=float, default=5.0, help="master -> agent ping interval (s)")
     p.add_argument("--within", type=float, default=300.0, help="deadline per phase step (s)")
     p.add_argument(

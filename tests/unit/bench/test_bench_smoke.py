@@ -92,6 +92,26 @@ def test_raw_spawn_mode_measures_processes() -> None:
 
 
 @pytest.mark.slow
+def test_e2e_smoke() -> None:
+    data = _run("e2e.py", "--tasks", "30", "--agents", "1", "--slots", "8", "--runs", "1")
+    assert data["bench"] == "e2e"
+    assert data["figures"]["native_rate"]["median"] > 0
+    assert data["figures"]["batch_rate"]["median"] > 0
+
+
+@pytest.mark.slow
+def test_master_smoke() -> None:
+    data = _run(
+        "master.py",
+        "--agents", "10", "--tasks", "200", "--runs", "1",
+        "--scale-agents", "20", "--scale-tasks", "200", "--hold-seconds", "0.5", "--latency-tasks", "5",
+    )  # fmt: skip
+    assert data["bench"] == "master"
+    assert data["throughput"]["rate"]["median"] > 0
+    assert data["scale"]["rss_peak_mb"]["median"] > 0
+
+
+@pytest.mark.slow
 @pytest.mark.skipif(not (BENCH / "allocator.py").exists(), reason="allocator benchmark not present")
 def test_allocator_smoke() -> None:
     data = _run(
