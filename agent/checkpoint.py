@@ -2,41 +2,41 @@
 
 Layout (``DIR`` is ``--work-dir``)::
 
-    DIR/meta/agent.json                                agent id, boot id, resources, attributes
-    DIR/meta/frameworks/<fid>/framework.json           FrameworkInfo (Mesos JSON)
-    DIR/meta/frameworks/<fid>/tasks/<tid>/task.json    TaskInfo (+ group executor), flags
-    DIR/meta/frameworks/<fid>/tasks/<tid>/updates.log  status updates and acks (records below)
-    DIR/meta/frameworks/<fid>/tasks/<tid>/pid.json     wrapper pid, create time, boot id
-    DIR/meta/frameworks/<fid>/tasks/<tid>/kill.json    why a kill was started (if one was)
-    DIR/meta/frameworks/<fid>/tasks/<tid>/exit_status  "<code>\\n", written by the task wrapper
-    DIR/sandboxes/<fid>/<tid>/{stdout,stderr}          the task's sandbox (cwd)
+    DIR/meta/agent.json                           agent id, boot id, resources identity, attributes
+    DIR/meta/frameworks/<fid>/framework.json      FrameworkInfo (Mesos JSON)
+    DIR/meta/frameworks/<fid>/tasks/<tid>.log     the task's log: task record, pid, kill, updates, acks
+    DIR/meta/frameworks/<fid>/exits/<tid>         "<code>\\n", written by the task wrapper
+    DIR/meta/frameworks/<fid>/executors/<eid>.exit   the same for a custom executor
+    DIR/sandboxes/<fid>/<tid>/{stdout,stderr}     the task's sandbox (cwd)
 
-JSON files are ``{"crc32": C, "data": {...}}`` where ``C`` is the CRC-32 of the canonical JSON
-of ``data`` (sorted keys, compact); a torn or altered file fails the check and is reported by
-name (``CorruptCheckpoint``). Every JSON file is written atomically: write ``name.tmp``, fsync,
-``os.replace``, fsync the directory.
+One file per task keeps a launch to a single file creation and a corrupt file to a single task.
+A task log is a sequence of records ``<u32 length><u32 crc32><msgpack payload>`` (big endian),
+each appended with one ``write``. Payloads: ``{"t": task record}`` (always first), ``{"p": pid
+record}``, ``{"k": kill reason}``, ``{"u": TaskStatus}``, ``{"a": uuid}``. A record with a bad
+checksum is corruption, reported with the file name; an incomplete *last* record (a crash
+mid-append on power loss, never synced, so never acted upon) is cut off.
 
-``updates.log`` is a sequence of records ``<u32 length><u32 crc32><msgpack payload>`` (big
-endian), each appended with one ``write`` and then fdatasync'd before the update is sent;
-payloads are ``{"u": <TaskStatus>}`` (an update) or ``{"a": <uuid>}`` (an acknowledgement). A
-record with a bad checksum is corruption; an incomplete *last* record (a crash mid-append on
-power loss, never seen by anyone since it was not yet fsync'd) is cut off.
+JSON files (``agent.json``, ``framework.json``) are ``{"crc32": C, "data": {...}}`` with ``C``
+the CRC-32 of the canonical JSON of ``data``, written atomically: ``name.tmp``, fdatasync,
+``os.replace``, fsync of the directory.
 
-What is not fsync'd, and why that is safe: ``pid.json`` and ``kill.json`` (after a reboot no
-task survives and the boot id differs, so a lost pid record changes nothing; within one boot the
-page cache survives an agent ``kill -9``); ack records (a lost ack only makes the update be sent
-again, which at-least-once allows); ``exit_status`` (written by ``/bin/sh``; a missing record is
-reported LOST).
+Group commit: writes that must be durable (the task record before the spawn, an update before it
+is sent) are fdatasync'd by ``commit()``, once per file per batch, with one fsync per directory in
+which files were created. The service writes a whole batch, commits, and only then spawns or
+sends. Not synced, on purpose: pid and kill records (after a reboot no task survives and the boot
+id differs; within one boot the page cache survives an agent ``kill -9``), acks (a lost ack only
+makes the update be sent again, which at-least-once allows), exit files (written by ``/bin/sh``;
+a missing one is reported LOST).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
 import struct
 import zlib
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -82,7 +82,7 @@ class PidRecord:
 
 @attrs.frozen
 class TaskRecordFile:
-    """What ``task.json`` holds."""
+    """The task record (the first record of a task log)."""
 
     framework_id: str
     task: TaskInfo
@@ -217,14 +217,16 @@ def parse_exit_status(raw: bytes) -> int | None:
 
 
 class Checkpoint:
-    """Synchronous file operations on the layout above (the service runs them off the loop)."""
+    """Synchronous file operations on the layout above (the service runs them in one thread)."""
 
     def __init__(self, work_dir: Path | str, fsync: bool = True) -> None:
         self.work_dir = Path(work_dir).resolve()
         self.meta = self.work_dir / "meta"
         self.sandboxes = self.work_dir / "sandboxes"
         self.fsync = fsync
-        self._logs: dict[tuple[str, str], int] = {}  # open updates.log fds
+        self._pending: dict[Path, int] = {}  # files written in this batch -> open fd
+        self._sync: set[Path] = set()  # files that must be fdatasync'd at commit
+        self._dirs: set[Path] = set()  # directories that got new entries
 
     def init(self) -> None:
         for d in (self.meta / "frameworks", self.sandboxes):
@@ -241,17 +243,31 @@ class Checkpoint:
             raise CheckpointError(path, "escapes its root")
         return path
 
+    @staticmethod
+    def _check(*ids: str) -> None:
+        for i in ids:
+            if not valid_path_id(i):
+                raise CheckpointError(i, f"invalid id {i!r} for a path")
+
     def framework_dir(self, fid: str) -> Path:
-        return self._under(self.meta / "frameworks", fid)
+        self._check(fid)
+        return self.meta / "frameworks" / fid
 
-    def task_dir(self, fid: str, tid: str) -> Path:
-        return self._under(self.meta / "frameworks", fid, "tasks", tid)
-
-    def sandbox(self, fid: str, tid: str) -> Path:
-        return self._under(self.sandboxes, fid, tid)
+    def task_log(self, fid: str, tid: str) -> Path:
+        self._check(fid, tid)
+        return self.meta / "frameworks" / fid / "tasks" / f"{tid}.log"
 
     def exit_status_path(self, fid: str, tid: str) -> Path:
-        return self.task_dir(fid, tid) / "exit_status"
+        self._check(fid, tid)
+        return self.meta / "frameworks" / fid / "exits" / tid
+
+    def executor_exit_path(self, fid: str, eid: str) -> Path:
+        self._check(fid, eid)
+        return self.meta / "frameworks" / fid / "executors" / f"{eid}.exit"
+
+    def sandbox(self, fid: str, tid: str) -> Path:
+        """The sandbox path, resolved and prefix-checked (a symlink cannot redirect it)."""
+        return self._under(self.sandboxes, fid, tid)
 
     # agent
 
@@ -274,56 +290,78 @@ class Checkpoint:
 
     def write_framework(self, fid: str, info: FrameworkInfo) -> None:
         d = self.framework_dir(fid)
-        d.mkdir(parents=True, exist_ok=True)
+        for sub in ("tasks", "exits", "executors"):
+            (d / sub).mkdir(parents=True, exist_ok=True)
         atomic_write(d / "framework.json", dump_json(codec.to_builtins(info)), self.fsync)
-
-    def write_task(self, rec: TaskRecordFile) -> None:
-        d = self.task_dir(rec.framework_id, rec.task.task_id.value)
-        d.mkdir(parents=True, exist_ok=True)
-        data = {
-            "framework_id": rec.framework_id,
-            "task": codec.to_builtins(rec.task),
-            "executor": codec.to_builtins(rec.executor) if rec.executor is not None else None,
-            "killing_state": rec.killing_state,
-        }
-        atomic_write(d / "task.json", dump_json(data), self.fsync)
         if self.fsync:
             fsync_dir(d.parent)
 
+    def _append(self, path: Path, payload: dict[str, Any], sync: bool, create: bool = False) -> None:
+        fd = self._pending.get(path)
+        if fd is None:
+            flags = os.O_WRONLY | os.O_APPEND | (os.O_CREAT | os.O_EXCL if create else 0)
+            try:
+                fd = os.open(path, flags, 0o644)
+            except FileNotFoundError:
+                if create:
+                    path.parent.mkdir(parents=True, exist_ok=True)
+                    self._dirs.add(path.parent.parent)
+                    fd = os.open(path, flags, 0o644)
+                else:
+                    raise CheckpointError(path, "task log missing") from None
+            self._pending[path] = fd
+            if create:
+                self._dirs.add(path.parent)
+        os.write(fd, encode_record(payload))
+        if sync:
+            self._sync.add(path)
+
+    def write_task(self, rec: TaskRecordFile) -> None:
+        """Start the task's log with its task record (durable at the next ``commit``)."""
+        data = {
+            "framework_id": rec.framework_id,
+            "task": codec.to_builtins(rec.task, binary=True),
+            "executor": codec.to_builtins(rec.executor, binary=True) if rec.executor is not None else None,
+            "killing_state": rec.killing_state,
+        }
+        path = self.task_log(rec.framework_id, rec.task.task_id.value)
+        try:
+            self._append(path, {"t": data}, sync=True, create=True)
+        except FileExistsError:
+            raise CheckpointError(path, "task log already exists") from None
+
     def write_pid(self, fid: str, tid: str, rec: PidRecord) -> None:
-        atomic_write(self.task_dir(fid, tid) / "pid.json", dump_json(attrs.asdict(rec)), fsync=False)
+        self._append(self.task_log(fid, tid), {"p": attrs.asdict(rec)}, sync=False)
 
     def write_kill(self, fid: str, tid: str, reason: str) -> None:
-        atomic_write(self.task_dir(fid, tid) / "kill.json", dump_json({"reason": reason}), fsync=False)
-
-    def _log_fd(self, fid: str, tid: str) -> int:
-        fd = self._logs.get((fid, tid))
-        if fd is None:
-            path = self.task_dir(fid, tid) / "updates.log"
-            created = not path.exists()
-            fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-            if created and self.fsync:
-                fsync_dir(path.parent)
-            self._logs[(fid, tid)] = fd
-        return fd
+        self._append(self.task_log(fid, tid), {"k": reason}, sync=False)
 
     def append_update(self, fid: str, tid: str, status: TaskStatus) -> None:
-        fd = self._log_fd(fid, tid)
-        os.write(fd, encode_record({"u": codec.to_builtins(status, binary=True)}))
-        if self.fsync:
-            os.fdatasync(fd)
+        self._append(self.task_log(fid, tid), {"u": codec.to_builtins(status, binary=True)}, sync=True)
 
     def append_ack(self, fid: str, tid: str, uuid: bytes) -> None:
-        os.write(self._log_fd(fid, tid), encode_record({"a": uuid}))
+        self._append(self.task_log(fid, tid), {"a": uuid}, sync=False)
 
-    def close_log(self, fid: str, tid: str) -> None:
-        fd = self._logs.pop((fid, tid), None)
-        if fd is not None:
-            os.close(fd)
+    def commit(self) -> None:
+        """Make this batch durable: fdatasync each written file once, fsync new entries' dirs."""
+        try:
+            if self.fsync:
+                for path in self._sync:
+                    fd = self._pending.get(path)
+                    if fd is not None:
+                        os.fdatasync(fd)
+                for d in self._dirs:
+                    with contextlib.suppress(FileNotFoundError):
+                        fsync_dir(d)
+        finally:
+            for fd in self._pending.values():
+                os.close(fd)
+            self._pending.clear()
+            self._sync.clear()
+            self._dirs.clear()
 
     def close(self) -> None:
-        for key in list(self._logs):
-            self.close_log(*key)
+        self.commit()
 
     def read_exit_status(self, fid: str, tid: str) -> int | None:
         try:
@@ -333,105 +371,103 @@ class Checkpoint:
 
     def remove_task(self, fid: str, tid: str) -> None:
         """Drop a finished task's checkpoint (after its terminal acknowledgement)."""
-        self.close_log(fid, tid)
-        d = self.task_dir(fid, tid)
-        shutil.rmtree(d, ignore_errors=True)
-        fdir = self.framework_dir(fid)
-        tasks = fdir / "tasks"
+        path = self.task_log(fid, tid)
+        fd = self._pending.pop(path, None)
+        if fd is not None:
+            os.close(fd)
+            self._sync.discard(path)
+        for p in (path, self.exit_status_path(fid, tid)):
+            with contextlib.suppress(FileNotFoundError):
+                p.unlink()
+
+    def remove_framework_if_empty(self, fid: str) -> bool:
+        d = self.framework_dir(fid)
         try:
-            if not any(tasks.iterdir()):
-                shutil.rmtree(fdir, ignore_errors=True)
+            if any((d / "tasks").iterdir()):
+                return False
         except FileNotFoundError:
             pass
+        shutil.rmtree(d, ignore_errors=True)
+        return True
 
     # recovery
 
-    def _task_dirs(self) -> Iterator[tuple[str, str, Path]]:
-        root = self.meta / "frameworks"
-        if not root.is_dir():
-            return
-        for fdir in sorted(root.iterdir()):
-            tdir = fdir / "tasks"
-            if not tdir.is_dir():
-                continue
-            for d in sorted(tdir.iterdir()):
-                if d.is_dir():
-                    yield fdir.name, d.name, d
-
-    def read_log(self, path: Path) -> UpdateLog:
+    def read_task_log(self, path: Path) -> tuple[TaskRecordFile, UpdateLog, PidRecord | None, str | None]:
         records, end = read_records(path)
         truncated = end < path.stat().st_size
+        if not records or "t" not in records[0]:
+            raise CorruptCheckpoint(path, "the log does not start with a task record")
+        try:
+            t = records[0]["t"]
+            rec = TaskRecordFile(
+                framework_id=t["framework_id"],
+                task=codec.from_builtins(TaskInfo, t["task"], binary=True),
+                executor=codec.from_builtins(ExecutorInfo, t["executor"], binary=True) if t.get("executor") else None,
+                killing_state=bool(t.get("killing_state", False)),
+            )
+        except (KeyError, TypeError, codec.DecodeError) as e:
+            raise CorruptCheckpoint(path, f"bad task record: {e}") from e
         updates: list[TaskStatus] = []
         acked: set[bytes] = set()
-        for i, rec in enumerate(records):
-            if "u" in rec:
-                try:
-                    updates.append(codec.from_builtins(TaskStatus, rec["u"], binary=True))
-                except codec.DecodeError as e:
-                    raise CorruptCheckpoint(path, f"record {i}: {e}") from e
-            elif "a" in rec and isinstance(rec["a"], bytes):
-                acked.add(rec["a"])
-            else:
-                raise CorruptCheckpoint(path, f"record {i} has an unknown kind")
+        pid: PidRecord | None = None
+        kill: str | None = None
+        for i, r in enumerate(records[1:], 1):
+            try:
+                if "u" in r:
+                    updates.append(codec.from_builtins(TaskStatus, r["u"], binary=True))
+                elif "a" in r and isinstance(r["a"], bytes):
+                    acked.add(r["a"])
+                elif "p" in r:
+                    pid = PidRecord(**r["p"])
+                elif "k" in r:
+                    kill = str(r["k"])
+                else:
+                    raise CorruptCheckpoint(path, f"record {i} has an unknown kind")
+            except (TypeError, codec.DecodeError) as e:
+                raise CorruptCheckpoint(path, f"record {i}: {e}") from e
         if truncated:
             with open(path, "r+b") as f:  # cut the torn tail so later appends stay aligned
                 f.truncate(end)
-        return UpdateLog(tuple(updates), frozenset(acked), truncated)
+        return rec, UpdateLog(tuple(updates), frozenset(acked), truncated), pid, kill
 
-    def _read_task(self, fid: str, tid: str, d: Path) -> RecoveredTaskFiles:
+    def _read_task(self, fid: str, tid: str, path: Path) -> RecoveredTaskFiles:
         record = log = pid = None
-        exit_code: int | None = None
         kill_reason: str | None = None
+        exit_code: int | None = None
         try:
             if not valid_path_id(fid) or not valid_path_id(tid):
-                raise CorruptCheckpoint(d, "directory name is not a valid id")
-            try:
-                data = load_json(d / "task.json")
-            except FileNotFoundError:
-                raise CorruptCheckpoint(d / "task.json", "missing") from None
-            try:
-                record = TaskRecordFile(
-                    framework_id=data["framework_id"],
-                    task=codec.from_builtins(TaskInfo, data["task"]),
-                    executor=codec.from_builtins(ExecutorInfo, data["executor"]) if data.get("executor") else None,
-                    killing_state=bool(data.get("killing_state", False)),
-                )
-            except (KeyError, TypeError, codec.DecodeError) as e:
-                raise CorruptCheckpoint(d / "task.json", f"bad contents: {e}") from e
+                raise CorruptCheckpoint(path, "file name is not a valid id")
+            record, log, pid, kill_reason = self.read_task_log(path)
             if record.task.task_id.value != tid or record.framework_id != fid:
-                raise CorruptCheckpoint(d / "task.json", "ids do not match the directory")
-            if (d / "updates.log").exists():
-                log = self.read_log(d / "updates.log")
-            if (d / "pid.json").exists():
-                try:
-                    pid = PidRecord(**load_json(d / "pid.json"))
-                except TypeError as e:
-                    raise CorruptCheckpoint(d / "pid.json", f"bad fields: {e}") from e
-            if (d / "kill.json").exists():
-                kill_reason = str(load_json(d / "kill.json").get("reason"))
+                raise CorruptCheckpoint(path, "ids do not match the file name")
             exit_code = self.read_exit_status(fid, tid)
         except CorruptCheckpoint as e:
             return RecoveredTaskFiles(fid, tid, record, log, pid, exit_code, kill_reason, broken=e)
         return RecoveredTaskFiles(fid, tid, record, log, pid, exit_code, kill_reason)
 
     def recover(self) -> Recovery:
-        """Read everything back. Agent-level corruption raises; a broken task is returned with
+        """Read everything back. A corrupt ``agent.json`` raises; a broken task is returned with
         ``broken`` set (the caller decides: ``--strict`` refuses to start)."""
         agent = self.read_agent()
         frameworks: dict[str, FrameworkInfo] = {}
         broken: list[CorruptCheckpoint] = []
+        tasks: list[RecoveredTaskFiles] = []
         root = self.meta / "frameworks"
-        if root.is_dir():
-            for fdir in sorted(root.iterdir()):
-                path = fdir / "framework.json"
-                try:
-                    frameworks[fdir.name] = codec.from_builtins(FrameworkInfo, load_json(path))
-                except FileNotFoundError:
+        for fdir in sorted(root.iterdir()) if root.is_dir() else ():
+            path = fdir / "framework.json"
+            try:
+                frameworks[fdir.name] = codec.from_builtins(FrameworkInfo, load_json(path))
+            except FileNotFoundError:
+                pass
+            except codec.DecodeError as e:
+                broken.append(CorruptCheckpoint(path, f"bad contents: {e}"))
+            except CorruptCheckpoint as e:
+                broken.append(e)
+            tdir = fdir / "tasks"
+            for log in sorted(tdir.glob("*.log")) if tdir.is_dir() else ():
+                if log.stat().st_size == 0:
+                    log.unlink()  # created but the task record never written: never launched
                     continue
-                except codec.DecodeError as e:
-                    broken.append(CorruptCheckpoint(path, f"bad contents: {e}"))
-                except CorruptCheckpoint as e:
-                    broken.append(e)
-        tasks = tuple(self._read_task(fid, tid, d) for fid, tid, d in self._task_dirs())
+                tasks.append(self._read_task(fdir.name, log.name[: -len(".log")], log))
         broken.extend(t.broken for t in tasks if t.broken is not None)
-        return Recovery(agent, frameworks, tasks, tuple(broken))
+        return Recovery(agent, frameworks, tuple(tasks), tuple(broken))

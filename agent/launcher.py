@@ -277,16 +277,17 @@ def read_exit_status(path: Path) -> int | None:
         return None
 
 
-def find_wrappers(marker: str) -> list[psutil.Process]:
-    """Wrapper processes whose command line names ``marker`` (a task's exit_status path):
-    used at recovery for a task checkpointed without a pid record (crash between spawn and the
-    pid checkpoint)."""
+def find_wrappers(marker: str, prefix: bool = False) -> list[psutil.Process]:
+    """Wrapper processes whose command line names ``marker`` (a task's exit-status path, or a
+    prefix of it): used at recovery for a task checkpointed without a pid record (a crash
+    between the spawn and the pid record) and to find leftover executors."""
     found = []
     for p in psutil.process_iter(["cmdline"]):
         try:
             cmd = p.info["cmdline"] or []
         except psutil.Error:
             continue
-        if len(cmd) > 3 and cmd[0] == SH and cmd[2] == WRAPPER_SCRIPT and cmd[3] == marker:
+        is_wrapper = len(cmd) > 3 and cmd[0] == SH and cmd[2] == WRAPPER_SCRIPT
+        if is_wrapper and (cmd[3] == marker or (prefix and cmd[3].startswith(marker))):
             found.append(p)
     return found

@@ -101,7 +101,24 @@ class _SpawnResult:
     error: str | None = None
 
 
+@attrs.frozen
+class _WriteKill:
+    framework_id: str
+    task_id: str
+    reason: str
+
+
+@attrs.frozen
+class _Signal:
+    """Signal a task (after its kill record was written)."""
+
+    framework_id: str
+    task_id: str
+    signal: str
+
+
 _DISK = (
+    _WriteKill,
     tk.CheckpointTask,
     tk.SpawnTask,
     su.CheckpointUpdate,
@@ -352,9 +369,9 @@ class AgentService(Service):
     def _kill_orphan_executors(self) -> None:
         """Custom executors are not re-attached after an agent restart (their tasks are reported
         LOST); their processes must not live on."""
-        root = self.checkpoint.meta / "frameworks"
-        for exdir in root.glob("*/executors/*"):
-            for p in find_wrappers(str(exdir / "exit_status")):
+        prefix = str(self.checkpoint.meta / "frameworks") + os.sep
+        for p in find_wrappers(prefix, prefix=True):
+            if os.sep + "executors" + os.sep in p.info["cmdline"][3]:
                 log.warning("killing executor left over from before the restart: pid %d", p.pid)
                 with contextlib.suppress(OSError):
                     os.killpg(p.pid, 9)
@@ -382,10 +399,11 @@ class AgentService(Service):
                 with contextlib.suppress(OSError):
                     os.killpg(v, 9)
         with contextlib.suppress(CheckpointError, OSError):
-            src = self.checkpoint.task_dir(fid, tid)
-            dst = self.checkpoint.meta / "corrupt" / f"{fid}.{tid}.{int(self.clock.now())}"
+            src = self.checkpoint.task_log(fid, tid)
+            dst = self.checkpoint.meta / "corrupt" / f"{fid}.{tid}.{int(self.clock.now())}.log"
             dst.parent.mkdir(parents=True, exist_ok=True)
             os.replace(src, dst)
+            self.checkpoint.exit_status_path(fid, tid).unlink(missing_ok=True)
         self._ephemeral.add((fid, tid))
         spec = TaskSpec(fid, tid, tid, None)
         self._submit(self.tracker.recovered_broken(spec, f"Agent restarted; {why}"))
@@ -447,14 +465,27 @@ class AgentService(Service):
             self._timer_wake.set()
 
     def _do_disk(self, batch: list[object]) -> list[_SpawnResult]:
-        """Runs in the checkpoint thread: writes, fsyncs and spawns, in queue order."""
+        """Runs in the checkpoint thread. Group commit: drops, then every write of the batch,
+        one ``commit`` (each file fdatasync'd once), and only then the spawns — so a task's
+        record is durable before its process exists, and an update before it is sent."""
         cp = self.checkpoint
         spawned: list[_SpawnResult] = []
-        for eff in batch:
+        drops = [e for e in batch if isinstance(e, tk.DropTask)]
+        spawns = [e for e in batch if isinstance(e, tk.SpawnTask)]
+        writes = [e for e in batch if not isinstance(e, tk.DropTask | tk.SpawnTask)]
+        frameworks: set[str] = set()
+        for d in drops:
+            if (d.framework_id, d.task_id) in self._ephemeral:
+                self._ephemeral.discard((d.framework_id, d.task_id))
+                continue
             try:
-                if isinstance(eff, tk.SpawnTask):
-                    spawned.append(self._spawn_blocking(eff.spec))
-                    continue
+                cp.remove_task(d.framework_id, d.task_id)
+                frameworks.add(d.framework_id)
+            except (OSError, CheckpointError):
+                log.exception("checkpoint removal failed: %r", d)
+        for w in writes:
+            eff = w
+            try:
                 if isinstance(eff, tk.CheckpointTask):
                     s = eff.spec
                     fi = self.frameworks.get(s.framework_id)
@@ -463,6 +494,7 @@ class AgentService(Service):
                     assert s.info is not None
                     group_ex = self._group_executors.get((s.framework_id, s.task_id))
                     cp.write_task(TaskRecordFile(s.framework_id, s.info, group_ex, s.killing_state))
+                    frameworks.discard(s.framework_id)
                 elif isinstance(eff, su.CheckpointUpdate):
                     u = eff.update
                     if (u.framework_id, u.task_id) not in self._ephemeral:
@@ -472,10 +504,22 @@ class AgentService(Service):
                         cp.append_ack(eff.framework_id, eff.task_id, eff.uuid)
                 elif isinstance(eff, _WritePid):
                     cp.write_pid(eff.framework_id, eff.task_id, eff.record)
-                elif isinstance(eff, tk.DropTask) and (eff.framework_id, eff.task_id) not in self._ephemeral:
-                    cp.remove_task(eff.framework_id, eff.task_id)
+                elif isinstance(eff, _WriteKill):
+                    cp.write_kill(eff.framework_id, eff.task_id, eff.reason)
             except (OSError, CheckpointError):
                 log.exception("checkpoint write failed: %r", eff)
+        try:
+            cp.commit()
+        except OSError:
+            log.exception("checkpoint commit failed")
+        for sp in spawns:
+            spawned.append(self._spawn_blocking(sp.spec))
+        if spawns:
+            cp.commit()  # closes the pid records' files (nothing to sync)
+        for fid in frameworks:
+            with contextlib.suppress(OSError, CheckpointError):
+                if not any(t.spec.framework_id == fid for t in list(self.tracker.tasks.values())):
+                    cp.remove_framework_if_empty(fid)
         return spawned
 
     def _do(self, eff: object) -> None:
@@ -485,13 +529,17 @@ class AgentService(Service):
         elif isinstance(eff, su.SendUpdate):
             self._send_update(eff)
         elif isinstance(eff, tk.SignalTask):
-            key = _task_key(eff.framework_id, eff.task_id)
-            if eff.signal == "TERM":
-                t = self.tracker.get(eff.framework_id, eff.task_id)
-                if t is not None and t.kill_reason is not None:
-                    with contextlib.suppress(CheckpointError, OSError):
-                        self.checkpoint.write_kill(eff.framework_id, eff.task_id, t.kill_reason.value)
-            self.launcher.signal(key, eff.signal)
+            t = self.tracker.get(eff.framework_id, eff.task_id)
+            sig = _Signal(eff.framework_id, eff.task_id, eff.signal)
+            if eff.signal == "TERM" and t is not None and t.kill_reason is not None:
+                # record why before the signal goes out (the work loop flushes the disk effect
+                # at the head of the queue first)
+                self._work.appendleft(sig)
+                self._work.appendleft(_WriteKill(eff.framework_id, eff.task_id, t.kill_reason.value))
+            else:
+                self.launcher.signal(_task_key(eff.framework_id, eff.task_id), eff.signal)
+        elif isinstance(eff, _Signal):
+            self.launcher.signal(_task_key(eff.framework_id, eff.task_id), eff.signal)
         elif isinstance(eff, tk.ReleaseTask):
             key = _task_key(eff.framework_id, eff.task_id)
             self.isolator.release(key)
@@ -641,9 +689,9 @@ class AgentService(Service):
                     checkpoint=bool(fi.checkpoint), shutdown_grace_seconds=self.config.executor_shutdown_grace,
                 )
             )
-            exdir = self.checkpoint.framework_dir(fid) / "executors" / eid
-            exdir.mkdir(parents=True, exist_ok=True)
-            proc = self.launcher.launch(key, command_spec(info.command).argv, env, sandbox, exdir / "exit_status")
+            exit_path = self.checkpoint.executor_exit_path(fid, eid)
+            exit_path.parent.mkdir(parents=True, exist_ok=True)
+            proc = self.launcher.launch(key, command_spec(info.command).argv, env, sandbox, exit_path)
         except (LaunchError, CheckpointError, SpecError, OSError, ValueError) as e:
             log.warning("executor %s/%s failed to start: %s", fid, eid, e)
             self._submit(self.tracker.handle(tk.ExecutorTerminated(fid, eid, None, f"Executor failed to start: {e}"), now))

@@ -125,6 +125,7 @@ async def test_r4_checkpointed_but_never_spawned(master: Any, agent_procs: Any, 
     cp = Checkpoint(tmp_path / "agent")
     cp.write_framework("fw1", master.framework)
     cp.write_task(TaskRecordFile("fw1", TaskInfo(name="t", task_id=TaskID("t"), command=CommandInfo(value="sleep 60"))))
+    cp.commit()
     await agent.start()
     st = await master.wait_terminal("t")
     assert st.state is S.TASK_LOST
@@ -154,9 +155,10 @@ async def test_r9_corrupt_checkpoint_strict_and_not(master: Any, agent_procs: An
     bad = await master.wait_state("bad", S.TASK_RUNNING)
     bad_wrapper = psutil.Process(wrapper_of(bad))
     await agent.kill9()
-    broken = work / "meta/frameworks/fw1/tasks/bad/task.json"
-    data = broken.read_bytes()
-    broken.write_bytes(data[: len(data) // 2])
+    broken = work / "meta/frameworks/fw1/tasks/bad.log"
+    data = bytearray(broken.read_bytes())
+    data[20] ^= 0xFF  # inside the task record
+    broken.write_bytes(bytes(data))
     strict = agent_procs(work, "--strict")
     with pytest.raises(AssertionError) as refused:
         await strict.start()
@@ -234,7 +236,7 @@ async def test_executor_left_from_before_a_restart_is_killed(master: Any, agent_
     await master.wait_connected()
     ex = ExecutorInfo(executor_id=ExecutorID("e"), type=ExecutorType.CUSTOM, command=CommandInfo(value="sleep 60"))
     await master.send(RunTasks(FrameworkID("fw1"), master.framework, (TaskInfo(name="x", task_id=TaskID("x"), executor=ex),)))
-    marker = str(tmp_path / "agent/meta/frameworks/fw1/executors/e/exit_status")
+    marker = str(tmp_path / "agent/meta/frameworks/fw1/executors/e.exit")
 
     def executors() -> list[psutil.Process]:
         return [p for p in psutil.process_iter(["cmdline"]) if len(p.info["cmdline"] or []) > 3 and p.info["cmdline"][3] == marker]

@@ -35,17 +35,18 @@ def filled(tmp_path: Path) -> Checkpoint:
     cp.write_framework("f1", FrameworkInfo(user="u", name="fw", id=FrameworkID("f1")))
     for tid in ("t1", "t2"):
         cp.write_task(TaskRecordFile("f1", task(tid)))
+        cp.commit()
         cp.write_pid("f1", tid, PidRecord(123, 456.5, "boot"))
         cp.append_update("f1", tid, status(tid, 1))
         cp.append_ack("f1", tid, bytes([1]) * 16)
         cp.append_update("f1", tid, status(tid, 2, S.TASK_FINISHED))
-    cp.close()
+        cp.commit()
     return cp
 
 
 def test_round_trip(tmp_path: Path) -> None:
     cp = filled(tmp_path)
-    (cp.task_dir("f1", "t1") / "exit_status").write_bytes(b"0\n")
+    cp.exit_status_path("f1", "t1").write_bytes(b"0\n")
     rec = Checkpoint(tmp_path).recover()
     assert rec.agent == AgentMeta("a1", "boot", "cpus:2", "rack:r1", "host")
     assert rec.frameworks["f1"].name == "fw"
@@ -59,9 +60,9 @@ def test_round_trip(tmp_path: Path) -> None:
     assert not list(tmp_path.rglob("*.tmp"))
 
 
-def test_corrupt_task_json_is_named(tmp_path: Path) -> None:
+def test_corrupt_task_record_is_named(tmp_path: Path) -> None:
     cp = filled(tmp_path)
-    p = cp.task_dir("f1", "t2") / "task.json"
+    p = cp.task_log("f1", "t2")
     p.write_bytes(p.read_bytes().replace(b"sleep 1", b"sleep 9"))
     rec = Checkpoint(tmp_path).recover()
     assert [b.path for b in rec.broken] == [str(p)]
@@ -69,36 +70,54 @@ def test_corrupt_task_json_is_named(tmp_path: Path) -> None:
     assert rec.tasks[0].broken is None and rec.tasks[1].broken is not None
 
 
-def test_truncated_json_is_named(tmp_path: Path) -> None:
+def test_corrupt_update_record_is_named(tmp_path: Path) -> None:
     cp = filled(tmp_path)
-    p = cp.task_dir("f1", "t1") / "pid.json"
-    p.write_bytes(p.read_bytes()[:10])
-    rec = Checkpoint(tmp_path).recover()
-    assert [b.path for b in rec.broken] == [str(p)]
-
-
-def test_corrupt_update_log_record(tmp_path: Path) -> None:
-    cp = filled(tmp_path)
-    p = cp.task_dir("f1", "t1") / "updates.log"
+    p = cp.task_log("f1", "t1")
     data = bytearray(p.read_bytes())
-    data[20] ^= 0xFF
+    data[-20] ^= 0xFF
     p.write_bytes(bytes(data))
     rec = Checkpoint(tmp_path).recover()
     assert [b.path for b in rec.broken] == [str(p)]
 
 
+def test_truncated_task_record_is_named(tmp_path: Path) -> None:
+    cp = filled(tmp_path)
+    p = cp.task_log("f1", "t1")
+    p.write_bytes(p.read_bytes()[:30])
+    rec = Checkpoint(tmp_path).recover()
+    assert [b.path for b in rec.broken] == [str(p)]
+    assert "task record" in rec.broken[0].reason
+
+
+def test_empty_log_means_never_launched(tmp_path: Path) -> None:
+    cp = filled(tmp_path)
+    p = cp.task_log("f1", "t1")
+    p.write_bytes(b"")
+    rec = Checkpoint(tmp_path).recover()
+    assert [t.task_id for t in rec.tasks] == ["t2"] and rec.broken == ()
+    assert not p.exists()
+
+
 def test_torn_log_tail_is_cut_and_appends_continue(tmp_path: Path) -> None:
     cp = filled(tmp_path)
-    p = cp.task_dir("f1", "t1") / "updates.log"
+    p = cp.task_log("f1", "t1")
     whole = p.read_bytes()
     p.write_bytes(whole[:-5])
     cp2 = Checkpoint(tmp_path)
-    log = cp2.read_log(p)
+    _, log, pid, _ = cp2.read_task_log(p)
     assert log.truncated and [u.state for u in log.updates] == [S.TASK_RUNNING]
+    assert pid == PidRecord(123, 456.5, "boot")
     cp2.append_update("f1", "t1", status("t1", 3, S.TASK_FAILED))
-    cp2.close()
-    log = cp2.read_log(p)
+    cp2.commit()
+    _, log, _, _ = cp2.read_task_log(p)
     assert not log.truncated and [u.state for u in log.updates] == [S.TASK_RUNNING, S.TASK_FAILED]
+
+
+def test_a_task_log_is_created_once(tmp_path: Path) -> None:
+    cp = filled(tmp_path)
+    with pytest.raises(CheckpointError):
+        cp.write_task(TaskRecordFile("f1", task("t1")))
+    cp.commit()
 
 
 def test_corrupt_agent_json_raises(tmp_path: Path) -> None:
@@ -109,27 +128,25 @@ def test_corrupt_agent_json_raises(tmp_path: Path) -> None:
     assert ei.value.path.endswith("agent.json")
 
 
-def test_missing_task_json_is_broken(tmp_path: Path) -> None:
-    cp = filled(tmp_path)
-    (cp.task_dir("f1", "t1") / "task.json").unlink()
-    rec = Checkpoint(tmp_path).recover()
-    assert rec.broken[0].path.endswith("t1/task.json")
-
-
 def test_ids_are_path_checked(tmp_path: Path) -> None:
     cp = Checkpoint(tmp_path)
     for bad in ("..", "../x", "a/b", ".hidden", ""):
         with pytest.raises(CheckpointError):
             cp.sandbox("f1", bad)
         with pytest.raises(CheckpointError):
-            cp.task_dir(bad, "t")
+            cp.task_log(bad, "t")
+        with pytest.raises(CheckpointError):
+            cp.exit_status_path("f1", bad)
 
 
-def test_remove_task_gcs_framework_dir(tmp_path: Path) -> None:
+def test_remove_task_and_empty_framework(tmp_path: Path) -> None:
     cp = filled(tmp_path)
+    cp.exit_status_path("f1", "t1").write_bytes(b"0\n")
     cp.remove_task("f1", "t1")
-    assert (cp.meta / "frameworks" / "f1").exists()
+    assert not cp.task_log("f1", "t1").exists() and not cp.exit_status_path("f1", "t1").exists()
+    assert not cp.remove_framework_if_empty("f1")
     cp.remove_task("f1", "t2")
+    assert cp.remove_framework_if_empty("f1")
     assert not (cp.meta / "frameworks" / "f1").exists()
 
 
