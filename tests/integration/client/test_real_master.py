@@ -1,0 +1,138 @@
+"""The client library and the CLI views against a real in-process master on loopback, with a
+simulated agent (``frameworks.client.testing.SimAgent``) speaking the real agent channel."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from frameworks.cli import cluster
+from frameworks.client.driver import SchedulerDriver
+from frameworks.client.testing import SimAgent
+from frameworks.client.transport import HttpTransport
+from master.config import MasterConfig
+from master.service import MasterService
+from protocol import codec
+from protocol.backoff import Backoff
+from protocol.mesos import Capability, CapabilityType, CommandInfo, Event, FrameworkInfo, Reason, TaskInfo
+from protocol.mesos_common import TaskID
+from protocol.resources import Resources
+from protocol.task_states import TaskState
+
+
+@pytest.fixture
+async def master(tmp_path: Path) -> AsyncIterator[MasterService]:
+    cfg = MasterConfig(
+        ip="127.0.0.1",
+        port=0,
+        work_dir=str(tmp_path / "master"),
+        heartbeat_interval=1.0,
+        ping_interval=0.5,
+        ping_timeout=5.0,
+        read_timeout=5.0,
+    )
+    svc = MasterService(cfg)
+    await svc.start()
+    try:
+        yield svc
+    finally:
+        await svc.stop()
+
+
+@pytest.fixture
+async def agent(master: MasterService) -> AsyncIterator[SimAgent]:
+    a = SimAgent(master.url, "cpus:2;mem:1024", hostname="sim-1", attributes="rack:r1")
+    await a.start()
+    await a.wait_registered()
+    try:
+        yield a
+    finally:
+        await a.stop()
+
+
+def info(*caps: CapabilityType) -> FrameworkInfo:
+    return FrameworkInfo(user="u", name="client-it", capabilities=tuple(Capability(type=c) for c in caps))
+
+
+def task(tid: str) -> TaskInfo:
+    return TaskInfo(
+        name=tid,
+        task_id=TaskID(tid),
+        resources=Resources.parse("cpus:1;mem:128").to_mesos(),
+        command=CommandInfo(value="true"),
+    )
+
+
+@pytest.mark.parametrize("media", [codec.MSGPACK, codec.JSON])
+async def test_reusable_offer_round_trip(master: MasterService, agent: SimAgent, media: str) -> None:
+    d = SchedulerDriver(
+        info(CapabilityType.REUSABLE_OFFERS), HttpTransport(master.url, media), backoff=Backoff(0.01, 0.1)
+    )
+    async with d:
+        await d.wait_subscribed(10)
+        await d.wait_for(lambda: len(d.offers) == 1)
+        (offer,) = list(d.offers)
+        oid = offer.offer_id
+        assert offer.attributes == {"rack": "r1"}
+        assert offer.resources.scalar("cpus") == 2
+        await d.launch(oid, [task("a")])
+        await agent.wait_for(lambda: agent.running_tasks() == ["a"])
+        await d.wait_for(lambda: "a" in d.tasks and d.tasks["a"].state is TaskState.TASK_RUNNING)
+        # the lease kept its remainder under the same id
+        await d.wait_for(lambda: oid in d.offers and d.offers.get(oid).resources.scalar("cpus") == 1)
+        await agent.finish("a")
+        await d.wait_for(lambda: "a" not in d.tasks)
+        # ... and grows back when the task ends
+        await d.wait_for(lambda: oid in d.offers and d.offers.get(oid).resources.scalar("cpus") == 2)
+        await d.launch(oid, [task("b")])
+        await agent.wait_for(lambda: agent.running_tasks() == ["b"])
+        # acknowledgements reached the agent: nothing pending
+        await agent.wait_for(lambda: not agent.tasks["a"].pending and not agent.tasks["b"].pending)
+        await d.teardown()
+
+
+async def test_classic_offers_and_cli_views(master: MasterService, agent: SimAgent) -> None:
+    addr = master.url.removeprefix("http://")
+    runner = CliRunner()
+
+    async def cli(cmd: Any) -> Any:
+        # the CLI blocks on HTTP and the master runs on this loop: call it from a thread
+        res = await asyncio.to_thread(runner.invoke, cmd, ["--master", addr, "--json"])
+        assert res.exit_code == 0, res.output
+        return json.loads(res.output)
+
+    d = SchedulerDriver(info(), HttpTransport(master.url), backoff=Backoff(0.01, 0.1))
+    async with d:
+        await d.wait_subscribed(10)
+        await d.wait_for(lambda: len(d.offers) == 1)
+        (offer,) = list(d.offers)
+        (o,) = await cli(cluster.offers)
+        assert (o["id"], o["holder"], o["hostname"]) == (offer.offer_id, "client-it", "sim-1")
+        assert o["age"] is not None and o["reusable"] is False
+
+        await d.launch(offer.offer_id, [task("c")])
+        assert offer.offer_id not in d.offers
+        await agent.wait_for(lambda: agent.running_tasks() == ["c"])
+        await d.wait_for(lambda: "c" in d.tasks and d.tasks["c"].state is TaskState.TASK_RUNNING)
+
+        (row,) = await cli(cluster.agents)
+        assert row["hostname"] == "sim-1" and row["resources"]["cpus"] == 2 and row["used_resources"]["cpus"] == 1
+        assert [f["name"] for f in await cli(cluster.frameworks)] == ["client-it"]
+        assert [(t["id"], t["state"]) for t in await cli(cluster.tasks)] == [("c", "TASK_RUNNING")]
+
+        # explicit reconciliation of a task the master does not know -> a terminal answer
+        events = d.events()
+        await d.reconcile([("ghost", None)])
+        async with asyncio.timeout(10):
+            async for ev in events:
+                if isinstance(ev, Event) and ev.update is not None and ev.update.status.task_id.value == "ghost":
+                    assert ev.update.status.reason is Reason.REASON_RECONCILIATION
+                    break
+        await d.kill("c")
+        await d.wait_for(lambda: "c" not in d.tasks)
