@@ -441,6 +441,7 @@ class Runner:
         self.retry: list[str] = []
         self.retried = 0
         self.overclaims = 0
+        self.unsent = 0
         self.accepted_at: dict[str, float] = {}
         self.latencies: list[float] = []
         self.states: dict[str, int] = {}
@@ -536,6 +537,7 @@ class Runner:
     async def launcher(self, driver: Any) -> None:
         """Woken by offers and updates: fill every cached offer with pending tasks, one ACCEPT
         per offer, the ACCEPTs of one pass sent concurrently."""
+        from frameworks.client.offers import OfferCacheError
         from protocol.mesos import TaskInfo
         from protocol.mesos_common import TaskID
 
@@ -558,6 +560,11 @@ class Runner:
                     left,
                 )
                 if fit <= 0:
+                    continue
+                try:
+                    # claim now (synchronously), so later planning sees what this pass took
+                    claim = driver.offers.take(cached.offer_id, self.shape * fit)
+                except OfferCacheError:
                     continue
                 infos = []
                 for _ in range(fit):
@@ -582,11 +589,25 @@ class Runner:
                 self.in_flight += fit
                 self.max_in_flight = max(self.max_in_flight, self.in_flight)
                 self.accepts += 1
-                sends.append(driver.launch(cached.offer_id, infos))
+                sends.append(self._send(driver, cached.offer_id, infos, claim))
             # at most 8 ACCEPTs in flight (the transport pools 16 connections; a call queued for
             # a connection longer than its connect timeout fails)
             for i in range(0, len(sends), 8):
                 await asyncio.gather(*sends[i : i + 8])
+
+    async def _send(self, driver: Any, offer_id: str, infos: list[Any], claim: Any) -> None:
+        from frameworks.client.offers import OfferCacheError
+
+        try:
+            await driver.launch(offer_id, infos, claims=[claim])
+        except OfferCacheError:
+            # the offer was rescinded or shrunk before the call went out: plan these again
+            self.unsent += len(infos)
+            for t in infos:
+                self.accepted_at.pop(t.task_id.value, None)
+                self.retry.append(t.task_id.value)
+            self.in_flight -= len(infos)
+            self.wake.set()
 
 
 async def run_framework(
@@ -679,6 +700,7 @@ async def run_framework(
         "accepts": runner.accepts,
         "retried": runner.retried,
         "overclaims": runner.overclaims,
+        "unsent": runner.unsent,
         "max_in_flight": runner.max_in_flight,
         **{f"launch_{k}": v for k, v in latency_ms(runner.latencies).items() if k != "n"},
         "errors": runner.errors[:3],
