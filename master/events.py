@@ -82,6 +82,22 @@ class WeightUpdated:
     weight: float
 
 
+@attrs.frozen
+class AgentDrainRequested:
+    """Operator: stop (``draining=True``) or resume offering an agent's resources (maintenance,
+    DRAIN_AGENT / DEACTIVATE_AGENT / REACTIVATE_AGENT). Running tasks are not touched."""
+
+    agent_id: str
+    draining: bool
+
+
+@attrs.frozen
+class TeardownRequested:
+    """Operator TEARDOWN of a framework."""
+
+    framework_id: str
+
+
 MasterEvent = (
     SubscribeReceived
     | CallReceived
@@ -92,6 +108,8 @@ MasterEvent = (
     | Tick
     | QuotaUpdated
     | WeightUpdated
+    | AgentDrainRequested
+    | TeardownRequested
 )
 
 # --- outputs --------------------------------------------------------------------------------

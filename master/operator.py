@@ -21,7 +21,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from master.events import QuotaUpdated, WeightUpdated
+from master.events import AgentDrainRequested, QuotaUpdated, TeardownRequested, WeightUpdated
 from master.http_api import VERSION, BodyTooLarge, media_type, read_body, text
 from master.lifecycles import AgentPhase, FrameworkPhase
 from master.records import AgentRec, FrameworkRec, TaskRec
@@ -465,6 +465,21 @@ class OperatorApi:
         if t is OT.REMOVE_QUOTA:
             assert call.remove_quota is not None
             await svc.dispatch(QuotaUpdated(role=call.remove_quota.role, guarantee=EMPTY, limit=None))
+            return None
+        if t in (OT.DRAIN_AGENT, OT.DEACTIVATE_AGENT, OT.REACTIVATE_AGENT):
+            body = call.drain_agent or call.deactivate_agent or call.reactivate_agent
+            assert body is not None
+            aid = body.agent_id.value
+            if aid not in svc.state.agents:
+                raise _Bad(f"Unknown agent {aid}")
+            await svc.dispatch(AgentDrainRequested(agent_id=aid, draining=t is not OT.REACTIVATE_AGENT))
+            return None
+        if t is OT.TEARDOWN:
+            assert call.teardown is not None
+            fid = call.teardown.framework_id.value
+            if fid not in svc.state.frameworks:
+                raise _Bad(f"Unknown framework {fid}")
+            await svc.dispatch(TeardownRequested(framework_id=fid))
             return None
         raise _Bad(f"Operator call {t.value if t else None} is not supported by this master")
 

@@ -85,6 +85,7 @@ class AgentRec:
     capabilities: tuple[str, ...] = ()
     reservations: Resources = EMPTY  # dynamic reservations (registry)
     slack: Resources = EMPTY
+    draining: bool = False
     tasks: set[tuple[str, str]] = attrs.field(factory=set)  # (framework_id, task_id)
     in_allocator: bool = False
 

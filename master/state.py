@@ -35,6 +35,7 @@ from master.allocator.allocator import AllocatorError
 from master.events import (
     AgentConnected,
     AgentConnectionLost,
+    AgentDrainRequested,
     AgentMessageReceived,
     CallReceived,
     CloseAgent,
@@ -47,6 +48,7 @@ from master.events import (
     SendToAgent,
     StreamClosed,
     SubscribeReceived,
+    TeardownRequested,
     Tick,
     WeightUpdated,
 )
@@ -200,6 +202,7 @@ class MasterState:
                 attributes=_attrs_from_string(e.attributes),
                 unreachable_since=e.unreachable_since,
                 reservations=reservations,
+                draining=e.draining,
             )
         if any(a.phase is AgentPhase.RECOVERED for a in self.agents.values()):
             self.recovery_deadline = now + self.cfg.agent_reregister_timeout
@@ -248,6 +251,12 @@ class MasterState:
             case WeightUpdated():
                 fx.append(Persist((ops.WeightSet(event.role, event.weight),)))
                 self._set_weight(event.role, event.weight, now, fx)
+            case AgentDrainRequested():
+                self._drain(event.agent_id, event.draining, now, fx)
+            case TeardownRequested():
+                fw = self.frameworks.get(event.framework_id)
+                if fw is not None:
+                    self._remove_framework(fw, now, "Framework torn down by the operator", fx)
         self._schedule_allocation(now)
         return fx
 
@@ -454,20 +463,17 @@ class MasterState:
         if fw is None:
             fw = self._new_framework(fid, info, FrameworkPhase.SUBSCRIBED, now)
             self.frameworks[fid] = fw
-            added = True
         else:
             check_framework(fw.phase, FrameworkPhase.SUBSCRIBED)
             if fw.stream_id is not None:
                 # failover: the superseded stream is closed; its calls no longer match
                 self.streams.pop(fw.stream_id, None)
                 fx.append(CloseStream(fw.stream_id, "framework failed over to a new connection"))
-            added = fw.phase is FrameworkPhase.RECOVERED
             fresh = self._new_framework(fid, info, FrameworkPhase.SUBSCRIBED, fw.registered_time)
             fw.info, fw.roles, fw.capabilities, fw.principal = fresh.info, fresh.roles, fresh.capabilities, fresh.principal
             fw.phase = FrameworkPhase.SUBSCRIBED
             fw.reregistered_time = now
             fw.deadline = None
-            added = added or True
         fw.stream_id = ev.stream_id
         self.streams[ev.stream_id] = fid
         fx.append(
@@ -477,20 +483,19 @@ class MasterState:
             )
         )
         fx.append(SendEvent(ev.stream_id, mesos.Event.make_heartbeat()))
-        if added:
-            self._alloc_event(
-                ae.FrameworkAdded(
-                    framework_id=fid,
-                    roles=fw.roles,
-                    capabilities=fw.capabilities,
-                    active=True,
-                    suppressed_roles=frozenset(ev.subscribe.suppressed_roles),
-                ),
-                now,
-                fx,
-            )
-            # allocations of tasks already known (reported by agents before the framework came back)
-            # were recovered when the agents re-registered.
+        # (re-)adding updates roles/capabilities and activates it in the allocator; allocations of
+        # tasks agents reported before the framework came back were recovered at re-registration
+        self._alloc_event(
+            ae.FrameworkAdded(
+                framework_id=fid,
+                roles=fw.roles,
+                capabilities=fw.capabilities,
+                active=True,
+                suppressed_roles=frozenset(ev.subscribe.suppressed_roles),
+            ),
+            now,
+            fx,
+        )
 
     def _check_framework_info(self, info: mesos.FrameworkInfo) -> str | None:
         multi = any(c.type is mesos.CapabilityType.MULTI_ROLE for c in info.capabilities)
@@ -975,6 +980,25 @@ class MasterState:
 
     # --- agents -----------------------------------------------------------------------------------
 
+    def _drain(self, agent_id: str, draining: bool, now: float, fx: list[Effect]) -> None:
+        ag = self.agents.get(agent_id)
+        if ag is None or ag.phase in (AgentPhase.REMOVED, AgentPhase.UNREACHABLE):
+            return
+        fx.append(Persist((ops.AgentDrainSet(agent_id, draining),)))
+        ag.draining = draining
+        if ag.phase is AgentPhase.RECOVERED:
+            return  # applied when it re-registers
+        new = AgentPhase.DRAINING if draining else AgentPhase.REGISTERED
+        check_agent(ag.phase, new)
+        ag.phase = new
+        if ag.in_allocator:
+            ev: ae.Event = (
+                ae.AgentDeactivated(agent_id=agent_id, reason="agent draining (maintenance)")
+                if draining
+                else ae.AgentReactivated(agent_id=agent_id)
+            )
+            self._alloc_event(ev, now, fx)
+
     def _agent_register(self, conn_id: int, reg: ac.Register, now: float, fx: list[Effect]) -> None:
         try:
             total = Resources.from_mesos(reg.resources)
@@ -1046,6 +1070,9 @@ class MasterState:
             fx,
         )
         ag.in_allocator = True
+        if ag.draining:
+            ag.phase = AgentPhase.DRAINING
+            self._alloc_event(ae.AgentDeactivated(agent_id=aid, reason="agent draining (maintenance)"), now, fx)
         self._merge_tasks(ag, reg, was_unreachable, now, fx)
         if self.recovery_deadline is not None and not self.recovering():
             self.recovery_deadline = None

@@ -261,3 +261,22 @@ def test_revocable_offers_and_revocation_reach_the_agent() -> None:
     fx += h.allocate()
     revokes = to_agent(fx, ac.Revoke)
     assert revokes and revokes[0].task_ids == (mesos.TaskID("r"),)
+
+
+def test_drain_stops_offers_and_survives_restart_and_operator_teardown() -> None:
+    from master.events import AgentDrainRequested, TeardownRequested
+
+    h = Harness()
+    fid, sid = h.subscribe()
+    aid, _ = h.agent()
+    (offer,) = offers(h.allocate(), sid)
+    fx = h.feed(AgentDrainRequested(aid, True))
+    assert persisted(fx) == [ops.AgentDrainSet(aid, True)]
+    assert [e.rescind.offer_id for e in events(fx, sid, ET.RESCIND) if e.rescind] == [offer.id]
+    assert h.state.agents[aid].phase is AgentPhase.DRAINING
+    h.call(fid, sid, mesos.Call.make_revive(mesos.FrameworkID(fid)))
+    assert offers(h.advance(1), sid) == []
+    h.feed(AgentDrainRequested(aid, False))
+    assert offers(h.allocate(), sid)
+    fx = h.feed(TeardownRequested(fid))
+    assert closed(fx) == [sid] and fid not in h.state.frameworks
