@@ -34,6 +34,10 @@ class Echo(Executor):
                 driver.sendStatusUpdate(update)
         threading.Thread(target=run, daemon=True).start()
 
+    def launchTaskGroup(self, driver, tasks):
+        for task in tasks:
+            self.launchTask(driver, task)
+
 
 MesosExecutorDriver(Echo(), use_addict=True).run()
 '''
@@ -61,6 +65,34 @@ async def test_pymesos_custom_executor_runs_a_task(master: Any, make_agent: Any,
     exited = await master.wait_for(lambda: [o for o in master.other if isinstance(o, ExecutorExited)], within=30)
     assert exited[0].executor_id.value == "echo"
     await master.wait_for(lambda: not agent.launcher.pids())
+
+
+async def test_launch_group_runs_all_tasks_under_one_executor(master: Any, make_agent: Any, tmp_path: Path) -> None:
+    pytest.importorskip("pymesos")
+    script = tmp_path / "echo_executor.py"
+    script.write_text(EXECUTOR)
+    agent = await make_agent(executor_shutdown_grace=1.0)
+    await master.wait_connected()
+    ex = ExecutorInfo(
+        executor_id=ExecutorID("grp"), type=ExecutorType.CUSTOM, command=CommandInfo(value=f"{sys.executable} {script}")
+    )
+    tasks = tuple(TaskInfo(name=t, task_id=TaskID(t), resources=Resources.of(cpus=0.1, mem=16).to_mesos()) for t in ("g1", "g2"))
+    await master.send(RunTasks(FrameworkID("fw1"), master.framework, tasks, executor=ex, group=True))
+    for t in ("g1", "g2"):
+        assert (await master.wait_terminal(t, within=60)).state is S.TASK_FINISHED
+    assert len([k for k in agent.launcher.pids() if k.startswith("e/")]) <= 1  # one executor process
+    await master.send(ShutdownExecutor(FrameworkID("fw1"), ExecutorID("grp")))
+    await master.wait_for(lambda: [o for o in master.other if isinstance(o, ExecutorExited)], within=30)
+
+
+async def test_invalid_group_fails_every_task(master: Any, make_agent: Any) -> None:
+    await make_agent()
+    await master.wait_connected()
+    ex = ExecutorInfo(executor_id=ExecutorID("grp"), type=ExecutorType.CUSTOM, command=CommandInfo(value="true"))
+    tasks = (TaskInfo(name="ok", task_id=TaskID("ok")), TaskInfo(name="bad", task_id=TaskID("../bad")))
+    await master.send(RunTasks(FrameworkID("fw1"), master.framework, tasks, executor=ex, group=True))
+    assert (await master.wait_terminal("ok")).state is S.TASK_ERROR
+    assert (await master.wait_terminal("../bad")).state is S.TASK_ERROR
 
 
 async def test_executor_that_dies_fails_its_task(master: Any, make_agent: Any) -> None:

@@ -84,6 +84,19 @@ async def test_revocation_reports_preempted(master: Any, make_agent: Any) -> Non
     assert st.state is S.TASK_KILLED and st.reason is not None and st.reason.name == "REASON_CONTAINER_PREEMPTED"
 
 
+async def test_framework_shutdown_kills_its_tasks(master: Any, make_agent: Any) -> None:
+    await make_agent()
+    await master.wait_connected()
+    await master.run("s1", "sleep 60")
+    await master.run("s2", "sleep 60")
+    await master.wait_state("s1", S.TASK_RUNNING)
+    await master.wait_state("s2", S.TASK_RUNNING)
+    await master.shutdown_framework()
+    for t in ("s1", "s2"):
+        st = await master.wait_terminal(t)
+        assert st.state is S.TASK_KILLED and st.reason is not None and st.reason.name == "REASON_FRAMEWORK_REMOVED"
+
+
 async def test_unacked_update_is_resent_until_acked(master: Any, make_agent: Any) -> None:
     master.auto_ack = False
     agent = await make_agent()
