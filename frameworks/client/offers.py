@@ -13,7 +13,11 @@ Rules the cache keeps:
 * RESCIND (or an expiry we are told of) removes the offer and voids its claims;
 * ``take()`` claims resources locally so two launches planned in the same tick never over-claim
   one offer; a claim is then ``commit``-ted (sent in an ACCEPT: a reusable offer keeps the rest,
-  a classic offer is gone) or ``release``-d (plan abandoned).
+  a classic offer is gone) or ``release``-d (plan abandoned);
+* what an ACCEPT took out of a lease stays deducted until the master's update reflects it: a
+  regrowth the master decided before applying our ACCEPT (crossing it on the wire) would
+  otherwise hand the launched resources out a second time. ``commit`` may be given the claims of
+  one ACCEPT only (the master answers each ACCEPT with one remainder update).
 
 Pure: no I/O, time is an argument.
 """
@@ -68,6 +72,17 @@ class CachedOffer:
     framework_id: str | None = None
     claims: dict[int, Resources] = attrs.field(factory=dict)
     generation: int = 0  # bumped on every replacement by the master
+    # reusable leases: the master's last word, and what our ACCEPTs since took out of it (one
+    # entry per ACCEPT, oldest first, with the time it was sent) until the master reflects them
+    master: Resources = attrs.field(default=None)
+    inflight: list[tuple[Resources, float]] = attrs.field(factory=list)
+
+    def __attrs_post_init__(self) -> None:
+        if self.master is None:
+            self.master = self.resources
+
+    def _recompute(self) -> None:
+        self.resources = self.master - Resources.sum(r for r, _ in self.inflight) if self.inflight else self.master
 
     @property
     def claimed(self) -> Resources:
@@ -108,8 +123,9 @@ class OfferChange:
 class OfferCache:
     """Offers currently held, keyed by offer id (see the module docstring)."""
 
-    def __init__(self, reusable: bool = True) -> None:
+    def __init__(self, reusable: bool = True, inflight_ttl: float = 2.0) -> None:
         self.reusable = reusable
+        self.inflight_ttl = inflight_ttl
         self._offers: dict[str, CachedOffer] = {}
         self._claim_ids = itertools.count(1)
         self._claim_offer: dict[int, str] = {}
@@ -174,13 +190,23 @@ class OfferCache:
                 f"offer {offer_id!r} moved from agent {cur.agent_id!r} to {agent_id!r}; offers are per agent"
             )
         before = cur.resources
-        cur.resources = resources
+        if cur.inflight:
+            # An update that no longer contains the master's previous value reflects our oldest
+            # ACCEPT (the master answers each ACCEPT on a lease with one update of its remainder);
+            # one that still contains it is a regrowth decided before that ACCEPT was applied, so
+            # what we launched since stays deducted (no over-claim across the race).
+            if not resources.contains(cur.master):
+                cur.inflight.pop(0)
+            cutoff = now - self.inflight_ttl
+            cur.inflight = [(r, t) for r, t in cur.inflight if t >= cutoff]
+        cur.master = resources
+        cur._recompute()
         cur.updated_at = now
         cur.generation += 1
         if attributes is not None:
             cur.attributes = dict(attributes)
         self._shrink_claims(cur)
-        return OfferChange(offer_id, False, before, resources)
+        return OfferChange(offer_id, False, before, cur.resources)
 
     def add_offers(self, offers: Iterable[Offer], now: float) -> list[OfferChange]:
         """Apply an OFFERS event's offers (``protocol.mesos.Offer``)."""
@@ -242,6 +268,7 @@ class OfferCache:
         """The claims were sent in one ACCEPT per offer. A reusable offer keeps its remainder (minus
         what was launched); a classic offer is consumed. Returns the offer ids removed."""
         removed: list[str] = []
+        sent: dict[str, list[Resources]] = {}
         for claim in claims:
             oid = self._claim_offer.pop(claim.claim_id, None)
             if oid is None:
@@ -250,10 +277,14 @@ class OfferCache:
             if cur is None:
                 continue
             cur.claims.pop(claim.claim_id, None)
+            sent.setdefault(oid, []).append(claim.resources)
+        for oid, parts in sent.items():
+            cur = self._offers[oid]
             if self.reusable:
-                cur.resources = cur.resources - claim.resources
+                cur.inflight.append((Resources.sum(parts), now))
+                cur._recompute()
                 cur.updated_at = now
-            elif oid not in removed:
+            else:
                 removed.append(oid)
         for oid in removed:
             self.rescind(oid)

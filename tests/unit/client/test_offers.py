@@ -37,9 +37,34 @@ def test_reusable_commit_keeps_remainder_and_regrows() -> None:
     claim = c.take("o1", R(cpus=1, mem=128))
     assert c.commit([claim], now=1) == []
     assert c.get("o1").resources == R(cpus=1, mem=128)
-    # the task ended: the master repeats the offer id with the grown resources
+    # the master answers the ACCEPT with the lease's remainder ...
+    c.put("o1", "a1", "h1", R(cpus=1, mem=128), now=1.5)
+    assert c.get("o1").resources == R(cpus=1, mem=128) and not c.get("o1").inflight
+    # ... and when the task ended repeats the offer id with the grown resources
     ch = c.put("o1", "a1", "h1", R(cpus=2, mem=256), now=2)
     assert ch.grown == R(cpus=1, mem=128)
+
+
+def test_regrowth_crossing_an_accept_does_not_hand_out_resources_twice() -> None:
+    c = OfferCache(reusable=True)
+    c.put("o1", "a1", "h1", R(cpus=3), now=0)
+    c.commit([c.take("o1", R(cpus=2))], now=1)  # ACCEPT on the wire: 1 cpu left
+    # a task from before ended; the master decided this regrowth before applying our ACCEPT
+    c.put("o1", "a1", "h1", R(cpus=4), now=1.1)
+    assert c.get("o1").available == R(cpus=2)  # not 4: the 2 cpus launched are still out
+    # now the remainder update for our ACCEPT arrives
+    c.put("o1", "a1", "h1", R(cpus=2), now=1.2)
+    assert c.get("o1").available == R(cpus=2) and not c.get("o1").inflight
+
+
+def test_inflight_deduction_expires_if_the_master_never_reflects_it() -> None:
+    c = OfferCache(reusable=True, inflight_ttl=2.0)
+    c.put("o1", "a1", "h1", R(cpus=2), now=0)
+    c.commit([c.take("o1", R(cpus=1))], now=1)  # an ACCEPT the master rejected whole
+    c.put("o1", "a1", "h1", R(cpus=2), now=2)
+    assert c.get("o1").available == R(cpus=1)
+    c.put("o1", "a1", "h1", R(cpus=2), now=10)
+    assert c.get("o1").available == R(cpus=2)
 
 
 def test_classic_commit_consumes_offer() -> None:
