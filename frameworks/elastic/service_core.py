@@ -332,7 +332,7 @@ class ElasticCore:
         backoff_max: float = 30.0,
         decline_refuse_seconds: float = 2.0,
         margin: float = 0.0,
-        revive_grace: float = 1.0,
+        revive_grace: float = 5.0,
     ) -> None:
         self.jobs: dict[int, Job] = {}
         self.next_job_id = 1
@@ -483,6 +483,8 @@ class ElasticCore:
             out.append(Revive())
             self.declined = False
             self.hold_shrinks_until = now + self.revive_grace
+        elif offers:
+            self.hold_shrinks_until = 0.0  # the offers are back: decide with them in view
         if active:
             ref = reference_shape(j.shape() for j in active)
             free = count_slots(offers, ref)

@@ -44,7 +44,7 @@ SPEC = {
         "mem": 128,
     },
     "scaling": {"min_workers": 1, "max_workers": 3, "revocable_ok": True},
-    "data": {"dataset": "sklearn-digits", "num_shards": 24, "epochs": 14},
+    "data": {"dataset": "sklearn-digits", "num_shards": 24, "epochs": 10},
     "checkpoint": {"interval": 2.0},
 }
 
@@ -142,6 +142,7 @@ async def test_grow_kill_revoke_and_reach_90_percent(tmp_path: Path) -> None:
             extra.append(start_agent(cluster, tmp_path, "agent-1", "cpus:0.1;mem:16"))
             await service.wait_for(lambda: job.counts.get("revoked") == 2, 40)
             assert shape(job)[:2] == (1, 0) and job.state in (JobState.RUNNING, JobState.SCALING)
+            print(f"progress when revoked: {job.progress.get('progress')}")
             assert all(w.ending is not None for w in job.ended)
 
             # 5. training finishes anyway
@@ -161,6 +162,18 @@ async def test_grow_kill_revoke_and_reach_90_percent(tmp_path: Path) -> None:
             stop_process(agent, grace=2.0)
         await asyncio.to_thread(cluster.stop, 2.0)
         kill_workers(tmp_path)
+
+
+def diagnose(service: ElasticService) -> str:
+    lines = [f"plan: {service.core.last_plan}", f"demands: {service.core.demands()}"]
+    if service.driver is not None:
+        lines.append(f"offers: {[(o.offer_id, str(o.available)) for o in service.driver.offers]}")
+    for j in service.core.jobs.values():
+        lines.append(
+            f"job {j.job_id} {j.state.value} {j.reason!r} counts={j.counts} "
+            f"workers={[(w.task_id, w.phase.value, w.state) for w in j.workers.values()]}"
+        )
+    return "\n".join(lines)
 
 
 def sleeper(name: str, lo: int, hi: int) -> dict[str, object]:
@@ -197,7 +210,10 @@ async def test_two_jobs_converge_to_the_policy_split_and_a_restart_reattaches(tm
                     return (-1, -1)
                 return (ja.running(), jb.running())
 
-            await service.wait_for(lambda: split() == want, 30)
+            try:
+                await service.wait_for(lambda: split() == want, 30)
+            except TimeoutError:
+                raise AssertionError(diagnose(service)) from None
             assert ja.counts.get("killed") == 1  # b's third worker came from a, a stayed above its min
             views = [
                 policy.JobView(

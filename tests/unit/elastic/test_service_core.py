@@ -107,7 +107,9 @@ def test_nothing_wanted_declines_offers_and_wanting_again_revives_before_taking_
     out = core.schedule([], 2.0)
     assert any(isinstance(e, Revive) for e in out)
     assert not any(isinstance(e, Kill) for e in out)  # held for the revive grace
-    out = core.schedule([], 3.5)
+    # the offers are back (too small for b): decided with them in view, b's minimum comes from a
+    out = core.schedule([offer("2", "cpus:0.5;mem:800")], 2.5)
+    assert core.hold_shrinks_until == 0.0
     (kill,) = [e for e in out if isinstance(e, Kill)]
     assert kill.task_id.startswith(f"elastic-{a}-")
     out = core.schedule([offer("1", "cpus:1;mem:800")], 4.0)
