@@ -257,6 +257,8 @@ class SchedulerApi:
         stream_id = new_stream_id()
         stream = EventStream(stream_id, out_type, cfg.heartbeat_interval, cfg.extra_heartbeat_after_burst, cfg.max_framework_queue)
         self.streams[stream_id] = stream
+        info = call.subscribe.framework_info
+        log.info("SUBSCRIBE from %r (framework id %s, stream %s)", info.name, info.id.value if info.id else None, stream_id)
         resp = web.StreamResponse(status=200, headers={STREAM_HEADER: stream_id, "Content-Type": out_type})
         resp.enable_chunked_encoding()
         try:
@@ -296,6 +298,9 @@ class SchedulerApi:
             )
         if not svc.rate_ok(fw.principal or fid):
             return text(429, "Too many requests for principal; slow down")
+        assert call.type is not None
+        log.log(logging.INFO if call.type is mesos.CallType.TEARDOWN else logging.DEBUG,
+                "scheduler call %s from framework %s", call.type.value, fid)
         await svc.dispatch(CallReceived(framework_id=fid, stream_id=sid, call=call))
         return web.Response(status=202)
 

@@ -745,6 +745,10 @@ class MasterState:
         book = [self.alloc.offer(oid) for oid in offer_ids]
         offers_valid = bool(offer_ids) and all(o is not None and o.framework_id == fid for o in book)
         offer_agent = book[0].agent_id if offers_valid and book[0] is not None else None
+        if offer_agent is not None:
+            ag_ = self.agents.get(offer_agent)
+            if ag_ is None or not ag_.reachable or ag_.conn_id is None:
+                offers_valid, offer_agent = False, None  # the agent is gone: like a stale offer
         offered = Resources.sum(o.resources for o in book if o is not None) if offers_valid else EMPTY
 
         seen: set[str] = set()
@@ -897,11 +901,11 @@ class MasterState:
         tid = task.task_id.value
         if tid in fw.tasks or tid in seen:
             return f"Task has duplicate ID: {tid}"
+        if tid in fw.completed:
+            # a replayed ACCEPT on a fresh offer must not run a finished task again (I2)
+            return f"Task has duplicate ID: {tid} (a task with this ID already ran)"
         if task.agent_id is not None and task.agent_id.value != offer_agent:
             return f"Task uses agent {task.agent_id.value} but the offers are for agent {offer_agent}"
-        ag = self.agents.get(offer_agent) if offer_agent else None
-        if ag is None or not ag.reachable or ag.conn_id is None:
-            return "Agent is not reachable"
         for r in (task.resources, task.executor.resources if task.executor else ()):
             for res in r:
                 if res.allocation_info is not None and res.allocation_info.role not in fw.roles:

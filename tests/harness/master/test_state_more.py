@@ -280,3 +280,21 @@ def test_drain_stops_offers_and_survives_restart_and_operator_teardown() -> None
     assert offers(h.allocate(), sid)
     fx = h.feed(TeardownRequested(fid))
     assert closed(fx) == [sid] and fid not in h.state.frameworks
+
+
+def test_dynamic_reservation_is_persisted_and_restored() -> None:
+    h = Harness()
+    fid, sid = h.subscribe(framework_info("res", roles=("ml",)))
+    aid, _ = h.agent("cpus:4;mem:1024")
+    (offer,) = offers(h.allocate(), sid)
+    want = Resources.of(cpus=2).reserve("ml", principal="p")
+    op = mesos.Operation(type=mesos.OperationType.RESERVE, reserve=mesos.Reserve(resources=want.to_mesos("ml")))
+    fx = h.call(fid, sid, mesos.Call.make_accept(mesos.FrameworkID(fid), (offer.id,), (op,)))
+    (rs,) = [o for o in persisted(fx) if isinstance(o, ops.ReservationsSet)]
+    assert rs.agent_id == aid and Resources.parse(rs.resources) == want
+    # a restarted master restores it: the agent's total in the allocator holds the reservation
+    h2 = Harness()
+    h2.state.recover(ops.RegistrySnapshot(agents=(ops.AgentEntry(aid, "h1", 5051, "cpus:4;mem:1024", reservations=rs.resources),)), h2.now)
+    h2.agent("cpus:4;mem:1024", agent_id=aid)
+    view = h2.alloc.agent_view(aid)
+    assert view is not None and view.total.reserved("ml") == want
