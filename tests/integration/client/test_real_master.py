@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import pytest
 from click.testing import CliRunner
 
@@ -136,3 +137,32 @@ async def test_classic_offers_and_cli_views(master: MasterService, agent: SimAge
                     break
         await d.kill("c")
         await d.wait_for(lambda: "c" not in d.tasks)
+
+
+async def test_failover_to_a_restarted_master_keeps_the_framework_id(tmp_path: Path) -> None:
+    from frameworks.cli.common import free_port
+
+    port = free_port()
+    cfg = MasterConfig(ip="127.0.0.1", port=port, work_dir=str(tmp_path / "m"), heartbeat_interval=1.0,
+                       ping_interval=0.5, ping_timeout=5.0, read_timeout=5.0)
+    first = MasterService(cfg)
+    await first.start()
+    d = SchedulerDriver(info(CapabilityType.REUSABLE_OFFERS), HttpTransport(f"127.0.0.1:{port}"),
+                        backoff=Backoff(0.01, 0.05))
+    second: MasterService | None = None
+    try:
+        async with d:
+            fid = await d.wait_subscribed(10)
+            await first.stop()
+            await d.wait_for(lambda: not d.connected, 10)
+            second = MasterService(cfg)
+            await second.start()
+            await d.wait_for(lambda: d.connected and d.subscriptions == 2, 20)
+            assert d.framework_id == fid
+            async with aiohttp.ClientSession() as http, http.get(second.url + "/state") as resp:
+                state = await resp.json()
+            assert [f["id"] for f in state["frameworks"]] == [fid]
+    finally:
+        if second is not None:
+            await second.stop()
+        await first.stop()
