@@ -297,6 +297,7 @@ class SchedulerDriver(Service):
                 was_connected = self.connected
                 self._mark_disconnected()
                 if was_connected:
+                    attempts = 0  # max_reconnects counts failures since the last live subscription
                     self._publish(Disconnected(reason))
                     await self._call(self.scheduler.disconnected, self)
                 if self._terminal:

@@ -319,3 +319,15 @@ async def test_launch_group_and_reserve_unreserve(master: FakeMaster, make_drive
     await d.unreserve(oid, ml)
     await master.wait_for(lambda: not master.agents[agent].total.reserved("ml"))
 
+
+
+async def test_max_reconnects_gives_up_on_a_dead_master() -> None:
+    master = FakeMaster()
+    master.down = True
+    d = SchedulerDriver(framework_info(), master.transport(), max_reconnects=3, backoff=Backoff(0.001, 0.001))
+    async with d:
+        async with asyncio.timeout(5):
+            await d.join()
+        assert d.error_message is not None and "gave up after 3 reconnects" in d.error_message
+        with pytest.raises(NotConnected):
+            await d.wait_subscribed(1)
