@@ -71,5 +71,11 @@ def main(**kw: object) -> None:
     sys.exit(uvloop.run(_serve(config)))
 
 
+def run(argv: list[str]) -> None:
+    """Run the CLI with ``argv`` (for launching an agent from a pre-imported process, e.g. a
+    multiprocessing forkserver in tests: no interpreter start-up per agent)."""
+    main.main(args=argv, prog_name="agora-agent")
+
+
 if __name__ == "__main__":  # pragma: no cover
     main()

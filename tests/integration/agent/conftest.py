@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import multiprocessing
 import os
 import signal
 import sys
@@ -293,6 +294,42 @@ class AgentProcess:
         return self.proc.returncode or 0, err.decode()
 
 
+_FORKSERVER = multiprocessing.get_context("forkserver")
+_FORKSERVER.set_forkserver_preload(["agent.main"])
+
+
+class AgentFork(AgentProcess):
+    """Like ``AgentProcess`` but forked from a forkserver that has already imported the agent:
+    a restart costs milliseconds instead of an interpreter start (for the many-restart test).
+    The agent's URL comes from its registration with the fake master."""
+
+    def __init__(self, master: FakeMaster, work_dir: Path, *extra: str) -> None:
+        super().__init__(master, work_dir, *extra)
+        self.child: Any = None
+
+    async def start(self, within: float = 30.0) -> AgentFork:
+        argv = [
+            "--master", self.master.address, "--work-dir", str(self.work_dir),
+            "--resources", "cpus:4;mem:4096;disk:1000;ports:[31000-32000]", "--resend-initial", "0.3",
+            "--resend-max", "1.0", "--monitor-interval", "0.2", "--default-grace", "1.0", "--log-level", "ERROR",
+            *self.extra,
+        ]
+        import agent.main
+
+        n = len(self.master.registrations)
+        self.child = _FORKSERVER.Process(target=agent.main.run, args=(argv,))
+        await asyncio.to_thread(self.child.start)
+        reg = await self.master.wait_connected(n + 1, within)
+        self.url = f"http://127.0.0.1:{reg.port}"
+        return self
+
+    async def kill9(self) -> None:
+        if self.child is not None and self.child.exitcode is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.child.pid, signal.SIGKILL)
+            await asyncio.to_thread(self.child.join, 10)
+
+
 async def kill_leftovers(root: Path) -> None:
     """Kill every task wrapper started under ``root`` (and its group); none may outlive a test."""
     marker = str(root)
@@ -310,8 +347,9 @@ async def kill_leftovers(root: Path) -> None:
 async def agent_procs(master: FakeMaster, tmp_path: Path) -> AsyncIterator[Callable[..., Any]]:
     procs: list[AgentProcess] = []
 
-    def make(work_dir: Path | None = None, *extra: str) -> AgentProcess:
-        p = AgentProcess(master, work_dir or tmp_path / "agent", *extra)
+    def make(work_dir: Path | None = None, *extra: str, fork: bool = False) -> AgentProcess:
+        cls = AgentFork if fork else AgentProcess
+        p = cls(master, work_dir or tmp_path / "agent", *extra)
         procs.append(p)
         return p
 

@@ -177,7 +177,7 @@ async def test_r9_corrupt_checkpoint_strict_and_not(master: Any, agent_procs: An
 
 async def test_r8_twenty_kill_restart_cycles_during_launches(master: Any, agent_procs: Any, tmp_path: Path) -> None:
     rng = random.Random(8)
-    agent = agent_procs(tmp_path / "agent")
+    agent = agent_procs(tmp_path / "agent", fork=True)
     sent: list[str] = []
     n = 0
     for cycle in range(20):
