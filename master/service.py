@@ -36,7 +36,7 @@ from master.events import (
 from master.http_api import VERSION, SchedulerApi
 from master.operator import OperatorApi
 from master.ratelimit import RateLimiter
-from master.registry import Registry
+from master.registry import Registry, RegistryError
 from master.state import MasterState, StateConfig
 from master.transport import GuardedServer
 from protocol import mesos
@@ -79,6 +79,7 @@ class MasterService(Service):
         self._lock = asyncio.Lock()
         self._wake = asyncio.Event()
         self._changed = asyncio.Event()
+        self._fatal: asyncio.Task[None] | None = None
         self._runner: web.AppRunner | None = None
         self._server: asyncio.Server | None = None
         self._guard: GuardedServer | None = None
@@ -182,7 +183,16 @@ class MasterService(Service):
                 self.counters["errors_total"] += 1
                 log.exception("master core failed on %s", type(event).__name__, extra={"stimulus": repr(event)[:2000]})
                 return
-            await self._execute(fx)
+            try:
+                await self._execute(fx)
+            except RegistryError as e:
+                # the registry could not record a change the core already made: never act on
+                # it; stop the master (a restart recovers from the registry)
+                log.critical("registry write failed, stopping the master: %s", e)
+                self.failed = self.failed or e
+                if self.running:
+                    self._fatal = asyncio.get_running_loop().create_task(self.stop())
+                raise
         self._wake.set()
         self._changed.set()
 

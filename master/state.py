@@ -752,6 +752,7 @@ class MasterState:
         offered = Resources.sum(o.resources for o in book if o is not None) if offers_valid else EMPTY
 
         seen: set[str] = set()
+        new_execs: set[str] = set()  # executors started by this ACCEPT (their resources count once)
         alloc_ops: list[ae.Operation] = []
         # (operation index, tasks, executor for LAUNCH_GROUP, group?)
         launches: list[tuple[list[mesos.TaskInfo], mesos.ExecutorInfo | None, bool]] = []
@@ -793,7 +794,7 @@ class MasterState:
                 for task in op.launch.task_infos:
                     msg = self._check_launch(fw, task, offer_agent, seen, in_group=False)
                     if msg is None and not has_reservation_ops:
-                        need = task_resources(task)
+                        need = self._need(fw, offer_agent, task, new_execs)
                         if not remaining.contains(need):
                             msg = f"Task uses more resources ({need}) than offered and unused ({remaining})"
                         else:
@@ -805,7 +806,11 @@ class MasterState:
                     good.append(task)
                 if good:
                     launches.append((good, None, False))
-                    alloc_ops.extend(ae.Launch(task_id=tk.task_id.value, resources=task_resources(tk)) for tk in good)
+                    counted: set[str] = set()
+                    alloc_ops.extend(
+                        ae.Launch(task_id=tk.task_id.value, resources=self._need(fw, offer_agent, tk, counted))
+                        for tk in good
+                    )
             elif t is mesos.OperationType.LAUNCH_GROUP and op.launch_group is not None:
                 lg = op.launch_group
                 tasks = list(lg.task_group.tasks)
@@ -869,14 +874,14 @@ class MasterState:
                 res = res - r
             ag.reservations = res
             fx.append(Persist((ops.ReservationsSet(offer_agent, str(res)),)))
-        role_of = {lt.task_id: lt.offer_id for lt in result.launched}
-        launched_ids = set(role_of)
+        res_of = {lt.task_id: lt.resources for lt in result.launched}
+        launched_ids = set(res_of)
         for tasks, executor, group in launches:
             tasks = [tk for tk in tasks if tk.task_id.value in launched_ids]
             if not tasks:
                 continue
             for tk in tasks:
-                self._add_task(fw, ag, tk, executor, now)
+                self._add_task(fw, ag, tk, executor, now, res_of.get(tk.task_id.value))
             fx.append(
                 SendToAgent(
                     ag.conn_id,
@@ -891,6 +896,18 @@ class MasterState:
                 if ag.conn_id is not None
                 else CloseAgent(-1, "agent not connected")
             )
+
+    def _need(self, fw: FrameworkRec, agent_id: str | None, task: mesos.TaskInfo, started: set[str]) -> Resources:
+        """What ``task`` takes from the offer: its resources, plus its executor's when that executor
+        is not running on the agent yet and not started earlier in this ACCEPT (``started``)."""
+        need = Resources.from_mesos(task.resources)
+        ex = task.executor
+        if ex is not None and ex.resources:
+            eid = ex.executor_id.value
+            if (str(agent_id), eid) not in fw.executors and eid not in started:
+                need = need + Resources.from_mesos(ex.resources)
+            started.add(eid)
+        return need
 
     def _check_launch(
         self, fw: FrameworkRec, task: mesos.TaskInfo, offer_agent: str | None, seen: set[str], *, in_group: bool
@@ -913,7 +930,13 @@ class MasterState:
         return None
 
     def _add_task(
-        self, fw: FrameworkRec, ag: AgentRec, tk: mesos.TaskInfo, group_executor: mesos.ExecutorInfo | None, now: float
+        self,
+        fw: FrameworkRec,
+        ag: AgentRec,
+        tk: mesos.TaskInfo,
+        group_executor: mesos.ExecutorInfo | None,
+        now: float,
+        resources: Resources | None = None,
     ) -> None:
         executor = group_executor or tk.executor
         role = "*"
@@ -929,7 +952,7 @@ class MasterState:
             agent_id=ag.agent_id,
             name=tk.name,
             state=TS.TASK_STAGING,
-            resources=task_resources(tk),
+            resources=resources if resources is not None else task_resources(tk),
             role=role,
             executor_id=executor.executor_id.value if executor else None,
             info=attrs.evolve(tk, agent_id=mesos.AgentID(ag.agent_id)),

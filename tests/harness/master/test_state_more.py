@@ -298,3 +298,25 @@ def test_dynamic_reservation_is_persisted_and_restored() -> None:
     h2.agent("cpus:4;mem:1024", agent_id=aid)
     view = h2.alloc.agent_view(aid)
     assert view is not None and view.total.reserved("ml") == want
+
+
+def test_custom_executor_resources_count_once() -> None:
+    h = Harness()
+    fid, sid = h.subscribe()
+    h.agent("cpus:2;mem:1024")
+    (offer,) = offers(h.allocate(), sid)
+    ex = mesos.ExecutorInfo(executor_id=mesos.ExecutorID("ex"), type=mesos.ExecutorType.CUSTOM,
+                            command=mesos.CommandInfo(value="./executor"),
+                            resources=Resources.of(cpus=0.5, mem=64).to_mesos())
+
+    def t(tid: str) -> mesos.TaskInfo:
+        return mesos.TaskInfo(name=tid, task_id=mesos.TaskID(tid), executor=ex,
+                              resources=Resources.of(cpus=0.5, mem=64).to_mesos())
+
+    # 0.5 (executor) + 3 x 0.5 = 2.0 cpus: fits only if the executor is counted once
+    fx = h.call(fid, sid, accept(fid, [offer.id], t("a"), t("b"), t("c")))
+    assert updates(fx, sid) == []
+    (run,) = to_agent(fx, ac.RunTasks)
+    assert len(run.tasks) == 3
+    used = h.state.used_resources()
+    assert used.scalar("cpus") == 2.0 and used.scalar("mem") == 256

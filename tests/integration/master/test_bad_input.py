@@ -134,14 +134,15 @@ async def test_oversized_http_body_and_ws_frame(master: MasterService) -> None:
 
 
 async def test_slowloris_and_connection_cap(tmp_path: Path) -> None:
-    svc = MasterService(master_config(tmp_path / "m", max_connections=40, read_timeout=0.5))
+    svc = MasterService(master_config(tmp_path / "m", max_connections=1010, read_timeout=1.0))
     await svc.start()
     socks: list[socket.socket] = []
     try:
-        # 30 slowloris peers: half a request head, never finished
-        for _ in range(30):
+        # 1,000 peers: idle or slowloris (half a request head, never finished)
+        for i in range(1000):
             c = socket.create_connection(("127.0.0.1", svc.port))
-            c.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n")
+            if i % 2:
+                c.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n")
             socks.append(c)
         # a working client is still served
         async with aiohttp.ClientSession() as s, s.get(svc.url + "/health") as r:
@@ -154,7 +155,7 @@ async def test_slowloris_and_connection_cap(tmp_path: Path) -> None:
         await guard.wait_until(lambda: guard.refused > 0, 5)
         # the read timeout frees every idle slot
         await guard.wait_until(lambda: guard.connections == 0, 5)
-        assert svc._guard.timeouts >= 30
+        assert svc._guard.timeouts >= 1000
         async with aiohttp.ClientSession() as s, s.get(svc.url + "/health") as r:
             assert r.status == 200
         # a subscription stream is not subject to the read timeout
