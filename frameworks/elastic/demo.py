@@ -10,6 +10,7 @@ maximum) and returns True when the job succeeded with a test accuracy of at leas
 
 from __future__ import annotations
 
+import shutil
 import tempfile
 import time
 from collections.abc import Callable
@@ -82,6 +83,8 @@ def start_service(master_url: str, work_dir: Path, timeout: float = 30.0) -> tup
             str(port),
             "--work-dir",
             str(work_dir),
+            "--failover-timeout",
+            "1",  # a demo's framework is forgotten soon after it stops
         ],
         log_path=work_dir / "elastic.log",
         env=child_env(),
@@ -110,15 +113,20 @@ def run_demo(
     """Run the digits job on the elastic framework; True when it reached >= 90% test accuracy."""
     url = find_service(master_url)
     proc: ManagedProcess | None = None
+    work_dir: Path | None = None
     if url is None:
         work_dir = Path(tempfile.mkdtemp(prefix="agora-elastic-demo-"))
         echo(f"demo: no elastic framework is registered; starting one (logs in {work_dir})")
         proc, url = start_service(master_url, work_dir)
+    good = False
     try:
-        return _run(url, timeout, echo, poll)
+        good = _run(url, timeout, echo, poll)
+        return good
     finally:
         if proc is not None:
             stop_process(proc)
+        if work_dir is not None and good:
+            shutil.rmtree(work_dir, ignore_errors=True)  # kept (with its log) when the demo failed
 
 
 def _run(url: str, timeout: float, echo: Callable[[str], None], poll: float) -> bool:
