@@ -1,4 +1,6 @@
-"""Fault tests with a real agent subprocess (RELIABILITY.md D1: R1-R4, R7-R9)."""
+"""Fault tests with the agent as a real separate process (RELIABILITY.md D1: R1-R4, R7-R9): a
+forkserver child (pre-imported, fast restarts) or, where its stderr and exit code matter, a
+`python -m agent.main` subprocess. `kill -9` is a real SIGKILL either way."""
 
 from __future__ import annotations
 
@@ -50,7 +52,7 @@ def assert_one_terminal(master: Any, tid: str) -> TaskStatus:
 
 
 async def test_r1_agent_killed_mid_task_task_survives(master: Any, agent_procs: Any, tmp_path: Path) -> None:
-    agent = await agent_procs().start()
+    agent = await agent_procs(None, fork=True).start()
     first = await master.wait_connected()
     await master.run("t", gate(tmp_path, "go"))
     st = await master.wait_state("t", S.TASK_RUNNING)
@@ -75,7 +77,7 @@ async def test_r1_agent_killed_mid_task_task_survives(master: Any, agent_procs: 
 
 async def test_r2_unacked_running_is_resent_after_restart(master: Any, agent_procs: Any, tmp_path: Path) -> None:
     master.drop_acks = True
-    agent = await agent_procs().start()
+    agent = await agent_procs(None, fork=True).start()
     await master.wait_connected()
     await master.run("t", gate(tmp_path, "go"))
     running = await master.wait_state("t", S.TASK_RUNNING)
@@ -94,7 +96,7 @@ async def test_r2_unacked_running_is_resent_after_restart(master: Any, agent_pro
 
 
 async def test_r3_task_ends_while_agent_is_down(master: Any, agent_procs: Any, tmp_path: Path) -> None:
-    agent = await agent_procs().start()
+    agent = await agent_procs(None, fork=True).start()
     await master.wait_connected()
     await master.run("rec", gate(tmp_path, "go"))
     await master.run("lost", "sleep 60")
@@ -118,7 +120,7 @@ async def test_r3_task_ends_while_agent_is_down(master: Any, agent_procs: Any, t
 async def test_r4_checkpointed_but_never_spawned(master: Any, agent_procs: Any, tmp_path: Path) -> None:
     from agent.checkpoint import Checkpoint, TaskRecordFile
 
-    agent = await agent_procs().start()
+    agent = await agent_procs(None, fork=True).start()
     await master.wait_connected()
     await agent.kill9()
     # what the agent leaves behind when it dies between the launch checkpoint and the spawn
@@ -133,7 +135,7 @@ async def test_r4_checkpointed_but_never_spawned(master: Any, agent_procs: Any, 
 
 
 async def test_r7_wrapper_crash_kills_task(master: Any, agent_procs: Any) -> None:
-    await agent_procs().start()
+    await agent_procs(None, fork=True).start()
     await master.wait_connected()
     await master.run("t", "sleep 60")
     st = await master.wait_state("t", S.TASK_RUNNING)
@@ -232,7 +234,7 @@ async def test_executor_left_from_before_a_restart_is_killed(master: Any, agent_
     from protocol.mesos import ExecutorInfo, ExecutorType
     from protocol.mesos_common import ExecutorID, FrameworkID
 
-    agent = await agent_procs().start()
+    agent = await agent_procs(None, fork=True).start()
     await master.wait_connected()
     ex = ExecutorInfo(executor_id=ExecutorID("e"), type=ExecutorType.CUSTOM, command=CommandInfo(value="sleep 60"))
     await master.send(RunTasks(FrameworkID("fw1"), master.framework, (TaskInfo(name="x", task_id=TaskID("x"), executor=ex),)))
