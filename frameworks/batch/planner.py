@@ -187,7 +187,12 @@ def plan(
             reasons[job.job_id] = shortfall(spec, offers, free)
             continue
         # A gang that cannot start: it becomes the head gang and holds what it could use.
-        why = f"gang {len(tentative)}/{gang} placed; {shortfall(spec, offers, trial)}"
+        if not any(matches(spec, o) for o in offers):
+            # Demand-driven allocation offers a gang whole or not at all (REQUEST with gang_min).
+            shape = ";".join(f"{k}:{v:g}" for k, v in sorted(spec.resources().scalars().items()))
+            why = f"gang 0/{gang} placed; waiting for {gang} x [{shape}] to be offered together"
+        else:
+            why = f"gang {len(tentative)}/{gang} placed; {shortfall(spec, offers, trial)}"
         if job.hold_since is not None and now - job.hold_since >= gang_timeout:
             released = job.job_id
             reasons[job.job_id] = f"{why}; released held resources after {gang_timeout:g}s"

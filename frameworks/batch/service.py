@@ -234,7 +234,7 @@ class BatchService(Service, Scheduler):
                         hostname=cached.hostname,
                         role=self._offer_roles.get(cached.offer_id, "*"),
                         resources=avail,
-                        attributes={k: str(v) for k, v in cached.attributes.items()},
+                        attributes={k: _attr_text(v) for k, v in cached.attributes.items()},
                     )
                 )
             effects += self.core.schedule(views, now)
@@ -464,6 +464,13 @@ def job_detail(job: JobRecord) -> dict[str, Any]:
         for t in job.tasks
     ]
     return out
+
+
+def _attr_text(value: object) -> str:
+    """Attribute values as users write them in constraints: ``host_index:0`` is ``"0"``, not ``"0.0"``."""
+    if isinstance(value, float):
+        return f"{value:g}"
+    return str(value)
 
 
 def _exit_code(status: TaskStatus) -> int | None:

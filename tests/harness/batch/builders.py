@@ -108,7 +108,9 @@ class OfferBuilder:
         return self
 
     def build(self) -> OfferView:
-        return OfferView(self._id, f"agent-{self._id}", f"host-{self._id}", self._role, self._res, self._attrs)
+        return OfferView(
+            self._id, f"agent-{self._id}", f"host-{self._id}", self._role, self._res, self._attrs
+        )
 
 
 def job(job_id: int) -> JobBuilder:

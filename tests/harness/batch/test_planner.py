@@ -125,3 +125,8 @@ def test_reserved_resources_are_used_by_their_queue() -> None:
     o = type(o)(o.offer_id, o.agent_id, o.hostname, "ml", Resources.parse("cpus(ml):2;mem(ml):1024"), {})
     p = plan([job(1).queue("ml").cpus(2).build()], [o], now=0)
     assert p.placements[0].resources == Resources.parse("cpus(ml):2;mem(ml):128")
+
+
+def test_gang_with_no_offers_says_it_waits_for_a_whole_gang() -> None:
+    p = plan([job(1).cpus(1).mem(16).count(4).gang(4).build()], [], now=0)
+    assert p.reasons[1] == "gang 0/4 placed; waiting for 4 x [cpus:1;mem:16] to be offered together"
