@@ -21,7 +21,7 @@ import msgpack
 from aiohttp import web
 
 from master.events import CallReceived, StreamClosed, SubscribeReceived
-from protocol import codec, mesos, recordio
+from protocol import codec, httputil, mesos, recordio
 from protocol.ids import new_stream_id
 
 if TYPE_CHECKING:
@@ -43,42 +43,24 @@ def text(status: int, message: str, **headers: str) -> web.Response:
 
 
 async def read_body(request: web.Request, limit: int, read_timeout: float) -> bytes:
-    """Read the request body, refusing (413) anything over ``limit`` before buffering it."""
-    cl = request.content_length
-    if cl is not None and cl > limit:
-        raise BodyTooLarge(f"Request body of {cl} bytes exceeds the limit of {limit}")
-    buf = bytearray()
-
-    async def _read() -> None:
-        while True:
-            chunk = await request.content.read(65536)
-            if not chunk:
-                return
-            buf.extend(chunk)
-            if len(buf) > limit:
-                raise BodyTooLarge(f"Request body exceeds the limit of {limit} bytes")
-
-    async with asyncio.timeout(read_timeout):
-        await _read()
-    return bytes(buf)
+    """The body via ``protocol.httputil.read_body`` (refused from Content-Length or while
+    streaming, never buffered whole), within ``read_timeout``."""
+    try:
+        async with asyncio.timeout(read_timeout):
+            return await httputil.read_body(request, limit)
+    except web.HTTPRequestEntityTooLarge as e:
+        raise BodyTooLarge(f"Request body exceeds the limit of {limit} bytes") from e
 
 
 def media_type(header: str | None) -> str | None:
-    if header is None:
-        return None
-    return header.split(";", 1)[0].strip().lower()
+    return httputil.media_type(header)
 
 
 def pick_response_type(accept: str | None, content_type: str) -> str | None:
     """The event stream's media type from ``Accept`` (None = nothing acceptable -> 406)."""
     if accept is None or not accept.strip():
         return content_type
-    kinds = [media_type(p) or "" for p in accept.split(",")]
-    if codec.MSGPACK in kinds:
-        return codec.MSGPACK
-    if codec.JSON in kinds or "*/*" in kinds or "application/*" in kinds:
-        return codec.JSON
-    return None
+    return httputil.negotiate(accept)
 
 
 class EventStream:
