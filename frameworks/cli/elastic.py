@@ -150,7 +150,15 @@ def _out(ctx: click.Context, data: Any, render: Any) -> None:
 
 
 @elastic.command()
-@click.argument("job_file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.argument("job_file", required=False, type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option(
+    "--set",
+    "-s",
+    "settings",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="Set a spec field (scaling.max_workers=8, or a unique bare name: epochs=20); repeatable.",
+)
 @click.option(
     "--max", "max_workers", type=click.IntRange(1), default=None, help="Override scaling.max_workers."
 )
@@ -159,25 +167,39 @@ def _out(ctx: click.Context, data: Any, render: Any) -> None:
 )
 @json_flag
 @click.pass_context
-def submit(ctx: click.Context, job_file: Path, max_workers: int | None, min_workers: int | None) -> None:
-    """Submit JOB_FILE (a TOML job spec); prints the job id."""
-    text = job_file.read_text()
-    if max_workers is not None or min_workers is not None:
+def submit(
+    ctx: click.Context,
+    job_file: Path | None,
+    settings: tuple[str, ...],
+    max_workers: int | None,
+    min_workers: int | None,
+) -> None:
+    """Submit JOB_FILE (a TOML job spec) and/or --set fields; prints the job id."""
+    if job_file is None and not settings:
+        raise click.UsageError("give a JOB_FILE (TOML) and/or --set KEY=VALUE fields")
+    text = job_file.read_text() if job_file is not None else ""
+    flags: dict[str, str] = {}
+    for item in settings:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise click.BadParameter(f"expected KEY=VALUE, got {item!r}", param_hint="--set")
+        flags[key.strip()] = value
+    if max_workers is not None:
+        flags["scaling.max_workers"] = str(max_workers)
+    if min_workers is not None:
+        flags["scaling.min_workers"] = str(min_workers)
+    if flags:
         import tomllib
 
-        from frameworks.elastic.spec import SpecError, from_mapping, to_mapping
+        from frameworks.elastic.spec import SpecError, from_flags, to_mapping
 
+        where = str(job_file) if job_file is not None else "--set"
         try:
-            doc = tomllib.loads(text)
-            scaling = dict(doc.get("scaling", {}))
-            if max_workers is not None:
-                scaling["max_workers"] = max_workers
-            if min_workers is not None:
-                scaling["min_workers"] = min_workers
-            doc["scaling"] = scaling
-            body: Any = to_mapping(from_mapping(doc))
-        except (tomllib.TOMLDecodeError, SpecError) as exc:
-            raise click.ClickException(f"{job_file}: {exc}") from exc
+            body: Any = to_mapping(from_flags(flags, base=tomllib.loads(text)))
+        except tomllib.TOMLDecodeError as exc:
+            raise click.ClickException(f"{where}: invalid TOML: {exc}") from exc
+        except SpecError as exc:
+            raise click.ClickException(f"{where}: {exc}") from exc
         result = _post(ctx, "/jobs", body)
     else:
         try:

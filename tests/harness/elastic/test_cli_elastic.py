@@ -95,6 +95,32 @@ async def test_submit_with_overrides_and_bad_specs(service: ElasticService, tmp_
     assert r.exit_code == 1 and "scaling.max_workers" in r.output
     r = await run("--elastic", service.url, "submit", str(bad), "--min", "1")
     assert r.exit_code == 1 and "scaling.max_workers" in r.output
+    # a spec from flags alone, and flags over a file
+    r = await run(
+        "--elastic",
+        service.url,
+        "submit",
+        "--json",
+        "-s",
+        "name=flags",
+        "-s",
+        "worker.command=sleep 60",
+        "-s",
+        "min_workers=1",
+        "-s",
+        "max_workers=2",
+        "-s",
+        "epochs=3",
+    )
+    assert r.exit_code == 0, r.output
+    flagged = service.core.jobs[json.loads(r.output)["id"]].spec
+    assert (flagged.name, flagged.worker.command, flagged.data.epochs) == ("flags", ("sleep", "60"), 3)
+    r = await run("--elastic", service.url, "submit", str(job_file), "-s", "priority=5", "--json")
+    assert service.core.jobs[json.loads(r.output)["id"]].spec.priority == 5
+    r = await run("--elastic", service.url, "submit", "-s", "bogus=1")
+    assert r.exit_code == 1 and "unknown flag" in r.output
+    r = await run("--elastic", service.url, "submit")
+    assert r.exit_code == 2 and "JOB_FILE" in r.output
 
 
 async def test_found_through_the_master_state(service: ElasticService) -> None:

@@ -296,3 +296,24 @@ max_workers = 2
         assert (await http.post(api + f"/jobs/{job_id}/cancel")).status == 409
         fw = await (await http.get(service.url + "/api/v1/framework")).json()
         assert fw["connected"] and fw["jobs"] == {"CANCELLED": 1}
+
+
+async def test_a_higher_priority_job_takes_capacity_but_not_the_minimum(
+    cluster: tuple[FakeMaster, ElasticService],
+) -> None:
+    master, service = cluster
+    master.add_agent("cpus:4;mem:2048")
+    low = service.submit(spec("low", 1, 4))
+    await settled(service, low, 4)
+    high = service.submit(spec("high", 2, 4, priority=10))
+    jl, jh = service.core.jobs[low], service.core.jobs[high]
+    lowest = [4]
+
+    def done() -> bool:
+        lowest[0] = min(lowest[0], jl.counted())
+        live = jl.live_workers() + jh.live_workers()
+        return jh.running() == 3 and jl.running() == 1 and all(w.phase is Phase.RUNNING for w in live)
+
+    await service.wait_for(done)
+    assert lowest[0] >= 1 and jl.counts["killed"] == 3
+    assert "no free capacity" in jh.reason and "fair share" in jl.reason

@@ -188,3 +188,21 @@ def test_job_records_round_trip() -> None:
     assert fresh.next_job_id == jid + 1
     with pytest.raises(ServiceError, match="bad job record"):
         job_from_dict({"job_id": 1})
+
+
+def test_an_unreachable_worker_is_counted_out_and_killed_if_it_comes_back() -> None:
+    core = ElasticCore()
+    jid, _ = core.submit(spec(1, 2), 0.0)
+    out = core.schedule([offer("1", "cpus:2;mem:1000")], 0.0)
+    run_all(core, out, 0.0)
+    out = core.schedule([offer("1", "cpus:1;mem:900")], 0.5)
+    run_all(core, out, 0.5)
+    (t1,) = launches(out)
+    core.on_update(t1, TaskState.TASK_UNREACHABLE, 1.0)
+    assert core.jobs[jid].counted() == 1
+    out = core.schedule([offer("2", "cpus:1;mem:100")], 2.0)
+    assert len(launches(out)) == 1  # replaced on the capacity that is there
+    out = core.on_update(t1, TaskState.TASK_RUNNING, 3.0)  # the partition heals
+    assert Kill(t1, "a-1", "came back after being counted out") in out
+    core.on_update(t1, TaskState.TASK_KILLED, 4.0)
+    assert core.jobs[jid].counts == {"launched": 3, "unreachable": 1, "killed": 1}
