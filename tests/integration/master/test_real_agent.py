@@ -21,9 +21,9 @@ from .test_pymesos import N, Sched, _wait
 
 
 @contextlib.asynccontextmanager
-async def agent_process(master: MasterService, work: Path) -> AsyncIterator[asyncio.subprocess.Process]:
+async def agent_process(master_port: int, work: Path) -> AsyncIterator[asyncio.subprocess.Process]:
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "agent.main", "--master", f"127.0.0.1:{master.port}", "--work-dir", str(work),
+        sys.executable, "-m", "agent.main", "--master", f"127.0.0.1:{master_port}", "--work-dir", str(work),
         "--resources", "cpus:2;mem:1024;disk:1000", "--isolation", "psutil", "--log-level", "WARNING",
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL, start_new_session=True,
     )
@@ -45,7 +45,7 @@ async def agent_process(master: MasterService, work: Path) -> AsyncIterator[asyn
 
 @pytest.mark.slow
 async def test_pymesos_with_a_real_agent(master: MasterService, tmp_path: Path) -> None:
-    async with agent_process(master, tmp_path / "agent"):
+    async with agent_process(master.port, tmp_path / "agent"):
         await master.wait_until(lambda: any(a.conn_id is not None for a in master.state.agents.values()), 20)
         sched = Sched()
         framework = {"user": os.environ.get("USER", "nobody"), "name": "real-agent", "hostname": "localhost"}
@@ -71,3 +71,74 @@ async def test_pymesos_with_a_real_agent(master: MasterService, tmp_path: Path) 
         async with aiohttp.ClientSession() as s, s.get(master.url + "/metrics/snapshot") as r:
             snap = await r.json()
         assert snap["master/tasks_finished"] == N and snap["master/tasks_killed"] == 1
+
+
+@pytest.mark.slow
+async def test_master_kill9_with_a_real_agent_keeps_task_processes(tmp_path: Path) -> None:
+    """R10 with real processes: the agent reconnects to the restarted master (same address) and
+    re-registers its live tasks; the framework re-subscribes; the task processes never die."""
+    import socket
+
+    import psutil
+
+    from protocol import mesos
+    from protocol.resources import Resources
+    from protocol.task_states import TaskState
+
+    from .test_native_msgpack import MsgpackScheduler
+    from .test_restart import attrs_evolve_id, master_process
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    ET = mesos.EventType
+    work = tmp_path / "master"
+    async with (
+        aiohttp.ClientSession() as session,
+        master_process(work, port) as (mproc, url),
+        agent_process(port, tmp_path / "agent"),
+    ):
+        s = MsgpackScheduler(url, session)
+        info = mesos.FrameworkInfo(user=os.environ.get("USER", "nobody"), name="r10", failover_timeout=300.0)
+        fid = await s.subscribe(info)
+        F = mesos.FrameworkID(fid)
+        ev = await s.next(ET.OFFERS, within=20)
+        assert ev.offers is not None
+        offer = ev.offers.offers[0]
+        t = mesos.TaskInfo(name="sleeper", task_id=mesos.TaskID("sleeper"),
+                           resources=Resources.of(cpus=0.1, mem=32).to_mesos(),
+                           command=mesos.CommandInfo(value="sleep 300"))
+        op = mesos.Operation(type=mesos.OperationType.LAUNCH, launch=mesos.Launch(task_infos=(t,)))
+        assert await s.call(mesos.Call.make_accept(F, (offer.id,), (op,))) == 202
+        while True:
+            st = (await s.next(ET.UPDATE, within=20)).update.status  # type: ignore[union-attr]
+            await s.call(mesos.Call.make_acknowledge(F, st))
+            if st.state is TaskState.TASK_RUNNING:
+                break
+        sleepers = [p for p in psutil.process_iter(["cmdline"]) if p.info["cmdline"] == ["sleep", "300"]
+                    or p.info["cmdline"][-1:] == ["sleep 300"]]
+        assert sleepers
+        mproc.kill()
+        await mproc.wait()
+        await s.close()
+        async with master_process(work, port) as (_, url2):
+            s2 = MsgpackScheduler(url2, session)
+            assert await s2.subscribe(attrs_evolve_id(info, fid)) == fid
+            got: dict[str, TaskState] = {}
+            async with asyncio.timeout(30):
+                while "sleeper" not in got:
+                    await s2.call(mesos.Call.make_reconcile(F))
+                    ev = await s2.next(ET.UPDATE, ET.HEARTBEAT, within=10)
+                    if ev.update is not None:
+                        got[ev.update.status.task_id.value] = ev.update.status.state
+            assert got["sleeper"] is TaskState.TASK_RUNNING
+            assert all(p.is_running() for p in sleepers)
+            await s2.call(mesos.Call.make_teardown(F))  # the agent kills the task
+            await s2.close()
+            try:
+                _, alive = await asyncio.to_thread(psutil.wait_procs, sleepers, 20)
+                assert alive == [], "teardown did not kill the task"
+            finally:
+                for p in sleepers:
+                    with contextlib.suppress(psutil.Error):
+                        p.kill()

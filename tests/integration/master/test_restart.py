@@ -25,9 +25,9 @@ ET = mesos.EventType
 
 
 @contextlib.asynccontextmanager
-async def master_process(work: Path) -> AsyncIterator[tuple[asyncio.subprocess.Process, str]]:
+async def master_process(work: Path, port: int = 0) -> AsyncIterator[tuple[asyncio.subprocess.Process, str]]:
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "master.main", "--ip", "127.0.0.1", "--port", "0", "--work-dir", str(work),
+        sys.executable, "-m", "master.main", "--ip", "127.0.0.1", "--port", str(port), "--work-dir", str(work),
         "--heartbeat-interval", "0.5", "--ping-interval", "0.5", "--ping-timeout", "10",
         "--agent-reregister-timeout", "30", "--log-level", "WARNING",
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL,
