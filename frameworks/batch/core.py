@@ -471,11 +471,11 @@ class BatchCore:
         if touched:
             effects.append(Persist(tuple(sorted(touched))))
         # Ask for offers exactly while there is work waiting (a retry puts a task back to PENDING).
-        pending = self.has_pending_work()
-        if not pending and not self._suppressed:
+        waiting = self.has_pending_work()
+        if not waiting and not self._suppressed:
             self._suppressed = True
             effects.append(Suppress())
-        elif pending and self._suppressed:
+        elif waiting and self._suppressed:
             self._suppressed = False
             effects.append(Revive())
         demand = self._demands(views)
