@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import time
 import urllib.error
 import urllib.request
@@ -67,7 +68,8 @@ def post_toml(url: str, text: str, timeout: float = 10.0) -> Any:
 
 
 def _console() -> Console:
-    return Console(highlight=False, soft_wrap=True)
+    # a pipe gets whole rows (rich would cut them to 80 columns)
+    return Console(highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() else 400)
 
 
 def _num(v: Any, fmt: str = "{:.3f}") -> str:

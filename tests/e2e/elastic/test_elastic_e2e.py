@@ -1,0 +1,126 @@
+"""End to end, every piece a process: ``agora-master``, two ``agora-agent``s, ``python -m
+frameworks.elastic``, and the ``agora elastic`` CLI (found through the master's ``/state``): submit
+the digits example from a TOML file, follow it with ``show``/``list``, scale it, and see it
+succeed with >= 90% test accuracy."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+
+from frameworks.cli.common import child_env, command_for, free_port, start_process, stop_process, wait_until
+from frameworks.cli.up import start_cluster
+
+pytestmark = pytest.mark.slow
+
+JOB = """
+name = "digits-e2e"
+
+[worker]
+command = "{python} -m frameworks.elastic.examples.digits worker --step-delay 0.01"
+cpus = 0.5
+mem = 128
+
+[scaling]
+min_workers = 1
+max_workers = 3
+
+[data]
+dataset = "sklearn-digits"
+num_shards = 24
+epochs = 6
+"""
+
+
+def agora(master: str, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*command_for("agora", "frameworks.cli.main"), "elastic", "--master", master, *args],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        env=child_env({"AGORA_ELASTIC": ""}),
+    )
+
+
+def show(master: str, job_id: int) -> dict[str, Any]:
+    r = agora(master, "show", str(job_id), "--json")
+    assert r.returncode == 0, r.stderr
+    out: dict[str, Any] = json.loads(r.stdout)
+    return out
+
+
+def kill_workers(root: Path) -> None:
+    for p in psutil.process_iter():
+        try:
+            if p.environ().get("MESOS_SANDBOX", "").startswith(str(root)):
+                p.kill()
+        except psutil.Error:
+            continue
+
+
+def test_cli_submit_show_scale_and_succeed(tmp_path: Path) -> None:
+    cluster = start_cluster(2, tmp_path, 0, False, "cpus:1;mem:1024;disk:1024", 30.0)
+    master = cluster.master_url.removeprefix("http://")
+    port = free_port()
+    service = start_process(
+        "elastic",
+        [
+            sys.executable,
+            "-m",
+            "frameworks.elastic",
+            "--master",
+            master,
+            "--port",
+            str(port),
+            "--work-dir",
+            str(tmp_path / "elastic"),
+        ],
+        log_path=tmp_path / "logs" / "elastic.log",
+        env=child_env(),
+    )
+    try:
+        wait_until(
+            lambda: agora(master, "list", "--json").returncode == 0,
+            30,
+            "the elastic framework",
+            procs=[service],
+        )
+        (tmp_path / "job.toml").write_text(JOB)
+        r = agora(master, "submit", str(tmp_path / "job.toml"))
+        assert r.returncode == 0, r.stderr
+        job_id = int(r.stdout.strip())
+
+        deadline = time.monotonic() + 60
+        seen_workers: set[int] = set()
+        scaled = False
+        while True:  # a separate process: poll it through the CLI, as a user would
+            d = show(master, job_id)
+            seen_workers.add(d["workers"])
+            if d["workers"] == 3 and not scaled:
+                r = agora(master, "scale", str(job_id), "--max", "2")
+                assert r.returncode == 0 and "1..2 workers" in r.stdout, r.stderr
+                scaled = True
+            if d["state"] in ("SUCCEEDED", "FAILED", "CANCELLED"):
+                break
+            assert time.monotonic() < deadline, d
+            time.sleep(0.25)
+        assert d["state"] == "SUCCEEDED", d["reason"]
+        assert d["test_accuracy"] >= 0.90 and d["metrics"]["progress"] == 1.0
+        assert scaled and 3 in seen_workers and d["max_workers"] == 2
+        assert d["counts"]["killed"] >= 1  # the scale-down
+        table = agora(master, "list")
+        assert table.returncode == 0 and "digits-e2e" in table.stdout and "CD" in table.stdout
+        text = agora(master, "show", str(job_id))
+        assert "state=SUCCEEDED" in text.stdout and "test accuracy" in text.stdout
+    finally:
+        stop_process(service)
+        kill_workers(tmp_path)
+        cluster.stop(grace=2.0)
+        kill_workers(tmp_path)
