@@ -14,9 +14,10 @@ import asyncio
 import contextlib
 import itertools
 import logging
+from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING
 
-from aiohttp import WSCloseCode, WSMsgType, web
+from aiohttp import WSCloseCode, WSMessage, WSMsgType, web
 
 from master.events import AgentConnected, AgentConnectionLost, AgentMessageReceived
 from protocol import agent_channel as ac
@@ -29,6 +30,17 @@ log = logging.getLogger(__name__)
 
 CLOSE_INVALID = WSCloseCode.INVALID_TEXT  # 1007: invalid payload data
 CLOSE_POLICY = WSCloseCode.POLICY_VIOLATION  # 1008
+
+
+async def _chain(first: WSMessage | None, ws: web.WebSocketResponse) -> AsyncIterator[WSMessage]:
+    """``first`` then the rest of the socket's messages (until it closes)."""
+    if first is None:
+        return
+    if first.type in (WSMsgType.CLOSE, WSMsgType.CLOSING, WSMsgType.CLOSED):
+        return
+    yield first
+    async for msg in ws:
+        yield msg
 
 
 class AgentConn:
@@ -113,7 +125,13 @@ class AgentChannelServer:
         writer = asyncio.get_running_loop().create_task(conn.writer(), name=f"agent-writer-{conn_id}")
         registered = False
         try:
-            async for msg in ws:
+            # REGISTER must come within read_timeout; after that, pings police the connection
+            try:
+                first = await ws.receive(timeout=cfg.read_timeout)
+            except TimeoutError:
+                await ws.close(code=CLOSE_POLICY, message=b"no REGISTER within the read timeout")
+                first = None
+            async for msg in _chain(first, ws):
                 if msg.type is WSMsgType.BINARY:
                     try:
                         frame = codec.decode_msgpack(ac.Frame, msg.data)

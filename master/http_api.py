@@ -75,6 +75,7 @@ class EventStream:
         self.queue: deque[mesos.Event] = deque()
         self.wake = asyncio.Event()
         self.closed = False
+        self.transport: asyncio.Transport | None = None
         self.close_reason = ""
         self.sent = 0
 
@@ -82,7 +83,10 @@ class EventStream:
         if self.closed:
             return
         if len(self.queue) >= self.max_queue:
+            # the framework does not read its stream: drop it (a blocked write is aborted too)
             self.close("event queue overflow (framework not reading its stream)")
+            if self.transport is not None:
+                self.transport.abort()
             return
         self.queue.append(event)
         self.wake.set()
@@ -97,6 +101,7 @@ class EventStream:
         return recordio.encode(codec.encode(event, self.media))
 
     async def run(self, resp: web.StreamResponse, request: web.Request) -> None:
+        self.transport = request.transport
         hb = self._record(mesos.Event.make_heartbeat())
         loop = asyncio.get_running_loop()
         next_hb = loop.time() + self.heartbeat

@@ -171,3 +171,16 @@ async def test_slowloris_and_connection_cap(tmp_path: Path) -> None:
         for c in socks:
             c.close()
         await svc.stop()
+
+
+async def test_agent_that_never_registers_is_closed(tmp_path: Path) -> None:
+    svc = MasterService(master_config(tmp_path / "m", read_timeout=0.3))
+    await svc.start()
+    try:
+        async with aiohttp.ClientSession() as s, s.ws_connect(svc.url + ac.PATH) as ws:
+            msg = await ws.receive(timeout=5)
+            assert msg.type in (aiohttp.WSMsgType.CLOSE, aiohttp.WSMsgType.CLOSED)
+            assert ws.close_code == 1008
+        assert svc.state.agents == {}
+    finally:
+        await svc.stop()
