@@ -41,7 +41,7 @@ DEMO_JOB: dict[str, Any] = {
         "mem": 128,
     },
     "scaling": {"min_workers": 1, "max_workers": 3, "revocable_ok": True},
-    "data": {"dataset": "sklearn-digits", "num_shards": 24, "epochs": 8},
+    "data": {"dataset": "sklearn-digits", "num_shards": 24, "epochs": 6},
     "checkpoint": {"interval": 5.0},
     "optimizer": {"kind": "momentum", "learning_rate": 0.1, "momentum": 0.9},
 }

@@ -35,7 +35,7 @@ max_workers = 3
 [data]
 dataset = "sklearn-digits"
 num_shards = 24
-epochs = 6
+epochs = 4
 """
 
 

@@ -44,7 +44,7 @@ SPEC = {
         "mem": 128,
     },
     "scaling": {"min_workers": 1, "max_workers": 3, "revocable_ok": True},
-    "data": {"dataset": "sklearn-digits", "num_shards": 24, "epochs": 10},
+    "data": {"dataset": "sklearn-digits", "num_shards": 24, "epochs": 8},
     "checkpoint": {"interval": 2.0},
 }
 
