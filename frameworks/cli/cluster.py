@@ -198,10 +198,14 @@ def _render(rows: list[Row], columns: list[tuple[str, Callable[[Row], str]]], ti
 
     table = Table(title=title if rows else f"{title}: none")
     for name, _ in columns:
-        table.add_column(name)
+        # ids are never truncated (they are what you copy into the next command)
+        table.add_column(name, overflow="fold" if name in ("id", "offer") else "ellipsis")
     for r in rows:
         table.add_row(*[fn(r) for _, fn in columns])
-    Console().print(table)
+    console = Console()
+    if not console.is_terminal:
+        console = Console(width=max(console.width, 200))  # piped: no terminal width to respect
+    console.print(table)
 
 
 def _emit(rows: list[Row], as_json: bool, columns: list[tuple[str, Callable[[Row], str]]], title: str) -> None:
