@@ -1,0 +1,23 @@
+"""One real local cluster (master, 2 agents, batch framework as processes) for the batch e2e tests."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from frameworks.cli.up import LocalCluster, start_cluster
+
+AGENT_RESOURCES = "cpus:4;mem:4096;disk:1024;ports:[31000-31100]"
+
+
+@pytest.fixture(scope="package")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+    work: Path = tmp_path_factory.mktemp("cluster")
+    c = start_cluster(2, work, port=0, resources=AGENT_RESOURCES, ready_timeout=60)
+    try:
+        assert c.batch_url is not None
+        yield c
+    finally:
+        c.stop(grace=5)
