@@ -1060,9 +1060,11 @@ class MasterState:
             self.agents[aid] = ag
             self.counters["slave_registrations"] += 1
             was_unreachable = False
+            same_conn = False
         else:
             check_agent(ag.phase, AgentPhase.REGISTERED)
             was_unreachable = ag.phase is AgentPhase.UNREACHABLE
+            same_conn = ag.conn_id == conn_id
             if ag.conn_id is not None and ag.conn_id != conn_id:
                 self.conns.pop(ag.conn_id, None)
                 fx.append(CloseAgent(ag.conn_id, "agent re-registered on a new connection"))
@@ -1100,7 +1102,7 @@ class MasterState:
         if ag.draining:
             ag.phase = AgentPhase.DRAINING
             self._alloc_event(ae.AgentDeactivated(agent_id=aid, reason="agent draining (maintenance)"), now, fx)
-        self._merge_tasks(ag, reg, was_unreachable, now, fx)
+        self._merge_tasks(ag, reg, was_unreachable, same_conn, now, fx)
         if self.recovery_deadline is not None and not self.recovering():
             self.recovery_deadline = None
 
@@ -1110,7 +1112,9 @@ class MasterState:
         base = ag.total - ag.reservations.unreserve()
         return base + ag.reservations
 
-    def _merge_tasks(self, ag: AgentRec, reg: ac.Register, was_unreachable: bool, now: float, fx: list[Effect]) -> None:
+    def _merge_tasks(
+        self, ag: AgentRec, reg: ac.Register, was_unreachable: bool, same_conn: bool, now: float, fx: list[Effect]
+    ) -> None:
         """A re-registering agent's tasks are merged back; their allocations are recovered."""
         infos = {fi.id.value: fi for fi in reg.frameworks if fi.id is not None}
         reported: set[tuple[str, str]] = set()
@@ -1178,8 +1182,17 @@ class MasterState:
             if fw is None or task is None:
                 ag.tasks.discard((fid, tid))
                 continue
-            if task.state is TS.TASK_STAGING and not was_unreachable:
-                continue  # a launch may be in flight on the new connection (ReconcileRace)
+            if task.state is TS.TASK_STAGING and same_conn:
+                # a launch sent on this same connection may still be in flight (ReconcileRace):
+                # keep the task and its allocation
+                self._alloc_event(
+                    ae.AllocationRecovered(
+                        framework_id=fid, agent_id=ag.agent_id, task_id=tid, resources=task.resources, role=task.role
+                    ),
+                    now,
+                    fx,
+                )
+                continue
             self._master_update(fw, tid, TS.TASK_GONE, R.REASON_AGENT_REREGISTERED, "Task not on the agent", now, fx, ag.agent_id)
             self._finish_task(fw, task, TS.TASK_LOST, now, fx, recover=False)
         for fid in sorted(shutdown):

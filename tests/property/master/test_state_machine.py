@@ -130,8 +130,8 @@ class MasterMachine(RuleBasedStateMachine):
         self.agents[aid] = 0
         self._collect()
 
-    @rule(data=st.data())
-    def agent_returns(self, data: st.DataObject) -> None:
+    @rule(data=st.data(), lose_launches=st.booleans())
+    def agent_returns(self, data: st.DataObject, lose_launches: bool) -> None:
         gone = [a for a, c in self.agents.items() if c == 0]
         if not gone:
             return
@@ -142,6 +142,7 @@ class MasterMachine(RuleBasedStateMachine):
                            resources=t.resources.to_mesos())
             for f in self.h.state.frameworks.values() for t in f.tasks.values()
             if t.agent_id == aid and not is_terminal(t.state)
+            and not (lose_launches and t.state is TS.TASK_STAGING)  # launches lost with the old connection
         ]
         _, conn = self.h.agent(agent_id=aid, tasks=tasks, hostname="back")
         self.agents[aid] = conn
