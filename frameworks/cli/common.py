@@ -156,6 +156,18 @@ class ManagedProcess:
         return "\n".join(text[-lines:])
 
 
+def _die_with_parent() -> None:  # pragma: no cover - runs in the child between fork and exec
+    """Linux: the child gets SIGTERM if the process that started it dies (even by SIGKILL), so
+    an ``agora up`` killed hard still leaves no orphans behind."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
 def start_process(
     name: str,
     argv: Sequence[str],
@@ -177,6 +189,7 @@ def start_process(
             env=env if env is not None else child_env(),
             cwd=str(cwd) if cwd else None,
             start_new_session=True,
+            preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None,
         )
     except OSError as exc:
         if log is not None:

@@ -41,3 +41,37 @@ def test_stop_all_and_exit_detection(tmp_path: Path) -> None:
     assert not a.alive() and b.returncode() == 3
     with pytest.raises(CliError, match="cannot start"):
         start_process("x", [str(tmp_path / "missing-binary")])
+
+
+def test_children_die_with_a_hard_killed_parent(tmp_path: Path) -> None:
+    """`agora up` killed with SIGKILL cannot clean up; its children still go (PDEATHSIG)."""
+    import signal
+    import subprocess
+
+    from frameworks.cli.common import REPO_ROOT, child_env
+
+    if not sys.platform.startswith("linux"):
+        pytest.skip("PR_SET_PDEATHSIG is Linux only")
+    parent_code = (
+        "import sys, time\n"
+        "from frameworks.cli.common import start_process\n"
+        "p = start_process('sleeper', [sys.executable, '-c', 'import time; time.sleep(60)'])\n"
+        "print(p.pid, flush=True)\n"
+        "time.sleep(60)\n"
+    )
+    parent = subprocess.Popen([sys.executable, "-c", parent_code], stdout=subprocess.PIPE, env=child_env(),
+                              cwd=REPO_ROOT)
+    try:
+        assert parent.stdout is not None
+        child = int(parent.stdout.readline())
+        assert psutil.pid_exists(child)
+        parent.send_signal(signal.SIGKILL)
+        parent.wait(10)
+        wait_until(lambda: not psutil.pid_exists(child) or psutil.Process(child).status() == psutil.STATUS_ZOMBIE,
+                   10, "the orphaned child to exit")
+    finally:
+        if parent.poll() is None:
+            parent.kill()
+            parent.wait(10)
+        if parent.stdout is not None:
+            parent.stdout.close()
