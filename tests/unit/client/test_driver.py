@@ -331,3 +331,22 @@ async def test_max_reconnects_gives_up_on_a_dead_master() -> None:
         assert d.error_message is not None and "gave up after 3 reconnects" in d.error_message
         with pytest.raises(NotConnected):
             await d.wait_subscribed(1)
+
+
+async def test_decline_filter_expires_on_the_fake_clock() -> None:
+    from protocol.clock import FakeClock
+
+    clock = FakeClock()
+    master = FakeMaster(clock=clock)
+    master.add_agent("cpus:1;mem:128")
+    d = SchedulerDriver(framework_info(), master.transport(), backoff=Backoff(0.001, 0.01))
+    async with d:
+        await d.wait_subscribed(5)
+        await d.wait_for(lambda: len(d.offers) == 1)
+        await d.decline(d.offers.offer_ids(), refuse_seconds=5)
+        clock.advance(4)
+        master.allocate()
+        assert not master.offers
+        clock.advance(2)
+        master.allocate()
+        await d.wait_for(lambda: len(d.offers) == 1)
