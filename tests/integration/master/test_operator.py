@@ -119,3 +119,44 @@ async def test_operator_endpoints(tmp_path: Path) -> None:
             assert state["recovered_slaves"][0]["id"] is not None and state["slaves"] == []
     finally:
         await svc2.stop()
+
+
+async def test_pymesos_operator_driver(master: MasterService) -> None:
+    import asyncio
+
+    from pymesos import MesosOperatorMasterDriver
+
+    agent = FakeAgent(master.url)
+    await agent.connect()
+    try:
+        d = MesosOperatorMasterDriver(f"127.0.0.1:{master.port}")
+
+        def calls() -> dict[str, Any]:
+            d.updateWeights([{"role": "ops", "weight": 2.0}])
+            return {
+                "health": d.getHealth(),
+                "version": d.getVersion(),
+                "metrics": d.getMetrics(1_000_000_000),
+                "state": d.getState(),
+                "agents": d.getAgents(),
+                "frameworks": d.getFrameworks(),
+                "tasks": d.getTasks(),
+                "executors": d.getExecutors(),
+                "roles": d.getRoles(),
+                "weights": d.getWeights(),
+                "master": d.getMaster(),
+            }
+
+        try:
+            got = await asyncio.to_thread(calls)
+        finally:
+            if d._conn is not None:  # the driver keeps one HTTPConnection open
+                d._conn.close()
+        assert got["health"]["get_health"]["healthy"] is True
+        assert got["version"]["get_version"]["version_info"]["version"] == "1.11.0"
+        assert got["agents"]["get_agents"]["agents"][0]["agent_info"]["id"]["value"] == agent.agent_id
+        assert got["weights"]["get_weights"]["weight_infos"] == [{"weight": 2.0, "role": "ops"}]
+        assert got["master"]["get_master"]["master_info"]["port"] == master.port
+        assert any(m["name"] == "master/slaves_active" for m in got["metrics"]["get_metrics"]["metrics"])
+    finally:
+        await agent.close()
