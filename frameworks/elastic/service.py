@@ -215,6 +215,7 @@ class ElasticService(Service, Scheduler):
     # --- driver callbacks ----------------------------------------------------------------------------
 
     def subscribed(self, driver: SchedulerDriver, framework_id: str, master_info: object) -> None:
+        self.core.forget_kills()  # a kill sent to an earlier subscription may be lost
         if self.meta.get("framework_id") != framework_id:
             self.meta["framework_id"] = framework_id
             self.store.save_meta(self.meta)
@@ -294,6 +295,7 @@ class ElasticService(Service, Scheduler):
                 if c.available
             ]
             effects += self.core.schedule(slots, now)
+            effects += self.core.resend_kills(now)
         self.rounds += 1
         try:
             await self._execute(effects)
@@ -346,36 +348,44 @@ class ElasticService(Service, Scheduler):
                 if coord is not None:
                     with contextlib.suppress(CoordinatorError):
                         coord.core.leave(m.WorkerRequest(e.task_id), coord.clock.now())
-            elif not driver.connected:
-                continue
             elif isinstance(e, Launch):
-                await self._flush()  # durable before the master hears of the tasks
-                job = self.core.jobs[e.workers[0].job_id]
-                role = self._offer_roles.get(e.offer_id, job.spec.role)
-                infos = [self._task_info(job, w, role) for w in e.workers]
+                await self._launch(driver, e)
+            else:
                 try:
-                    await driver.launch(e.offer_id, infos)
-                except OfferCacheError as exc:  # the offer shrank or went away under us
-                    log.info("elastic: launch on %s not possible: %s", e.offer_id, exc)
-                    for w in e.workers:
-                        self._pending += self.core.on_update(
-                            w.task_id,
-                            TaskState.TASK_DROPPED,
-                            self.now(),
-                            reason="REASON_INVALID_OFFERS",
-                            message=str(exc),
-                        )
-                    self._wake.set()
-            elif isinstance(e, Kill):
-                log.info("elastic: killing %s (%s)", e.task_id, e.reason)
-                await driver.kill(e.task_id, e.agent_id)
-            elif isinstance(e, DeclareDemand):
-                driver.demands.replace(e.demands)
-                await driver.send_demand()
-            elif isinstance(e, Decline):
-                await driver.decline(e.offer_ids, e.refuse_seconds)
-            elif isinstance(e, Revive):
-                await driver.revive()
+                    await self._call_master(driver, e)
+                except TransportError as exc:  # kills are sent again later, the demand on resubscribe
+                    log.warning("elastic: %s not sent: %s", type(e).__name__, exc)
+
+    async def _call_master(self, driver: SchedulerDriver, e: Effect) -> None:
+        if isinstance(e, Kill):
+            log.info("elastic: killing %s (%s)", e.task_id, e.reason)
+            await driver.kill(e.task_id, e.agent_id)
+        elif isinstance(e, DeclareDemand):
+            driver.demands.replace(e.demands)
+            await driver.send_demand()
+        elif isinstance(e, Decline):
+            await driver.decline(e.offer_ids, e.refuse_seconds)
+        elif isinstance(e, Revive):
+            await driver.revive()
+
+    async def _launch(self, driver: SchedulerDriver, e: Launch) -> None:
+        await self._flush()  # durable before the master hears of the tasks
+        job = self.core.jobs[e.workers[0].job_id]
+        role = self._offer_roles.get(e.offer_id, job.spec.role)
+        infos = [self._task_info(job, w, role) for w in e.workers]
+        try:
+            await driver.launch(e.offer_id, infos)
+        except (OfferCacheError, TransportError) as exc:  # the offer or the master went away
+            log.info("elastic: launch on %s not possible: %s", e.offer_id, exc)
+            for w in e.workers:
+                self._pending += self.core.on_update(
+                    w.task_id,
+                    TaskState.TASK_DROPPED,
+                    self.now(),
+                    reason="REASON_INVALID_OFFERS",
+                    message=str(exc),
+                )
+            self._wake.set()
 
     async def _flush(self) -> None:
         async with self._write_lock:  # one writer at a time (the loop and HTTP requests both flush)

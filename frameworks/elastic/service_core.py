@@ -84,6 +84,7 @@ class Worker:
     ending: Ending | None = None
     state: str | None = None  # the last TaskState name
     message: str | None = None
+    killed_at: float | None = None  # when the last KILL for it was sent
 
     @property
     def live(self) -> bool:
@@ -383,7 +384,7 @@ class ElasticCore:
         job = self.job(job_id)
         if job.terminal:
             raise ServiceError(f"job {job_id} is already {job.state.value.lower()}", 409)
-        out: list[Effect] = self._kill_all(job, "job cancelled")
+        out: list[Effect] = self._kill_all(job, "job cancelled", now)
         self._move(job, JobState.CANCELLED, "cancelled by request", now)
         job.reason = "cancelled"
         out += self._settle(job, now)
@@ -428,8 +429,8 @@ class ElasticCore:
             w.phase = Phase.KILLING
         elif state is TaskState.TASK_RUNNING:
             if w.phase is Phase.UNREACHABLE or (job.terminal and w.phase is not Phase.KILLING):
-                w.phase = Phase.KILLING  # back from a partition after being written off: not needed
-                out.append(Kill(w.task_id, w.agent_id, "came back after being counted out"))
+                # back from a partition after being written off: not needed
+                out.append(self._kill(w, "came back after being counted out", now))
             elif w.phase is Phase.STAGING:
                 w.phase = Phase.RUNNING
                 w.running_at = now
@@ -525,10 +526,10 @@ class ElasticCore:
             for ch in plan.changes if now >= self.hold_shrinks_until else ():
                 job = self.jobs[int(ch.job_id)]
                 if ch.revocable < 0:
-                    out += self._shrink(job, -ch.revocable, True, "scaled down by the policy")
+                    out += self._shrink(job, -ch.revocable, True, "scaled down by the policy", now)
                     touched.add(job.job_id)
                 if ch.regular < 0:
-                    out += self._shrink(job, -ch.regular, False, "scaled down by the policy")
+                    out += self._shrink(job, -ch.regular, False, "scaled down by the policy", now)
                     touched.add(job.job_id)
             # 2. starts: the whole minimum or nothing
             for jid in plan.started:
@@ -707,24 +708,37 @@ class ElasticCore:
             placed.append(p)
         return self._launches(job, placed, now) if placed else []
 
-    def _shrink(self, job: Job, count: int, revocable: bool, why: str) -> list[Effect]:
+    def _shrink(self, job: Job, count: int, revocable: bool, why: str, now: float) -> list[Effect]:
         victims = sorted(
             (w for w in job.workers.values() if w.counted and w.revocable is revocable),
             key=lambda w: (w.phase is Phase.RUNNING, -w.index),  # not-yet-running, then newest first
         )[:count]
-        out: list[Effect] = []
-        for w in victims:
-            w.phase = Phase.KILLING
-            out.append(Kill(w.task_id, w.agent_id, why))
+        return [self._kill(w, why, now) for w in victims]
+
+    def _kill(self, w: Worker, why: str, now: float) -> Kill:
+        w.phase = Phase.KILLING
+        w.killed_at = now
+        return Kill(w.task_id, w.agent_id, why)
+
+    def _kill_all(self, job: Job, why: str, now: float) -> list[Effect]:
+        return [self._kill(w, why, now) for w in job.live_workers() if w.phase is not Phase.KILLING]
+
+    def resend_kills(self, now: float, after: float = 10.0) -> list[Kill]:
+        """KILL again the workers asked to go more than ``after`` seconds ago that are still there
+        (the call may have been lost, e.g. while the master was away)."""
+        out: list[Kill] = []
+        for j in self.jobs.values():
+            for w in j.live_workers():
+                if w.phase is Phase.KILLING and (w.killed_at is None or now - w.killed_at >= after):
+                    out.append(self._kill(w, "still running after an earlier kill", now))
         return out
 
-    def _kill_all(self, job: Job, why: str) -> list[Effect]:
-        out: list[Effect] = []
-        for w in job.live_workers():
-            if w.phase is not Phase.KILLING:
-                w.phase = Phase.KILLING
-                out.append(Kill(w.task_id, w.agent_id, why))
-        return out
+    def forget_kills(self) -> None:
+        """After a (re)subscription: every pending kill is sent again on the next round."""
+        for j in self.jobs.values():
+            for w in j.live_workers():
+                if w.phase is Phase.KILLING:
+                    w.killed_at = None
 
     def _ended(self, job: Job, w: Worker, ending: Ending, now: float) -> list[Effect]:
         w.phase = Phase.ENDED
@@ -742,7 +756,7 @@ class ElasticCore:
             delay = min(self.backoff_max, self.backoff_initial * 2 ** (job.failures - 1))
             job.backoff_until = now + delay
             if job.failures >= self.max_worker_failures:
-                out += self._kill_all(job, "job failed")
+                out += self._kill_all(job, "job failed", now)
                 self._move(
                     job,
                     JobState.FAILED,

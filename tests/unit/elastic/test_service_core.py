@@ -206,3 +206,17 @@ def test_an_unreachable_worker_is_counted_out_and_killed_if_it_comes_back() -> N
     assert Kill(t1, "a-1", "came back after being counted out") in out
     core.on_update(t1, TaskState.TASK_KILLED, 4.0)
     assert core.jobs[jid].counts == {"launched": 3, "unreachable": 1, "killed": 1}
+
+
+def test_kills_are_sent_again_until_the_worker_is_gone() -> None:
+    core = ElasticCore()
+    jid, _ = core.submit(spec(1, 1), 0.0)
+    (tid,) = launches(core.schedule([offer("1", "cpus:1;mem:100")], 0.0))
+    core.on_update(tid, TaskState.TASK_RUNNING, 0.0)
+    assert [k.task_id for k in core.cancel(jid, 1.0) if isinstance(k, Kill)] == [tid]
+    assert core.resend_kills(5.0, after=10.0) == []
+    assert [k.task_id for k in core.resend_kills(11.0, after=10.0)] == [tid]
+    core.forget_kills()  # resubscribed: send at once
+    assert [k.task_id for k in core.resend_kills(11.5, after=10.0)] == [tid]
+    core.on_update(tid, TaskState.TASK_KILLED, 12.0)
+    assert core.resend_kills(30.0) == [] and core.jobs[jid].counts["killed"] == 1
