@@ -38,6 +38,7 @@ from frameworks.cli.common import (
     wait_master_ready,
     wait_until,
 )
+from protocol.resources import ResourceError, Resources
 
 HOST = "127.0.0.1"
 
@@ -84,6 +85,11 @@ def start_cluster(
 ) -> LocalCluster:
     """Start master + ``agents`` agents (+ the batch framework if present) and wait until every
     agent is registered. On any failure everything started so far is stopped again."""
+    share = resources or agent_share(agents)
+    try:
+        Resources.parse(share)
+    except ResourceError as exc:
+        raise CliError(f"bad --resources {share!r}: {exc}") from exc
     work_dir.mkdir(parents=True, exist_ok=True)
     logs = work_dir / "logs"
     port = port or free_port(HOST)
@@ -114,7 +120,6 @@ def start_cluster(
             f"the master to answer on {url}",
             procs=[master],
         )
-        share = resources or agent_share(agents)
         for i in range(agents):
             agent = start_process(
                 f"agent-{i}",

@@ -159,3 +159,10 @@ def test_up_demo_exit_code(stubbed: None, tmp_path: Path, monkeypatch: pytest.Mo
     )
     assert res.exit_code == (0 if succeeds else 1), res.output
     assert _live_children() <= before
+
+
+def test_bad_resources_are_refused_before_anything_starts(tmp_path: Path) -> None:
+    before = _live_children()
+    with pytest.raises(CliError, match="bad --resources"):
+        up.start_cluster(1, tmp_path / "c", port=free_port(), with_batch=False, resources="cpus:lots")
+    assert _live_children() <= before
