@@ -117,3 +117,29 @@ async def test_msgpack_stream_and_rate_limit(tmp_path: Path) -> None:
                 assert fid.value in svc.state.frameworks
     finally:
         await svc.stop()
+
+
+async def test_json_stream_is_ascii_single_line_records(master: MasterService) -> None:
+    """MESOS_COMPAT §0/§7.4: mesoshttp slices text by byte length, so records must be ASCII and
+    contain no raw newline even when an agent's hostname is not ASCII."""
+    from master.testing_agent import FakeAgent
+
+    agent = FakeAgent(master.url, hostname="h\u00f4te-\u00e9\u4e2d")
+    await agent.connect()
+    try:
+        async with aiohttp.ClientSession() as s, s.post(
+            master.url + "/api/v1/scheduler", data=json.dumps(SUB),
+            headers={"Content-Type": "application/json", "Accept": "application/json"},
+        ) as r:
+            types = []
+            while "OFFERS" not in types:
+                n = int(await r.content.readuntil(b"\n"))
+                rec = await r.content.readexactly(n)
+                assert rec.isascii() and b"\n" not in rec
+                ev = json.loads(rec)
+                types.append(ev["type"])
+                if ev["type"] == "OFFERS":
+                    assert ev["offers"]["offers"][0]["hostname"] == "h\u00f4te-\u00e9\u4e2d"
+            assert types[:2] == ["SUBSCRIBED", "HEARTBEAT"]
+    finally:
+        await agent.close()
