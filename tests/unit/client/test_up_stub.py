@@ -72,7 +72,7 @@ def test_start_cluster_waits_for_agents_and_stops_cleanly(stubbed: None, tmp_pat
 def test_failed_agent_stops_everything_with_a_clear_error(stubbed: None, tmp_path: Path) -> None:
     before = {p.pid for p in psutil.Process().children(recursive=True)}
     with pytest.raises(CliError, match="agent-0 exited with code 7"):
-        up.start_cluster(1, tmp_path / "c", port=free_port(), with_batch=False, resources="crash",
+        up.start_cluster(1, tmp_path / "c", port=free_port(), with_batch=False, resources="cpus:1;crash:1",
                          ready_timeout=30)
     after = {p.pid for p in psutil.Process().children(recursive=True) if p.status() != psutil.STATUS_ZOMBIE}
     assert after <= before
