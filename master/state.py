@@ -882,19 +882,17 @@ class MasterState:
                 continue
             for tk in tasks:
                 self._add_task(fw, ag, tk, executor, now, res_of.get(tk.task_id.value))
-            fx.append(
-                SendToAgent(
-                    ag.conn_id,
-                    ac.RunTasks(
-                        framework_id=mesos.FrameworkID(fid),
-                        framework_info=fw.info,
-                        tasks=tuple(attrs.evolve(tk, agent_id=mesos.AgentID(offer_agent)) for tk in tasks),
-                        executor=executor,
-                        group=group,
-                    ),
-                )
-                if ag.conn_id is not None
-                else CloseAgent(-1, "agent not connected")
+            # the agent is connected (checked above, nothing in between can disconnect it)
+            self._to_agent(
+                offer_agent,
+                ac.RunTasks(
+                    framework_id=mesos.FrameworkID(fid),
+                    framework_info=fw.info,
+                    tasks=tuple(attrs.evolve(tk, agent_id=mesos.AgentID(offer_agent)) for tk in tasks),
+                    executor=executor,
+                    group=group,
+                ),
+                fx,
             )
 
     def _need(self, fw: FrameworkRec, agent_id: str | None, task: mesos.TaskInfo, started: set[str]) -> Resources:
