@@ -296,6 +296,8 @@ class ElasticService(Service, Scheduler):
             ]
             effects += self.core.schedule(slots, now)
             effects += self.core.resend_kills(now)
+            held = set(driver.offers.offer_ids())
+            self._offer_roles = {k: v for k, v in self._offer_roles.items() if k in held}
         self.rounds += 1
         try:
             await self._execute(effects)

@@ -317,3 +317,24 @@ async def test_a_higher_priority_job_takes_capacity_but_not_the_minimum(
     await service.wait_for(done)
     assert lowest[0] >= 1 and jl.counts["killed"] == 3
     assert "no free capacity" in jh.reason and "fair share" in jl.reason
+
+
+async def test_kills_decided_while_the_master_is_away_are_sent_after_resubscribing(
+    cluster: tuple[FakeMaster, ElasticService],
+) -> None:
+    master, service = cluster
+    master.add_agent("cpus:2;mem:1024")
+    job_id = service.submit(spec("digits", 1, 2))
+    job = await settled(service, job_id, 2)
+    assert service.driver is not None
+    subscriptions = service.driver.subscriptions
+    master.down = True
+    master.disconnect()
+    await service.wait_for(lambda: service.driver is not None and not service.driver.connected)
+    service.cancel(job_id)
+    await service.wait_for(lambda: all(w.phase is Phase.KILLING for w in job.live_workers()))
+    assert len(master.running()) == 2  # nobody could tell the master yet
+    master.down = False
+    await service.wait_for(lambda: not job.live_workers())
+    assert service.driver.subscriptions == subscriptions + 1 and not master.running()
+    assert job.counts["killed"] == 2 and job.state is JobState.CANCELLED
