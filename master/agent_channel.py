@@ -53,6 +53,7 @@ class AgentConn:
         self.wake = asyncio.Event()
         self.closing: str | None = None
         self.frames_sent = 0
+        self.last_frame = 0.0  # clock time of the last frame received
 
     def push(self, body: ac.Body) -> None:
         if self.closing is None:
@@ -114,6 +115,10 @@ class AgentChannelServer:
         for c in list(self.conns.values()):
             c.close("master stopping")
 
+    def liveness(self) -> tuple[tuple[int, float], ...]:
+        """When a frame last arrived on each connection (for ``Tick.seen``)."""
+        return tuple((cid, c.last_frame) for cid, c in self.conns.items() if c.last_frame)
+
     async def handle(self, request: web.Request) -> web.StreamResponse:
         svc = self.svc
         cfg = svc.config
@@ -132,6 +137,7 @@ class AgentChannelServer:
                 await ws.close(code=CLOSE_POLICY, message=b"no REGISTER within the read timeout")
                 first = None
             async for msg in _chain(first, ws):
+                conn.last_frame = svc.clock.now()
                 if msg.type is WSMsgType.BINARY:
                     try:
                         frame = codec.decode_msgpack(ac.Frame, msg.data)

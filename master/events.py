@@ -66,7 +66,11 @@ class AgentConnectionLost:
 @attrs.frozen
 class Tick:
     """Time passed: timers whose deadline is due fire (pings, failover, re-registration window,
-    allocation)."""
+    allocation). ``seen`` carries, per agent connection, when the shell last received a frame on
+    it: liveness measured at the socket, so a slow registry write that delays event handling
+    never makes an agent look silent (RELIABILITY.md N5)."""
+
+    seen: tuple[tuple[int, float], ...] = ()
 
 
 @attrs.frozen

@@ -244,6 +244,10 @@ class MasterState:
             case AgentConnectionLost():
                 self._agent_conn_lost(event.conn_id, now, fx)
             case Tick():
+                for conn_id, at in event.seen:
+                    ag = self._agent_of_conn(conn_id)
+                    if ag is not None:
+                        ag.last_seen = max(ag.last_seen, min(at, now))
                 self._tick(now, fx)
             case QuotaUpdated():
                 fx.append(Persist((ops.QuotaSet(event.role, str(event.guarantee), str(event.limit) if event.limit else None),)))

@@ -320,3 +320,19 @@ def test_custom_executor_resources_count_once() -> None:
     assert len(run.tasks) == 3
     used = h.state.used_resources()
     assert used.scalar("cpus") == 2.0 and used.scalar("mem") == 256
+
+
+def test_n5_liveness_seen_at_the_socket_prevents_false_unreachable() -> None:
+    from master.events import Tick
+
+    h = Harness(ping_interval=1, ping_timeout=3)
+    aid, conn = h.agent()
+    # the core was slow (e.g. a registry write): no AgentMessageReceived for 5 s, but the shell
+    # saw frames on the socket a moment ago
+    h.now += 5
+    fx = h.feed(Tick(seen=((conn, h.now - 0.5),)))
+    assert not [o for o in persisted(fx) if isinstance(o, ops.AgentMarkedUnreachable)]
+    assert h.state.agents[aid].phase is AgentPhase.REGISTERED
+    h.now += 5
+    fx = h.feed(Tick())
+    assert [o.agent_id for o in persisted(fx) if isinstance(o, ops.AgentMarkedUnreachable)] == [aid]
