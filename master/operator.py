@@ -544,8 +544,7 @@ class OperatorApi:
             )
         return mesos.GetRoles(tuple(out))
 
-    def _agent_record(self, ag: AgentRec) -> mesos.AgentRecord:
-        offered = self._offered_by_agent().get(ag.agent_id, EMPTY)
+    def _agent_record(self, ag: AgentRec, offered: Resources) -> mesos.AgentRecord:
         used = Resources.sum(
             self.svc.state.frameworks[f].tasks[t].resources
             for (f, t) in ag.tasks
@@ -572,8 +571,13 @@ class OperatorApi:
 
     def _get_agents(self) -> mesos.GetAgents:
         st = self.svc.state
+        offered = self._offered_by_agent()
         return mesos.GetAgents(
-            agents=tuple(self._agent_record(a) for a in st.agents.values() if a.phase is not AgentPhase.RECOVERED),
+            agents=tuple(
+                self._agent_record(a, offered.get(a.agent_id, EMPTY))
+                for a in st.agents.values()
+                if a.phase is not AgentPhase.RECOVERED
+            ),
             recovered_agents=tuple(
                 mesos.AgentInfo(hostname=a.hostname, port=a.port, id=mesos.AgentID(a.agent_id))
                 for a in st.agents.values()
