@@ -93,6 +93,7 @@ class StateConfig:
     allocation_batch: float = 0.005
     completed_tasks_per_framework: int = 1000
     completed_frameworks: int = 50
+    unreachable_gc: float = 14 * 24 * 3600.0  # an unreachable agent is removed for good after this
 
 
 def _attr_dict(attrs_: Iterable[mesos.Attribute]) -> dict[str, str | float]:
@@ -151,6 +152,7 @@ class MasterState:
         self.frameworks: dict[str, FrameworkRec] = {}
         self.completed_frameworks: deque[FrameworkRec] = deque(maxlen=self.cfg.completed_frameworks)
         self.removed_framework_ids: set[str] = set()
+        self.removed_agent_ids: set[str] = set()  # removed for good; their tasks were reported GONE
         self.agents: dict[str, AgentRec] = {}
         self.conns: dict[int, str] = {}  # agent connection -> agent id
         self.streams: dict[str, str] = {}  # stream id -> framework id
@@ -284,6 +286,9 @@ class MasterState:
         for fw in self.frameworks.values():
             if fw.deadline is not None and fw.phase in (FrameworkPhase.DISCONNECTED, FrameworkPhase.RECOVERED):
                 ds.append(fw.deadline)
+        for ag in self.agents.values():
+            if ag.phase is AgentPhase.UNREACHABLE and ag.unreachable_since is not None:
+                ds.append(ag.unreachable_since + self.cfg.unreachable_gc)
         return min(ds) if ds else None
 
     # --- queries used by the shells --------------------------------------------------------------
@@ -1121,10 +1126,16 @@ class MasterState:
         infos = {fi.id.value: fi for fi in reg.frameworks if fi.id is not None}
         reported: set[tuple[str, str]] = set()
         shutdown: set[str] = set()
+        late = ag.agent_id in self.removed_agent_ids
         for rt in reg.tasks:
             fid, tid = rt.framework_id.value, rt.task_id.value
             if fid in self.removed_framework_ids:
                 shutdown.add(fid)
+                continue
+            if late:
+                # the agent was removed and its tasks reported GONE: they must not run on (policy)
+                if not is_terminal(rt.state):
+                    self._to_agent(ag.agent_id, ac.KillTask(framework_id=rt.framework_id, task_id=rt.task_id), fx)
                 continue
             fw = self.frameworks.get(fid)
             if fw is None:
@@ -1199,6 +1210,7 @@ class MasterState:
             self._finish_task(fw, task, TS.TASK_LOST, now, fx, recover=False)
         for fid in sorted(shutdown):
             self._to_agent(ag.agent_id, ac.ShutdownFramework(framework_id=mesos.FrameworkID(fid)), fx)
+        self.removed_agent_ids.discard(ag.agent_id)
 
     def _agent_of_conn(self, conn_id: int) -> AgentRec | None:
         aid = self.conns.get(conn_id)
@@ -1336,12 +1348,34 @@ class MasterState:
             self._mark_unreachable(ag, now, "agent missed its pings" if ag.reachable else "agent did not re-register", fx)
         if self.recovery_deadline is not None and not self.recovering():
             self.recovery_deadline = None
+        # unreachable agents that never came back are removed for good (Mesos registry_max_agent_age)
+        for ag in list(self.agents.values()):
+            if (
+                ag.phase is AgentPhase.UNREACHABLE
+                and ag.unreachable_since is not None
+                and ag.unreachable_since + self.cfg.unreachable_gc <= now
+            ):
+                self._remove_agent(ag, now, fx)
         # allocation (batched: the deadline was set when the events arrived)
         due = self.allocation_due
         if due is not None and due <= now:
             self.allocation_due = None
             self._decisions(self.alloc.allocate(now), now, fx)
             self.allocation_due = self.alloc.next_deadline(now)
+
+    def _remove_agent(self, ag: AgentRec, now: float, fx: list[Effect]) -> None:
+        fx.append(Persist((ops.AgentRemoved(ag.agent_id),)))
+        check_agent(ag.phase, AgentPhase.REMOVED)
+        ag.phase = AgentPhase.REMOVED
+        for fid, tid in sorted(ag.tasks):
+            fw = self.frameworks.get(fid)
+            task = fw.tasks.get(tid) if fw else None
+            if fw is None or task is None:
+                continue
+            self._master_update(fw, tid, TS.TASK_GONE, R.REASON_AGENT_REMOVED, "Agent removed", now, fx, ag.agent_id)
+            self._finish_task(fw, task, TS.TASK_GONE, now, fx, recover=False)
+        del self.agents[ag.agent_id]
+        self.removed_agent_ids.add(ag.agent_id)
 
     def _mark_unreachable(self, ag: AgentRec, now: float, reason: str, fx: list[Effect]) -> None:
         fx.append(Persist((ops.AgentMarkedUnreachable(ag.agent_id, now),)))

@@ -336,3 +336,24 @@ def test_n5_liveness_seen_at_the_socket_prevents_false_unreachable() -> None:
     h.now += 5
     fx = h.feed(Tick())
     assert [o.agent_id for o in persisted(fx) if isinstance(o, ops.AgentMarkedUnreachable)] == [aid]
+
+
+def test_unreachable_agent_is_removed_after_gc_age() -> None:
+    h = Harness(ping_interval=1, ping_timeout=2, unreachable_gc=100)
+    fid, sid = h.subscribe(framework_info("pa", "PARTITION_AWARE"))
+    aid, _ = h.agent()
+    (offer,) = offers(h.allocate(), sid)
+    h.call(fid, sid, accept(fid, [offer.id], task("t", cmd="sleep 9")))
+    h.advance(3)
+    assert h.state.agents[aid].phase is AgentPhase.UNREACHABLE
+    fx = h.advance(101)
+    assert ops.AgentRemoved(aid) in persisted(fx)
+    assert [(s.task_id.value, s.state) for s in updates(fx, sid)] == [("t", TS.TASK_GONE)]
+    assert aid not in h.state.agents and "t" in h.state.frameworks[fid].completed
+    # a late return after removal: admitted again, but its old tasks are killed, not adopted
+    rt = ac.RunningTask(framework_id=mesos.FrameworkID(fid), task_id=mesos.TaskID("t"), state=TS.TASK_RUNNING,
+                        resources=task("t").resources)
+    mark = len(h.effects)
+    aid2, _ = h.agent(agent_id=aid, tasks=[rt])
+    assert aid2 == aid and [k.task_id.value for k in to_agent(h.effects[mark:], ac.KillTask)] == ["t"]
+    assert "t" not in h.state.frameworks[fid].tasks
