@@ -13,6 +13,7 @@ import contextlib
 import importlib
 import importlib.util
 import inspect
+import shlex
 import signal
 import sys
 import tempfile
@@ -246,6 +247,10 @@ class _Signals:
 @click.option("--no-batch", is_flag=True, help="Do not start the batch framework.")
 @click.option("--demo", is_flag=True, help="Submit the sample workloads, exit 0 when they all succeed.")
 @click.option("--timeout", "ready_timeout", default=60.0, show_default=True, help="Seconds to wait for readiness.")
+@click.option("--master-opt", "master_opts", multiple=True,
+              help='Extra agora-master flags, e.g. --master-opt "--heartbeat-interval 5" (repeatable).')
+@click.option("--agent-opt", "agent_opts", multiple=True,
+              help='Extra agora-agent flags, e.g. --agent-opt "--resource-estimator fixed --oversubscribed cpus:2".')
 def up(
     agents: int,
     work_dir: Path | None,
@@ -254,6 +259,8 @@ def up(
     no_batch: bool,
     demo: bool,
     ready_timeout: float,
+    master_opts: tuple[str, ...],
+    agent_opts: tuple[str, ...],
 ) -> None:
     """Start a local cluster (master, agents, batch framework) and keep it running until Ctrl-C."""
     sig = _Signals()
@@ -266,6 +273,8 @@ def up(
         cluster = start_cluster(
             agents, wd, port, with_batch=not no_batch, resources=resources,
             ready_timeout=ready_timeout, echo=click.echo,
+            master_args=tuple(a for o in master_opts for a in shlex.split(o)),
+            agent_args=tuple(a for o in agent_opts for a in shlex.split(o)),
         )
         _print_endpoints(cluster, agents)
         if demo:

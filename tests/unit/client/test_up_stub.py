@@ -166,3 +166,23 @@ def test_bad_resources_are_refused_before_anything_starts(tmp_path: Path) -> Non
     with pytest.raises(CliError, match="bad --resources"):
         up.start_cluster(1, tmp_path / "c", port=free_port(), with_batch=False, resources="cpus:lots")
     assert _live_children() <= before
+
+
+def test_master_and_agent_opts_are_passed_through(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    seen: dict[str, object] = {}
+
+    def fake_start(*args: object, **kw: object) -> up.LocalCluster:
+        seen.update(kw)
+        raise CliError("stop here")
+
+    monkeypatch.setattr(up, "start_cluster", fake_start)
+    res = CliRunner().invoke(
+        up.up,
+        ["--work-dir", str(tmp_path), "--master-opt", "--heartbeat-interval 5",
+         "--agent-opt", "--resource-estimator fixed --oversubscribed cpus:2"],
+    )
+    assert res.exit_code == 1 and "stop here" in res.output
+    assert seen["master_args"] == ("--heartbeat-interval", "5")
+    assert seen["agent_args"] == ("--resource-estimator", "fixed", "--oversubscribed", "cpus:2")
