@@ -35,6 +35,7 @@ class MasterConfig:
     agent_reregister_timeout: float = 60.0  # after a master restart
     agent_removal_rate: float = 1.0  # unreachable markings per second (token bucket)
     agent_removal_burst: int = 5
+    agent_unreachable_gc: float = 14 * 24 * 3600.0  # unreachable this long -> removed for good
     # limits
     max_connections: int = 1000
     read_timeout: float = 30.0  # per connection, for a request head/body (slowloris)

@@ -140,6 +140,7 @@ class MasterService(Service):
                 agent_removal_rate=cfg.agent_removal_rate,
                 agent_removal_burst=cfg.agent_removal_burst,
                 allocation_batch=cfg.allocation_batch,
+                unreachable_gc=cfg.agent_unreachable_gc,
             ),
             now=now,
         )
