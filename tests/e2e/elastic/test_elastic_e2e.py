@@ -15,7 +15,16 @@ from typing import Any
 import psutil
 import pytest
 
-from frameworks.cli.common import child_env, command_for, free_port, start_process, stop_process, wait_until
+from frameworks.cli.common import (
+    child_env,
+    command_for,
+    free_port,
+    http_get_json,
+    start_process,
+    stop_process,
+    wait_until,
+)
+from frameworks.cli.elastic import elastic_url
 from frameworks.cli.up import start_cluster
 
 pytestmark = pytest.mark.slow
@@ -97,11 +106,12 @@ def test_cli_submit_show_scale_and_succeed(tmp_path: Path) -> None:
         assert r.returncode == 0, r.stderr
         job_id = int(r.stdout.strip())
 
+        api = elastic_url(None, master) + f"/api/v1/jobs/{job_id}"  # how the CLI finds it
         deadline = time.monotonic() + 60
         seen_workers: set[int] = set()
         scaled = False
-        while True:  # a separate process: poll it through the CLI, as a user would
-            d = show(master, job_id)
+        while True:  # a separate process: poll its API (the CLI's show, without a process per poll)
+            d = http_get_json(api)
             seen_workers.add(d["workers"])
             if d["workers"] == 3 and not scaled:
                 r = agora(master, "scale", str(job_id), "--max", "2")
@@ -115,6 +125,7 @@ def test_cli_submit_show_scale_and_succeed(tmp_path: Path) -> None:
         assert d["test_accuracy"] >= 0.90 and d["metrics"]["progress"] == 1.0
         assert scaled and 3 in seen_workers and d["max_workers"] == 2
         assert d["counts"]["killed"] >= 1  # the scale-down
+        assert show(master, job_id) == http_get_json(api)
         table = agora(master, "list")
         assert table.returncode == 0 and "digits-e2e" in table.stdout and "CD" in table.stdout
         text = agora(master, "show", str(job_id))
