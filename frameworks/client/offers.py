@@ -76,6 +76,7 @@ class CachedOffer:
     # entry per ACCEPT, oldest first, with the time it was sent) until the master reflects them
     master: Resources = attrs.field(default=None)
     inflight: list[tuple[Resources, float]] = attrs.field(factory=list)
+    _claimed: Resources = attrs.field(factory=Resources.empty, init=False)
 
     def __attrs_post_init__(self) -> None:
         if self.master is None:
@@ -86,7 +87,18 @@ class CachedOffer:
 
     @property
     def claimed(self) -> Resources:
-        return Resources.sum(self.claims.values())
+        return self._claimed
+
+    def add_claim(self, cid: int, r: Resources) -> None:
+        self.claims[cid] = r
+        self._claimed = self._claimed + r
+
+    def drop_claim(self, cid: int) -> None:
+        r = self.claims.pop(cid, None)
+        if r is not None:
+            # exact for scalars; ranges/sets of distinct claims never overlap (each was taken from
+            # what the others left), so subtracting one leaves the others intact
+            self._claimed = self._claimed - r if self.claims else Resources.empty()
 
     @property
     def available(self) -> Resources:
@@ -254,7 +266,7 @@ class OfferCache:
                 f"offer {offer_id!r} has {cur.available} available, cannot take {resources}"
             )
         cid = next(self._claim_ids)
-        cur.claims[cid] = resources
+        cur.add_claim(cid, resources)
         self._claim_offer[cid] = offer_id
         return Claim(cid, offer_id, cur.agent_id, resources)
 
@@ -262,7 +274,7 @@ class OfferCache:
         """Give back a claim that will not be launched. Unknown/void claims are ignored."""
         oid = self._claim_offer.pop(claim.claim_id, None)
         if oid is not None and oid in self._offers:
-            self._offers[oid].claims.pop(claim.claim_id, None)
+            self._offers[oid].drop_claim(claim.claim_id)
 
     def commit(self, claims: Iterable[Claim], now: float) -> list[str]:
         """The claims were sent in one ACCEPT per offer. A reusable offer keeps its remainder (minus
@@ -276,7 +288,7 @@ class OfferCache:
             cur = self._offers.get(oid)
             if cur is None:
                 continue
-            cur.claims.pop(claim.claim_id, None)
+            cur.drop_claim(claim.claim_id)
             sent.setdefault(oid, []).append(claim.resources)
         for oid, parts in sent.items():
             cur = self._offers[oid]
@@ -302,5 +314,5 @@ class OfferCache:
         """After the master shrank an offer, drop the newest claims that no longer fit."""
         while cur.claims and not cur.resources.contains(cur.claimed):
             cid = max(cur.claims)
-            del cur.claims[cid]
+            cur.drop_claim(cid)
             self._claim_offer.pop(cid, None)
