@@ -153,6 +153,8 @@ class ElasticService(Service, Scheduler):
         self.url = ""
         self.rounds = 0
         self._waiters: list[asyncio.Future[None]] = []
+        self.reconcile_interval = 30.0  # stale STAGING workers are reconciled this often
+        self._last_reconcile = 0.0
 
     # --- lifecycle ---------------------------------------------------------------------------------
 
@@ -296,6 +298,14 @@ class ElasticService(Service, Scheduler):
             ]
             effects += self.core.schedule(slots, now)
             effects += self.core.resend_kills(now)
+            if now - self._last_reconcile >= self.reconcile_interval:
+                self._last_reconcile = now
+                stale = self.core.stale_workers(now, self.reconcile_interval)
+                if stale:
+                    try:
+                        await driver.reconcile(stale)
+                    except TransportError as exc:
+                        log.warning("elastic: reconcile failed: %s", exc)
             held = set(driver.offers.offer_ids())
             self._offer_roles = {k: v for k, v in self._offer_roles.items() if k in held}
         self.rounds += 1

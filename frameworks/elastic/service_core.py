@@ -826,6 +826,16 @@ class ElasticCore:
             self._tasks[w.task_id] = job.job_id
         return job
 
+    def stale_workers(self, now: float, after: float = 30.0) -> list[tuple[str, str]]:
+        """(task id, agent id) of workers launched more than ``after`` seconds ago that never
+        reported running: worth an explicit reconciliation."""
+        return [
+            (w.task_id, w.agent_id)
+            for j in self.jobs.values()
+            for w in j.live_workers()
+            if w.phase is Phase.STAGING and now - w.launched_at >= after
+        ]
+
     def known_tasks(self) -> list[tuple[str, str]]:
         """(task id, agent id) of every live worker: what to reconcile after a restart."""
         return [(w.task_id, w.agent_id) for j in self.jobs.values() for w in j.live_workers()]

@@ -220,3 +220,12 @@ def test_kills_are_sent_again_until_the_worker_is_gone() -> None:
     assert [k.task_id for k in core.resend_kills(11.5, after=10.0)] == [tid]
     core.on_update(tid, TaskState.TASK_KILLED, 12.0)
     assert core.resend_kills(30.0) == [] and core.jobs[jid].counts["killed"] == 1
+
+
+def test_workers_that_never_start_are_reported_for_reconciliation() -> None:
+    core = ElasticCore()
+    core.submit(spec(2, 2), 0.0)
+    t0, t1 = launches(core.schedule([offer("1", "cpus:2;mem:1000")], 0.0))
+    core.on_update(t0, TaskState.TASK_RUNNING, 1.0)
+    assert core.stale_workers(10.0, after=30.0) == []
+    assert core.stale_workers(31.0, after=30.0) == [(t1, "a-1")]
