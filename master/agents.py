@@ -1,0 +1,364 @@
+"""Agent rules of the master's pure core: registration and re-registration (tasks merged
+back, allocations recovered), agent messages and status updates, unreachability, removal and
+maintenance drain."""
+
+from __future__ import annotations
+
+import attrs
+
+from master import registry_ops as ops
+from master.allocator import events as ae
+from master.core_base import EMPTY, TS, CoreBase, R, _attr_dict, _attrs_string
+from master.events import (
+    CloseAgent,
+    Effect,
+    Persist,
+    SendToAgent,
+)
+from master.lifecycles import AgentPhase, FrameworkPhase, check_agent
+from master.records import AgentRec, TaskRec
+from protocol import agent_channel as ac
+from protocol import mesos
+from protocol.ids import new_agent_id
+from protocol.resources import ResourceError, Resources
+from protocol.task_states import can_transition, for_framework, is_terminal
+
+__pure__ = True
+
+
+class AgentRules(CoreBase):
+    def _drain(self, agent_id: str, draining: bool, now: float, fx: list[Effect]) -> None:
+        ag = self.agents.get(agent_id)
+        if ag is None or ag.phase in (AgentPhase.REMOVED, AgentPhase.UNREACHABLE):
+            return
+        fx.append(Persist((ops.AgentDrainSet(agent_id, draining),)))
+        ag.draining = draining
+        if ag.phase is AgentPhase.RECOVERED:
+            return  # applied when it re-registers
+        new = AgentPhase.DRAINING if draining else AgentPhase.REGISTERED
+        check_agent(ag.phase, new)
+        ag.phase = new
+        if ag.in_allocator:
+            ev: ae.Event = (
+                ae.AgentDeactivated(agent_id=agent_id, reason="agent draining (maintenance)")
+                if draining
+                else ae.AgentReactivated(agent_id=agent_id)
+            )
+            self._alloc_event(ev, now, fx)
+
+    def _agent_register(self, conn_id: int, reg: ac.Register, now: float, fx: list[Effect]) -> None:
+        try:
+            total = Resources.from_mesos(reg.resources)
+        except (ResourceError, TypeError, ValueError) as e:
+            fx.append(SendToAgent(conn_id, ac.Refused(message=f"invalid resources: {e}")))
+            fx.append(CloseAgent(conn_id, "invalid resources"))
+            return
+        if reg.agent_id is not None and not reg.agent_id.value:
+            fx.append(SendToAgent(conn_id, ac.Refused(message="empty agent id")))
+            fx.append(CloseAgent(conn_id, "empty agent id"))
+            return
+        aid = reg.agent_id.value if reg.agent_id is not None else None
+        ag = self.agents.get(aid) if aid is not None else None
+        if aid is None:
+            aid = new_agent_id(self.master_id, self.agent_seq)
+            self.agent_seq += 1
+        fx.append(
+            Persist(
+                (ops.AgentAdmitted(aid, reg.hostname, reg.port, str(total), _attrs_string(reg.attributes), now),)
+            )
+        )
+        if ag is None:
+            ag = AgentRec(
+                agent_id=aid,
+                hostname=reg.hostname,
+                port=reg.port,
+                total=total,
+                phase=AgentPhase.REGISTERED,
+                registered_time=now,
+                attributes=reg.attributes,
+            )
+            self.agents[aid] = ag
+            self.counters["slave_registrations"] += 1
+            was_unreachable = False
+            same_conn = False
+        else:
+            check_agent(ag.phase, AgentPhase.REGISTERED)
+            was_unreachable = ag.phase is AgentPhase.UNREACHABLE
+            same_conn = ag.conn_id == conn_id
+            if ag.conn_id is not None and ag.conn_id != conn_id:
+                self.conns.pop(ag.conn_id, None)
+                fx.append(CloseAgent(ag.conn_id, "agent re-registered on a new connection"))
+            ag.phase = AgentPhase.REGISTERED
+            ag.hostname, ag.port, ag.total, ag.attributes = reg.hostname, reg.port, total, reg.attributes
+            ag.reregistered_time = now
+            ag.unreachable_since = None
+            self.counters["slave_reregistrations"] += 1
+        ag.conn_id = conn_id
+        ag.last_seen = now
+        ag.next_ping = now + self.cfg.ping_interval
+        ag.version = reg.version
+        ag.capabilities = reg.capabilities
+        self.conns[conn_id] = aid
+        fx.append(
+            SendToAgent(
+                conn_id,
+                ac.Registered(
+                    agent_id=mesos.AgentID(aid),
+                    master_id=self.master_id,
+                    epoch=self.epoch,
+                    ping_interval=self.cfg.ping_interval,
+                    ping_timeout=self.cfg.ping_timeout,
+                ),
+            )
+        )
+        if ag.in_allocator:
+            self._alloc_event(ae.AgentRemoved(agent_id=aid, reason="agent re-registered"), now, fx)
+        self._alloc_event(
+            ae.AgentAdded(agent_id=aid, hostname=ag.hostname, total=self._alloc_total(ag), attributes=_attr_dict(ag.attributes)),
+            now,
+            fx,
+        )
+        ag.in_allocator = True
+        if ag.draining:
+            ag.phase = AgentPhase.DRAINING
+            self._alloc_event(ae.AgentDeactivated(agent_id=aid, reason="agent draining (maintenance)"), now, fx)
+        self._merge_tasks(ag, reg, was_unreachable, same_conn, now, fx)
+        if self.recovery_deadline is not None and not self.recovering():
+            self.recovery_deadline = None
+
+    def _alloc_total(self, ag: AgentRec) -> Resources:
+        if ag.reservations.is_empty():
+            return ag.total
+        base = ag.total - ag.reservations.unreserve()
+        return base + ag.reservations
+
+    def _merge_tasks(
+        self, ag: AgentRec, reg: ac.Register, was_unreachable: bool, same_conn: bool, now: float, fx: list[Effect]
+    ) -> None:
+        """A re-registering agent's tasks are merged back; their allocations are recovered."""
+        infos = {fi.id.value: fi for fi in reg.frameworks if fi.id is not None}
+        reported: set[tuple[str, str]] = set()
+        shutdown: set[str] = set()
+        late = ag.agent_id in self.removed_agent_ids
+        for rt in reg.tasks:
+            fid, tid = rt.framework_id.value, rt.task_id.value
+            if fid in self.removed_framework_ids:
+                shutdown.add(fid)
+                continue
+            if late:
+                # the agent was removed and its tasks reported GONE: they must not run on (policy)
+                if not is_terminal(rt.state):
+                    self._to_agent(ag.agent_id, ac.KillTask(framework_id=rt.framework_id, task_id=rt.task_id), fx)
+                continue
+            fw = self.frameworks.get(fid)
+            if fw is None:
+                info = infos.get(fid) or mesos.FrameworkInfo(user="", name="", id=rt.framework_id)
+                deadline = now + max(float(info.failover_timeout or 0.0), self.cfg.agent_reregister_timeout)
+                fw = self._new_framework(fid, info, FrameworkPhase.RECOVERED, now, deadline)
+                self.frameworks[fid] = fw
+            try:
+                res = Resources.from_mesos(rt.resources)
+            except (ResourceError, TypeError, ValueError):
+                res = EMPTY
+            reported.add((fid, tid))
+            if is_terminal(rt.state):
+                continue
+            task = fw.tasks.get(tid)
+            if task is None:
+                task = TaskRec(
+                    framework_id=fid,
+                    task_id=tid,
+                    agent_id=ag.agent_id,
+                    name=rt.name or tid,
+                    state=rt.state,
+                    resources=res,
+                    role=fw.roles[0],
+                    executor_id=rt.executor_id.value if rt.executor_id else None,
+                )
+                fw.tasks[tid] = task
+            elif task.state is TS.TASK_UNREACHABLE:
+                if not fw.partition_aware:
+                    # it was reported LOST already: kill it (Mesos policy for non-partition-aware)
+                    self._to_agent(ag.agent_id, ac.KillTask(framework_id=rt.framework_id, task_id=rt.task_id), fx)
+                task.state = rt.state
+                if fw.partition_aware:
+                    self._master_update(
+                        fw, tid, rt.state, R.REASON_AGENT_REREGISTERED, "Agent re-registered", now, fx, ag.agent_id, task.executor_id
+                    )
+            else:
+                task.state = rt.state
+            if rt.status is not None:
+                task.statuses.append(rt.status)
+            if rt.executor_id is not None:
+                fw.executors.setdefault(
+                    (ag.agent_id, rt.executor_id.value), mesos.ExecutorInfo(executor_id=rt.executor_id)
+                )
+            ag.tasks.add((fid, tid))
+            self._alloc_event(
+                ae.AllocationRecovered(
+                    framework_id=fid, agent_id=ag.agent_id, task_id=tid, resources=task.resources, role=task.role
+                ),
+                now,
+                fx,
+            )
+        # tasks the master thought were here but the agent no longer has: lost
+        for fid, tid in sorted(ag.tasks - reported):
+            fw = self.frameworks.get(fid)
+            task = fw.tasks.get(tid) if fw else None
+            if fw is None or task is None:
+                ag.tasks.discard((fid, tid))
+                continue
+            if task.state is TS.TASK_STAGING and same_conn:
+                # a launch sent on this same connection may still be in flight (ReconcileRace):
+                # keep the task and its allocation
+                self._alloc_event(
+                    ae.AllocationRecovered(
+                        framework_id=fid, agent_id=ag.agent_id, task_id=tid, resources=task.resources, role=task.role
+                    ),
+                    now,
+                    fx,
+                )
+                continue
+            self._master_update(fw, tid, TS.TASK_GONE, R.REASON_AGENT_REREGISTERED, "Task not on the agent", now, fx, ag.agent_id)
+            self._finish_task(fw, task, TS.TASK_LOST, now, fx, recover=False)
+        for fid in sorted(shutdown):
+            self._to_agent(ag.agent_id, ac.ShutdownFramework(framework_id=mesos.FrameworkID(fid)), fx)
+        self.removed_agent_ids.discard(ag.agent_id)
+
+    def _agent_conn_lost(self, conn_id: int, now: float, fx: list[Effect]) -> None:
+        ag = self._agent_of_conn(conn_id)
+        self.conns.pop(conn_id, None)
+        if ag is None:
+            return
+        ag.conn_id = None
+        # keep it registered until the ping timeout: it will likely reconnect (N2)
+        if ag.in_allocator:
+            self._alloc_event(ae.AgentDeactivated(agent_id=ag.agent_id, reason="agent disconnected"), now, fx)
+
+    def _agent_message(self, conn_id: int, msg: ac.AgentMessage, now: float, fx: list[Effect]) -> None:
+        ag = self._agent_of_conn(conn_id)
+        if ag is None:
+            self.counters["dropped_messages"] += 1
+            return
+        ag.last_seen = now
+        body = msg.body()
+        match body:
+            case ac.Pong():
+                pass
+            case ac.StatusUpdateMsg():
+                self._status_update(ag, body, now, fx)
+            case ac.SlackEstimate():
+                try:
+                    slack = Resources.from_mesos(body.resources).flatten()
+                except (ResourceError, TypeError, ValueError):
+                    return
+                ag.slack = slack
+                self._alloc_event(ae.AgentSlackEstimated(agent_id=ag.agent_id, slack=slack), now, fx)
+            case ac.ExecutorMessageMsg():
+                fw = self.frameworks.get(body.framework_id.value)
+                if fw is not None:
+                    self._send(fw, mesos.Event.make_message(mesos.AgentID(ag.agent_id), body.executor_id, body.data), fx)
+            case ac.ExecutorExited():
+                fw = self.frameworks.get(body.framework_id.value)
+                if fw is not None:
+                    fw.executors.pop((ag.agent_id, body.executor_id.value), None)
+                    self._send(
+                        fw, mesos.Event.make_failure(mesos.AgentID(ag.agent_id), body.executor_id, body.status), fx
+                    )
+            case ac.Register():
+                self._agent_register(conn_id, body, now, fx)
+            case _:
+                self.counters["dropped_messages"] += 1
+
+    def _status_update(self, ag: AgentRec, upd: ac.StatusUpdateMsg, now: float, fx: list[Effect]) -> None:
+        fid = upd.framework_id.value
+        status = attrs.evolve(upd.status, agent_id=mesos.AgentID(ag.agent_id))
+        tid = status.task_id.value
+        fw = self.frameworks.get(fid)
+        if fw is None:
+            # the framework is gone: acknowledge on its behalf so the agent stops resending
+            if status.uuid is not None:
+                fx.append(SendToAgent(ag.conn_id, ac.AcknowledgeMsg(framework_id=upd.framework_id, task_id=status.task_id, uuid=status.uuid)))  # type: ignore[arg-type]
+            return
+        new_state = upd.latest_state or status.state
+        task = fw.tasks.get(tid)
+        if task is None and tid in fw.completed:
+            task = fw.completed[tid]
+        if task is None:
+            task = TaskRec(
+                framework_id=fid,
+                task_id=tid,
+                agent_id=ag.agent_id,
+                name=tid,
+                state=TS.TASK_STAGING,
+                resources=EMPTY,
+                role=fw.roles[0],
+                executor_id=status.executor_id.value if status.executor_id else None,
+            )
+            fw.tasks[tid] = task
+            ag.tasks.add((fid, tid))
+        if task.task_id in fw.tasks and task.state is not new_state:
+            if can_transition(task.state, new_state):
+                self.counters["valid_status_updates"] += 1
+                task.statuses.append(status)
+                if is_terminal(new_state):
+                    self._finish_task(fw, task, new_state, now, fx, recover=True, status=status)
+                else:
+                    task.state = new_state
+            else:
+                self.counters["invalid_status_updates"] += 1
+        else:
+            self.counters["valid_status_updates"] += 1
+            if not task.statuses or task.statuses[-1].uuid != status.uuid:
+                task.statuses.append(status)
+        task.status_update_state = status.state
+        task.status_update_uuid = status.uuid
+        shown = for_framework(status.state, fw.partition_aware)
+        if shown is TS.TASK_KILLING and "TASK_KILLING_STATE" not in fw.capabilities:
+            # frameworks without TASK_KILLING_STATE never see it; acknowledge on their behalf
+            if status.uuid is not None:
+                self._to_agent(ag.agent_id, ac.AcknowledgeMsg(framework_id=upd.framework_id, task_id=status.task_id, uuid=status.uuid), fx)
+            return
+        self._send(fw, mesos.Event.make_update(attrs.evolve(status, state=shown)), fx)
+
+    # --- time -------------------------------------------------------------------------------------
+
+    def _remove_agent(self, ag: AgentRec, now: float, fx: list[Effect]) -> None:
+        fx.append(Persist((ops.AgentRemoved(ag.agent_id),)))
+        check_agent(ag.phase, AgentPhase.REMOVED)
+        ag.phase = AgentPhase.REMOVED
+        for fid, tid in sorted(ag.tasks):
+            fw = self.frameworks.get(fid)
+            task = fw.tasks.get(tid) if fw else None
+            if fw is None or task is None:
+                continue
+            self._master_update(fw, tid, TS.TASK_GONE, R.REASON_AGENT_REMOVED, "Agent removed", now, fx, ag.agent_id)
+            self._finish_task(fw, task, TS.TASK_GONE, now, fx, recover=False)
+        del self.agents[ag.agent_id]
+        self.removed_agent_ids.add(ag.agent_id)
+
+    def _mark_unreachable(self, ag: AgentRec, now: float, reason: str, fx: list[Effect]) -> None:
+        fx.append(Persist((ops.AgentMarkedUnreachable(ag.agent_id, now),)))
+        check_agent(ag.phase, AgentPhase.UNREACHABLE)
+        ag.phase = AgentPhase.UNREACHABLE
+        ag.unreachable_since = now
+        self.counters["slave_removals"] += 1
+        if ag.conn_id is not None:
+            self.conns.pop(ag.conn_id, None)
+            fx.append(CloseAgent(ag.conn_id, reason))
+            ag.conn_id = None
+        if ag.in_allocator:
+            self._alloc_event(ae.AgentRemoved(agent_id=ag.agent_id, reason=reason), now, fx)
+            ag.in_allocator = False
+        for fid, tid in sorted(ag.tasks):
+            fw = self.frameworks.get(fid)
+            task = fw.tasks.get(tid) if fw else None
+            if fw is None or task is None or task.state is TS.TASK_UNREACHABLE:
+                continue
+            task.state = TS.TASK_UNREACHABLE
+            self._master_update(fw, tid, TS.TASK_UNREACHABLE, R.REASON_AGENT_REMOVED, f"Agent {ag.agent_id} is unreachable: {reason}", now, fx, ag.agent_id, task.executor_id)
+        for fw in self.frameworks.values():
+            if fw.connected:
+                self._send(fw, mesos.Event.make_failure(mesos.AgentID(ag.agent_id)), fx)
+
+    # --- views used by the operator endpoints ------------------------------------------------------

@@ -1,0 +1,422 @@
+"""Shared state and helpers of the master's pure core (see ``master.state``): the records,
+the allocator it drives, sending to frameworks and agents, master-generated updates, and the
+task bookkeeping every rule needs."""
+
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from collections.abc import Iterable
+from typing import Any
+
+import attrs
+
+from master.alloc_port import AllocatorPort
+from master.allocator import decisions as ad
+from master.allocator import events as ae
+from master.allocator.allocator import AllocatorError
+from master.events import (
+    Effect,
+    SendEvent,
+    SendToAgent,
+)
+from master.lifecycles import AgentPhase, FrameworkPhase
+from master.ratelimit import TokenBucket
+from master.records import AgentRec, FrameworkRec, TaskRec
+from master.validation import task_resources
+from protocol import agent_channel as ac
+from protocol import mesos
+from protocol.resources import Resources, parse_attributes
+from protocol.task_states import TaskState, for_framework
+
+__pure__ = True
+
+TS = TaskState
+S = mesos.Source
+R = mesos.Reason
+CT = mesos.CallType
+MT = ac.MessageType
+EMPTY = Resources()
+OFFER_PROBLEMS = frozenset(
+    {
+        ad.RejectCode.UNKNOWN_FRAMEWORK,
+        ad.RejectCode.NO_OFFERS,
+        ad.RejectCode.UNKNOWN_OFFER,
+        ad.RejectCode.NOT_OWNER,
+        ad.RejectCode.DUPLICATE_OFFER,
+        ad.RejectCode.DIFFERENT_AGENTS,
+    }
+)
+
+
+@attrs.frozen
+class StateConfig:
+    heartbeat_interval: float = 15.0
+    ping_interval: float = 5.0
+    ping_timeout: float = 15.0
+    agent_reregister_timeout: float = 60.0
+    agent_removal_rate: float = 1.0
+    agent_removal_burst: int = 5
+    allocation_batch: float = 0.005
+    completed_tasks_per_framework: int = 1000
+    completed_frameworks: int = 50
+    unreachable_gc: float = 14 * 24 * 3600.0  # an unreachable agent is removed for good after this
+
+
+def _attr_dict(attrs_: Iterable[mesos.Attribute]) -> dict[str, str | float]:
+    out: dict[str, str | float] = {}
+    for a in attrs_:
+        if a.scalar is not None:
+            out[a.name] = float(a.scalar.value)
+        elif a.text is not None:
+            out[a.name] = a.text.value
+        elif a.set is not None:
+            out[a.name] = "{" + ",".join(a.set.item) + "}"
+        elif a.ranges is not None:
+            out[a.name] = "[" + ",".join(f"{r.begin}-{r.end}" for r in a.ranges.range) + "]"
+    return out
+
+
+def _attrs_string(attrs_: Iterable[mesos.Attribute]) -> str:
+    return ";".join(f"{k}:{v}" for k, v in _attr_dict(attrs_).items())
+
+
+def _attrs_from_string(text: str) -> tuple[mesos.Attribute, ...]:
+    if not text:
+        return ()
+    try:
+        parsed = parse_attributes(text)
+    except (ValueError, TypeError):
+        return ()
+    out: list[mesos.Attribute] = []
+    for k, v in parsed.items():
+        if isinstance(v, float):
+            out.append(mesos.Attribute(name=k, type=mesos.ValueType.SCALAR, scalar=mesos.Scalar(v)))
+        else:
+            out.append(mesos.Attribute(name=k, type=mesos.ValueType.TEXT, text=mesos.Text(str(v))))
+    return tuple(out)
+
+
+
+class CoreBase:
+    """Frameworks, agents, tasks and the allocator; the helpers the rules share."""
+
+    def __init__(
+        self,
+        *,
+        master_id: str,
+        epoch: int,
+        master_info: mesos.MasterInfo,
+        allocator: AllocatorPort,
+        config: StateConfig | None = None,
+        now: float = 0.0,
+    ) -> None:
+        self.master_id = master_id
+        self.epoch = epoch
+        self.master_info = master_info
+        self.alloc = allocator
+        self.cfg = config or StateConfig()
+        self.start_time = now
+        self.frameworks: dict[str, FrameworkRec] = {}
+        self.completed_frameworks: deque[FrameworkRec] = deque(maxlen=self.cfg.completed_frameworks)
+        self.removed_framework_ids: set[str] = set()
+        self.removed_agent_ids: set[str] = set()  # removed for good; their tasks were reported GONE
+        self.agents: dict[str, AgentRec] = {}
+        self.conns: dict[int, str] = {}  # agent connection -> agent id
+        self.streams: dict[str, str] = {}  # stream id -> framework id
+        self.framework_seq = 0
+        self.agent_seq = 0
+        self.recovery_deadline: float | None = None
+        self.removal_bucket = TokenBucket(self.cfg.agent_removal_rate, float(self.cfg.agent_removal_burst))
+        self.allocation_due: float | None = now
+        self.quotas: dict[str, tuple[Resources, Resources | None]] = {}
+        self.weights: dict[str, float] = {}
+        self.counters: dict[str, int] = {
+            "valid_status_updates": 0,
+            "invalid_status_updates": 0,
+            "slave_registrations": 0,
+            "slave_reregistrations": 0,
+            "slave_removals": 0,
+            "slave_unreachable_scheduled": 0,
+            "dropped_messages": 0,
+            "tasks_error": 0,
+            "tasks_dropped": 0,
+            "tasks_lost": 0,
+            "frameworks_removed": 0,
+            "invalid_offers": 0,
+        }
+        self.calls: dict[str, int] = {}
+        self.allocator_errors: list[str] = []
+        self.finished_counts: dict[TaskState, int] = {}
+
+    # --- recovery -------------------------------------------------------------------------------
+
+    def framework_of_stream(self, stream_id: str) -> str | None:
+        return self.streams.get(stream_id)
+
+    def recovering(self) -> bool:
+        return any(a.phase is AgentPhase.RECOVERED for a in self.agents.values())
+
+    # --- helpers --------------------------------------------------------------------------------
+
+    def _new_framework(
+        self, fid: str, info: mesos.FrameworkInfo, phase: FrameworkPhase, now: float, deadline: float | None = None
+    ) -> FrameworkRec:
+        roles = self._roles_of(info)
+        caps = frozenset(c.type.value for c in info.capabilities if c.type is not None)
+        return FrameworkRec(
+            framework_id=fid,
+            info=attrs.evolve(info, id=mesos.FrameworkID(fid)),
+            phase=phase,
+            roles=roles,
+            capabilities=caps,
+            registered_time=now,
+            principal=info.principal,
+            deadline=deadline,
+        )
+
+    @staticmethod
+    def _roles_of(info: mesos.FrameworkInfo) -> tuple[str, ...]:
+        multi = any(c.type is mesos.CapabilityType.MULTI_ROLE for c in info.capabilities)
+        if multi:
+            return tuple(dict.fromkeys(info.roles)) or ("*",)
+        return (info.role or "*",)
+
+    def _alloc_event(self, ev: ae.Event, now: float, fx: list[Effect]) -> None:
+        try:
+            decisions = self.alloc.handle(ev, now)
+        except AllocatorError as e:
+            # the allocator refused a fact (e.g. a role it rejects); its state is unchanged
+            self.allocator_errors.append(f"{type(ev).__name__}: {e}")
+            del self.allocator_errors[:-20]
+            return
+        self._decisions(decisions, now, fx)
+
+    def _send(self, fw: FrameworkRec, event: mesos.Event, fx: list[Effect]) -> None:
+        if fw.stream_id is not None and fw.phase is FrameworkPhase.SUBSCRIBED:
+            fx.append(SendEvent(fw.stream_id, event))
+        else:
+            self.counters["dropped_messages"] += 1
+
+    def _to_agent(self, agent_id: str, body: ac.Body, fx: list[Effect]) -> bool:
+        ag = self.agents.get(agent_id)
+        if ag is None or ag.conn_id is None or not ag.reachable:
+            self.counters["dropped_messages"] += 1
+            return False
+        fx.append(SendToAgent(ag.conn_id, body))
+        return True
+
+    def _master_update(
+        self,
+        fw: FrameworkRec,
+        task_id: str,
+        state: TaskState,
+        reason: mesos.Reason | None,
+        message: str,
+        now: float,
+        fx: list[Effect],
+        agent_id: str | None = None,
+        executor_id: str | None = None,
+    ) -> mesos.TaskStatus:
+        """A master-generated update: SOURCE_MASTER, no uuid (never acknowledged)."""
+        shown = for_framework(state, fw.partition_aware)
+        status = mesos.TaskStatus(
+            task_id=mesos.TaskID(task_id),
+            state=shown,
+            message=message or None,
+            source=S.SOURCE_MASTER,
+            reason=reason,
+            agent_id=mesos.AgentID(agent_id) if agent_id else None,
+            executor_id=mesos.ExecutorID(executor_id) if executor_id else None,
+            timestamp=now,
+        )
+        if shown is TS.TASK_ERROR:
+            self.counters["tasks_error"] += 1
+        elif shown is TS.TASK_DROPPED:
+            self.counters["tasks_dropped"] += 1
+        elif shown is TS.TASK_LOST:
+            self.counters["tasks_lost"] += 1
+        self._send(fw, mesos.Event.make_update(status), fx)
+        return status
+
+    def _decisions(self, decisions: Iterable[ad.Decision], now: float, fx: list[Effect]) -> None:
+        offers: dict[str, list[mesos.Offer]] = {}
+        for d in decisions:
+            match d:
+                case ad.OfferCreated() | ad.OfferUpdated():
+                    fw = self.frameworks.get(d.offer.framework_id)
+                    if fw is None or not fw.connected:
+                        continue
+                    offers.setdefault(fw.framework_id, []).append(self._mesos_offer(d.offer, fw))
+                case ad.OfferRescinded():
+                    fw = self.frameworks.get(d.framework_id)
+                    if fw is not None and fw.connected:
+                        # an offer made in this same batch and rescinded at once is simply not sent
+                        pending = offers.get(fw.framework_id)
+                        if pending and any(o.id.value == d.offer_id for o in pending):
+                            offers[fw.framework_id] = [o for o in pending if o.id.value != d.offer_id]
+                        else:
+                            self._send(fw, mesos.Event.make_rescind(mesos.OfferID(d.offer_id)), fx)
+                case ad.Revoke():
+                    self._to_agent(
+                        d.agent_id,
+                        ac.Revoke(
+                            framework_id=mesos.FrameworkID(d.framework_id),
+                            task_ids=tuple(mesos.TaskID(t) for t in d.task_ids),
+                            grace_seconds=d.grace_seconds,
+                            reason=d.reason,
+                        ),
+                        fx,
+                    )
+        for fid, lst in offers.items():
+            if lst:
+                self._send(self.frameworks[fid], mesos.Event.make_offers(tuple(lst)), fx)
+
+    def _mesos_offer(self, o: ad.Offer, fw: FrameworkRec) -> mesos.Offer:
+        ag = self.agents.get(o.agent_id)
+        executor_ids = tuple(mesos.ExecutorID(eid) for (aid, eid) in fw.executors if aid == o.agent_id)
+        url = None
+        if ag is not None:
+            url = mesos.URL(scheme="http", address=mesos.Address(port=ag.port, hostname=ag.hostname), path="/slave(1)")
+        return mesos.Offer(
+            id=mesos.OfferID(o.offer_id),
+            framework_id=mesos.FrameworkID(o.framework_id),
+            agent_id=mesos.AgentID(o.agent_id),
+            hostname=o.hostname,
+            url=url,
+            resources=o.resources.to_mesos(allocation_role=o.role),
+            attributes=ag.attributes if ag is not None else (),
+            executor_ids=executor_ids,
+            allocation_info=mesos.AllocationInfo(role=o.role),
+        )
+
+    def _set_quota(
+        self, role: str, guarantee: Resources, limit: Resources | None, now: float, fx: list[Effect] | None = None
+    ) -> None:
+        self.quotas[role] = (guarantee, limit)
+        self._alloc_event(ae.QuotaSet(role=role, guarantee=guarantee, limit=limit), now, fx if fx is not None else [])
+
+    def _set_weight(self, role: str, weight: float, now: float, fx: list[Effect] | None = None) -> None:
+        self.weights[role] = weight
+        self._alloc_event(ae.WeightSet(role=role, weight=weight), now, fx if fx is not None else [])
+
+    # --- frameworks -----------------------------------------------------------------------------
+
+    def _unknown_task_pending(self, agent_id: str | None) -> bool:
+        """During the re-registration window, a task we do not know may live on an agent that has
+        not come back yet: give no answer about it."""
+        if agent_id is not None:
+            ag = self.agents.get(agent_id)
+            return ag is not None and ag.phase is AgentPhase.RECOVERED
+        return self.recovering()
+
+    def _add_task(
+        self,
+        fw: FrameworkRec,
+        ag: AgentRec,
+        tk: mesos.TaskInfo,
+        group_executor: mesos.ExecutorInfo | None,
+        now: float,
+        resources: Resources | None = None,
+    ) -> None:
+        executor = group_executor or tk.executor
+        role = "*"
+        for r in tk.resources:
+            if r.allocation_info is not None and r.allocation_info.role:
+                role = r.allocation_info.role
+                break
+        else:
+            role = fw.roles[0]
+        rec = TaskRec(
+            framework_id=fw.framework_id,
+            task_id=tk.task_id.value,
+            agent_id=ag.agent_id,
+            name=tk.name,
+            state=TS.TASK_STAGING,
+            resources=resources if resources is not None else task_resources(tk),
+            role=role,
+            executor_id=executor.executor_id.value if executor else None,
+            info=attrs.evolve(tk, agent_id=mesos.AgentID(ag.agent_id)),
+        )
+        fw.tasks[rec.task_id] = rec
+        ag.tasks.add((fw.framework_id, rec.task_id))
+        if executor is not None:
+            fw.executors[(ag.agent_id, executor.executor_id.value)] = executor
+
+    def _finish_task(
+        self,
+        fw: FrameworkRec,
+        task: TaskRec,
+        state: TaskState,
+        now: float,
+        fx: list[Effect],
+        *,
+        recover: bool,
+        reason: mesos.Reason | None = None,
+        message: str = "",
+        status: mesos.TaskStatus | None = None,
+    ) -> None:
+        """Move a task to its terminal state and out of the live set."""
+        task.state = state
+        if status is None:
+            status = mesos.TaskStatus(
+                task_id=mesos.TaskID(task.task_id),
+                state=state,
+                source=S.SOURCE_MASTER,
+                reason=reason,
+                message=message or None,
+                agent_id=mesos.AgentID(task.agent_id),
+                timestamp=now,
+            )
+            task.statuses.append(status)
+        fw.tasks.pop(task.task_id, None)
+        fw.completed[task.task_id] = task
+        while len(fw.completed) > self.cfg.completed_tasks_per_framework:
+            fw.completed.popitem(last=False)
+        ag = self.agents.get(task.agent_id)
+        if ag is not None:
+            ag.tasks.discard((fw.framework_id, task.task_id))
+        self.finished_counts[state] = self.finished_counts.get(state, 0) + 1
+        if recover:
+            self._alloc_event(
+                ae.ResourcesRecovered(
+                    framework_id=fw.framework_id, agent_id=task.agent_id, task_id=task.task_id, resources=task.resources
+                ),
+                now,
+                fx,
+            )
+
+    # --- agents -----------------------------------------------------------------------------------
+
+    def _agent_of_conn(self, conn_id: int) -> AgentRec | None:
+        aid = self.conns.get(conn_id)
+        if aid is None:
+            return None
+        ag = self.agents.get(aid)
+        if ag is None or ag.conn_id != conn_id:
+            return None
+        return ag
+
+    def task_counts(self) -> dict[TaskState, int]:
+        counts: dict[TaskState, int] = dict.fromkeys(TaskState, 0)
+        for fw in self.frameworks.values():
+            for t in fw.tasks.values():
+                counts[t.state] += 1
+        for st, n in self.finished_counts.items():
+            counts[st] += n
+        return counts
+
+    def used_resources(self) -> Resources:
+        return Resources.sum(t.resources for fw in self.frameworks.values() for t in fw.tasks.values() if t.state is not TS.TASK_UNREACHABLE)
+
+    def snapshot_counts(self) -> dict[str, Any]:
+        return dict(self.counters)
+
+
+def _sane_refuse(value: float | None) -> float | None:
+    if value is None:
+        return None
+    if not math.isfinite(value) or value < 0:
+        return None
+    return min(value, 365 * 24 * 3600.0)
