@@ -1,0 +1,263 @@
+"""The v1 operator API (``POST /api/v1``, ``/api/v1/operator``): typed calls in, typed responses
+out (GET_STATE, GET_AGENTS, GET_FRAMEWORKS, GET_TASKS, GET_EXECUTORS, GET_ROLES, quota, weights,
+drain, teardown...)."""
+
+from __future__ import annotations
+
+from master.events import AgentDrainRequested, QuotaUpdated, TeardownRequested, WeightUpdated
+from master.http_api import VERSION
+from master.lifecycles import AgentPhase, FrameworkPhase
+from master.records import AgentRec, FrameworkRec, TaskRec
+from master.views import EMPTY, StateViews, _ti
+from protocol import mesos
+from protocol.resources import ResourceError, Resources
+from protocol.task_states import TaskState
+
+OT = mesos.OperatorCallType
+RT = mesos.OperatorResponseType
+
+
+class OperatorV1(StateViews):
+    """Operator calls over the views (``self.svc`` is the running ``MasterService``)."""
+
+    async def _operator_call(self, call: mesos.OperatorCall) -> mesos.OperatorResponse | None:
+        svc = self.svc
+        t = call.type
+        if t is OT.GET_HEALTH:
+            return mesos.OperatorResponse(type=RT.GET_HEALTH, get_health=mesos.GetHealth(healthy=True))
+        if t is OT.GET_VERSION:
+            return mesos.OperatorResponse(
+                type=RT.GET_VERSION, get_version=mesos.GetVersion(mesos.VersionInfo(version=VERSION))
+            )
+        if t is OT.GET_FLAGS:
+            flags = tuple(mesos.Flag(name=k, value=v) for k, v in self.state_dict()["flags"].items())
+            return mesos.OperatorResponse(type=RT.GET_FLAGS, get_flags=mesos.GetFlags(flags))
+        if t is OT.GET_MASTER:
+            return mesos.OperatorResponse(
+                type=RT.GET_MASTER,
+                get_master=mesos.GetMaster(svc.state.master_info, svc.start_time, svc.start_time),
+            )
+        if t is OT.GET_METRICS:
+            metrics = tuple(mesos.Metric(name=k, value=v) for k, v in sorted(self.snapshot().items()))
+            return mesos.OperatorResponse(type=RT.GET_METRICS, get_metrics=mesos.GetMetrics(metrics))
+        if t is OT.GET_AGENTS:
+            return mesos.OperatorResponse(type=RT.GET_AGENTS, get_agents=self._get_agents())
+        if t is OT.GET_FRAMEWORKS:
+            return mesos.OperatorResponse(type=RT.GET_FRAMEWORKS, get_frameworks=self._get_frameworks())
+        if t is OT.GET_TASKS:
+            return mesos.OperatorResponse(type=RT.GET_TASKS, get_tasks=self._get_tasks())
+        if t is OT.GET_EXECUTORS:
+            return mesos.OperatorResponse(type=RT.GET_EXECUTORS, get_executors=self._get_executors())
+        if t is OT.GET_STATE:
+            return mesos.OperatorResponse(
+                type=RT.GET_STATE,
+                get_state=mesos.GetState(
+                    get_tasks=self._get_tasks(),
+                    get_executors=self._get_executors(),
+                    get_frameworks=self._get_frameworks(),
+                    get_agents=self._get_agents(),
+                ),
+            )
+        if t is OT.GET_ROLES:
+            return mesos.OperatorResponse(type=RT.GET_ROLES, get_roles=self._get_roles())
+        if t is OT.GET_WEIGHTS:
+            infos = tuple(mesos.WeightInfo(weight=w, role=r) for r, w in sorted(svc.state.weights.items()))
+            return mesos.OperatorResponse(type=RT.GET_WEIGHTS, get_weights=mesos.GetWeights(infos))
+        if t is OT.UPDATE_WEIGHTS:
+            assert call.update_weights is not None
+            for wi in call.update_weights.weight_infos:
+                if not wi.role or not (wi.weight > 0) or wi.weight > 1e6:
+                    raise _Bad(f"invalid weight {wi.weight!r} for role {wi.role!r}")
+            for wi in call.update_weights.weight_infos:
+                await svc.dispatch(WeightUpdated(role=wi.role or "*", weight=float(wi.weight)))
+            return None
+        if t is OT.GET_QUOTA:
+            return mesos.OperatorResponse(type=RT.GET_QUOTA, get_quota=self._get_quota())
+        if t in (OT.UPDATE_QUOTA, OT.SET_QUOTA):
+            if call.update_quota is None:
+                raise _Bad("Expecting 'update_quota' to be present")
+            for qc in call.update_quota.quota_configs:
+                guarantee, limit = self._quota_resources(qc)
+                await svc.dispatch(QuotaUpdated(role=qc.role, guarantee=guarantee, limit=limit))
+            return None
+        if t is OT.REMOVE_QUOTA:
+            assert call.remove_quota is not None
+            await svc.dispatch(QuotaUpdated(role=call.remove_quota.role, guarantee=EMPTY, limit=None))
+            return None
+        if t in (OT.DRAIN_AGENT, OT.DEACTIVATE_AGENT, OT.REACTIVATE_AGENT):
+            body = call.drain_agent or call.deactivate_agent or call.reactivate_agent
+            assert body is not None
+            aid = body.agent_id.value
+            if aid not in svc.state.agents:
+                raise _Bad(f"Unknown agent {aid}")
+            await svc.dispatch(AgentDrainRequested(agent_id=aid, draining=t is not OT.REACTIVATE_AGENT))
+            return None
+        if t is OT.TEARDOWN:
+            assert call.teardown is not None
+            fid = call.teardown.framework_id.value
+            if fid not in svc.state.frameworks:
+                raise _Bad(f"Unknown framework {fid}")
+            await svc.dispatch(TeardownRequested(framework_id=fid))
+            return None
+        raise _Bad(f"Operator call {t.value if t else None} is not supported by this master")
+
+    @staticmethod
+    def _quota_resources(qc: mesos.QuotaConfig) -> tuple[Resources, Resources | None]:
+        from protocol.ids import role_error
+
+        if qc.role == "*" or role_error(qc.role):
+            raise _Bad(f"invalid quota role {qc.role!r}")
+        try:
+            g = Resources.sum(Resources.scalar_entry(k, v.value) for k, v in qc.guarantees.items() if v.value > 0)
+            lim = (
+                Resources.sum(Resources.scalar_entry(k, v.value) for k, v in qc.limits.items())
+                if qc.limits
+                else None
+            )
+        except (ResourceError, ValueError, TypeError) as e:
+            raise _Bad(f"invalid quota for role {qc.role!r}: {e}") from e
+        if lim is not None and not lim.contains(g):
+            raise _Bad(f"quota guarantee exceeds its limit for role {qc.role!r}")
+        return g, lim
+
+    def _get_quota(self) -> mesos.GetQuota:
+        configs = []
+        infos = []
+        for role, (g, lim) in sorted(self.svc.state.quotas.items()):
+            if g.is_empty() and lim is None:
+                continue
+            configs.append(
+                mesos.QuotaConfig(
+                    role=role,
+                    guarantees={k: mesos.Scalar(v) for k, v in g.scalars().items()},
+                    limits={k: mesos.Scalar(v) for k, v in (lim.scalars() if lim else {}).items()},
+                )
+            )
+            infos.append(mesos.QuotaInfo(role=role, guarantee=g.to_mesos()))
+        return mesos.GetQuota(status=mesos.QuotaStatus(infos=tuple(infos), configs=tuple(configs)))
+
+    def _get_roles(self) -> mesos.GetRoles:
+        st = self.svc.state
+        roles: dict[str, list[str]] = {}
+        for fw in st.frameworks.values():
+            for r in fw.roles:
+                roles.setdefault(r, []).append(fw.framework_id)
+        for r in st.weights:
+            roles.setdefault(r, [])
+        for r in st.quotas:
+            roles.setdefault(r, [])
+        out = []
+        for name in sorted(roles):
+            allocated = Resources.sum(
+                t.resources for fw in st.frameworks.values() for t in fw.tasks.values() if t.role == name
+            )
+            out.append(
+                mesos.Role(
+                    name=name,
+                    weight=st.weights.get(name, 1.0),
+                    frameworks=tuple(mesos.FrameworkID(f) for f in roles[name]),
+                    allocated=allocated.to_mesos(),
+                    resources=allocated.to_mesos(),
+                )
+            )
+        return mesos.GetRoles(tuple(out))
+
+    def _agent_record(self, ag: AgentRec, offered: Resources) -> mesos.AgentRecord:
+        used = Resources.sum(
+            self.svc.state.frameworks[f].tasks[t].resources
+            for (f, t) in ag.tasks
+            if f in self.svc.state.frameworks and t in self.svc.state.frameworks[f].tasks
+        )
+        return mesos.AgentRecord(
+            agent_info=mesos.AgentInfo(
+                hostname=ag.hostname,
+                port=ag.port,
+                resources=ag.total.to_mesos(),
+                attributes=ag.attributes,
+                id=mesos.AgentID(ag.agent_id),
+            ),
+            active=ag.reachable and ag.conn_id is not None,
+            version=ag.version or "0.1.0",
+            deactivated=not ag.reachable,
+            pid=f"slave(1)@{ag.hostname}:{ag.port}",
+            registered_time=_ti(ag.registered_time),
+            reregistered_time=_ti(ag.reregistered_time),
+            total_resources=ag.total.to_mesos(),
+            allocated_resources=used.to_mesos(),
+            offered_resources=offered.to_mesos(),
+        )
+
+    def _get_agents(self) -> mesos.GetAgents:
+        st = self.svc.state
+        offered = self._offered_by_agent()
+        return mesos.GetAgents(
+            agents=tuple(
+                self._agent_record(a, offered.get(a.agent_id, EMPTY))
+                for a in st.agents.values()
+                if a.phase is not AgentPhase.RECOVERED
+            ),
+            recovered_agents=tuple(
+                mesos.AgentInfo(hostname=a.hostname, port=a.port, id=mesos.AgentID(a.agent_id))
+                for a in st.agents.values()
+                if a.phase is AgentPhase.RECOVERED
+            ),
+        )
+
+    def _framework_record(self, fw: FrameworkRec) -> mesos.FrameworkRecord:
+        used = Resources.sum(t.resources for t in fw.tasks.values())
+        return mesos.FrameworkRecord(
+            framework_info=fw.info,
+            active=fw.phase is FrameworkPhase.SUBSCRIBED,
+            connected=fw.connected,
+            recovered=fw.phase is FrameworkPhase.RECOVERED,
+            registered_time=_ti(fw.registered_time),
+            reregistered_time=_ti(fw.reregistered_time),
+            unregistered_time=_ti(fw.unregistered_time),
+            allocated_resources=used.to_mesos(),
+        )
+
+    def _get_frameworks(self) -> mesos.GetFrameworks:
+        st = self.svc.state
+        return mesos.GetFrameworks(
+            frameworks=tuple(self._framework_record(f) for f in st.frameworks.values()),
+            completed_frameworks=tuple(self._framework_record(f) for f in st.completed_frameworks),
+        )
+
+    @staticmethod
+    def _task(t: TaskRec) -> mesos.Task:
+        return mesos.Task(
+            name=t.name,
+            task_id=mesos.TaskID(t.task_id),
+            framework_id=mesos.FrameworkID(t.framework_id),
+            agent_id=mesos.AgentID(t.agent_id),
+            state=t.state,
+            executor_id=mesos.ExecutorID(t.executor_id) if t.executor_id else None,
+            resources=t.resources.to_mesos(),
+            statuses=tuple(t.statuses[-10:]),
+            status_update_state=t.status_update_state,
+            status_update_uuid=t.status_update_uuid,
+        )
+
+    def _get_tasks(self) -> mesos.GetTasks:
+        st = self.svc.state
+        live = [t for f in st.frameworks.values() for t in f.tasks.values()]
+        done = [t for f in (*st.frameworks.values(), *st.completed_frameworks) for t in f.completed.values()]
+        return mesos.GetTasks(
+            tasks=tuple(self._task(t) for t in live if t.state is not TaskState.TASK_UNREACHABLE),
+            unreachable_tasks=tuple(self._task(t) for t in live if t.state is TaskState.TASK_UNREACHABLE),
+            completed_tasks=tuple(self._task(t) for t in done),
+        )
+
+    def _get_executors(self) -> mesos.GetExecutors:
+        st = self.svc.state
+        return mesos.GetExecutors(
+            executors=tuple(
+                mesos.ExecutorRecord(executor_info=info, agent_id=mesos.AgentID(aid))
+                for f in st.frameworks.values()
+                for (aid, _), info in f.executors.items()
+            )
+        )
+
+
+class _Bad(Exception):
+    pass

@@ -1,0 +1,258 @@
+"""JSON views of the master for the operator endpoints: ``/state`` (Mesos keys, legacy flattened
+resources, the old names ``slaves``/``slave_id``) and the ``/metrics/snapshot`` numbers (Mesos
+names)."""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING, Any
+
+from master.http_api import VERSION
+from master.lifecycles import AgentPhase, FrameworkPhase
+from master.records import AgentRec, FrameworkRec, TaskRec
+from protocol import codec, mesos
+from protocol.resources import Resources
+from protocol.task_states import TaskState
+
+if TYPE_CHECKING:
+    from master.service import MasterService
+
+EMPTY = Resources()
+
+
+def _legacy(r: Resources) -> dict[str, float | str]:
+    return r.to_legacy_dict()
+
+
+def _ti(t: float | None) -> mesos.TimeInfo | None:
+    return None if t is None else mesos.TimeInfo(nanoseconds=int(t * 1e9))
+
+
+class StateViews:
+    """Builds the views from ``self.svc`` (the running ``MasterService``)."""
+
+    svc: MasterService
+
+    def _offered_by_agent(self) -> dict[str, Resources]:
+        out: dict[str, Resources] = {}
+        assert self.svc.allocator is not None
+        for o in self.svc.allocator.outstanding_offers():
+            out[o.agent_id] = out.get(o.agent_id, EMPTY) + o.resources
+        return out
+
+    def _offered_by_framework(self) -> dict[str, list[Any]]:
+        out: dict[str, list[Any]] = {}
+        assert self.svc.allocator is not None
+        for o in self.svc.allocator.outstanding_offers():
+            out.setdefault(o.framework_id, []).append(o)
+        return out
+
+    def _task_json(self, t: TaskRec) -> dict[str, Any]:
+        return {
+            "id": t.task_id,
+            "name": t.name,
+            "framework_id": t.framework_id,
+            "executor_id": t.executor_id or "",
+            "slave_id": t.agent_id,
+            "state": t.state.value,
+            "resources": _legacy(t.resources),
+            "role": t.role,
+            "statuses": [
+                {"state": s.state.value, "timestamp": s.timestamp or 0.0} for s in t.statuses[-10:]
+            ],
+            "labels": [],
+        }
+
+    def _framework_json(self, fw: FrameworkRec, offers: list[Any]) -> dict[str, Any]:
+        used = Resources.sum(t.resources for t in fw.tasks.values() if t.state is not TaskState.TASK_UNREACHABLE)
+        offered = Resources.sum(o.resources for o in offers)
+        info = fw.info
+        return {
+            "id": fw.framework_id,
+            "name": info.name,
+            "pid": None,
+            "user": info.user,
+            "hostname": info.hostname or "",
+            "webui_url": info.webui_url or "",
+            "principal": fw.principal,
+            "role": fw.roles[0] if fw.roles else "*",
+            "roles": list(fw.roles),
+            "capabilities": sorted(fw.capabilities),
+            "active": fw.phase is FrameworkPhase.SUBSCRIBED,
+            "connected": fw.connected,
+            "recovered": fw.phase is FrameworkPhase.RECOVERED,
+            "failover_timeout": fw.failover_timeout,
+            "checkpoint": bool(info.checkpoint),
+            "registered_time": fw.registered_time,
+            "reregistered_time": fw.reregistered_time,
+            "unregistered_time": fw.unregistered_time or 0.0,
+            "resources": _legacy(used),
+            "used_resources": _legacy(used),
+            "offered_resources": _legacy(offered),
+            "tasks": [self._task_json(t) for t in fw.tasks.values() if t.state is not TaskState.TASK_UNREACHABLE],
+            "unreachable_tasks": [self._task_json(t) for t in fw.tasks.values() if t.state is TaskState.TASK_UNREACHABLE],
+            "completed_tasks": [self._task_json(t) for t in fw.completed.values()],
+            "offers": [
+                {
+                    "id": o.offer_id,
+                    "framework_id": o.framework_id,
+                    "slave_id": o.agent_id,
+                    "resources": _legacy(o.resources),
+                    "allocation_info": {"role": o.role},
+                }
+                for o in offers
+            ],
+            "executors": [{"executor_id": eid, "slave_id": aid} for (aid, eid) in fw.executors],
+            "labels": [],
+        }
+
+    def _agent_json(self, ag: AgentRec, offered: Resources) -> dict[str, Any]:
+        used = Resources.sum(
+            self.svc.state.frameworks[f].tasks[t].resources
+            for (f, t) in ag.tasks
+            if f in self.svc.state.frameworks and t in self.svc.state.frameworks[f].tasks
+        )
+        total = ag.total
+        reserved: dict[str, Any] = {}
+        for role in sorted(total.roles() - {"*"}):
+            reserved[role] = _legacy(total.reserved(role))
+        return {
+            "id": ag.agent_id,
+            "hostname": ag.hostname,
+            "port": ag.port,
+            "pid": f"slave(1)@{ag.hostname}:{ag.port}",
+            "attributes": {a.name: (a.scalar.value if a.scalar else a.text.value if a.text else "") for a in ag.attributes},
+            "registered_time": ag.registered_time,
+            "reregistered_time": ag.reregistered_time,
+            "resources": _legacy(total),
+            "used_resources": _legacy(used),
+            "offered_resources": _legacy(offered),
+            "reserved_resources": reserved,
+            "unreserved_resources": _legacy(total.unreserved()),
+            "revocable_resources": _legacy(ag.slack),
+            "active": ag.reachable and ag.conn_id is not None,
+            "deactivated": not ag.reachable,
+            "version": ag.version,
+            "capabilities": list(ag.capabilities),
+            "phase": ag.phase.value,
+        }
+
+    def state_dict(self) -> dict[str, Any]:
+        svc = self.svc
+        st = svc.state
+        offered_agent = self._offered_by_agent()
+        offered_fw = self._offered_by_framework()
+        mi = st.master_info
+        flags = {
+            k: str(v) for k, v in (
+                ("heartbeat_interval", svc.config.heartbeat_interval),
+                ("agent_ping_timeout", svc.config.ping_timeout),
+                ("agent_reregister_timeout", svc.config.agent_reregister_timeout),
+                ("work_dir", svc.config.work_dir),
+                ("port", svc.port),
+            )
+        }
+        return {
+            "version": VERSION,
+            "git_sha": "",
+            "git_branch": "",
+            "git_tag": "",
+            "build_date": "",
+            "build_time": 0.0,
+            "build_user": "",
+            "start_time": svc.start_time,
+            "elected_time": svc.start_time,
+            "id": svc.master_id,
+            "pid": mi.pid,
+            "hostname": mi.hostname,
+            "capabilities": [],
+            "activated_slaves": sum(1 for a in st.agents.values() if a.reachable),
+            "deactivated_slaves": sum(1 for a in st.agents.values() if not a.reachable),
+            "unreachable_slaves": sum(1 for a in st.agents.values() if a.phase is AgentPhase.UNREACHABLE),
+            "leader": mi.pid,
+            "leader_info": codec.to_builtins(mi),
+            "cluster": "",
+            "log_dir": "",
+            "external_log_file": "",
+            "flags": flags,
+            "slaves": [
+                self._agent_json(a, offered_agent.get(a.agent_id, EMPTY))
+                for a in st.agents.values()
+                if a.phase is not AgentPhase.RECOVERED
+            ],
+            "recovered_slaves": [
+                {"id": a.agent_id, "hostname": a.hostname, "port": a.port}
+                for a in st.agents.values()
+                if a.phase is AgentPhase.RECOVERED
+            ],
+            "frameworks": [self._framework_json(f, offered_fw.get(f.framework_id, [])) for f in st.frameworks.values()],
+            "completed_frameworks": [self._framework_json(f, []) for f in st.completed_frameworks],
+            "orphan_tasks": [],
+            "unregistered_frameworks": [],
+            "epoch": svc.epoch,
+        }
+
+    def snapshot(self) -> dict[str, float]:
+        svc = self.svc
+        st = svc.state
+        assert svc.allocator is not None
+        reachable = [a for a in st.agents.values() if a.reachable]
+        total = Resources.sum(a.total for a in reachable)
+        slack = Resources.sum(a.slack for a in reachable)
+        used_all = st.used_resources()
+        used = used_all.non_revocable()
+        used_rev = used_all.revocable().flatten()
+        out: dict[str, float] = {
+            "master/elected": 1.0,
+            "master/uptime_secs": max(0.0, svc.clock.now() - svc.start_time),
+        }
+        for name in ("cpus", "mem", "disk", "gpus"):
+            tot, u = total.flatten().scalar(name), used.flatten().scalar(name)
+            out[f"master/{name}_total"] = tot
+            out[f"master/{name}_used"] = u
+            out[f"master/{name}_percent"] = (u / tot) if tot else 0.0
+            rt, ru = slack.scalar(name), used_rev.scalar(name)
+            out[f"master/{name}_revocable_total"] = rt
+            out[f"master/{name}_revocable_used"] = ru
+            out[f"master/{name}_revocable_percent"] = (ru / rt) if rt else 0.0
+        agents = st.agents.values()
+        out["master/slaves_active"] = float(sum(1 for a in agents if a.reachable))
+        out["master/slaves_connected"] = float(sum(1 for a in agents if a.conn_id is not None))
+        out["master/slaves_disconnected"] = float(sum(1 for a in agents if a.reachable and a.conn_id is None))
+        out["master/slaves_inactive"] = float(sum(1 for a in agents if not a.reachable))
+        out["master/slaves_unreachable"] = float(sum(1 for a in agents if a.phase is AgentPhase.UNREACHABLE))
+        fws = st.frameworks.values()
+        out["master/frameworks_active"] = float(sum(1 for f in fws if f.phase is FrameworkPhase.SUBSCRIBED))
+        out["master/frameworks_connected"] = float(sum(1 for f in fws if f.connected))
+        out["master/frameworks_disconnected"] = float(sum(1 for f in fws if not f.connected))
+        out["master/frameworks_inactive"] = float(sum(1 for f in fws if f.phase is not FrameworkPhase.SUBSCRIBED))
+        out["master/outstanding_offers"] = float(len(svc.allocator.outstanding_offers()))
+        for state, n in st.task_counts().items():
+            out["master/tasks_" + state.value.removeprefix("TASK_").lower()] = float(n)
+        c = st.counters
+        out["master/slave_registrations"] = float(c["slave_registrations"])
+        out["master/slave_reregistrations"] = float(c["slave_reregistrations"])
+        out["master/slave_removals"] = float(c["slave_removals"])
+        out["master/dropped_messages"] = float(c["dropped_messages"])
+        out["master/valid_status_updates"] = float(c["valid_status_updates"])
+        out["master/invalid_status_updates"] = float(c["invalid_status_updates"])
+        out["master/invalid_messages_total"] = float(svc.counters.get("invalid_messages_total", 0))
+        out["master/rate_limited_total"] = float(svc.counters.get("rate_limited_total", 0))
+        out["master/errors_total"] = float(svc.counters.get("errors_total", 0))
+        for name, n in st.calls.items():
+            out[f"master/messages_{name.lower()}"] = float(n)
+        out["master/event_queue_messages"] = 0.0
+        out["master/event_queue_dispatches"] = 0.0
+        out["allocator/event_queue_dispatches"] = 0.0
+        if svc.registry is not None:
+            out["registrar/state_store_ops"] = float(svc.registry.writes)
+            out["registrar/transactions"] = float(svc.registry.transactions)
+        out["system/cpus_total"] = float(os.cpu_count() or 1)
+        try:
+            load = os.getloadavg()
+            out["system/load_1min"], out["system/load_5min"], out["system/load_15min"] = load
+        except OSError:
+            pass
+        return out
+
+    # --- handlers ---------------------------------------------------------------------------------
