@@ -51,7 +51,11 @@ async def test_submit_list_show_scale_cancel(service: ElasticService, tmp_path: 
     job_id = int(r.output.strip())
     job = service.core.jobs[job_id]
     await service.wait_for(
-        lambda: job.running() == 2 and all(w.phase is Phase.RUNNING for w in job.live_workers())
+        lambda: (
+            job.running() == 2
+            and all(w.phase is Phase.RUNNING for w in job.live_workers())
+            and "no free capacity" in job.reason
+        )
     )
 
     r = await run("list", "--json", env={"AGORA_ELASTIC": service.url})

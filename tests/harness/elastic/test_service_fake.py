@@ -84,7 +84,7 @@ async def test_starts_at_min_then_grows_to_max_when_capacity_appears(
     # the gang of the minimum was declared (REQUEST), then the rest
     fw = master.framework()
     assert fw.requests and fw.requests[0].count == 2 and fw.requests[0].gang_id is None
-    assert "no free capacity" in job.reason
+    await service.wait_for(lambda: "no free capacity" in job.reason)
     info = master.tasks[running_tasks(master, job_id)[0]].info
     env = {v.name: v.value for v in info.command.environment.variables}  # type: ignore[union-attr]
     assert env["AGORA_ELASTIC_COORDINATOR"] == job.coordinator_url
@@ -93,7 +93,8 @@ async def test_starts_at_min_then_grows_to_max_when_capacity_appears(
 
     master.add_agent("cpus:2;mem:1024")  # a second agent's resources appear
     job = await settled(service, job_id, 3)
-    assert job.reason == "" and job.counts["launched"] == 3
+    await service.wait_for(lambda: job.reason == "")
+    assert job.counts["launched"] == 3
     assert len({w.agent_id for w in job.live_workers()}) == 2
     await service.wait_for(lambda: not master.framework().requests)  # nothing more wanted
 
@@ -142,8 +143,8 @@ async def test_a_failed_worker_shrinks_the_job_then_it_regrows_after_a_backoff(
     job = await settled(service, job_id, 2)
     victim = running_tasks(master, job_id)[-1]
     master.fail_task(victim, "killed by signal 9")
-    await service.wait_for(lambda: job.counts.get("failed") == 1)
-    assert workers(job) == 1 and "backing off" in job.reason
+    await service.wait_for(lambda: job.counts.get("failed") == 1 and "backing off" in job.reason)
+    assert workers(job) == 1
     job = await settled(service, job_id, 2)  # replaced once the backoff is over
     assert job.counts["launched"] == 3
     assert any(w.task_id == victim and w.ending is not None for w in job.ended)
@@ -316,7 +317,7 @@ async def test_a_higher_priority_job_takes_capacity_but_not_the_minimum(
 
     await service.wait_for(done)
     assert lowest[0] >= 1 and jl.counts["killed"] == 3
-    assert "no free capacity" in jh.reason and "fair share" in jl.reason
+    await service.wait_for(lambda: "no free capacity" in jh.reason and "fair share" in jl.reason)
 
 
 async def test_kills_decided_while_the_master_is_away_are_sent_after_resubscribing(
