@@ -18,6 +18,12 @@ from frameworks.elastic.service import ElasticService
 @click.option(
     "--ip", "host", default="127.0.0.1", show_default=True, help="Address the HTTP API and coordinators bind."
 )
+@click.option(
+    "--advertise-ip",
+    "advertise",
+    default=None,
+    help="Address workers and clients are given (default: --ip, or this host's name when binding 0.0.0.0).",
+)
 @click.option("--port", default=5053, show_default=True, help="HTTP API port (0 picks a free one).")
 @click.option(
     "--work-dir", type=click.Path(path_type=Path), default=Path(".agora/elastic"), show_default=True
@@ -39,6 +45,7 @@ from frameworks.elastic.service import ElasticService
 def main(
     master: str,
     host: str,
+    advertise: str | None,
     port: int,
     work_dir: Path,
     roles: str,
@@ -56,6 +63,7 @@ def main(
             master,
             work_dir,
             host=host,
+            advertise_host=advertise,
             port=port,
             roles=role_list,
             framework_name=name,

@@ -34,6 +34,7 @@ import contextlib
 import getpass
 import json
 import logging
+import socket
 import sys
 import time
 from collections.abc import Callable
@@ -113,6 +114,7 @@ class ElasticService(Service, Scheduler):
         framework_name: str = "agora-elastic",
         failover_timeout: float = 7 * 24 * 3600.0,
         coordinator_host: str | None = None,
+        advertise_host: str | None = None,
         heartbeat_timeout: float = 3.0,
         lease_timeout: float = 30.0,
         max_worker_failures: int = 10,
@@ -132,6 +134,8 @@ class ElasticService(Service, Scheduler):
         self.framework_name = framework_name
         self.failover_timeout = failover_timeout
         self.coordinator_host = coordinator_host or host
+        # the address workers and the CLI are told (binding 0.0.0.0 needs a reachable name)
+        self.advertise_host = advertise_host or (socket.gethostname() if host in ("0.0.0.0", "::") else host)
         self.heartbeat_timeout = heartbeat_timeout
         self.lease_timeout = lease_timeout
         self.kill_grace = kill_grace
@@ -179,7 +183,7 @@ class ElasticService(Service, Scheduler):
         await self._runner.setup()
         await web.TCPSite(self._runner, self.host, self.port).start()
         self.port = int(self._runner.addresses[0][1])
-        self.url = f"http://{self.host}:{self.port}"
+        self.url = f"http://{self.advertise_host}:{self.port}"
         # re-attach: the coordinators of jobs that had started come back on their old ports
         for job in self.core.jobs.values():
             if not job.terminal and job.coordinator_port is not None:
@@ -457,13 +461,16 @@ class ElasticService(Service, Scheduler):
             coord = make(0)
             self.coordinators[job.job_id] = coord
             await coord.start()
-        self._pending += self.core.set_coordinator(job.job_id, coord.port, coord.url)
+        self._pending += self.core.set_coordinator(job.job_id, coord.port, self._coordinator_url(coord))
         self._dirty.add(job.job_id)
-        log.info("elastic: job %d coordinator at %s", job.job_id, coord.url)
+        log.info("elastic: job %d coordinator at %s", job.job_id, self._coordinator_url(coord))
+
+    def _coordinator_url(self, coord: Coordinator) -> str:
+        return f"http://{self.advertise_host}:{coord.port}"
 
     def _task_info(self, job: Job, w: WorkerLaunch, role: str) -> TaskInfo:
         coord = self.coordinators.get(job.job_id)
-        url = coord.url if coord is not None else (job.coordinator_url or "")
+        url = self._coordinator_url(coord) if coord is not None else (job.coordinator_url or "")
         env = {"PYTHONPATH": str(REPO_ROOT), "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
         env.update(job.spec.worker.env)
         env.update(
@@ -499,7 +506,7 @@ class ElasticService(Service, Scheduler):
                 "master": self.master,
                 "jobs": counts,
                 "offers": len(d.offers) if d else 0,
-                "coordinators": {str(k): c.url for k, c in self.coordinators.items()},
+                "coordinators": {str(k): self._coordinator_url(c) for k, c in self.coordinators.items()},
             }
         )
 
