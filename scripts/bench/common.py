@@ -386,7 +386,12 @@ async def wait_until(
 
 def run_main(coro: Awaitable[int]) -> int:
     """Run a benchmark's async main on uvloop (as the components do)."""
+    import logging
+
     import uvloop
+
+    logging.basicConfig(level=logging.WARNING, format="[%(asctime)s] %(name)s: %(message)s", stream=sys.stderr)
+    logging.getLogger("frameworks.client.driver").setLevel(logging.INFO)
 
     async def wrapped() -> int:
         return await coro
@@ -408,8 +413,8 @@ class Runner:
 
     Records per task the ACCEPT time and the TASK_RUNNING arrival (launch latency), and the
     first ACCEPT and the last terminal update (throughput). ``hold``: done when every task is
-    RUNNING (tasks are left running). ``ack_workers`` > 0: acknowledge from that many concurrent
-    workers instead of the driver's in-line acknowledgement. ``window`` > 0: at most that many
+    RUNNING (tasks are left running). ``ack_workers`` > 0: the driver's ``ack_concurrency``
+    (concurrent acknowledgement calls; 0 = the driver's default). ``window`` > 0: at most that many
     tasks launched and not yet terminal (a steady state, so latency is not a burst's queue).
     """
 
@@ -436,7 +441,6 @@ class Runner:
         self.hold = hold
         self.ack_workers = ack_workers
         self.window = window
-        self.acks: asyncio.Queue[Any] = asyncio.Queue()
         self.next_index = 0
         self.retry: list[str] = []
         self.retried = 0
@@ -484,8 +488,6 @@ class Runner:
         from protocol.task_states import TaskState, is_terminal
 
         now = time.perf_counter()
-        if self.ack_workers and status.uuid is not None:
-            self.acks.put_nowait(status)
         tid = status.task_id.value
         state = status.state
         if state is TaskState.TASK_RUNNING:
@@ -527,12 +529,6 @@ class Runner:
             self.overclaims += 1
             return True
         return False
-
-    async def ack_worker(self, driver: Any) -> None:
-        while True:
-            status = await self.acks.get()
-            with contextlib.suppress(Exception):
-                await driver.acknowledge(status)
 
     async def launcher(self, driver: Any) -> None:
         """Woken by offers and updates: fill every cached offer with pending tasks, one ACCEPT
@@ -592,16 +588,24 @@ class Runner:
                 sends.append(self._send(driver, cached.offer_id, infos, claim))
             # at most 8 ACCEPTs in flight (the transport pools 16 connections; a call queued for
             # a connection longer than its connect timeout fails)
-            for i in range(0, len(sends), 8):
-                await asyncio.gather(*sends[i : i + 8])
+            try:
+                for i in range(0, len(sends), 8):
+                    await asyncio.gather(*sends[i : i + 8])
+            finally:
+                for c in sends:
+                    c.close()  # the ones a cancellation left unstarted (no "never awaited")
 
     async def _send(self, driver: Any, offer_id: str, infos: list[Any], claim: Any) -> None:
         from frameworks.client.offers import OfferCacheError
+        from frameworks.client.transport import TransportError
 
         try:
             await driver.launch(offer_id, infos, claims=[claim])
-        except OfferCacheError:
-            # the offer was rescinded or shrunk before the call went out: plan these again
+        except (OfferCacheError, TransportError) as exc:
+            # the offer was rescinded or shrunk before the call went out, or the call failed
+            # (an overloaded master): plan these again
+            if isinstance(exc, TransportError) and len(self.errors) < 5:
+                self.errors.append(f"ACCEPT failed: {exc}")
             self.unsent += len(infos)
             for t in infos:
                 self.accepted_at.pop(t.task_id.value, None)
@@ -644,13 +648,13 @@ async def run_framework(
     )
     runner = Runner(n, cpus, mem, f"{name}-{uuid.uuid4().hex[:8]}", command, hold=hold, ack_workers=ack_workers, window=window)
     extra: dict[str, Any] = {}
-    driver = SchedulerDriver(info, HttpTransport(master, MSGPACK), runner, auto_acknowledge=not ack_workers)  # type: ignore[arg-type]
+    kw: dict[str, Any] = {"ack_concurrency": ack_workers} if ack_workers else {}
+    driver = SchedulerDriver(info, HttpTransport(master, MSGPACK), runner, **kw)  # type: ignore[arg-type]
     async with driver:
         await driver.wait_subscribed(within=30)
         await driver.request([demand(runner.shape, n)])
         loop = asyncio.get_running_loop()
         helpers = [loop.create_task(runner.launcher(driver), name="bench-launcher")]
-        helpers += [loop.create_task(runner.ack_worker(driver), name="bench-ack") for _ in range(ack_workers)]
         waiter = loop.create_task(runner.done.wait())
         complete = True
         try:

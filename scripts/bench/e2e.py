@@ -308,7 +308,7 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--runs", type=int, default=3)
     p.add_argument("--warmup", type=int, default=0, help="tasks launched once before the measured runs")
     p.add_argument("--timeout", type=float, default=300.0, help="seconds per measured phase")
-    p.add_argument("--ack-workers", type=int, default=0, help="concurrent acknowledgers (0 = the driver's in-line)")
+    p.add_argument("--ack-workers", type=int, default=0, help="the driver's ack_concurrency (0 = its default)")
     p.add_argument("--profile", action="store_true", help="py-spy the master, agent 0 and the framework (run 1)")
     p.add_argument("--skip-batch", action="store_true", help="do not measure the batch framework")
     p.add_argument("--raw-only", action="store_true", help=argparse.SUPPRESS)

@@ -255,14 +255,14 @@ async def sim_worker(url: str, first: int, count: int, resources: str, hold: boo
         rs = loop.create_task(resender())
         await stop.wait()
         rs.cancel()
-        for a in agents:
-            if a.ws is not None:
-                with contextlib.suppress(Exception):
-                    await a.ws.close()
+        _print_stats(stats)
         for t in tasks:
             t.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
-    s = stats
+    return 0
+
+
+def _print_stats(s: SimStats) -> None:
     print(
         json.dumps(
             {
@@ -281,7 +281,6 @@ async def sim_worker(url: str, first: int, count: int, resources: str, hold: boo
         ),
         flush=True,
     )
-    return 0
 
 
 class SimFleet:
@@ -699,7 +698,7 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--sim-procs", type=int, default=1, help="processes the simulated agents are spread over")
     p.add_argument("--connect-parallel", type=int, default=200, help="agents connecting at once")
     p.add_argument(
-        "--ack-workers", type=int, default=16, help="concurrent acknowledgers (0 = the driver's in-line ones)"
+        "--ack-workers", type=int, default=0, help="the driver's ack_concurrency (0 = its default)"
     )
     p.add_argument("--latency-tasks", type=int, default=200, help="tasks launched one at a time (idle latency)")
     p.add_argument("--window", type=int, default=0, help="max tasks in flight in the throughput runs (0 = all)")
