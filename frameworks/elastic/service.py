@@ -8,7 +8,7 @@ start/stop coordinators, ACCEPT/LAUNCH worker tasks (persisted before they are s
 REQUEST (the standing demand), DECLINE, and job-file writes.
 
 Workers get ``AGORA_ELASTIC_COORDINATOR``, ``AGORA_ELASTIC_WORKER_ID`` (= the task id) and
-``AGORA_ELASTIC_JOB`` in their environment (plus ``PYTHONPATH`` = this checkout and
+``AGORA_ELASTIC_JOB`` (plus ``AGORA_ELASTIC_DATASET``, ``AGORA_ELASTIC_NUM_SHARDS``) in their environment (plus ``PYTHONPATH`` = this checkout and
 ``OMP_NUM_THREADS=1`` unless the spec sets them); a ``{python}`` argument in the worker command is
 replaced by this interpreter.
 
@@ -477,6 +477,8 @@ class ElasticService(Service, Scheduler):
             AGORA_ELASTIC_COORDINATOR=url,
             AGORA_ELASTIC_WORKER_ID=w.task_id,
             AGORA_ELASTIC_JOB=str(job.job_id),
+            AGORA_ELASTIC_DATASET=job.spec.data.dataset,
+            AGORA_ELASTIC_NUM_SHARDS=str(job.spec.data.num_shards),
         )
         argv = [self.python if a == "{python}" else a for a in job.spec.worker.command]
         return TaskInfo(
