@@ -107,6 +107,12 @@ class SimAgent(Service):
 
     # --- test controls ---------------------------------------------------------------------------
 
+    async def slack(self, resources: Resources | str) -> None:
+        """Report usage slack (the master offers it as revocable resources to frameworks that
+        accept them); an empty value withdraws it."""
+        r = Resources.parse(resources) if isinstance(resources, str) else resources
+        await self._send(ac.SlackEstimate(resources=r.to_mesos()))
+
     async def finish(self, task_id: str, state: TaskState = TaskState.TASK_FINISHED, message: str | None = None) -> None:
         await self._update(self.tasks[task_id], state, message)
 

@@ -166,3 +166,33 @@ async def test_failover_to_a_restarted_master_keeps_the_framework_id(tmp_path: P
         if second is not None:
             await second.stop()
         await first.stop()
+
+
+async def test_revocable_offers_and_placement(master: MasterService, agent: SimAgent) -> None:
+    from frameworks.client.placement import Ask, first_fit
+
+    await agent.slack("cpus:4;mem:512")
+    plain = SchedulerDriver(info(CapabilityType.REUSABLE_OFFERS), HttpTransport(master.url), backoff=Backoff(0.01, 0.1))
+    rev = SchedulerDriver(
+        FrameworkInfo(user="u", name="rev-it", capabilities=(
+            Capability(type=CapabilityType.REUSABLE_OFFERS), Capability(type=CapabilityType.REVOCABLE_RESOURCES))),
+        HttpTransport(master.url), backoff=Backoff(0.01, 0.1),
+    )
+    async with plain:
+        await plain.wait_subscribed(10)
+        # the regular resources go to the first framework; it never sees revocable ones
+        await plain.wait_for(lambda: plain.offers.available().scalar("cpus") == 2, 10)
+        assert not plain.offers.available().revocable()
+        async with rev:
+            await rev.wait_subscribed(10)
+            await rev.wait_for(lambda: rev.offers.available().revocable().scalar("cpus") == 4, 10)
+            assert not rev.offers.available().non_revocable().scalar("cpus")
+            # placement uses revocable resources only when the ask allows it
+            assert first_fit(list(rev.offers), Ask(Resources.of(cpus=1, mem=64))) is None
+            p = first_fit(list(rev.offers), Ask(Resources.of(cpus=1, mem=64), allow_revocable=True))
+            assert p is not None and p.revocable
+            t = TaskInfo(name="r", task_id=TaskID("r1"), resources=p.resources.to_mesos(),
+                         command=CommandInfo(value="x"))
+            await rev.launch(p.offer_id, [t])
+            await agent.wait_for(lambda: "r1" in agent.running_tasks())
+            await rev.wait_for(lambda: "r1" in rev.tasks and rev.tasks["r1"].state is TaskState.TASK_RUNNING)
