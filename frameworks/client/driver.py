@@ -156,6 +156,7 @@ class SchedulerDriver(Service):
         self.offers = OfferCache(reusable=has_capability(framework, CapabilityType.REUSABLE_OFFERS))
         self.demands = DemandBook()
         self.tasks: dict[str, KnownTask] = {}
+        self.suppressed_roles: set[str] = set()
         self.framework_id: str | None = framework.id.value if framework.id is not None else None
         self.stream_id: str | None = None
         self.master_info: MasterInfo | None = None
@@ -272,7 +273,12 @@ class SchedulerDriver(Service):
         info = self.framework
         if self.framework_id is not None:
             info = attrs.evolve(info, id=FrameworkID(self.framework_id))
-        return Call.make_subscribe(info)
+        # a re-subscription keeps the roles the framework had suppressed
+        return Call.make_subscribe(info, tuple(sorted(self.suppressed_roles)))
+
+    def framework_roles(self) -> tuple[str, ...]:
+        info = self.framework
+        return tuple(info.roles) or ((info.role,) if info.role else ("*",))
 
     async def _run(self) -> None:
         attempts = 0
@@ -562,10 +568,14 @@ class SchedulerDriver(Service):
         await self.send(Call.make_reconcile(self._fid(), items))
 
     async def revive(self, roles: Sequence[str] = ()) -> None:
+        """Clear filters and un-suppress ``roles`` (all of the framework's roles by default)."""
         await self.send(Call.make_revive(self._fid(), tuple(roles)))
+        self.suppressed_roles -= set(roles or self.framework_roles())
 
     async def suppress(self, roles: Sequence[str] = ()) -> None:
+        """Stop offers for ``roles`` (all by default); remembered across re-subscriptions."""
         await self.send(Call.make_suppress(self._fid(), tuple(roles)))
+        self.suppressed_roles |= set(roles or self.framework_roles())
 
     async def request(self, requests: Iterable[Request | Demand]) -> None:
         """Send a REQUEST (the standing demand); ``Demand`` values are converted."""

@@ -350,3 +350,21 @@ async def test_decline_filter_expires_on_the_fake_clock() -> None:
         clock.advance(2)
         master.allocate()
         await d.wait_for(lambda: len(d.offers) == 1)
+
+
+async def test_suppression_survives_a_resubscription(master: FakeMaster, make_driver: DriverFactory) -> None:
+    master.add_agent("cpus:1;mem:128")
+    d = make_driver()
+    await d.start()
+    fid = await d.wait_subscribed(5)
+    await d.suppress()
+    assert d.suppressed_roles == {"*"}
+    master.disconnect()
+    await master.wait_for(lambda: master.framework(fid).subscriptions == 2)
+    sub = master.calls_of(CallType.SUBSCRIBE)[-1].subscribe
+    assert sub is not None and sub.suppressed_roles == ("*",)
+    assert master.framework(fid).suppressed
+    await d.wait_for(lambda: d.connected)
+    await d.revive()
+    assert not d.suppressed_roles
+    await d.wait_for(lambda: len(d.offers) == 1)
