@@ -272,9 +272,15 @@ class SchedulerApi:
         fw = svc.state.frameworks.get(fid)
         if fw is None:
             return text(400, "Framework cannot be found")
+        sid = request.headers.get(STREAM_HEADER)
+        if sid is not None and sid == fw.last_stream_id:
+            # a call from the stream that just ended (closed by the master, or replaced by a
+            # re-subscription): clients like pymesos die on any non-2xx, so accept it; the core
+            # ignores it (an ACKNOWLEDGE is still forwarded while no new stream exists)
+            await svc.dispatch(CallReceived(framework_id=fid, stream_id=sid, call=call))
+            return web.Response(status=202)
         if not fw.connected:
             return text(403, "Framework is not subscribed")
-        sid = request.headers.get(STREAM_HEADER)
         if sid is None:
             return text(400, f"All non-subscribe calls should include the '{STREAM_HEADER}' header")
         if sid != fw.stream_id:

@@ -45,6 +45,7 @@ class FrameworkRec:
     capabilities: frozenset[str]
     registered_time: float
     stream_id: str | None = None
+    last_stream_id: str | None = None  # the stream before the current one (closed or replaced)
     principal: str | None = None
     reregistered_time: float | None = None
     unregistered_time: float | None = None

@@ -211,6 +211,7 @@ class MasterState(AgentRules, AcceptRules):
             check_framework(fw.phase, FrameworkPhase.SUBSCRIBED)
             if fw.stream_id is not None:
                 # failover: the superseded stream is closed; its calls no longer match
+                fw.last_stream_id = fw.stream_id
                 self.streams.pop(fw.stream_id, None)
                 fx.append(CloseStream(fw.stream_id, "framework failed over to a new connection"))
             fresh = self._new_framework(fid, info, FrameworkPhase.SUBSCRIBED, fw.registered_time)
@@ -272,7 +273,7 @@ class MasterState(AgentRules, AcceptRules):
             return
         check_framework(fw.phase, FrameworkPhase.DISCONNECTED)
         fw.phase = FrameworkPhase.DISCONNECTED
-        fw.stream_id = None
+        fw.last_stream_id, fw.stream_id = fw.stream_id, None
         fw.unregistered_time = now
         fw.deadline = now + fw.failover_timeout
         fx.append(Persist((ops.FrameworkDisconnected(fid, fw.deadline),)))
@@ -309,7 +310,18 @@ class MasterState(AgentRules, AcceptRules):
         call = ev.call
         fw = self.frameworks.get(ev.framework_id)
         if fw is None or not fw.connected or fw.stream_id != ev.stream_id:
-            # superseded connection (failover) or a call racing a teardown: ignored (R14)
+            # superseded connection (failover) or a call racing a teardown: ignored (R14) -- except
+            # an ACKNOWLEDGE from the stream that just closed while no new one exists yet (a
+            # client acknowledging events it read before the close; forwarding it is harmless)
+            if (
+                fw is not None
+                and fw.phase is FrameworkPhase.DISCONNECTED
+                and ev.stream_id == fw.last_stream_id
+                and ev.call.type is CT.ACKNOWLEDGE
+                and ev.call.acknowledge is not None
+            ):
+                self._acknowledge(fw, ev.call.acknowledge, fx)
+                return
             self.counters["dropped_messages"] += 1
             return
         t = call.type

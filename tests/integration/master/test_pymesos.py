@@ -137,3 +137,41 @@ async def test_pymesos_scheduler_unchanged(master: MasterService) -> None:
     assert snap["master/tasks_finished"] == N
     assert master.state.calls.get("SUBSCRIBE") == 1 and master.state.calls.get("TEARDOWN") == 1
     assert master.state.calls.get("ACKNOWLEDGE", 0) >= 3 * N
+
+
+class ReSched(Sched):
+    def __init__(self) -> None:
+        super().__init__()
+        self.reregistered_event = threading.Event()
+
+    def reregistered(self, driver: Any, master_info: Any) -> None:
+        self.reregistered_event.set()
+
+
+@pytest.mark.slow
+async def test_pymesos_reregisters_when_the_master_closes_its_stream(master: MasterService) -> None:
+    """MESOS_COMPAT §6 variant: the master ends the stream mid-run; pymesos re-subscribes with its
+    framework id at once and its running task is untouched."""
+    agent = FakeAgent(master.url)
+    await agent.connect()
+    sched = ReSched()
+    framework = {"user": "nobody", "name": "resub", "failover_timeout": 60}
+    driver = MesosSchedulerDriver(sched, framework, f"127.0.0.1:{master.port}", use_addict=False)
+    await asyncio.to_thread(driver.start)
+    try:
+        await _wait(sched.sleeper_running, "sleeper running")
+        fid = sched.registered_id
+        assert fid is not None
+        old_stream = master.state.frameworks[fid].stream_id
+        assert old_stream is not None
+        master.scheduler_api.close(old_stream, "test: stream closed by the master")
+        await _wait(sched.reregistered_event, "re-registration")
+        fw = master.state.frameworks[fid]
+        assert fw.connected and fw.stream_id != old_stream
+        assert agent.state_of(fid, f"task-{N}").value == "TASK_RUNNING"
+        assert not any(m.type.value == "KILL_TASK" for m in agent.received)
+    finally:
+        await asyncio.to_thread(driver.stop)
+        await asyncio.to_thread(driver.join)
+        await agent.close()
+    assert sched.errors == []
