@@ -12,6 +12,7 @@ import pytest
 
 from master.service import MasterService
 from master.testing_agent import FakeAgent
+from protocol.task_states import TaskState
 
 try:
     from pymesos import MesosSchedulerDriver, Scheduler, encode_data
@@ -168,7 +169,7 @@ async def test_pymesos_reregisters_when_the_master_closes_its_stream(master: Mas
         await _wait(sched.reregistered_event, "re-registration")
         fw = master.state.frameworks[fid]
         assert fw.connected and fw.stream_id != old_stream
-        assert agent.state_of(fid, f"task-{N}").value == "TASK_RUNNING"
+        assert agent.state_of(fid, f"task-{N}") is TaskState.TASK_RUNNING
         assert not any(m.type.value == "KILL_TASK" for m in agent.received)
     finally:
         await asyncio.to_thread(driver.stop)
