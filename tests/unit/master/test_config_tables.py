@@ -70,3 +70,16 @@ def test_token_bucket() -> None:
     rl = RateLimiter(rate=10, capacity=1)
     assert rl.allow("p", 0.0) and not rl.allow("p", 0.0) and rl.allow("q", 0.0)
     assert rl.allow("p", 0.2)
+
+
+def test_cli_rejects_a_bad_config(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from master.main import main
+
+    f = tmp_path / "m.toml"
+    f.write_text("[master]\nport = 'not a port'\n")
+    res = CliRunner().invoke(main, ["--config", str(f), "--work-dir", str(tmp_path)])
+    assert res.exit_code == 2 and "bad value for port" in res.output
+    res = CliRunner().invoke(main, ["--help"])
+    assert res.exit_code == 0 and "--work-dir" in res.output
