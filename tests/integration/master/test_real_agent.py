@@ -13,11 +13,10 @@ from pathlib import Path
 
 import aiohttp
 import pytest
-from pymesos import MesosSchedulerDriver
 
 from master.service import MasterService
 
-from .test_pymesos import N, Sched, _wait
+from .test_pymesos import MesosSchedulerDriver, N, Sched, _wait  # fails clearly if pymesos is missing
 
 
 @contextlib.asynccontextmanager
