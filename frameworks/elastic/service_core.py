@@ -522,14 +522,21 @@ class ElasticCore:
             )
             self.last_plan = plan
             avail = {o.offer_id: o.available for o in offers}
-            # 1. shrinks
-            for ch in plan.changes if now >= self.hold_shrinks_until else ():
+            # 1. shrinks (while a REVIVE is pending only down to the maximum: taking capacity for
+            # other jobs waits until the declined offers had a chance to come back)
+            holding = now < self.hold_shrinks_until
+            for ch in plan.changes:
                 job = self.jobs[int(ch.job_id)]
-                if ch.revocable < 0:
-                    out += self._shrink(job, -ch.revocable, True, "scaled down by the policy", now)
+                rev, reg = max(0, -ch.revocable), max(0, -ch.regular)
+                if holding:
+                    over = max(0, job.counted() - job.spec.scaling.max_workers)
+                    rev = min(rev, over)
+                    reg = min(reg, over - rev)
+                if rev:
+                    out += self._shrink(job, rev, True, "scaled down by the policy", now)
                     touched.add(job.job_id)
-                if ch.regular < 0:
-                    out += self._shrink(job, -ch.regular, False, "scaled down by the policy", now)
+                if reg:
+                    out += self._shrink(job, reg, False, "scaled down by the policy", now)
                     touched.add(job.job_id)
             # 2. starts: the whole minimum or nothing
             for jid in plan.started:
