@@ -100,7 +100,11 @@ class MasterService(Service):
         app.add_routes(self.scheduler_api.routes())
         app.add_routes(self.agent_server.routes())
         app.add_routes(self.operator_api.routes())
-        self._runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=1.0)
+        # keep-alive connections are never closed for idleness (pymesos' call connection would
+        # die); GuardedServer evicts idle ones only when the connection cap is reached
+        self._runner = web.AppRunner(
+            app, access_log=None, handle_signals=False, shutdown_timeout=1.0, keepalive_timeout=365 * 86400.0
+        )
         await self._runner.setup()
         assert self._runner.server is not None
         self._guard.handler = self._runner.server

@@ -1,11 +1,14 @@
 """TCP-level protection for the master's HTTP server: a connection cap and per-connection read
 timeouts (slowloris, RELIABILITY.md S9).
 
-``GuardedServer`` wraps aiohttp's protocol factory. Every accepted connection gets a deadline
-by which a request head must have arrived; the deadline is cleared while a request is being
-handled (a SUBSCRIBE stream or a WebSocket may then live as long as it likes) and re-armed when
-the response is done (an idle keep-alive connection is closed after ``read_timeout``). Past
-``max_connections`` a new connection is closed at once.
+``GuardedServer`` wraps aiohttp's protocol factory. A connection must deliver a complete request
+head within ``read_timeout`` of connecting (or of starting its next request); the deadline is
+cleared while a request is being handled (a SUBSCRIBE stream or a WebSocket may then live as long
+as it likes). An *idle keep-alive* connection (one that completed a request and sent nothing
+since) is never timed out: pymesos keeps one ``http.client`` connection for its calls and dies if
+the server closes it silently. Instead, when ``max_connections`` is reached the longest-idle
+keep-alive connection is evicted to make room; only if there is none is the new connection closed
+at once.
 """
 
 from __future__ import annotations
@@ -28,6 +31,9 @@ class _Guard(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         self.timer: asyncio.TimerHandle | None = None
         self.busy = 0
+        self.served = 0  # requests completed on this connection
+        self.idle_since = 0.0
+        self.evicted = False
 
     # asyncio.Protocol, delegating to aiohttp's RequestHandler
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -39,13 +45,16 @@ class _Guard(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.disarm()
-        self.owner.active -= 1
+        if not self.evicted:
+            self.owner.active -= 1
         self.owner.changed.set()
         if self.transport is not None:
             self.owner.live.pop(self.transport, None)
         self.inner.connection_lost(exc)
 
     def data_received(self, data: bytes) -> None:
+        if self.busy == 0 and self.timer is None:
+            self.arm()  # a new request head is arriving: it must complete within read_timeout
         self.inner.data_received(data)
 
     def eof_received(self) -> bool | None:
@@ -74,6 +83,10 @@ class _Guard(asyncio.Protocol):
             self.owner.timeouts += 1
             self.transport.close()
 
+    @property
+    def idle_keepalive(self) -> bool:
+        return self.busy == 0 and self.served > 0 and self.timer is None
+
 
 class _Refuse(asyncio.Protocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -89,15 +102,31 @@ class GuardedServer:
         self.refused = 0
         self.timeouts = 0
         self.active = 0  # protocols created and not yet lost (accepts come in batches)
+        self.evicted = 0
         self.changed = asyncio.Event()  # set when a connection is refused or lost
 
     def __call__(self) -> asyncio.Protocol:
-        if self.handler is None or self.active >= self.max_connections:
+        if self.handler is None:
+            return _Refuse()
+        if self.active >= self.max_connections and not self._evict_idle():
             self.refused += 1
             self.changed.set()
             return _Refuse()
         self.active += 1
         return _Guard(self, self.handler())
+
+    def _evict_idle(self) -> bool:
+        """Close the longest-idle keep-alive connection to make room (True if one was closed)."""
+        idle = [g for g in self.live.values() if g.idle_keepalive and g.transport and not g.transport.is_closing()]
+        if not idle:
+            return False
+        victim = min(idle, key=lambda g: g.idle_since)
+        assert victim.transport is not None
+        victim.transport.close()
+        victim.owner.active -= 1  # counted free now; connection_lost will not count it twice
+        victim.evicted = True
+        self.evicted += 1
+        return True
 
     @property
     def connections(self) -> int:
@@ -121,7 +150,8 @@ class GuardedServer:
             finally:
                 if g is not None:
                     g.busy -= 1
-                    if g.busy == 0 and g.transport is not None and not g.transport.is_closing():
-                        g.arm()
+                    g.served += 1
+                    g.idle_since = asyncio.get_running_loop().time()
+                    # idle keep-alive: no timer (the next request head re-arms it on its first byte)
 
         return guard

@@ -184,3 +184,34 @@ async def test_agent_that_never_registers_is_closed(tmp_path: Path) -> None:
         assert svc.state.agents == {}
     finally:
         await svc.stop()
+
+
+async def test_idle_keepalive_survives_and_is_evicted_only_under_pressure(tmp_path: Path) -> None:
+    """pymesos keeps one http.client connection for its calls and dies if the server closes it
+    silently: idle keep-alive connections are never timed out, only evicted at the cap."""
+    import http.client
+
+    svc = MasterService(master_config(tmp_path / "m", max_connections=4, read_timeout=0.3))
+    await svc.start()
+    conns = [http.client.HTTPConnection("127.0.0.1", svc.port, timeout=5) for _ in range(5)]
+
+    def get(c: http.client.HTTPConnection) -> int:
+        c.request("GET", "/health")
+        r = c.getresponse()
+        r.read()
+        return r.status
+
+    try:
+        assert await asyncio.to_thread(get, conns[0]) == 200
+        await asyncio.sleep(0.8)  # idle well past read_timeout: the point of this test
+        assert await asyncio.to_thread(get, conns[0]) == 200  # same socket, still open
+        for c in conns[1:4]:
+            assert await asyncio.to_thread(get, c) == 200
+        assert svc._guard is not None and svc._guard.connections == 4
+        # a fifth client: the longest-idle keep-alive connection (conns[0]) makes room
+        assert await asyncio.to_thread(get, conns[4]) == 200
+        assert svc._guard.evicted == 1 and svc._guard.refused == 0
+    finally:
+        for c in conns:
+            c.close()
+        await svc.stop()
