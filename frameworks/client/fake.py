@@ -21,13 +21,13 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-from collections.abc import AsyncIterator, Callable, Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import attrs
 
-from frameworks.client.transport import CallRejected, MasterUnavailable
-from protocol import codec
+from frameworks.client.memory import MemoryStream, MemoryTransport
+from frameworks.client.transport import CallRejected
 from protocol.clock import Clock, SystemClock
 from protocol.mesos import (
     Call,
@@ -50,8 +50,6 @@ from protocol.mesos import (
 from protocol.mesos_common import AgentID, ExecutorID, FrameworkID, OfferID, TaskID
 from protocol.resources import Resources, attributes_to_mesos, parse_attributes
 from protocol.task_states import TaskState, is_terminal
-
-_EOF = object()
 
 
 @attrs.define
@@ -109,73 +107,6 @@ class FakeFramework:
     @property
     def revocable(self) -> bool:
         return self.capable(CapabilityType.REVOCABLE_RESOURCES)
-
-
-class MemoryStream:
-    """The event stream of one subscription (an ``EventStream``)."""
-
-    def __init__(self, stream_id: str, wire: bool, on_consumed: Callable[[], None] = lambda: None) -> None:
-        self.stream_id = stream_id
-        self._on_consumed = on_consumed
-        self.closed = False
-        self._wire = wire
-        self._q: asyncio.Queue[object] = asyncio.Queue()
-
-    def push(self, ev: Event) -> None:
-        if self.closed:
-            return
-        self._q.put_nowait(codec.encode_msgpack(ev) if self._wire else ev)
-
-    def end(self, error: Exception | None = None) -> None:
-        if not self.closed:
-            self.closed = True
-            self._q.put_nowait(error if error is not None else _EOF)
-
-    async def __aiter__(self) -> AsyncIterator[Event]:
-        while True:
-            self._on_consumed()  # the consumer handled everything so far: waiters re-check
-            item = await self._q.get()
-            if item is _EOF:
-                return
-            if isinstance(item, Exception):
-                raise item
-            if isinstance(item, bytes):
-                yield codec.decode_msgpack(Event, item)
-            else:
-                assert isinstance(item, Event)
-                yield item
-
-    async def close(self) -> None:
-        self.end()
-
-
-class MemoryTransport:
-    """A ``Transport`` into a ``FakeMaster`` (calls round-trip through the codec when ``wire``)."""
-
-    media_type = codec.MSGPACK
-
-    def __init__(self, master: FakeMaster, wire: bool = True) -> None:
-        self.master = master
-        self.wire = wire
-        self.closed = False
-
-    def _rt(self, call: Call) -> Call:
-        return codec.decode_msgpack(Call, codec.encode_msgpack(call)) if self.wire else call
-
-    async def subscribe(self, call: Call) -> MemoryStream:
-        await asyncio.sleep(0)
-        if self.master.down:
-            raise MasterUnavailable("fake master is down")
-        return self.master.subscribe(self._rt(call), self.wire)
-
-    async def send(self, call: Call, stream_id: str | None) -> None:
-        await asyncio.sleep(0)
-        if self.master.down:
-            raise MasterUnavailable("fake master is down")
-        self.master.handle(self._rt(call), stream_id)
-
-    async def close(self) -> None:
-        self.closed = True
 
 
 class FakeMaster:
