@@ -84,7 +84,9 @@ class HttpEventStream:
     def __init__(self, resp: aiohttp.ClientResponse, media_type: str, max_record: int) -> None:
         self.stream_id = resp.headers.get(STREAM_ID_HEADER, "")
         self._resp = resp
-        self._media = media_type
+        # decode what the master says it sent (a Mesos-only master answers JSON whatever we asked)
+        answered = resp.headers.get("Content-Type", "").split(";")[0].strip().lower()
+        self._media = answered if answered in (codec.MSGPACK, codec.JSON) else media_type
         self._decoder = RecordIODecoder(max_record=max_record)
 
     async def __aiter__(self) -> AsyncIterator[Event]:

@@ -21,7 +21,8 @@ from protocol.resources import Resources
 from protocol.task_states import TaskState
 
 
-def http_front(master: FakeMaster) -> web.Application:
+def http_front(master: FakeMaster, stream_media: str | None = None) -> web.Application:
+    """``stream_media`` forces the event stream's encoding (a master that ignores Accept)."""
     streams: list[MemoryStream] = []
 
     async def scheduler(request: web.Request) -> web.StreamResponse:
@@ -33,11 +34,12 @@ def http_front(master: FakeMaster) -> web.Application:
             except CallRejected as exc:
                 return web.Response(status=exc.status, text=exc.message)
             streams.append(stream)
-            resp = web.StreamResponse(headers={"Content-Type": ctype, "Mesos-Stream-Id": stream.stream_id})
+            out = stream_media or ctype
+            resp = web.StreamResponse(headers={"Content-Type": out, "Mesos-Stream-Id": stream.stream_id})
             resp.enable_chunked_encoding()
             await resp.prepare(request)
             async for ev in stream:
-                await resp.write(recordio.encode(codec.encode(ev, ctype)))
+                await resp.write(recordio.encode(codec.encode(ev, out)))
             return resp
         try:
             master.handle(call, request.headers.get("Mesos-Stream-Id"))
@@ -136,3 +138,13 @@ def test_base_url_forms() -> None:
     assert base_url("http://h:1/x?y") == "http://h:1"
     with pytest.raises(ValueError):
         base_url("http://")
+
+
+async def test_stream_is_decoded_as_the_master_labels_it() -> None:
+    master = FakeMaster(wire=False)
+    master.add_agent("cpus:1;mem:64")
+    async with serve(http_front(master, stream_media=codec.JSON)) as addr:
+        driver = SchedulerDriver(info(), HttpTransport(addr, codec.MSGPACK), backoff=Backoff(0.001, 0.01))
+        async with driver:
+            await driver.wait_subscribed(10)
+            await driver.wait_for(lambda: len(driver.offers) == 1)
