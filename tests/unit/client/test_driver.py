@@ -368,3 +368,22 @@ async def test_suppression_survives_a_resubscription(master: FakeMaster, make_dr
     await d.revive()
     assert not d.suppressed_roles
     await d.wait_for(lambda: len(d.offers) == 1)
+
+
+async def test_a_failing_callback_is_logged_and_the_driver_keeps_going(
+    master: FakeMaster, make_driver: DriverFactory, caplog: pytest.LogCaptureFixture
+) -> None:
+    class Broken(Scheduler):
+        def offers(self, driver: SchedulerDriver, offers: list[Offer]) -> None:
+            raise RuntimeError("framework bug")
+
+    master.add_agent("cpus:1;mem:128")
+    d = make_driver(scheduler=Broken())
+    await d.start()
+    await d.wait_subscribed(5)
+    await d.wait_for(lambda: len(d.offers) == 1)
+    (offer,) = list(d.offers)
+    await d.launch(offer.offer_id, [task("after-bug", "cpus:1;mem:128")])
+    await master.wait_for(lambda: "after-bug" in master.tasks and not master.unacknowledged)
+    assert d.connected
+    assert any("framework bug" in (r.exc_text or "") or "callback" in r.getMessage() for r in caplog.records)
