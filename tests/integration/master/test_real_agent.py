@@ -114,8 +114,11 @@ async def test_master_kill9_with_a_real_agent_keeps_task_processes(tmp_path: Pat
             await s.call(mesos.Call.make_acknowledge(F, st))
             if st.state is TaskState.TASK_RUNNING:
                 break
-        sleepers = [p for p in psutil.process_iter(["cmdline"]) if p.info["cmdline"] == ["sleep", "300"]
-                    or p.info["cmdline"][-1:] == ["sleep 300"]]
+        sleepers = []  # this test's task processes (their cwd is the task sandbox under tmp_path)
+        for p in psutil.process_iter(["cmdline", "cwd"]):
+            cmd, cwd = p.info["cmdline"] or [], p.info["cwd"] or ""
+            if cwd.startswith(str(tmp_path)) and "sleep 300" in " ".join(cmd):
+                sleepers.append(p)
         assert sleepers
         mproc.kill()
         await mproc.wait()
