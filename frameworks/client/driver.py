@@ -553,6 +553,14 @@ class SchedulerDriver(Service):
         filters = Filters(refuse_seconds=refuse_seconds) if refuse_seconds is not None else None
         await self.send(Call.make_decline(fid, tuple(OfferID(o) for o in ids), filters))
 
+    async def decline_idle(self, older_than: float, refuse_seconds: float | None = None) -> list[str]:
+        """Give back offers nothing is claimed from and that have not changed for ``older_than``
+        seconds (a framework with no work left should not sit on leases); returns their ids."""
+        ids = [o.offer_id for o in self.offers.idle(self.clock.now(), older_than)]
+        if ids:
+            await self.decline(ids, refuse_seconds)
+        return ids
+
     async def kill(self, task_id: str, agent_id: str | None = None) -> None:
         if agent_id is None and task_id in self.tasks:
             agent_id = self.tasks[task_id].agent_id

@@ -387,3 +387,22 @@ async def test_a_failing_callback_is_logged_and_the_driver_keeps_going(
     await master.wait_for(lambda: "after-bug" in master.tasks and not master.unacknowledged)
     assert d.connected
     assert any("framework bug" in (r.exc_text or "") or "callback" in r.getMessage() for r in caplog.records)
+
+
+async def test_decline_idle_gives_back_unused_leases() -> None:
+    from protocol.clock import FakeClock
+
+    clock = FakeClock()
+    master = FakeMaster(clock=clock)
+    master.add_agent("cpus:1;mem:128")
+    master.add_agent("cpus:1;mem:128")
+    d = SchedulerDriver(framework_info("idle", REUSE), master.transport(), clock=clock, backoff=Backoff(0.001, 0.01))
+    async with d:
+        await d.wait_subscribed(5)
+        await d.wait_for(lambda: len(d.offers) == 2)
+        busy, idle = d.offers.offer_ids()
+        clock.advance(10)
+        await d.launch(busy, [task("t", "cpus:0.5;mem:64")])  # touches the lease
+        assert await d.decline_idle(older_than=5, refuse_seconds=60) == [idle]
+        assert d.offers.offer_ids() == [busy]
+        assert len(master.offers) == 1
