@@ -15,7 +15,6 @@ frames, batching, pings, reconnects, redirects and epoch fencing.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import random
 from collections.abc import Callable
@@ -80,6 +79,8 @@ class AgentChannel:
         self.messages_sent = 0
         self.stale_frames = 0
         self.registered_event = asyncio.Event()
+        self._closing = False
+        self._last_frame = 0.0
 
     # --- outgoing ----------------------------------------------------------------------------
 
@@ -109,9 +110,13 @@ class AgentChannel:
 
     # --- connection loop -----------------------------------------------------------------------
 
+    def close(self) -> None:
+        """Stop reconnecting (the service is stopping and will cancel ``run``)."""
+        self._closing = True
+
     async def run(self) -> None:
         async with aiohttp.ClientSession() as session:
-            while True:
+            while not self._closing:
                 try:
                     await self._connect_once(session)
                 except asyncio.CancelledError:
@@ -122,6 +127,8 @@ class AgentChannel:
                     log.info("master connection to %s failed: %s", self.master, e)
                 finally:
                     await self._closed()
+                if self._closing:
+                    return
                 await asyncio.sleep(self._backoff.next())
 
     async def _closed(self) -> None:
@@ -171,30 +178,48 @@ class AgentChannel:
         self.connects += 1
         reg = codec.encode_msgpack(Frame(messages=(envelope(self._build_register()),)))
         await ws.send_bytes(reg)
-        registered = await asyncio.wait_for(self._await_registered(ws), self.registration_timeout)
+        # asyncio.timeout, not wait_for: 3.11's wait_for can swallow a cancellation that races
+        # with the inner result (the service's stop would then hang)
+        async with asyncio.timeout(self.registration_timeout):
+            registered = await self._await_registered(ws)
         self.epoch = max(self.epoch, registered.epoch)
         self.ping_timeout = registered.ping_timeout or self.ping_timeout
         self.registered = True
         self.registered_event.set()
         self._backoff.reset()
-        writer = asyncio.get_running_loop().create_task(self._writer(ws), name="agent-channel-writer")
+        loop = asyncio.get_running_loop()
+        self._last_frame = loop.time()
+        helpers = [
+            loop.create_task(self._writer(ws), name="agent-channel-writer"),
+            loop.create_task(self._watchdog(ws), name="agent-channel-watchdog"),
+        ]
         try:
             self._on_registered(registered)
             await self._read_loop(ws)
         finally:
-            writer.cancel()
-            with contextlib.suppress(BaseException):
-                await writer
-            if writer.done() and not writer.cancelled() and writer.exception() is not None:
-                log.info("channel writer ended: %s", writer.exception())
+            for h in helpers:
+                h.cancel()
+            # gather(return_exceptions) absorbs the helpers' own ends but still lets a
+            # cancellation of *this* task through (a bare ``suppress`` would swallow it)
+            for result in await asyncio.gather(*helpers, return_exceptions=True):
+                if isinstance(result, Exception):
+                    log.info("channel helper ended: %s", result)
+
+    async def _watchdog(self, ws: aiohttp.ClientWebSocketResponse) -> None:
+        """Close the connection when no frame arrived for ``ping_timeout`` (the master pings)."""
+        loop = asyncio.get_running_loop()
+        while not ws.closed:
+            await asyncio.sleep(self.ping_timeout / 4)
+            if loop.time() - self._last_frame > self.ping_timeout:
+                log.warning("no frame from the master for %.1fs; reconnecting", self.ping_timeout)
+                await ws.close()
+                return
 
     async def _read_loop(self, ws: aiohttp.ClientWebSocketResponse) -> None:
+        loop = asyncio.get_running_loop()
         while True:
-            try:
-                msg = await ws.receive(timeout=self.ping_timeout)
-            except TimeoutError:
-                log.warning("no frame from the master for %.1fs; reconnecting", self.ping_timeout)
-                return
+            msg = await ws.receive()
+            self._last_frame = loop.time()
             if msg.type != aiohttp.WSMsgType.BINARY:
                 if msg.type in (aiohttp.WSMsgType.CLOSE, aiohttp.WSMsgType.CLOSED, aiohttp.WSMsgType.ERROR):
                     return

@@ -214,6 +214,11 @@ class AgentService(Service):
         self.spawn(self._timer_loop(), name="agent-timers")
         self.spawn(self._monitor_loop(), name="agent-monitor")
 
+    async def stop(self) -> None:
+        if self.channel is not None:
+            self.channel.close()
+        await super().stop()
+
     async def _stop(self) -> None:
         # Tasks keep running (they survive the agent by design); we only stop watching them.
         self.launcher.detach_all()

@@ -4,6 +4,7 @@ forkserver child (pre-imported, fast restarts) or, where its stderr and exit cod
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import json
 import os
@@ -105,9 +106,9 @@ async def test_r3_task_ends_while_agent_is_down(master: Any, agent_procs: Any, t
     rec_wrapper = psutil.Process(wrapper_of(st))
     await agent.kill9()
     (tmp_path / "go").write_text("3")
-    rec_wrapper.wait(timeout=20)  # the wrapper records the exit status and ends
+    await asyncio.to_thread(rec_wrapper.wait, 20)  # the wrapper records the exit status and ends
     os.killpg(wrapper_of(lost), signal.SIGKILL)  # nothing recorded for this one
-    psutil.Process(wrapper_of(lost)).wait(timeout=20)
+    await asyncio.to_thread(psutil.Process(wrapper_of(lost)).wait, 20)
     await agent.start()
     st = await master.wait_terminal("rec")
     assert st.state is S.TASK_FAILED and "status 3" in (st.message or "")
@@ -143,7 +144,7 @@ async def test_r7_wrapper_crash_kills_task(master: Any, agent_procs: Any) -> Non
     os.kill(wrapper_of(st), signal.SIGKILL)
     st = await master.wait_terminal("t")
     assert st.state is S.TASK_FAILED and st.reason is not None and st.reason.name == "REASON_EXECUTOR_TERMINATED"
-    task.wait(timeout=10)  # killed with its group (reaped by init)
+    await asyncio.to_thread(task.wait, 10)  # killed with its group (reaped by init)
     assert not task.is_running() or task.status() == psutil.STATUS_ZOMBIE
 
 
@@ -170,7 +171,7 @@ async def test_r9_corrupt_checkpoint_strict_and_not(master: Any, agent_procs: An
     await agent.start()
     st = await master.wait_terminal("bad")
     assert st.state is S.TASK_LOST and str(broken) in (st.message or "")
-    bad_wrapper.wait(timeout=10)  # a task reported LOST does not keep running
+    await asyncio.to_thread(bad_wrapper.wait, 10)  # a task reported LOST does not keep running
     reg = master.registrations[-1]
     assert ("good", S.TASK_RUNNING) in [(t.task_id.value, t.state) for t in reg.tasks]
     await master.kill("good", 0.1)
@@ -249,4 +250,4 @@ async def test_executor_left_from_before_a_restart_is_killed(master: Any, agent_
     await agent.start()
     st = await master.wait_terminal("x")
     assert st.state is S.TASK_LOST
-    proc.wait(timeout=10)
+    await asyncio.to_thread(proc.wait, 10)
