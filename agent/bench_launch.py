@@ -14,6 +14,7 @@ import argparse
 import asyncio
 import contextlib
 import logging
+import resource
 import tempfile
 import time
 from pathlib import Path
@@ -122,12 +123,23 @@ async def agent_rate(n: int, batch: int, work_dir: Path, fsync: bool = True) -> 
             await runner.cleanup()
 
 
+def _cpu() -> float:
+    ru = resource.getrusage(resource.RUSAGE_SELF)
+    return ru.ru_utime + ru.ru_stime
+
+
 async def main_async(n: int, batch: int, fsync: bool) -> None:
+    c0 = _cpu()
     raw = await raw_rate(n, batch)
+    c1 = _cpu()
     with tempfile.TemporaryDirectory(prefix="agora-bench-") as d:
         ag = await agent_rate(n, batch, Path(d), fsync)
-    print(f"raw asyncio spawn of `true`: {raw:8.1f} launches/s")
-    print(f"agora agent pipeline:        {ag:8.1f} launches/s ({100 * ag / raw:.0f}% of raw; fsync={'on' if fsync else 'off'})")
+    c2 = _cpu()
+    print(f"raw asyncio spawn of `true`: {raw:8.1f} launches/s, {1000 * (c1 - c0) / n:.2f} ms CPU per launch (this process)")
+    print(
+        f"agora agent pipeline:        {ag:8.1f} launches/s, {1000 * (c2 - c1) / n:.2f} ms CPU per launch "
+        f"(agent + in-process master; {100 * ag / raw:.0f}% of raw; fsync={'on' if fsync else 'off'})"
+    )
 
 
 def main() -> None:

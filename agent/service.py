@@ -555,6 +555,10 @@ class AgentService(Service):
                 if t.spec.command is not None and key in self.launcher:
                     self.launcher.signal(key, "KILL")  # nothing of a finished task survives it
         elif isinstance(eff, su.StreamDone):
+            key2 = (eff.framework_id, eff.task_id)
+            self._groups.pop(key2, None)
+            self._group_executors.pop(key2, None)
+            self._started_at.pop(key2, None)
             self._submit(self.tracker.handle(tk.Forget(eff.framework_id, eff.task_id), self.clock.now()))
         elif isinstance(eff, tk.DropTask):
             pass
