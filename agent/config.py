@@ -39,6 +39,8 @@ class AgentConfig:
     resource_estimator: str = "noop"
     oversubscribed: str | None = None
     qos_controller: str = "noop"
+    qos_threshold: float | None = None  # load controller: overload threshold (its default if None)
+    qos_window: float | None = None  # load controller: seconds the overload must last
     isolation: str = "auto"  # auto | cgroups-v2 | psutil
     ping_timeout: float = 15.0  # until the master's REGISTERED says otherwise
     registration_timeout: float = 10.0

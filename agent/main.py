@@ -51,6 +51,8 @@ async def _serve(config: AgentConfig) -> int:
 @click.option("--resource-estimator", default="noop", show_default=True, type=click.Choice(["noop", "fixed", "usage"]))
 @click.option("--oversubscribed", default=None, help='With --resource-estimator fixed, e.g. "cpus:4".')
 @click.option("--qos-controller", default="noop", show_default=True, type=click.Choice(["noop", "load"]))
+@click.option("--qos-threshold", default=None, type=float, help="load controller: overload threshold (load1 per core).")
+@click.option("--qos-window", default=None, type=float, help="load controller: seconds the overload must last.")
 @click.option("--isolation", default="auto", show_default=True, type=click.Choice(["auto", "cgroups-v2", "psutil"]))
 @click.option("--ping-timeout", default=15.0, show_default=True, type=float, help="Reconnect after this long without a frame.")
 @click.option("--default-grace", default=3.0, show_default=True, type=float, help="Kill grace period when none is given.")

@@ -244,7 +244,10 @@ class AgentService(Service):
             if cfg.resource_estimator == "fixed":
                 opts["oversubscribed"] = cfg.oversubscribed or ""
             self._estimator = make_estimator(cfg.resource_estimator, **opts)
-            self._qos = make_qos(cfg.qos_controller)
+            qopts: dict[str, Any] = {}
+            if cfg.qos_controller == "load":
+                qopts = {"threshold": cfg.qos_threshold, "window": cfg.qos_window}
+            self._qos = make_qos(cfg.qos_controller, **qopts)
         except ImportError:  # pragma: no cover - plug-ins ship with the agent
             self._estimator = self._qos = None
 
@@ -866,7 +869,11 @@ class AgentService(Service):
             for tid in body.task_ids:
                 self._submit(
                     self.tracker.handle(
-                        tk.KillTask(body.framework_id.value, tid.value, body.grace_seconds, tk.KillReason.PREEMPTED), now
+                        tk.KillTask(
+                            body.framework_id.value, tid.value, body.grace_seconds, tk.KillReason.PREEMPTED,
+                            f"Revoked by the master: {body.reason}" if body.reason else "Revoked by the master",
+                        ),
+                        now,
                     )
                 )
         elif isinstance(body, ShutdownFramework):
@@ -1008,8 +1015,11 @@ class AgentService(Service):
                 log.exception("QoS controller failed")
                 evictions = []
             for ev in evictions:
+                log.warning("QoS eviction of %s/%s: %s", ev.framework_id, ev.task_id, ev.reason)
                 self._submit(
-                    self.tracker.handle(tk.KillTask(ev.framework_id, ev.task_id, None, tk.KillReason.PREEMPTED), now)
+                    self.tracker.handle(
+                        tk.KillTask(ev.framework_id, ev.task_id, None, tk.KillReason.PREEMPTED, ev.reason), now
+                    )
                 )
 
     # --- HTTP ----------------------------------------------------------------------------------

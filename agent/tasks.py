@@ -98,6 +98,7 @@ class KillTask:
     task_id: str
     grace: float | None = None
     reason: KillReason = KillReason.FRAMEWORK
+    message: str | None = None  # why, for the terminal update (e.g. the QoS controller's reason)
 
 
 @attrs.frozen
@@ -383,11 +384,11 @@ class TaskTracker:
                 return self._finish(t, S.TASK_FAILED, "REASON_CONTAINER_LAUNCH_FAILED", message, "SOURCE_AGENT")
             case Exited(fid, tid, code, message):
                 return self._exited(fid, tid, code, message)
-            case KillTask(fid, tid, grace, reason):
+            case KillTask(fid, tid, grace, reason, message):
                 t = self.tasks.get((fid, tid))
                 if t is None or t.terminal:
                     return []
-                return self._kill(t, grace, reason, now, None)
+                return self._kill(t, grace, reason, now, message)
             case LimitExceeded(fid, tid, message):
                 t = self.tasks.get((fid, tid))
                 if t is None or t.terminal:

@@ -114,3 +114,17 @@ async def test_fixed_estimator_reports_slack_once(master: Any, make_agent: Any) 
     await master.run("t", "true")  # some traffic and several estimate periods
     await master.wait_terminal("t")
     assert len([o for o in master.other if isinstance(o, SlackEstimate)]) == 1  # only on change
+
+
+async def test_qos_load_controller_evicts_revocable_tasks_only(master: Any, make_agent: Any) -> None:
+    # threshold 0: any load at all counts as overload, so the controller evicts at once
+    await make_agent(qos_controller="load", qos_threshold=0.0, qos_window=0.0, estimate_interval=0.1)
+    await master.wait_connected()
+    await master.run("regular", "sleep 60")
+    await master.run("rev", "sleep 60", revocable=True)
+    st = await master.wait_terminal("rev")
+    assert st.state is S.TASK_KILLED and st.reason is not None and st.reason.name == "REASON_CONTAINER_PREEMPTED"
+    assert "QoS" in (st.message or "")
+    assert master.terminal("regular") is None
+    await master.kill("regular", 0.1)
+    await master.wait_terminal("regular")
