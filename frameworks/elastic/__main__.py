@@ -11,6 +11,8 @@ import click
 import uvloop
 
 from frameworks.elastic.service import ElasticService
+from frameworks.elastic.service_core import ServiceError
+from frameworks.elastic.store import StoreError
 
 
 @click.command()
@@ -79,7 +81,10 @@ def main(
             print(f"agora-elastic listening on {service.url}", flush=True)
             await stop.wait()
 
-    uvloop.run(run())
+    try:
+        uvloop.run(run())
+    except (StoreError, ServiceError, OSError) as exc:  # a clear message, not a traceback
+        raise click.ClickException(f"agora-elastic: {exc}") from exc
 
 
 if __name__ == "__main__":
