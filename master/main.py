@@ -41,6 +41,9 @@ async def serve(cfg: MasterConfig) -> int:
     waiter.cancel()
     stopped.cancel()
     await svc.stop()
+    if svc.failed is not None:
+        click.echo(f"agora-master: stopped on an error: {svc.failed}", err=True)
+        return 1
     return 0
 
 
