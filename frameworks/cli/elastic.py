@@ -345,3 +345,31 @@ def cancel(ctx: click.Context, job_id: int) -> None:
     """Cancel a job: its workers are killed."""
     data = _post(ctx, f"/jobs/{job_id}/cancel", {})
     _out(ctx, data, lambda d: click.echo(f"job {d['id']} {d['state'].lower()}"))
+
+
+@elastic.command()
+@click.argument("job_id", type=int)
+@click.option("--worker", "index", type=int, default=None, help="Worker index (default: the first live one).")
+@click.option("--stderr", is_flag=True, help="Show stderr instead of stdout.")
+@click.option("--follow", "-f", is_flag=True, help="Keep printing until the job ends.")
+@click.pass_context
+def logs(ctx: click.Context, job_id: int, index: int | None, stderr: bool, follow: bool) -> None:
+    """Print a worker's stdout (or stderr) from its agent's sandbox."""
+    stream = "stderr" if stderr else "stdout"
+    offset = 0
+    worker = "" if index is None else f"&worker={index}"
+    while True:
+        chunk = _get(ctx, f"/jobs/{job_id}/logs?stream={stream}&offset={offset}{worker}")
+        if not worker:  # stay with the worker picked first
+            worker = f"&worker={chunk['worker']}"
+        data = chunk.get("data", "")
+        if data:
+            sys.stdout.write(data)
+            sys.stdout.flush()
+            offset += len(data.encode())
+        if not follow:
+            return
+        if not data:
+            if _get(ctx, f"/jobs/{job_id}")["state"] in ("SUCCEEDED", "FAILED", "CANCELLED"):
+                return
+            time.sleep(0.5)

@@ -20,6 +20,8 @@ HTTP API (JSON):
 - ``GET /api/v1/jobs/{id}`` -> workers, generation, progress, the reason it is not at its maximum
 - ``POST /api/v1/jobs/{id}/scale`` ``{"max_workers": N, "min_workers": M?}``
 - ``POST /api/v1/jobs/{id}/cancel``
+- ``GET /api/v1/jobs/{id}/logs?worker=N&stream=stdout|stderr&offset=O&length=L`` — a worker's
+  output from its agent's sandbox (default: the first live worker, else the last one that ended)
 - ``GET /health``, ``GET /api/v1/framework``
 
 A restart re-attaches: the framework id is kept in the work dir (failover under the same id, the
@@ -41,6 +43,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 from aiohttp import web
 
 from frameworks.client.driver import KnownTask, Scheduler, SchedulerDriver
@@ -153,6 +156,8 @@ class ElasticService(Service, Scheduler):
         self._dirty: set[int] = set()
         self._write_lock = asyncio.Lock()
         self._offer_roles: dict[str, str] = {}
+        self.agent_urls: dict[str, str] = {}  # agent id -> its HTTP address (sandbox files)
+        self._http: aiohttp.ClientSession | None = None
         self._runner: web.AppRunner | None = None
         self.url = ""
         self.rounds = 0
@@ -177,8 +182,10 @@ class ElasticService(Service, Scheduler):
                 web.get("/api/v1/jobs/{id}", self._show),
                 web.post("/api/v1/jobs/{id}/scale", self._scale),
                 web.post("/api/v1/jobs/{id}/cancel", self._cancel),
+                web.get("/api/v1/jobs/{id}/logs", self._logs),
             ]
         )
+        self._http = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10))
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()
         await web.TCPSite(self._runner, self.host, self.port).start()
@@ -215,6 +222,9 @@ class ElasticService(Service, Scheduler):
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
+        if self._http is not None:
+            await self._http.close()
+            self._http = None
         with contextlib.suppress(Exception):
             await self._flush()
 
@@ -231,6 +241,9 @@ class ElasticService(Service, Scheduler):
         for o in offers:
             role = o.allocation_info.role if o.allocation_info and o.allocation_info.role else None
             self._offer_roles[o.id.value] = role or (self.roles[0] if self.roles else "*")
+            if o.url is not None and o.url.address.port:
+                host = o.url.address.ip or o.url.address.hostname or o.hostname
+                self.agent_urls[o.agent_id.value] = f"http://{host}:{o.url.address.port}"
         self._wake.set()
 
     def offer_rescinded(self, driver: SchedulerDriver, offer_id: str) -> None:
@@ -586,6 +599,41 @@ class ElasticService(Service, Scheduler):
         except ServiceError as exc:
             return _error(exc.status, exc.reason)
         return web.json_response(job_summary(self.core.jobs[_job_id(request)]))
+
+    async def _logs(self, request: web.Request) -> web.Response:
+        """A worker's stdout/stderr, read from its agent's sandbox (``/files/read``)."""
+        try:
+            job = self.core.job(_job_id(request))
+            offset = int(request.query.get("offset", "0"))
+            length = int(request.query.get("length", str(64 * 1024)))
+            index = int(request.query["worker"]) if "worker" in request.query else None
+        except ServiceError as exc:
+            return _error(exc.status, exc.reason)
+        except ValueError:
+            return _error(400, "worker, offset and length must be integers")
+        stream = request.query.get("stream", "stdout")
+        if stream not in ("stdout", "stderr"):
+            return _error(400, "stream must be stdout or stderr")
+        workers = sorted(job.workers.values(), key=lambda w: w.index) + sorted(
+            job.ended, key=lambda w: -w.index
+        )
+        chosen = [w for w in workers if index is None or w.index == index]
+        if not chosen:
+            return _error(404, f"job {job.job_id} has no worker {index}")
+        w = chosen[0]
+        agent = self.agent_urls.get(w.agent_id)
+        fid = self.driver.framework_id if self.driver else None
+        if agent is None or fid is None or self._http is None:
+            return _error(503, f"agent {w.agent_id} of worker {w.task_id} is not reachable from here")
+        params = {"path": f"{fid}/{w.task_id}/{stream}", "offset": str(offset), "length": str(length)}
+        try:
+            async with self._http.get(f"{agent}/files/read", params=params) as resp:
+                if resp.status != 200:
+                    return _error(resp.status, await resp.text())
+                data = await resp.json()
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            return _error(503, f"agent {w.agent_id}: {exc}")
+        return web.json_response({"worker": w.index, "task_id": w.task_id, "stream": stream, **data})
 
 
 def _job_id(request: web.Request) -> int:

@@ -130,6 +130,9 @@ def test_cli_submit_show_scale_and_succeed(tmp_path: Path) -> None:
         assert table.returncode == 0 and "digits-e2e" in table.stdout and "CD" in table.stdout
         text = agora(master, "show", str(job_id))
         assert "state=SUCCEEDED" in text.stdout and "test accuracy" in text.stdout
+        out = agora(master, "logs", str(job_id), "--worker", "0")
+        assert out.returncode == 0 and "worker elastic-1-w0: rank" in out.stdout, out.stderr
+        assert "test accuracy" in agora(master, "logs", str(job_id), "--worker", "0", "-f").stdout
     finally:
         stop_process(service)
         kill_workers(tmp_path)

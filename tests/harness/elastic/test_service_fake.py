@@ -291,6 +291,11 @@ max_workers = 2
         r = await http.post(api + f"/jobs/{job_id}/scale", json={"max_workers": "x"})
         assert r.status == 400
         assert (await http.get(api + "/jobs/99")).status == 404
+        # logs: the fake agents have no HTTP address; bad requests are refused
+        assert (await http.get(api + f"/jobs/{job_id}/logs")).status == 503
+        assert (await http.get(api + f"/jobs/{job_id}/logs?worker=7")).status == 404
+        assert (await http.get(api + f"/jobs/{job_id}/logs?worker=x")).status == 400
+        assert (await http.get(api + f"/jobs/{job_id}/logs?stream=stdin")).status == 400
         await settled(service, job_id, 1)
         r = await http.post(api + f"/jobs/{job_id}/cancel")
         assert r.status == 200 and (await r.json())["state"] == "CANCELLED"
