@@ -22,7 +22,7 @@ HTTP API (JSON):
 - ``POST /api/v1/jobs/{id}/cancel``
 - ``GET /api/v1/jobs/{id}/logs?worker=N&stream=stdout|stderr&offset=O&length=L`` — a worker's
   output from its agent's sandbox (default: the first live worker, else the last one that ended)
-- ``GET /health``, ``GET /api/v1/framework``
+- ``GET /health``, ``GET /api/v1/framework``, ``GET /metrics`` (Prometheus)
 
 A restart re-attaches: the framework id is kept in the work dir (failover under the same id, the
 master keeps the tasks for ``failover_timeout``), the coordinators come back on their old ports
@@ -45,11 +45,13 @@ from typing import Any
 
 import aiohttp
 from aiohttp import web
+from prometheus_client import CollectorRegistry
 
 from frameworks.client.driver import KnownTask, Scheduler, SchedulerDriver
 from frameworks.client.offers import OfferCacheError
 from frameworks.client.transport import HttpTransport, Transport, TransportError
 from frameworks.elastic import messages as m
+from frameworks.elastic import metrics
 from frameworks.elastic.coordinator import Coordinator
 from frameworks.elastic.core import CoordinatorConfig, CoordinatorError
 from frameworks.elastic.service_core import (
@@ -158,6 +160,7 @@ class ElasticService(Service, Scheduler):
         self._offer_roles: dict[str, str] = {}
         self.agent_urls: dict[str, str] = {}  # agent id -> its HTTP address (sandbox files)
         self._http: aiohttp.ClientSession | None = None
+        self._registry: CollectorRegistry | None = None
         self._runner: web.AppRunner | None = None
         self.url = ""
         self.rounds = 0
@@ -183,6 +186,7 @@ class ElasticService(Service, Scheduler):
                 web.post("/api/v1/jobs/{id}/scale", self._scale),
                 web.post("/api/v1/jobs/{id}/cancel", self._cancel),
                 web.get("/api/v1/jobs/{id}/logs", self._logs),
+                web.get("/metrics", self._metrics),
             ]
         )
         self._http = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10))
@@ -508,6 +512,13 @@ class ElasticService(Service, Scheduler):
 
     async def _health(self, request: web.Request) -> web.Response:
         return web.json_response({"ok": True})
+
+    async def _metrics(self, request: web.Request) -> web.Response:
+        if self._registry is None:
+            self._registry = metrics.registry(self)
+        return web.Response(
+            body=metrics.render(self._registry), headers={"Content-Type": metrics.CONTENT_TYPE}
+        )
 
     async def _framework(self, request: web.Request) -> web.Response:
         d = self.driver

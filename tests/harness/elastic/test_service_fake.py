@@ -300,6 +300,9 @@ max_workers = 2
         r = await http.post(api + f"/jobs/{job_id}/cancel")
         assert r.status == 200 and (await r.json())["state"] == "CANCELLED"
         assert (await http.post(api + f"/jobs/{job_id}/cancel")).status == 409
+        text = await (await http.get(service.url + "/metrics")).text()
+        assert 'agora_elastic_jobs{state="CANCELLED"} 1.0' in text and "agora_elastic_connected 1.0" in text
+        assert f'agora_elastic_worker_events_total{{event="killed",job="{job_id}"}}' in text
         fw = await (await http.get(service.url + "/api/v1/framework")).json()
         assert fw["connected"] and fw["jobs"] == {"CANCELLED": 1}
 
