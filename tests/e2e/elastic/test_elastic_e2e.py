@@ -48,9 +48,17 @@ epochs = 4
 """
 
 
+# the installed console script, else the entry point through this interpreter (a plain checkout)
+AGORA = (
+    command_for("agora", "frameworks.cli.main")
+    if (Path(sys.executable).parent / "agora").exists()
+    else [sys.executable, "-c", "from frameworks.cli.main import main; main()"]
+)
+
+
 def agora(master: str, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [*command_for("agora", "frameworks.cli.main"), "elastic", "--master", master, *args],
+        [*AGORA, "elastic", "--master", master, *args],
         capture_output=True,
         text=True,
         timeout=30,
