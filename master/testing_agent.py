@@ -79,7 +79,12 @@ class FakeAgent:
         )
         await self._send(reg)
         self._reader = asyncio.get_running_loop().create_task(self._read())
-        await asyncio.wait_for(self.registered.wait(), 10)
+        waits = {asyncio.ensure_future(self.registered.wait()), asyncio.ensure_future(self.closed.wait())}
+        _, pending = await asyncio.wait(waits, timeout=10, return_when=asyncio.FIRST_COMPLETED)
+        for w in pending:
+            w.cancel()
+        if not self.registered.is_set():
+            raise ConnectionError("the master closed the channel (or timed out) before REGISTERED")
         assert self.agent_id is not None
         # unacknowledged updates are resent after (re-)registration
         for t in self.tasks.values():

@@ -137,3 +137,34 @@ def attrs_evolve_id(info: mesos.FrameworkInfo, fid: str) -> mesos.FrameworkInfo:
 def test_codec_roundtrip_of_framework_info() -> None:
     info = mesos.FrameworkInfo(user="u", name="n", failover_timeout=5.0)
     assert codec.decode_msgpack(mesos.FrameworkInfo, codec.encode_msgpack(info)) == info
+
+
+async def test_failed_registry_write_stops_the_master_before_it_acts(tmp_path: Path) -> None:
+    import sqlite3 as _sqlite3
+
+    from master.service import MasterService
+
+    from .conftest import master_config
+
+    svc = MasterService(master_config(tmp_path / "m"))
+    await svc.start()
+    try:
+        assert svc.registry is not None
+
+        def broken(batch: object) -> None:
+            raise _sqlite3.OperationalError("disk I/O error")
+
+        svc.registry._write = broken  # type: ignore[method-assign]
+        agent = FakeAgent(svc.url)
+        connecting = asyncio.ensure_future(agent.connect())
+        try:
+            await asyncio.wait_for(svc.wait_stopped(), 5)  # AgentAdmitted cannot be written: stop
+            with pytest.raises(Exception):  # noqa: B017 - the agent only sees its socket close
+                await asyncio.wait_for(connecting, 5)
+        finally:
+            connecting.cancel()
+            await agent.close()
+        assert svc.failed is not None and "registry write failed" in str(svc.failed)
+        assert agent.agent_id is None  # the master never acted on the unrecorded admission
+    finally:
+        await svc.stop()
