@@ -20,11 +20,10 @@ import random
 from typing import Any
 
 import attrs
-import psutil
 from aiohttp import web
-from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
-from prometheus_client.exposition import CONTENT_TYPE_LATEST
+from prometheus_client import CollectorRegistry, Counter, Gauge
 
+from agent import http_api, oversubscription, recovery
 from agent import status_updates as su
 from agent import tasks as tk
 from agent.channel import AgentChannel
@@ -32,20 +31,19 @@ from agent.checkpoint import (
     AgentMeta,
     Checkpoint,
     CheckpointError,
-    CorruptCheckpoint,
     PidRecord,
-    Recovery,
     TaskRecordFile,
 )
 from agent.config import AgentConfig
 from agent.environment import task_environment
+from agent.executors import ExecutorGlue
 from agent.isolation import Isolator, detect
-from agent.launcher import Launcher, LaunchError, Proc, boot_id, find_wrappers, spawn
-from agent.taskspec import SpecError, TaskSpec, command_spec, task_spec
+from agent.launcher import Launcher, LaunchError, Proc, boot_id, spawn
+from agent.recovery import StartupError
+from agent.taskspec import SpecError, TaskSpec, task_spec
 from protocol.agent_channel import (
     AcknowledgeMsg,
     ExecutorExited,
-    ExecutorMessageMsg,
     FrameworkMessageMsg,
     KillTask,
     Register,
@@ -55,7 +53,6 @@ from protocol.agent_channel import (
     RunTasks,
     ShutdownExecutor,
     ShutdownFramework,
-    SlackEstimate,
     StatusUpdateMsg,
 )
 from protocol.clock import Clock, SystemClock
@@ -73,15 +70,10 @@ from protocol.mesos import (
 )
 from protocol.mesos_common import AgentID, ExecutorID, FrameworkID, Label, Labels, TaskID
 from protocol.resources import Resources, attributes_to_mesos, parse_attributes
-from protocol.task_states import is_terminal
 
 log = logging.getLogger(__name__)
 
 VERSION = "0.1.0"
-
-
-class StartupError(Exception):
-    """The agent refuses to start (a corrupt checkpoint in strict mode, changed resources...)."""
 
 
 # --- shell-side effects (disk) ----------------------------------------------------------------
@@ -132,8 +124,7 @@ def _task_key(fid: str, tid: str) -> str:
     return f"t/{fid}/{tid}"
 
 
-def _exec_key(fid: str, eid: str) -> str:
-    return f"e/{fid}/{eid}"
+__all__ = ["AgentService", "StartupError"]
 
 
 class AgentService(Service):
@@ -161,11 +152,11 @@ class AgentService(Service):
         self.channel: AgentChannel | None = None
         self.executor_api: Any = None
         self.recovery_report: list[str] = []
-        self._ephemeral: set[tuple[str, str]] = set()  # streams not checkpointed (invalid launches)
-        self._executor_uuids: dict[bytes, str] = {}  # update uuid -> executor id (acks go back)
-        self._groups: dict[tuple[str, str], tuple[str, ...]] = {}  # (fid, tid) -> group's task ids
-        self._group_executors: dict[tuple[str, str], ExecutorInfo] = {}
-        self._started_at: dict[tuple[str, str], float] = {}
+        self.ephemeral: set[tuple[str, str]] = set()  # streams not checkpointed (invalid launches)
+        self.executor_uuids: dict[bytes, str] = {}  # update uuid -> executor id (acks go back)
+        self.groups: dict[tuple[str, str], tuple[str, ...]] = {}  # (fid, tid) -> group's task ids
+        self.group_executors: dict[tuple[str, str], ExecutorInfo] = {}
+        self.started_at: dict[tuple[str, str], float] = {}
         self._work: collections.deque[object] = collections.deque()
         self._work_running = False
         self._work_idle = asyncio.Event()
@@ -173,20 +164,22 @@ class AgentService(Service):
         self._timer_wake = asyncio.Event()
         self._disk = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="agent-ckpt")
         self._runner: web.AppRunner | None = None
-        self._last_slack: Resources | None = None
-        self._estimator: Any = None
-        self._qos: Any = None
+        self.executors = ExecutorGlue(self)
+        self.version = VERSION
+        self.last_slack: Resources | None = None
+        self.estimator: Any = None
+        self.qos: Any = None
         self.registry = CollectorRegistry()
-        self._m_launched = Counter("agora_agent_tasks_launched_total", "Tasks launched", registry=self.registry)
-        self._m_terminal = Counter(
+        self.m_launched = Counter("agora_agent_tasks_launched_total", "Tasks launched", registry=self.registry)
+        self.m_terminal = Counter(
             "agora_agent_tasks_terminal_total", "Tasks ended, by state", ["state"], registry=self.registry
         )
-        self._m_updates = Counter(
+        self.m_updates = Counter(
             "agora_agent_status_updates_sent_total", "Status update sends (including resends)", registry=self.registry
         )
-        self._m_running = Gauge("agora_agent_tasks_active", "Non-terminal tasks", registry=self.registry)
-        self._m_registered = Gauge("agora_agent_registered", "1 while registered with a master", registry=self.registry)
-        self._m_limit = Counter(
+        self.m_running = Gauge("agora_agent_tasks_active", "Non-terminal tasks", registry=self.registry)
+        self.m_registered = Gauge("agora_agent_registered", "1 while registered with a master", registry=self.registry)
+        self.m_limit = Counter(
             "agora_agent_limit_kills_total", "Tasks killed past their memory limit", registry=self.registry
         )
 
@@ -197,7 +190,7 @@ class AgentService(Service):
         self.checkpoint.init()
         self._build_plugins()
         await self._start_http()
-        await self._recover()
+        await recovery.recover(self)
         self.channel = AgentChannel(
             cfg.master,
             self._build_register,
@@ -243,19 +236,17 @@ class AgentService(Service):
             opts: dict[str, Any] = {}
             if cfg.resource_estimator == "fixed":
                 opts["oversubscribed"] = cfg.oversubscribed or ""
-            self._estimator = make_estimator(cfg.resource_estimator, **opts)
+            self.estimator = make_estimator(cfg.resource_estimator, **opts)
             qopts: dict[str, Any] = {}
             if cfg.qos_controller == "load":
                 qopts = {"threshold": cfg.qos_threshold, "window": cfg.qos_window}
-            self._qos = make_qos(cfg.qos_controller, **qopts)
+            self.qos = make_qos(cfg.qos_controller, **qopts)
         except ImportError:  # pragma: no cover - plug-ins ship with the agent
-            self._estimator = self._qos = None
+            self.estimator = self.qos = None
 
     async def _start_http(self) -> None:
         app = web.Application(client_max_size=1024 * 1024)
-        app.router.add_get("/health", self._http_health)
-        app.router.add_get("/state", self._http_state)
-        app.router.add_get("/metrics", self._http_metrics)
+        http_api.add_routes(app, self)
         try:
             from agent import files
 
@@ -265,7 +256,7 @@ class AgentService(Service):
         try:
             from agent.executor_api import ExecutorAPI
 
-            self.executor_api = ExecutorAPI(self, self._agent_info)
+            self.executor_api = ExecutorAPI(self.executors, self.agent_info)
             app.router.add_routes(self.executor_api.routes())
         except ImportError:  # pragma: no cover
             log.warning("agent.executor_api missing: no custom executors")
@@ -281,161 +272,28 @@ class AgentService(Service):
     def url(self) -> str:
         return f"http://{self.config.host}:{self.port}"
 
-    # --- recovery ----------------------------------------------------------------------------
+    @staticmethod
+    def task_key(fid: str, tid: str) -> str:
+        return _task_key(fid, tid)
 
-    async def _recover(self) -> None:
-        cfg = self.config
-        try:
-            rec = await asyncio.to_thread(self.checkpoint.recover)
-        except CorruptCheckpoint as e:
-            if cfg.strict:
-                raise StartupError(f"corrupt checkpoint {e.path}: {e.reason}") from e
-            log.error("corrupt agent checkpoint %s (%s): starting as a new agent", e.path, e.reason)
-            self.recovery_report.append(f"corrupt {e.path}: {e.reason}")
-            await asyncio.to_thread((self.checkpoint.meta / "agent.json").unlink, missing_ok=True)
-            rec = await asyncio.to_thread(self.checkpoint.recover)
-        if rec.broken and cfg.strict:
-            names = ", ".join(f"{b.path} ({b.reason})" for b in rec.broken)
-            raise StartupError(f"corrupt checkpoint: {names}")
-        meta = rec.agent
-        rebooted = meta is not None and meta.boot_id != self.boot_id
-        if meta is not None and meta.resources != self._resources_identity():
-            msg = f"resources changed from {meta.resources!r} to {self._resources_identity()!r}"
-            if cfg.strict:
-                raise StartupError(f"{msg}; refusing to recover in strict mode")
-            log.warning("%s: registering as a new agent; old tasks are killed", msg)
-            self.recovery_report.append(msg)
-            await self._discard_old_tasks(rec, rebooted)
-            meta = None
-            rec = Recovery(None, {}, (), ())
-        self.agent_id = meta.agent_id if meta is not None else None
-        await asyncio.to_thread(
-            self.checkpoint.write_agent,
-            AgentMeta(self.agent_id, self.boot_id, self._resources_identity(), cfg.attributes or "", cfg.hostname),
-        )
-        self.frameworks.update(rec.frameworks)
-        now = self.clock.now()
-        for t in rec.tasks:
-            if t.broken is not None or t.record is None:
-                self._recover_broken(t.framework_id, t.task_id, t.broken, t.pid)
-                continue
-            rf = t.record
-            fi = self.frameworks.get(t.framework_id)
-            try:
-                spec = task_spec(t.framework_id, rf.task, rf.executor, killing_state=rf.killing_state)
-            except SpecError as e:
-                self._recover_broken(t.framework_id, t.task_id, CorruptCheckpoint(str(t.task_id), str(e)), t.pid)
-                continue
-            updates = tuple(self._to_update(t.framework_id, s) for s in (t.log.updates if t.log else ()))
-            acked = t.log.acked if t.log else frozenset()
-            self._submit(self.updates.handle(su.Recovered(t.framework_id, t.task_id, updates, acked), now))
-            last = updates[-1].state if updates else None
-            key = _task_key(t.framework_id, t.task_id)
-            exit_path = self.checkpoint.exit_status_path(t.framework_id, t.task_id)
-            alive, spawned, pid = False, t.pid is not None, t.pid.pid if t.pid else None
-            if last is None or not is_terminal(last):
-                if t.pid is not None and not rebooted and t.pid.boot_id == self.boot_id:
-                    alive = self.launcher.adopt(key, t.pid.pid, t.pid.create_time, exit_path)
-                elif t.pid is None and not rebooted:
-                    # crashed between spawn and the pid checkpoint: find the wrapper by its marker
-                    for p in find_wrappers(str(exit_path)):
-                        with contextlib.suppress(psutil.Error):
-                            if self.launcher.adopt(key, p.pid, p.create_time(), exit_path):
-                                alive, spawned, pid = True, True, p.pid
-                                self._submit([_WritePid(t.framework_id, t.task_id, PidRecord(p.pid, p.create_time(), self.boot_id))])
-                                break
-                if alive and pid is not None:
-                    self.isolator.attach(key, pid)
-                    if spec.mem_limit is not None and hasattr(self.isolator, "set_limits"):
-                        self.isolator.set_limits(key, spec.mem_limit, spec.cpus)
-            exit_code = t.exit_code if not alive else None
-            self._started_at[(t.framework_id, t.task_id)] = now
-            if spec.executor_id is not None and fi is None:
-                log.warning("executor task %s without framework info", t.task_id)
-            kill_reason = None
-            if t.kill_reason:
-                with contextlib.suppress(ValueError):
-                    kill_reason = tk.KillReason(t.kill_reason)
-            effects = self.tracker.handle(
-                tk.RecoveredTask(spec, last, spawned, alive, exit_code, pid, killing=kill_reason is not None), now
-            )
-            rec_task = self.tracker.get(t.framework_id, t.task_id)
-            if rec_task is not None and kill_reason is not None and not rec_task.terminal:
-                rec_task.kill_reason = kill_reason
-            self._submit(effects)
-            self.recovery_report.append(
-                f"task {t.framework_id}/{t.task_id}: {'re-attached pid ' + str(pid) if alive else 'not running'}"
-            )
-        for b in rec.broken:
-            if not b.path.endswith("framework.json"):
-                continue
-            log.error("corrupt framework checkpoint %s: %s", b.path, b.reason)
-        if not rebooted:
-            await asyncio.to_thread(self._kill_orphan_executors)
-        await self._drain()
+    @staticmethod
+    def write_pid_effect(fid: str, tid: str, rec: PidRecord) -> object:
+        return _WritePid(fid, tid, rec)
 
-    def _kill_orphan_executors(self) -> None:
-        """Custom executors are not re-attached after an agent restart (their tasks are reported
-        LOST); their processes must not live on."""
-        prefix = str(self.checkpoint.meta / "frameworks") + os.sep
-        for p in find_wrappers(prefix, prefix=True):
-            if os.sep + "executors" + os.sep in p.info["cmdline"][3]:
-                log.warning("killing executor left over from before the restart: pid %d", p.pid)
-                with contextlib.suppress(OSError):
-                    os.killpg(p.pid, 9)
+    def state(self) -> dict[str, Any]:
+        return http_api.state(self)
 
-    def _resources_identity(self) -> str:
+    def resources_identity(self) -> str:
         """What recovery compares: the operator's ``--resources`` (canonical), or ``probed``
         (probed figures such as free disk drift between restarts and must not block recovery)."""
         return str(Resources.parse(self.config.resources)) if self.config.resources else "probed"
 
-    def _recover_broken(self, fid: str, tid: str, err: CorruptCheckpoint | None, pid: PidRecord | None) -> None:
-        why = f"corrupt checkpoint {err.path}: {err.reason}" if err else "corrupt checkpoint"
-        log.error("task %s/%s: %s; reporting it LOST", fid, tid, why)
-        self.recovery_report.append(f"task {fid}/{tid}: {why}")
-        # The task is reported LOST, so its process must not live on: kill it if we can tell
-        # for sure it is ours (pid record with matching boot and create time, or the wrapper's
-        # marker on its command line).
-        with contextlib.suppress(CheckpointError, OSError):
-            victims: list[int] = []
-            if pid is not None and pid.boot_id == self.boot_id:
-                with contextlib.suppress(psutil.Error):
-                    if abs(psutil.Process(pid.pid).create_time() - pid.create_time) < 0.05:
-                        victims.append(pid.pid)
-            victims.extend(p.pid for p in find_wrappers(str(self.checkpoint.exit_status_path(fid, tid))))
-            for v in set(victims):
-                with contextlib.suppress(OSError):
-                    os.killpg(v, 9)
-        with contextlib.suppress(CheckpointError, OSError):
-            src = self.checkpoint.task_log(fid, tid)
-            dst = self.checkpoint.meta / "corrupt" / f"{fid}.{tid}.{int(self.clock.now())}.log"
-            dst.parent.mkdir(parents=True, exist_ok=True)
-            os.replace(src, dst)
-            self.checkpoint.exit_status_path(fid, tid).unlink(missing_ok=True)
-        self._ephemeral.add((fid, tid))
-        spec = TaskSpec(fid, tid, tid, None)
-        self._submit(self.tracker.recovered_broken(spec, f"Agent restarted; {why}"))
-
-    async def _discard_old_tasks(self, rec: Recovery, rebooted: bool) -> None:
-        for t in rec.tasks:
-            if t.pid is not None and not rebooted and t.pid.boot_id == self.boot_id:
-                try:
-                    p = psutil.Process(t.pid.pid)
-                    if abs(p.create_time() - t.pid.create_time) < 0.05:
-                        os.killpg(t.pid.pid, 9)
-                except (psutil.Error, OSError):
-                    pass
-        import shutil
-
-        await asyncio.to_thread(shutil.rmtree, self.checkpoint.meta / "frameworks", True)
-        self.checkpoint.init()
-
-    def _to_update(self, fid: str, status: TaskStatus) -> su.Update:
+    def to_update(self, fid: str, status: TaskStatus) -> su.Update:
         return su.Update(fid, status.task_id.value, status.uuid or b"", status.state, status)
 
     # --- the work queue ------------------------------------------------------------------------
 
-    def _submit(self, effects: list[Any]) -> None:
+    def submit(self, effects: list[Any]) -> None:
         if not effects:
             return
         self._work.extend(effects)
@@ -444,7 +302,7 @@ class AgentService(Service):
             self._work_idle.clear()
             self.spawn(self._run_work(), name="agent-work")
 
-    async def _drain(self) -> None:
+    async def drain(self) -> None:
         await self._work_idle.wait()
 
     async def _run_work(self) -> None:
@@ -483,8 +341,8 @@ class AgentService(Service):
         writes = [e for e in batch if not isinstance(e, tk.DropTask | tk.SpawnTask)]
         frameworks: set[str] = set()
         for d in drops:
-            if (d.framework_id, d.task_id) in self._ephemeral:
-                self._ephemeral.discard((d.framework_id, d.task_id))
+            if (d.framework_id, d.task_id) in self.ephemeral:
+                self.ephemeral.discard((d.framework_id, d.task_id))
                 continue
             try:
                 cp.remove_task(d.framework_id, d.task_id)
@@ -500,15 +358,15 @@ class AgentService(Service):
                     if fi is not None and not (cp.framework_dir(s.framework_id) / "framework.json").exists():
                         cp.write_framework(s.framework_id, fi)
                     assert s.info is not None
-                    group_ex = self._group_executors.get((s.framework_id, s.task_id))
+                    group_ex = self.group_executors.get((s.framework_id, s.task_id))
                     cp.write_task(TaskRecordFile(s.framework_id, s.info, group_ex, s.killing_state))
                     frameworks.discard(s.framework_id)
                 elif isinstance(eff, su.CheckpointUpdate):
                     u = eff.update
-                    if (u.framework_id, u.task_id) not in self._ephemeral:
+                    if (u.framework_id, u.task_id) not in self.ephemeral:
                         cp.append_update(u.framework_id, u.task_id, u.status)
                 elif isinstance(eff, su.CheckpointAck):
-                    if (eff.framework_id, eff.task_id) not in self._ephemeral:
+                    if (eff.framework_id, eff.task_id) not in self.ephemeral:
                         cp.append_ack(eff.framework_id, eff.task_id, eff.uuid)
                 elif isinstance(eff, _WritePid):
                     cp.write_pid(eff.framework_id, eff.task_id, eff.record)
@@ -551,34 +409,34 @@ class AgentService(Service):
         elif isinstance(eff, tk.ReleaseTask):
             key = _task_key(eff.framework_id, eff.task_id)
             self.isolator.release(key)
-            self._started_at.pop((eff.framework_id, eff.task_id), None)
+            self.started_at.pop((eff.framework_id, eff.task_id), None)
             t = self.tracker.get(eff.framework_id, eff.task_id)
             if t is not None:
-                self._m_terminal.labels(state=t.state.name).inc()
+                self.m_terminal.labels(state=t.state.name).inc()
                 if t.spec.command is not None and key in self.launcher:
                     self.launcher.signal(key, "KILL")  # nothing of a finished task survives it
         elif isinstance(eff, su.StreamDone):
             key2 = (eff.framework_id, eff.task_id)
-            self._groups.pop(key2, None)
-            self._group_executors.pop(key2, None)
-            self._started_at.pop(key2, None)
-            self._submit(self.tracker.handle(tk.Forget(eff.framework_id, eff.task_id), self.clock.now()))
+            self.groups.pop(key2, None)
+            self.group_executors.pop(key2, None)
+            self.started_at.pop(key2, None)
+            self.submit(self.tracker.handle(tk.Forget(eff.framework_id, eff.task_id), self.clock.now()))
         elif isinstance(eff, tk.DropTask):
             pass
         elif isinstance(eff, su.AckForwarded):
-            eid = self._executor_uuids.pop(eff.uuid, None)
+            eid = self.executor_uuids.pop(eff.uuid, None)
             if eid is not None and self.executor_api is not None:
-                self._call_executor("acknowledged", eff.framework_id, eid, eff.task_id, eff.uuid)
+                self.executors.call("acknowledged", eff.framework_id, eid, eff.task_id, eff.uuid)
         elif isinstance(eff, su.Ignored):
             log.debug("status update: %s/%s %s", eff.framework_id, eff.task_id, eff.why)
         elif isinstance(eff, tk.StartExecutor):
-            self._start_executor(eff)
+            self.executors.start(eff)
         elif isinstance(eff, tk.HandToExecutor):
-            self._hand_to_executor(eff)
+            self.executors.hand(eff)
         elif isinstance(eff, tk.KillViaExecutor):
-            self._call_executor("kill", eff.framework_id, eff.executor_id, eff.task_id, eff.grace)
+            self.executors.call("kill", eff.framework_id, eff.executor_id, eff.task_id, eff.grace)
         elif isinstance(eff, tk.ShutdownExecutorProcess):
-            self._shutdown_executor(eff.framework_id, eff.executor_id, eff.grace)
+            self.executors.shutdown(eff.framework_id, eff.executor_id, eff.grace)
         elif isinstance(eff, tk.ExecutorGone):
             if self.channel is not None:
                 self.channel.send(ExecutorExited(FrameworkID(eff.framework_id), ExecutorID(eff.executor_id), eff.status))
@@ -621,13 +479,13 @@ class AgentService(Service):
         fid, tid = r.spec.framework_id, r.spec.task_id
         now = self.clock.now()
         if r.proc is None:
-            self._submit(self.tracker.handle(tk.SpawnFailed(fid, tid, r.error or "Failed to launch"), now))
+            self.submit(self.tracker.handle(tk.SpawnFailed(fid, tid, r.error or "Failed to launch"), now))
             return
         self.launcher.watch(r.proc)
         self.isolator.attach(r.proc.key, r.proc.pid)
-        self._m_launched.inc()
-        self._started_at[(fid, tid)] = now
-        self._submit(self.tracker.handle(tk.Spawned(fid, tid, r.proc.pid), now))
+        self.m_launched.inc()
+        self.started_at[(fid, tid)] = now
+        self.submit(self.tracker.handle(tk.Spawned(fid, tid, r.proc.pid), now))
 
     def _emit(self, eff: tk.EmitStatus, now: float) -> None:
         labels = None
@@ -645,7 +503,7 @@ class AgentService(Service):
             uuid=new_status_uuid(),
             labels=labels,
         )
-        self._submit(self.updates.handle(su.UpdateGenerated(self._to_update(eff.framework_id, status)), now))
+        self.submit(self.updates.handle(su.UpdateGenerated(self.to_update(eff.framework_id, status)), now))
 
     def _send_update(self, eff: su.SendUpdate) -> None:
         if self.channel is None:
@@ -656,137 +514,18 @@ class AgentService(Service):
             status = attrs.evolve(status, agent_id=AgentID(self.agent_id))
         msg = StatusUpdateMsg(FrameworkID(eff.update.framework_id), status, eff.latest_state)
         if self.channel.send(msg):
-            self._m_updates.inc()
+            self.m_updates.inc()
 
     def _on_process_exit(self, key: str, code: int | None) -> None:
         kind, fid, xid = key.split("/", 2)
         now = self.clock.now()
         if kind == "t":
             self.isolator.release(key)
-            self._submit(self.tracker.handle(tk.Exited(fid, xid, code), now))
+            self.submit(self.tracker.handle(tk.Exited(fid, xid, code), now))
         else:
-            self._submit(self.tracker.handle(tk.ExecutorTerminated(fid, xid, code), now))
+            self.submit(self.tracker.handle(tk.ExecutorTerminated(fid, xid, code), now))
 
-    # --- custom executors ----------------------------------------------------------------------
-
-    def _executor_info(self, spec: TaskSpec) -> ExecutorInfo | None:
-        if spec.info is not None and spec.info.executor is not None:
-            return spec.info.executor
-        return self._group_executors.get((spec.framework_id, spec.task_id))
-
-    def _start_executor(self, eff: tk.StartExecutor) -> None:
-        fid, eid = eff.framework_id, eff.executor_id
-        now = self.clock.now()
-        info = self._executor_info(eff.spec)
-        fi = self.frameworks.get(fid)
-        if info is None or fi is None or self.executor_api is None or info.command is None:
-            self._submit(self.tracker.handle(tk.ExecutorTerminated(fid, eid, None, "Executor could not be started"), now))
-            return
-        key = _exec_key(fid, eid)
-        try:
-            from agent.executor_api import executor_environment
-
-            if fi.id is None:
-                fi = attrs.evolve(fi, id=FrameworkID(fid))
-            self.executor_api.register_executor(fi, info)
-            sandbox = self.checkpoint.sandbox(fid, eid)
-            env = task_environment(
-                agent_id=self.agent_id or "", framework_id=fid, task_id=eff.spec.task_id, executor_id=eid,
-                sandbox=str(sandbox), path=os.environ.get("PATH"),
-                extra=command_spec(info.command).environment,
-            )
-            env.update(
-                executor_environment(
-                    fid, eid, self.agent_id or "", str(sandbox), f"{self.config.host}:{self.port}",
-                    checkpoint=bool(fi.checkpoint), shutdown_grace_seconds=self.config.executor_shutdown_grace,
-                )
-            )
-            exit_path = self.checkpoint.executor_exit_path(fid, eid)
-            exit_path.parent.mkdir(parents=True, exist_ok=True)
-            proc = self.launcher.launch(key, command_spec(info.command).argv, env, sandbox, exit_path)
-        except (LaunchError, CheckpointError, SpecError, OSError, ValueError) as e:
-            log.warning("executor %s/%s failed to start: %s", fid, eid, e)
-            self._submit(self.tracker.handle(tk.ExecutorTerminated(fid, eid, None, f"Executor failed to start: {e}"), now))
-            return
-        self._submit(self.tracker.handle(tk.ExecutorStarted(fid, eid, proc.pid), now))
-
-    def _hand_to_executor(self, eff: tk.HandToExecutor) -> None:
-        fid, eid = eff.framework_id, eff.executor_id
-        done: set[str] = set()
-        for tid in eff.task_ids:
-            if tid in done:
-                continue
-            group = self._groups.get((fid, tid))
-            if group:
-                infos = []
-                for g in group:
-                    rec = self.tracker.get(fid, g)
-                    if rec is not None and rec.spec.info is not None and not rec.terminal:
-                        infos.append(rec.spec.info)
-                    done.add(g)
-                if infos:
-                    self._call_executor("launch_group", fid, eid, infos)
-            else:
-                rec = self.tracker.get(fid, tid)
-                done.add(tid)
-                if rec is not None and rec.spec.info is not None and not rec.terminal:
-                    info = rec.spec.info
-                    self._call_executor("launch", fid, eid, info)
-
-    def _call_executor(self, method: str, *args: Any) -> None:
-        if self.executor_api is None:
-            return
-
-        async def call() -> None:
-            try:
-                await getattr(self.executor_api, method)(*args)
-            except Exception as e:
-                log.info("executor API %s%r failed: %s", method, args[:2], e)
-
-        if self.running:
-            self.spawn(call(), name=f"executor-{method}")
-
-    def _shutdown_executor(self, fid: str, eid: str, grace: float) -> None:
-        self._call_executor("shutdown", fid, eid)
-        key = _exec_key(fid, eid)
-        if key in self.launcher:
-            self.launcher.signal(key, "TERM")
-
-            async def escalate() -> None:
-                await self.clock.sleep(grace)
-                self.launcher.signal(key, "KILL")
-
-            if self.running:
-                self.spawn(escalate(), name="executor-shutdown")
-
-    # ExecutorHost (called by agent.executor_api)
-
-    def on_executor_update(self, framework_id: str, executor_id: str, status: TaskStatus) -> None:
-        now = self.clock.now()
-        tid = status.task_id.value
-        try:
-            effects = self.tracker.handle(tk.ExecutorStatus(framework_id, executor_id, tid, status.state), now)
-        except (tk.UnknownTask, ValueError) as e:
-            log.warning("executor %s/%s update refused: %s", framework_id, executor_id, e)
-            return
-        if status.uuid:
-            self._executor_uuids[status.uuid] = executor_id
-        if status.agent_id is None and self.agent_id:
-            status = attrs.evolve(status, agent_id=AgentID(self.agent_id))
-        self._submit(self.updates.handle(su.UpdateGenerated(self._to_update(framework_id, status)), now))
-        self._submit(effects)
-
-    def on_executor_message(self, framework_id: str, executor_id: str, data: bytes) -> None:
-        if self.channel is not None:
-            self.channel.send(ExecutorMessageMsg(FrameworkID(framework_id), ExecutorID(executor_id), data))
-
-    def on_executor_subscribed(self, framework_id: str, executor_id: str) -> None:
-        log.info("executor %s/%s subscribed", framework_id, executor_id)
-
-    def on_executor_disconnected(self, framework_id: str, executor_id: str) -> None:
-        log.info("executor %s/%s disconnected", framework_id, executor_id)
-
-    def _agent_info(self) -> AgentInfo:
+    def agent_info(self) -> AgentInfo:
         return AgentInfo(
             hostname=self.config.host,
             port=self.port,
@@ -802,7 +541,7 @@ class AgentService(Service):
         fids: set[str] = set()
         for t in self.tracker.tasks.values():
             fid, tid = t.key
-            if (fid, tid) in self._ephemeral and t.terminal and not self.updates.pending(fid, tid):
+            if (fid, tid) in self.ephemeral and t.terminal and not self.updates.pending(fid, tid):
                 continue
             latest = self.updates.latest(fid, tid)
             status = latest.status if latest is not None else None
@@ -839,19 +578,19 @@ class AgentService(Service):
                 log.warning("master assigned a new agent id %s (was %s)", new_id, self.agent_id)
             self.agent_id = new_id
             meta = AgentMeta(
-                new_id, self.boot_id, self._resources_identity(), self.config.attributes or "", self.config.hostname
+                new_id, self.boot_id, self.resources_identity(), self.config.attributes or "", self.config.hostname
             )
             self.checkpoint.write_agent(meta)
         log.info("registered with master %s as %s (epoch %d)", reg.master_id, new_id, reg.epoch)
-        self._m_registered.set(1)
-        self._last_slack = None
-        if self._estimator is not None:
-            self._estimator.reset()
-        self._submit(self.updates.handle(su.Resumed(), self.clock.now()))
+        self.m_registered.set(1)
+        self.last_slack = None
+        if self.estimator is not None:
+            self.estimator.reset()
+        self.submit(self.updates.handle(su.Resumed(), self.clock.now()))
         self._timer_wake.set()
 
     def _on_disconnected(self) -> None:
-        self._m_registered.set(0)
+        self.m_registered.set(0)
         self.updates.handle(su.Paused(), self.clock.now())
         log.info("disconnected from the master")
 
@@ -860,14 +599,14 @@ class AgentService(Service):
         if isinstance(body, RunTasks):
             self._run_tasks(body, now)
         elif isinstance(body, KillTask):
-            self._submit(self.tracker.handle(tk.KillTask(body.framework_id.value, body.task_id.value, body.grace_seconds), now))
+            self.submit(self.tracker.handle(tk.KillTask(body.framework_id.value, body.task_id.value, body.grace_seconds), now))
         elif isinstance(body, AcknowledgeMsg):
-            self._submit(
+            self.submit(
                 self.updates.handle(su.Acknowledged(body.framework_id.value, body.task_id.value, body.uuid), now)
             )
         elif isinstance(body, Revoke):
             for tid in body.task_ids:
-                self._submit(
+                self.submit(
                     self.tracker.handle(
                         tk.KillTask(
                             body.framework_id.value, tid.value, body.grace_seconds, tk.KillReason.PREEMPTED,
@@ -877,11 +616,11 @@ class AgentService(Service):
                     )
                 )
         elif isinstance(body, ShutdownFramework):
-            self._submit(self.tracker.handle(tk.ShutdownFramework(body.framework_id.value), now))
+            self.submit(self.tracker.handle(tk.ShutdownFramework(body.framework_id.value), now))
         elif isinstance(body, ShutdownExecutor):
-            self._shutdown_executor(body.framework_id.value, body.executor_id.value, self.config.executor_shutdown_grace)
+            self.executors.shutdown(body.framework_id.value, body.executor_id.value, self.config.executor_shutdown_grace)
         elif isinstance(body, FrameworkMessageMsg):
-            self._call_executor("message", body.framework_id.value, body.executor_id.value, body.data)
+            self.executors.call("message", body.framework_id.value, body.executor_id.value, body.data)
         else:
             log.debug("ignoring %r", type(body).__name__)
         self._timer_wake.set()
@@ -911,15 +650,15 @@ class AgentService(Service):
             specs = []
         for info, msg in errors:
             tid = info.task_id.value
-            self._ephemeral.add((fid, tid))
-            self._submit(self.tracker.handle(tk.LaunchRejected(fid, tid, msg), now))
+            self.ephemeral.add((fid, tid))
+            self.submit(self.tracker.handle(tk.LaunchRejected(fid, tid, msg), now))
         effects: list[Any] = []
         for spec in specs:
             if rt.group and rt.executor is not None:
-                self._groups[(fid, spec.task_id)] = group_ids
-                self._group_executors[(fid, spec.task_id)] = rt.executor
+                self.groups[(fid, spec.task_id)] = group_ids
+                self.group_executors[(fid, spec.task_id)] = rt.executor
             effects.extend(self.tracker.handle(tk.LaunchTask(spec), now))
-        self._submit(effects)
+        self.submit(effects)
 
     # --- timers and monitoring ---------------------------------------------------------------------
 
@@ -940,8 +679,8 @@ class AgentService(Service):
                 await self._timer_wake.wait()
                 continue
             now = self.clock.now()
-            self._submit(self.tracker.handle(tk.Tick(), now))
-            self._submit(self.updates.handle(su.Tick(), now))
+            self.submit(self.tracker.handle(tk.Tick(), now))
+            self.submit(self.updates.handle(su.Tick(), now))
 
     async def _monitor_loop(self) -> None:
         cfg = self.config
@@ -955,126 +694,14 @@ class AgentService(Service):
                 log.exception("usage sampling failed")
                 continue
             now = self.clock.now()
-            self._m_running.set(len(self.tracker.active()))
+            self.m_running.set(len(self.tracker.active()))
             for b in breaches:
                 _, fid, tid = b.key.split("/", 2)
                 t = self.tracker.get(fid, tid)
                 if t is not None and not t.terminal and t.kill_reason is not tk.KillReason.MEMORY:
-                    self._m_limit.inc()
+                    self.m_limit.inc()
                     log.warning("task %s/%s: %s", fid, tid, b.message)
-                    self._submit(self.tracker.handle(tk.LimitExceeded(fid, tid, b.message), now))
+                    self.submit(self.tracker.handle(tk.LimitExceeded(fid, tid, b.message), now))
             if now - last_estimate >= cfg.estimate_interval:
                 last_estimate = now
-                self._oversubscription(usage, cpu_prev, now)
-
-    def _oversubscription(self, usage: dict[str, Any], cpu_prev: dict[str, tuple[float, float]], now: float) -> None:
-        cpu_rate = 0.0
-        for key, u in usage.items():
-            prev = cpu_prev.get(key)
-            cpu_prev[key] = (now, u.cpu_seconds)
-            _, fid, tid = key.split("/", 2)
-            t = self.tracker.get(fid, tid)
-            if prev is not None and now > prev[0] and t is not None and not t.spec.revocable:
-                cpu_rate += max(0.0, (u.cpu_seconds - prev[1]) / (now - prev[0]))
-        for k in list(cpu_prev):
-            if k not in usage:
-                del cpu_prev[k]
-        allocated = Resources.empty()
-        revocable = []
-        for t in self.tracker.active():
-            info = t.spec.info
-            if info is None:
-                continue
-            try:
-                r = Resources.from_mesos(info.resources)
-            except ValueError:
-                continue
-            allocated = allocated + r.non_revocable()
-            if t.spec.revocable:
-                from agent.qos import RevocableTask
-
-                revocable.append(
-                    RevocableTask(t.spec.task_id, t.spec.framework_id, self._started_at.get(t.key, now), r)
-                )
-        if self._estimator is not None and self.channel is not None and self.channel.registered:
-            try:
-                est = self._estimator.estimate(self.resources, allocated, {"cpus": cpu_rate}, now)
-            except Exception:
-                log.exception("resource estimator failed")
-                est = None
-            if est is not None and est != self._last_slack:
-                self._last_slack = est
-                self.channel.send(SlackEstimate(resources=est.to_mesos()))
-        if self._qos is not None and revocable:
-            try:
-                load1 = os.getloadavg()[0] / (os.cpu_count() or 1)
-                evictions = self._qos.corrections(
-                    {"load1_per_core": load1, "cpu_percent": psutil.cpu_percent(None)}, revocable, now
-                )
-            except Exception:
-                log.exception("QoS controller failed")
-                evictions = []
-            for ev in evictions:
-                log.warning("QoS eviction of %s/%s: %s", ev.framework_id, ev.task_id, ev.reason)
-                self._submit(
-                    self.tracker.handle(
-                        tk.KillTask(ev.framework_id, ev.task_id, None, tk.KillReason.PREEMPTED, ev.reason), now
-                    )
-                )
-
-    # --- HTTP ----------------------------------------------------------------------------------
-
-    async def _http_health(self, request: web.Request) -> web.Response:
-        return web.json_response({"status": "ok", "registered": bool(self.channel and self.channel.registered)})
-
-    def state(self) -> dict[str, Any]:
-        tasks = []
-        for t in self.tracker.tasks.values():
-            fid, tid = t.key
-            tasks.append(
-                {
-                    "framework_id": fid,
-                    "id": tid,
-                    "name": t.spec.name,
-                    "state": t.state.name,
-                    "pid": t.pid,
-                    "executor_id": t.spec.executor_id or tid,
-                    "resources": _legacy(t.spec.info),
-                    "exit_code": t.exit_code,
-                    "sandbox": str(self.checkpoint.sandboxes / fid / tid),
-                    "pending_updates": len(self.updates.pending(fid, tid)),
-                }
-            )
-        return {
-            "id": self.agent_id,
-            "hostname": self.config.hostname,
-            "master": self.channel.master if self.channel else self.config.master,
-            "registered": bool(self.channel and self.channel.registered),
-            "version": VERSION,
-            "boot_id": self.boot_id,
-            "isolation": self.isolator.name,
-            "resources": self.resources.to_legacy_dict(),
-            "attributes": self.attributes,
-            "frameworks": sorted(self.frameworks),
-            "tasks": tasks,
-            "recovery": self.recovery_report,
-            "stale_frames": self.channel.stale_frames if self.channel else 0,
-        }
-
-    async def _http_state(self, request: web.Request) -> web.Response:
-        return web.json_response(self.state())
-
-    async def _http_metrics(self, request: web.Request) -> web.Response:
-        self._m_running.set(len(self.tracker.active()))
-        return web.Response(body=generate_latest(self.registry), headers={"Content-Type": CONTENT_TYPE_LATEST})
-
-
-def _legacy(info: TaskInfo | None) -> dict[str, float | str]:
-    if info is None:
-        return {}
-    try:
-        return Resources.from_mesos(info.resources).to_legacy_dict()
-    except ValueError:
-        return {}
-
-
+                oversubscription.step(self, usage, cpu_prev, now)

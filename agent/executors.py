@@ -1,0 +1,153 @@
+"""Custom executors (shell): start the executor process, hand it tasks through the edges
+helper's ``agent.executor_api.ExecutorAPI``, and receive its updates as the API's host."""
+
+from __future__ import annotations
+
+import logging
+import os
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+from agent import status_updates as su
+from agent import tasks as tk
+from agent.checkpoint import CheckpointError
+from agent.environment import task_environment
+from agent.launcher import LaunchError
+from agent.taskspec import SpecError, TaskSpec, command_spec
+from protocol.agent_channel import ExecutorMessageMsg
+from protocol.mesos import ExecutorInfo, TaskStatus
+from protocol.mesos_common import AgentID, ExecutorID, FrameworkID
+
+if TYPE_CHECKING:
+    from agent.service import AgentService
+
+log = logging.getLogger(__name__)
+
+
+def exec_key(fid: str, eid: str) -> str:
+    return f"e/{fid}/{eid}"
+
+
+class ExecutorGlue:
+    """The agent's side of custom executors; also the ``ExecutorHost`` the API calls back."""
+
+    def __init__(self, svc: AgentService) -> None:
+        self.svc = svc
+
+    def _executor_info(self, spec: TaskSpec) -> ExecutorInfo | None:
+        if spec.info is not None and spec.info.executor is not None:
+            return spec.info.executor
+        return self.svc.group_executors.get((spec.framework_id, spec.task_id))
+
+    def start(self, eff: tk.StartExecutor) -> None:
+        fid, eid = eff.framework_id, eff.executor_id
+        now = self.svc.clock.now()
+        info = self._executor_info(eff.spec)
+        fi = self.svc.frameworks.get(fid)
+        if info is None or fi is None or self.svc.executor_api is None or info.command is None:
+            self.svc.submit(self.svc.tracker.handle(tk.ExecutorTerminated(fid, eid, None, "Executor could not be started"), now))
+            return
+        key = exec_key(fid, eid)
+        try:
+            from agent.executor_api import executor_environment
+
+            if fi.id is None:
+                fi = attrs.evolve(fi, id=FrameworkID(fid))
+            self.svc.executor_api.register_executor(fi, info)
+            sandbox = self.svc.checkpoint.sandbox(fid, eid)
+            env = task_environment(
+                agent_id=self.svc.agent_id or "", framework_id=fid, task_id=eff.spec.task_id, executor_id=eid,
+                sandbox=str(sandbox), path=os.environ.get("PATH"),
+                extra=command_spec(info.command).environment,
+            )
+            env.update(
+                executor_environment(
+                    fid, eid, self.svc.agent_id or "", str(sandbox), f"{self.svc.config.host}:{self.svc.port}",
+                    checkpoint=bool(fi.checkpoint), shutdown_grace_seconds=self.svc.config.executor_shutdown_grace,
+                )
+            )
+            exit_path = self.svc.checkpoint.executor_exit_path(fid, eid)
+            exit_path.parent.mkdir(parents=True, exist_ok=True)
+            proc = self.svc.launcher.launch(key, command_spec(info.command).argv, env, sandbox, exit_path)
+        except (LaunchError, CheckpointError, SpecError, OSError, ValueError) as e:
+            log.warning("executor %s/%s failed to start: %s", fid, eid, e)
+            self.svc.submit(self.svc.tracker.handle(tk.ExecutorTerminated(fid, eid, None, f"Executor failed to start: {e}"), now))
+            return
+        self.svc.submit(self.svc.tracker.handle(tk.ExecutorStarted(fid, eid, proc.pid), now))
+
+    def hand(self, eff: tk.HandToExecutor) -> None:
+        fid, eid = eff.framework_id, eff.executor_id
+        done: set[str] = set()
+        for tid in eff.task_ids:
+            if tid in done:
+                continue
+            group = self.svc.groups.get((fid, tid))
+            if group:
+                infos = []
+                for g in group:
+                    rec = self.svc.tracker.get(fid, g)
+                    if rec is not None and rec.spec.info is not None and not rec.terminal:
+                        infos.append(rec.spec.info)
+                    done.add(g)
+                if infos:
+                    self.call("launch_group", fid, eid, infos)
+            else:
+                rec = self.svc.tracker.get(fid, tid)
+                done.add(tid)
+                if rec is not None and rec.spec.info is not None and not rec.terminal:
+                    info = rec.spec.info
+                    self.call("launch", fid, eid, info)
+
+    def call(self, method: str, *args: Any) -> None:
+        if self.svc.executor_api is None:
+            return
+
+        async def call() -> None:
+            try:
+                await getattr(self.svc.executor_api, method)(*args)
+            except Exception as e:
+                log.info("executor API %s%r failed: %s", method, args[:2], e)
+
+        if self.svc.running:
+            self.svc.spawn(call(), name=f"executor-{method}")
+
+    def shutdown(self, fid: str, eid: str, grace: float) -> None:
+        self.call("shutdown", fid, eid)
+        key = exec_key(fid, eid)
+        if key in self.svc.launcher:
+            self.svc.launcher.signal(key, "TERM")
+
+            async def escalate() -> None:
+                await self.svc.clock.sleep(grace)
+                self.svc.launcher.signal(key, "KILL")
+
+            if self.svc.running:
+                self.svc.spawn(escalate(), name="executor-shutdown")
+
+    # ExecutorHost (called by agent.executor_api)
+
+    def on_executor_update(self, framework_id: str, executor_id: str, status: TaskStatus) -> None:
+        now = self.svc.clock.now()
+        tid = status.task_id.value
+        try:
+            effects = self.svc.tracker.handle(tk.ExecutorStatus(framework_id, executor_id, tid, status.state), now)
+        except (tk.UnknownTask, ValueError) as e:
+            log.warning("executor %s/%s update refused: %s", framework_id, executor_id, e)
+            return
+        if status.uuid:
+            self.svc.executor_uuids[status.uuid] = executor_id
+        if status.agent_id is None and self.svc.agent_id:
+            status = attrs.evolve(status, agent_id=AgentID(self.svc.agent_id))
+        self.svc.submit(self.svc.updates.handle(su.UpdateGenerated(self.svc.to_update(framework_id, status)), now))
+        self.svc.submit(effects)
+
+    def on_executor_message(self, framework_id: str, executor_id: str, data: bytes) -> None:
+        if self.svc.channel is not None:
+            self.svc.channel.send(ExecutorMessageMsg(FrameworkID(framework_id), ExecutorID(executor_id), data))
+
+    def on_executor_subscribed(self, framework_id: str, executor_id: str) -> None:
+        log.info("executor %s/%s subscribed", framework_id, executor_id)
+
+    def on_executor_disconnected(self, framework_id: str, executor_id: str) -> None:
+        log.info("executor %s/%s disconnected", framework_id, executor_id)

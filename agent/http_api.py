@@ -1,0 +1,76 @@
+"""The agent's own HTTP endpoints (shell): ``/health``, ``/state``, ``/metrics``."""
+
+from __future__ import annotations
+
+import functools
+from typing import TYPE_CHECKING, Any
+
+from aiohttp import web
+from prometheus_client import generate_latest
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
+from protocol.mesos import TaskInfo
+from protocol.resources import Resources
+
+if TYPE_CHECKING:
+    from agent.service import AgentService
+
+
+def add_routes(app: web.Application, svc: AgentService) -> None:
+    app.router.add_get("/health", functools.partial(health, svc))
+    app.router.add_get("/state", functools.partial(state_handler, svc))
+    app.router.add_get("/metrics", functools.partial(metrics, svc))
+
+
+async def health(svc: AgentService, request: web.Request) -> web.Response:
+    return web.json_response({"status": "ok", "registered": bool(svc.channel and svc.channel.registered)})
+
+def state(svc: AgentService) -> dict[str, Any]:
+    tasks = []
+    for t in svc.tracker.tasks.values():
+        fid, tid = t.key
+        tasks.append(
+            {
+                "framework_id": fid,
+                "id": tid,
+                "name": t.spec.name,
+                "state": t.state.name,
+                "pid": t.pid,
+                "executor_id": t.spec.executor_id or tid,
+                "resources": _legacy(t.spec.info),
+                "exit_code": t.exit_code,
+                "sandbox": str(svc.checkpoint.sandboxes / fid / tid),
+                "pending_updates": len(svc.updates.pending(fid, tid)),
+            }
+        )
+    return {
+        "id": svc.agent_id,
+        "hostname": svc.config.hostname,
+        "master": svc.channel.master if svc.channel else svc.config.master,
+        "registered": bool(svc.channel and svc.channel.registered),
+        "version": svc.version,
+        "boot_id": svc.boot_id,
+        "isolation": svc.isolator.name,
+        "resources": svc.resources.to_legacy_dict(),
+        "attributes": svc.attributes,
+        "frameworks": sorted(svc.frameworks),
+        "tasks": tasks,
+        "recovery": svc.recovery_report,
+        "stale_frames": svc.channel.stale_frames if svc.channel else 0,
+    }
+
+async def state_handler(svc: AgentService, request: web.Request) -> web.Response:
+    return web.json_response(state(svc))
+
+async def metrics(svc: AgentService, request: web.Request) -> web.Response:
+    svc.m_running.set(len(svc.tracker.active()))
+    return web.Response(body=generate_latest(svc.registry), headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+
+def _legacy(info: TaskInfo | None) -> dict[str, float | str]:
+    if info is None:
+        return {}
+    try:
+        return Resources.from_mesos(info.resources).to_legacy_dict()
+    except ValueError:
+        return {}

@@ -1,0 +1,172 @@
+"""Recovery after an agent restart (shell): read the checkpoint back, re-attach live tasks,
+report the rest, and make sure nothing unaccounted for keeps running. See README "Recovery"."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import shutil
+from typing import TYPE_CHECKING
+
+import psutil
+
+from agent import status_updates as su
+from agent import tasks as tk
+from agent.checkpoint import AgentMeta, CheckpointError, CorruptCheckpoint, PidRecord, Recovery
+from agent.launcher import find_wrappers
+from agent.taskspec import SpecError, TaskSpec, task_spec
+from protocol.task_states import is_terminal
+
+if TYPE_CHECKING:
+    from agent.service import AgentService
+
+log = logging.getLogger(__name__)
+
+
+class StartupError(Exception):
+    """The agent refuses to start (a corrupt checkpoint in strict mode, changed resources...)."""
+
+
+async def recover(svc: AgentService) -> None:
+    """Read the checkpoint back, re-attach live tasks and queue what must be reported."""
+    cfg = svc.config
+    try:
+        rec = await asyncio.to_thread(svc.checkpoint.recover)
+    except CorruptCheckpoint as e:
+        if cfg.strict:
+            raise StartupError(f"corrupt checkpoint {e.path}: {e.reason}") from e
+        log.error("corrupt agent checkpoint %s (%s): starting as a new agent", e.path, e.reason)
+        svc.recovery_report.append(f"corrupt {e.path}: {e.reason}")
+        await asyncio.to_thread((svc.checkpoint.meta / "agent.json").unlink, missing_ok=True)
+        rec = await asyncio.to_thread(svc.checkpoint.recover)
+    if rec.broken and cfg.strict:
+        names = ", ".join(f"{b.path} ({b.reason})" for b in rec.broken)
+        raise StartupError(f"corrupt checkpoint: {names}")
+    meta = rec.agent
+    rebooted = meta is not None and meta.boot_id != svc.boot_id
+    if meta is not None and meta.resources != svc.resources_identity():
+        msg = f"resources changed from {meta.resources!r} to {svc.resources_identity()!r}"
+        if cfg.strict:
+            raise StartupError(f"{msg}; refusing to recover in strict mode")
+        log.warning("%s: registering as a new agent; old tasks are killed", msg)
+        svc.recovery_report.append(msg)
+        await discard_old_tasks(svc, rec, rebooted)
+        meta = None
+        rec = Recovery(None, {}, (), ())
+    svc.agent_id = meta.agent_id if meta is not None else None
+    await asyncio.to_thread(
+        svc.checkpoint.write_agent,
+        AgentMeta(svc.agent_id, svc.boot_id, svc.resources_identity(), cfg.attributes or "", cfg.hostname),
+    )
+    svc.frameworks.update(rec.frameworks)
+    now = svc.clock.now()
+    for t in rec.tasks:
+        if t.broken is not None or t.record is None:
+            recover_broken(svc, t.framework_id, t.task_id, t.broken, t.pid)
+            continue
+        rf = t.record
+        fi = svc.frameworks.get(t.framework_id)
+        try:
+            spec = task_spec(t.framework_id, rf.task, rf.executor, killing_state=rf.killing_state)
+        except SpecError as e:
+            recover_broken(svc, t.framework_id, t.task_id, CorruptCheckpoint(str(t.task_id), str(e)), t.pid)
+            continue
+        updates = tuple(svc.to_update(t.framework_id, s) for s in (t.log.updates if t.log else ()))
+        acked = t.log.acked if t.log else frozenset()
+        svc.submit(svc.updates.handle(su.Recovered(t.framework_id, t.task_id, updates, acked), now))
+        last = updates[-1].state if updates else None
+        key = svc.task_key(t.framework_id, t.task_id)
+        exit_path = svc.checkpoint.exit_status_path(t.framework_id, t.task_id)
+        alive, spawned, pid = False, t.pid is not None, t.pid.pid if t.pid else None
+        if last is None or not is_terminal(last):
+            if t.pid is not None and not rebooted and t.pid.boot_id == svc.boot_id:
+                alive = svc.launcher.adopt(key, t.pid.pid, t.pid.create_time, exit_path)
+            elif t.pid is None and not rebooted:
+                # crashed between spawn and the pid checkpoint: find the wrapper by its marker
+                for p in find_wrappers(str(exit_path)):
+                    with contextlib.suppress(psutil.Error):
+                        if svc.launcher.adopt(key, p.pid, p.create_time(), exit_path):
+                            alive, spawned, pid = True, True, p.pid
+                            svc.submit([svc.write_pid_effect(t.framework_id, t.task_id, PidRecord(p.pid, p.create_time(), svc.boot_id))])
+                            break
+            if alive and pid is not None:
+                svc.isolator.attach(key, pid)
+                if spec.mem_limit is not None and hasattr(svc.isolator, "set_limits"):
+                    svc.isolator.set_limits(key, spec.mem_limit, spec.cpus)
+        exit_code = t.exit_code if not alive else None
+        svc.started_at[(t.framework_id, t.task_id)] = now
+        if spec.executor_id is not None and fi is None:
+            log.warning("executor task %s without framework info", t.task_id)
+        kill_reason = None
+        if t.kill_reason:
+            with contextlib.suppress(ValueError):
+                kill_reason = tk.KillReason(t.kill_reason)
+        effects = svc.tracker.handle(
+            tk.RecoveredTask(spec, last, spawned, alive, exit_code, pid, killing=kill_reason is not None), now
+        )
+        rec_task = svc.tracker.get(t.framework_id, t.task_id)
+        if rec_task is not None and kill_reason is not None and not rec_task.terminal:
+            rec_task.kill_reason = kill_reason
+        svc.submit(effects)
+        svc.recovery_report.append(
+            f"task {t.framework_id}/{t.task_id}: {'re-attached pid ' + str(pid) if alive else 'not running'}"
+        )
+    for b in rec.broken:
+        if not b.path.endswith("framework.json"):
+            continue
+        log.error("corrupt framework checkpoint %s: %s", b.path, b.reason)
+    if not rebooted:
+        await asyncio.to_thread(kill_orphan_executors, svc)
+    await svc.drain()
+
+def kill_orphan_executors(svc: AgentService) -> None:
+    """Custom executors are not re-attached after an agent restart (their tasks are reported
+    LOST); their processes must not live on."""
+    prefix = str(svc.checkpoint.meta / "frameworks") + os.sep
+    for p in find_wrappers(prefix, prefix=True):
+        if os.sep + "executors" + os.sep in p.info["cmdline"][3]:
+            log.warning("killing executor left over from before the restart: pid %d", p.pid)
+            with contextlib.suppress(OSError):
+                os.killpg(p.pid, 9)
+
+def recover_broken(svc: AgentService, fid: str, tid: str, err: CorruptCheckpoint | None, pid: PidRecord | None) -> None:
+    why = f"corrupt checkpoint {err.path}: {err.reason}" if err else "corrupt checkpoint"
+    log.error("task %s/%s: %s; reporting it LOST", fid, tid, why)
+    svc.recovery_report.append(f"task {fid}/{tid}: {why}")
+    # The task is reported LOST, so its process must not live on: kill it if we can tell
+    # for sure it is ours (pid record with matching boot and create time, or the wrapper's
+    # marker on its command line).
+    with contextlib.suppress(CheckpointError, OSError):
+        victims: list[int] = []
+        if pid is not None and pid.boot_id == svc.boot_id:
+            with contextlib.suppress(psutil.Error):
+                if abs(psutil.Process(pid.pid).create_time() - pid.create_time) < 0.05:
+                    victims.append(pid.pid)
+        victims.extend(p.pid for p in find_wrappers(str(svc.checkpoint.exit_status_path(fid, tid))))
+        for v in set(victims):
+            with contextlib.suppress(OSError):
+                os.killpg(v, 9)
+    with contextlib.suppress(CheckpointError, OSError):
+        src = svc.checkpoint.task_log(fid, tid)
+        dst = svc.checkpoint.meta / "corrupt" / f"{fid}.{tid}.{int(svc.clock.now())}.log"
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        os.replace(src, dst)
+        svc.checkpoint.exit_status_path(fid, tid).unlink(missing_ok=True)
+    svc.ephemeral.add((fid, tid))
+    spec = TaskSpec(fid, tid, tid, None)
+    svc.submit(svc.tracker.recovered_broken(spec, f"Agent restarted; {why}"))
+
+async def discard_old_tasks(svc: AgentService, rec: Recovery, rebooted: bool) -> None:
+    for t in rec.tasks:
+        if t.pid is not None and not rebooted and t.pid.boot_id == svc.boot_id:
+            try:
+                p = psutil.Process(t.pid.pid)
+                if abs(p.create_time() - t.pid.create_time) < 0.05:
+                    os.killpg(t.pid.pid, 9)
+            except (psutil.Error, OSError):
+                pass
+
+    await asyncio.to_thread(shutil.rmtree, svc.checkpoint.meta / "frameworks", True)
+    svc.checkpoint.init()
