@@ -625,11 +625,13 @@ async def run_framework(
     ack_workers: int = 0,
     name: str = "bench",
     on_done: Callable[[Runner], Awaitable[dict[str, Any]]] | None = None,
+    before_launch: Callable[[], Awaitable[None]] | None = None,
     partial_ok: bool = False,
     window: int = 0,
 ) -> dict[str, Any]:
     """Subscribe a REUSABLE_OFFERS framework (client library, msgpack), launch ``n`` tasks, wait
     until all are terminal (or RUNNING with ``hold``), tear down; the figures of the run.
+    ``before_launch`` runs once subscribed, before the first ACCEPT (e.g. to connect agents);
     ``on_done`` runs while the framework is still subscribed (e.g. to sample the master).
     ``partial_ok``: at the deadline, report what was reached (``complete`` false) instead of
     failing, as long as some task runs."""
@@ -653,6 +655,8 @@ async def run_framework(
     async with driver:
         await driver.wait_subscribed(within=30)
         await driver.request([demand(runner.shape, n)])
+        if before_launch is not None:
+            await before_launch()  # offers arriving meanwhile are cached
         loop = asyncio.get_running_loop()
         helpers = [loop.create_task(runner.launcher(driver), name="bench-launcher")]
         waiter = loop.create_task(runner.done.wait())
