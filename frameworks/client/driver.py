@@ -232,7 +232,10 @@ class SchedulerDriver(Service):
         await self._done.wait()
 
     def events(self, maxsize: int = 0) -> AsyncIterator[DriverEvent]:
-        """Every event from now on (and ``Disconnected`` markers) until the driver finishes."""
+        """Every event from now on (and ``Disconnected`` markers) until the driver finishes.
+
+        The events are queued from this call on, so iterate what you ask for (or close it with
+        ``aclose()``); ``maxsize`` bounds the queue (the oldest events are dropped when full)."""
         q: asyncio.Queue[object] = asyncio.Queue(maxsize)
         self._queues.append(q)
         return self._iterate(q)
