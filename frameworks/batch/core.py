@@ -35,6 +35,10 @@ __pure__ = True
 RETRY_BASE = 1.0
 RETRY_MAX = 60.0
 PREEMPTED_REASON = "REASON_CONTAINER_PREEMPTED"
+MAX_FREE_RELAUNCHES = 10
+# A launch that ends in one of these before the task ever ran did not run the user's command
+# (a stale offer, an agent gone meanwhile): relaunch it without spending a retry.
+NEVER_RAN = frozenset({TaskState.TASK_DROPPED, TaskState.TASK_LOST, TaskState.TASK_GONE})
 
 
 # --- records ------------------------------------------------------------------------------------
@@ -64,6 +68,7 @@ class TaskRecord:
     history: list[Attempt] = attrs.field(factory=list)
     killing: str | None = None  # why we asked for a kill: "cancel", "time limit"
     revocable: bool = False
+    relaunches: int = 0  # launches the master dropped before the task ever ran
 
     @property
     def current(self) -> Attempt | None:
@@ -296,12 +301,21 @@ class BatchCore:
         self, job: JobRecord, task: TaskRecord, state: TaskState, reason: str | None, now: float
     ) -> list[Effect]:
         spec = job.spec
+        was_launching = task.phase is TaskPhase.LAUNCHING
         if state is TaskState.TASK_FINISHED:
             self._set_phase(task, TaskPhase.SUCCEEDED)
         elif task.killing == "cancel":
             self._set_phase(task, TaskPhase.CANCELLED)
         elif reason == PREEMPTED_REASON and task.killing is None:
             # Revoked (or evicted): run it again, this does not count as a failure.
+            self._retry(task, now, count=False)
+        elif (
+            state in NEVER_RAN
+            and was_launching
+            and task.killing is None
+            and task.relaunches < MAX_FREE_RELAUNCHES
+        ):
+            task.relaunches += 1
             self._retry(task, now, count=False)
         else:
             if task.killing == "time limit":

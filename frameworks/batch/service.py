@@ -102,6 +102,7 @@ class BatchService(Service, Scheduler):
         self._offer_roles: dict[str, str] = {}
         self._agent_urls: dict[str, str] = {}
         self._dirty: set[int] = set()
+        self._flush_lock = asyncio.Lock()
         self._runner: web.AppRunner | None = None
         self._http: aiohttp.ClientSession | None = None
         self.url = ""
@@ -273,11 +274,19 @@ class BatchService(Service, Scheduler):
             self.spawn(self._execute(rest), name="batch-effects")
 
     async def _flush(self) -> None:
-        if not self._dirty:
-            return
-        ids, self._dirty = sorted(self._dirty), set()
-        jobs = [self.core.jobs[i] for i in ids if i in self.core.jobs]
-        await self.store.open().awrite(jobs)
+        """Write changed jobs. A write interrupted by a stop still completes on its thread, and
+        its ids stay dirty so the final flush in ``_stop`` writes them again: nothing is lost."""
+        async with self._flush_lock:
+            if not self._dirty:
+                return
+            ids = sorted(self._dirty)
+            self._dirty.clear()
+            jobs = [self.core.jobs[i] for i in ids if i in self.core.jobs]
+            try:
+                await asyncio.shield(self.store.open().awrite(jobs))
+            except BaseException:
+                self._dirty.update(ids)
+                raise
 
     def _task_info(self, t: TaskLaunch, agent_id: str) -> TaskInfo:
         spec = t.spec

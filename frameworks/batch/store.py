@@ -48,6 +48,7 @@ def job_to_dict(job: JobRecord) -> dict[str, Any]:
                 "failures": t.failures,
                 "not_before": t.not_before,
                 "revocable": t.revocable,
+                "relaunches": t.relaunches,
                 "history": [
                     {
                         "attempt": a.attempt,
@@ -88,6 +89,7 @@ def job_from_dict(d: dict[str, Any]) -> JobRecord:
             failures=td["failures"],
             not_before=td["not_before"],
             revocable=td.get("revocable", False),
+            relaunches=td.get("relaunches", 0),
         )
         task.history = [Attempt(**a) for a in td["history"]]
         job.tasks.append(task)

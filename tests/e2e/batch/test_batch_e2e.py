@@ -39,9 +39,15 @@ def wait(cluster: LocalCluster, job_id: int, timeout: float = 120) -> int:
     return cli(cluster, "wait", str(job_id), "--timeout", str(timeout))[0]
 
 
+def succeeds(cluster: LocalCluster, job_id: int, timeout: float = 120) -> None:
+    """Wait for the job; on anything but success fail with its whole story (tasks, reasons)."""
+    if wait(cluster, job_id, timeout) != 0:
+        pytest.fail(json.dumps(show(cluster, job_id), indent=1))
+
+
 def test_array_job_of_50_tasks(cluster: LocalCluster) -> None:
     jid = submit(cluster, "--count", "50", "--cpus", "0.1", "--mem", "16", "--", "true")
-    assert wait(cluster, jid) == 0
+    succeeds(cluster, jid)
     d = show(cluster, jid)
     assert d["tasks"] == {"SUCCEEDED": 50}
     assert {t["history"][-1]["exit_code"] for t in d["task_list"]} == {0}
@@ -50,7 +56,7 @@ def test_array_job_of_50_tasks(cluster: LocalCluster) -> None:
 def test_dependent_job_runs_after_its_parent(cluster: LocalCluster) -> None:
     parent = submit(cluster, "--cpus", "0.1", "--mem", "16", "--", "sleep", "0.5")
     child = submit(cluster, "--cpus", "0.1", "--mem", "16", "--after", str(parent), "--", "true")
-    assert wait(cluster, child) == 0
+    succeeds(cluster, child)
     p, c = show(cluster, parent), show(cluster, child)
     assert c["started_at"] >= p["ended_at"]
 
@@ -100,14 +106,15 @@ def test_gang_waits_with_reason_then_starts(cluster: LocalCluster) -> None:
         "gang 2/4 placed; waiting for 1 cpus; largest free offer has 0",
     ), d["reason"]
     cli(cluster, "cancel", str(blocker))
-    assert wait(cluster, gang) == 0
+    succeeds(cluster, gang)
 
 
+@pytest.mark.timeout(400)
 def test_two_gangs_each_over_half_the_cluster_both_finish(cluster: LocalCluster) -> None:
     a = submit(cluster, "--count", "5", "--gang", "5", "--cpus", "1", "--mem", "16", "--", "sleep", "1")
     b = submit(cluster, "--count", "5", "--gang", "5", "--cpus", "1", "--mem", "16", "--", "sleep", "1")
-    assert wait(cluster, a, timeout=180) == 0
-    assert wait(cluster, b, timeout=180) == 0
+    succeeds(cluster, a, timeout=180)
+    succeeds(cluster, b, timeout=180)
     da, db = show(cluster, a), show(cluster, b)
     # Never both running at once: one gang's start is after the other's end.
     assert db["started_at"] >= da["ended_at"] or da["started_at"] >= db["ended_at"]
@@ -130,7 +137,7 @@ def test_500_true_tasks_on_one_agent_reuse_the_offer(cluster: LocalCluster) -> N
         "--",
         "true",
     )
-    assert wait(cluster, jid, timeout=300) == 0
+    succeeds(cluster, jid, timeout=300)
     elapsed = time.monotonic() - start
     d = show(cluster, jid)
     assert d["tasks"] == {"SUCCEEDED": 500}

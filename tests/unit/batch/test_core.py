@@ -170,3 +170,17 @@ def test_gang_demand_and_hold_timeout_cooldown() -> None:
     assert core.job(jid).reason == "gang hold released; waiting before holding again"
     eff = core.schedule([offer(cpus=8)], now=62)
     assert launches(eff) == ["j1-0-0", "j1-1-0", "j1-2-0", "j1-3-0"]
+
+
+def test_a_dropped_launch_is_relaunched_without_spending_a_retry() -> None:
+    core = BatchCore()
+    jid, _ = core.submit(spec(), now=0)
+    core.schedule([offer()], now=0)
+    core.on_update("j1-0-0", S.TASK_DROPPED, 1, reason="REASON_INVALID_OFFERS")
+    task = core.job(jid).tasks[0]
+    assert task.phase is TaskPhase.PENDING and task.failures == 0 and task.relaunches == 1
+    assert launches(core.schedule([offer()], now=1)) == ["j1-0-1"]
+    # Once it has run, a loss is a failure like any other.
+    core.on_update("j1-0-1", S.TASK_RUNNING, 2)
+    core.on_update("j1-0-1", S.TASK_LOST, 3)
+    assert core.job(jid).state is JobState.FAILED
