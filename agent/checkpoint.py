@@ -12,7 +12,8 @@ Layout (``DIR`` is ``--work-dir``)::
 One file per task keeps a launch to a single file creation and a corrupt file to a single task.
 A task log is a sequence of records ``<u32 length><u32 crc32><msgpack payload>`` (big endian),
 each appended with one ``write``. Payloads: ``{"t": task record}`` (always first), ``{"p": pid
-record}``, ``{"k": kill reason}``, ``{"u": TaskStatus}``, ``{"a": uuid}``. A record with a bad
+record}``, ``{"k": {"reason", "deadline"}}`` (a kill under way and when its SIGKILL is due),
+``{"u": TaskStatus}``, ``{"a": uuid}``. A record with a bad
 checksum is corruption, reported with the file name; an incomplete *last* record (a crash
 mid-append on power loss, never synced, so never acted upon) is cut off.
 
@@ -106,6 +107,7 @@ class RecoveredTaskFiles:
     pid: PidRecord | None
     exit_code: int | None
     kill_reason: str | None
+    kill_deadline: float | None = None
     broken: CorruptCheckpoint | None = None
 
 
@@ -333,8 +335,8 @@ class Checkpoint:
     def write_pid(self, fid: str, tid: str, rec: PidRecord) -> None:
         self._append(self.task_log(fid, tid), {"p": attrs.asdict(rec)}, sync=False)
 
-    def write_kill(self, fid: str, tid: str, reason: str) -> None:
-        self._append(self.task_log(fid, tid), {"k": reason}, sync=False)
+    def write_kill(self, fid: str, tid: str, reason: str, deadline: float | None = None) -> None:
+        self._append(self.task_log(fid, tid), {"k": {"reason": reason, "deadline": deadline}}, sync=False)
 
     def append_update(self, fid: str, tid: str, status: TaskStatus) -> None:
         self._append(self.task_log(fid, tid), {"u": codec.to_builtins(status, binary=True)}, sync=True)
@@ -392,7 +394,9 @@ class Checkpoint:
 
     # recovery
 
-    def read_task_log(self, path: Path) -> tuple[TaskRecordFile, UpdateLog, PidRecord | None, str | None]:
+    def read_task_log(
+        self, path: Path
+    ) -> tuple[TaskRecordFile, UpdateLog, PidRecord | None, dict[str, Any] | None]:
         records, end = read_records(path)
         truncated = end < path.stat().st_size
         if not records or "t" not in records[0]:
@@ -410,7 +414,7 @@ class Checkpoint:
         updates: list[TaskStatus] = []
         acked: set[bytes] = set()
         pid: PidRecord | None = None
-        kill: str | None = None
+        kill: dict[str, Any] | None = None
         for i, r in enumerate(records[1:], 1):
             try:
                 if "u" in r:
@@ -419,8 +423,8 @@ class Checkpoint:
                     acked.add(r["a"])
                 elif "p" in r:
                     pid = PidRecord(**r["p"])
-                elif "k" in r:
-                    kill = str(r["k"])
+                elif "k" in r and isinstance(r["k"], dict):
+                    kill = r["k"]
                 else:
                     raise CorruptCheckpoint(path, f"record {i} has an unknown kind")
             except (TypeError, codec.DecodeError) as e:
@@ -432,18 +436,24 @@ class Checkpoint:
 
     def _read_task(self, fid: str, tid: str, path: Path) -> RecoveredTaskFiles:
         record = log = pid = None
-        kill_reason: str | None = None
+        kill: dict[str, Any] | None = None
         exit_code: int | None = None
+        broken: CorruptCheckpoint | None = None
         try:
             if not valid_path_id(fid) or not valid_path_id(tid):
                 raise CorruptCheckpoint(path, "file name is not a valid id")
-            record, log, pid, kill_reason = self.read_task_log(path)
+            record, log, pid, kill = self.read_task_log(path)
             if record.task.task_id.value != tid or record.framework_id != fid:
                 raise CorruptCheckpoint(path, "ids do not match the file name")
             exit_code = self.read_exit_status(fid, tid)
         except CorruptCheckpoint as e:
-            return RecoveredTaskFiles(fid, tid, record, log, pid, exit_code, kill_reason, broken=e)
-        return RecoveredTaskFiles(fid, tid, record, log, pid, exit_code, kill_reason)
+            broken = e
+        reason = str(kill["reason"]) if kill and kill.get("reason") else None
+        deadline = kill.get("deadline") if kill else None
+        return RecoveredTaskFiles(
+            fid, tid, record, log, pid, exit_code, reason,
+            float(deadline) if isinstance(deadline, int | float) else None, broken=broken,
+        )
 
     def recover(self) -> Recovery:
         """Read everything back. A corrupt ``agent.json`` raises; a broken task is returned with

@@ -103,13 +103,11 @@ async def recover(svc: AgentService) -> None:
         if t.kill_reason:
             with contextlib.suppress(ValueError):
                 kill_reason = tk.KillReason(t.kill_reason)
-        effects = svc.tracker.handle(
-            tk.RecoveredTask(spec, last, spawned, alive, exit_code, pid, killing=kill_reason is not None), now
+        svc.submit(
+            svc.tracker.handle(
+                tk.RecoveredTask(spec, last, spawned, alive, exit_code, pid, kill_reason, t.kill_deadline), now
+            )
         )
-        rec_task = svc.tracker.get(t.framework_id, t.task_id)
-        if rec_task is not None and kill_reason is not None and not rec_task.terminal:
-            rec_task.kill_reason = kill_reason
-        svc.submit(effects)
         svc.recovery_report.append(
             f"task {t.framework_id}/{t.task_id}: {'re-attached pid ' + str(pid) if alive else 'not running'}"
         )

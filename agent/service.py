@@ -98,6 +98,7 @@ class _WriteKill:
     framework_id: str
     task_id: str
     reason: str
+    deadline: float | None = None
 
 
 @attrs.frozen
@@ -371,7 +372,7 @@ class AgentService(Service):
                 elif isinstance(eff, _WritePid):
                     cp.write_pid(eff.framework_id, eff.task_id, eff.record)
                 elif isinstance(eff, _WriteKill):
-                    cp.write_kill(eff.framework_id, eff.task_id, eff.reason)
+                    cp.write_kill(eff.framework_id, eff.task_id, eff.reason, eff.deadline)
             except (OSError, CheckpointError):
                 log.exception("checkpoint write failed: %r", eff)
         try:
@@ -401,7 +402,7 @@ class AgentService(Service):
                 # record why before the signal goes out (the work loop flushes the disk effect
                 # at the head of the queue first)
                 self._work.appendleft(sig)
-                self._work.appendleft(_WriteKill(eff.framework_id, eff.task_id, t.kill_reason.value))
+                self._work.appendleft(_WriteKill(eff.framework_id, eff.task_id, t.kill_reason.value, t.kill_deadline))
             else:
                 self.launcher.signal(_task_key(eff.framework_id, eff.task_id), eff.signal)
         elif isinstance(eff, _Signal):

@@ -168,7 +168,8 @@ class RecoveredTask:
     alive: bool
     exit_code: int | None = None
     pid: int | None = None
-    killing: bool = False
+    kill_reason: KillReason | None = None  # a kill was under way when the agent died
+    kill_deadline: float | None = None  # ... and its SIGKILL was due then
 
 
 Event = (
@@ -421,7 +422,7 @@ class TaskTracker:
                         del self.executors[(fid, ex.executor_id)]
                 return [DropTask(fid, tid)]
             case RecoveredTask():
-                return self._recovered(event)
+                return self._recovered(event, now)
         raise TypeError(f"unknown event {event!r}")
 
     # --- launch ----------------------------------------------------------------------------
@@ -612,7 +613,7 @@ class TaskTracker:
 
     # --- recovery --------------------------------------------------------------------------
 
-    def _recovered(self, r: RecoveredTask) -> list[Effect]:
+    def _recovered(self, r: RecoveredTask, now: float) -> list[Effect]:
         spec = r.spec
         key = (spec.framework_id, spec.task_id)
         t = TaskRecord(spec, pid=r.pid)
@@ -622,8 +623,6 @@ class TaskTracker:
             t.state = r.last_state
         if t.terminal:
             return []  # its terminal update is in the log; the status-update manager resends it
-        if r.killing:
-            t.kill_reason = KillReason.FRAMEWORK
         if spec.command is None:
             # Executor tasks: the executor process is not re-attached (it reconnects to the
             # executor API only if it checkpoints); report them lost.
@@ -633,7 +632,13 @@ class TaskTracker:
             if t.state is S.TASK_STAGING:
                 self._move(t, S.TASK_RUNNING)
                 out.append(EmitStatus(fid, tid, S.TASK_RUNNING, message=f"pid {r.pid} (recovered)"))
+            if r.kill_reason is not None:
+                # the kill's escalation timer died with the agent: resume it (SIGTERM again,
+                # SIGKILL when the original deadline comes)
+                grace = None if r.kill_deadline is None else max(0.0, r.kill_deadline - now)
+                out.extend(self._kill(t, grace, r.kill_reason, now, None))
             return out
+        t.kill_reason = r.kill_reason
         if not r.spawned:
             return self._finish(
                 t, S.TASK_LOST, "REASON_AGENT_RESTARTED", "Agent restarted before the task was launched", "SOURCE_AGENT"

@@ -251,3 +251,25 @@ async def test_executor_left_from_before_a_restart_is_killed(master: Any, agent_
     st = await master.wait_terminal("x")
     assert st.state is S.TASK_LOST
     await asyncio.to_thread(proc.wait, 10)
+
+
+async def test_kill_under_way_survives_an_agent_restart(master: Any, agent_procs: Any) -> None:
+    import attrs
+
+    from protocol.mesos import Capability, CapabilityType
+
+    master.framework = attrs.evolve(master.framework, capabilities=(Capability(CapabilityType.TASK_KILLING_STATE),))
+    agent = await agent_procs(None, fork=True).start()
+    await master.wait_connected()
+    await master.run("stubborn", "trap '' TERM; sleep 60 & wait", grace=1.5)
+    st = await master.wait_state("stubborn", S.TASK_RUNNING)
+    wrapper = psutil.Process(wrapper_of(st))
+    await master.kill("stubborn")
+    await master.wait_state("stubborn", S.TASK_KILLING)  # SIGTERM sent, kill recorded
+    await agent.kill9()
+    assert wrapper.is_running()  # TERM is ignored; only the (restarted) agent's SIGKILL ends it
+    await agent.start()
+    st = await master.wait_terminal("stubborn")
+    assert st.state is S.TASK_KILLED
+    assert_one_terminal(master, "stubborn")
+    await asyncio.to_thread(wrapper.wait, 10)

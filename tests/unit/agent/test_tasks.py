@@ -234,9 +234,12 @@ def test_recovery_cases() -> None:
     # already terminal in the log: nothing new
     assert tr.handle(RecoveredTask(spec("g"), S.TASK_FINISHED, True, False, exit_code=0), 0.0) == []
     # was being killed when the agent died
-    assert statuses(tr.handle(RecoveredTask(spec("h"), S.TASK_RUNNING, True, False, exit_code=143, killing=True), 0.0)) == [
-        (S.TASK_KILLED, None)
-    ]
+    assert statuses(
+        tr.handle(RecoveredTask(spec("h"), S.TASK_RUNNING, True, False, exit_code=143, kill_reason=KillReason.PREEMPTED), 0.0)
+    ) == [(S.TASK_KILLED, "REASON_CONTAINER_PREEMPTED")]
+    # alive and being killed: the kill starts over (its timer died with the agent)
+    eff = tr.handle(RecoveredTask(spec("k", grace=2.0), S.TASK_RUNNING, True, True, pid=9, kill_reason=KillReason.FRAMEWORK), 5.0)
+    assert eff == [SignalTask("f1", "k", "TERM")] and tr.next_deadline() == 7.0
     assert statuses(tr.recovered_broken(spec("i"), "corrupt task.json")) == [(S.TASK_LOST, "REASON_AGENT_RESTARTED")]
 
 
