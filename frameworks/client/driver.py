@@ -21,7 +21,7 @@ import asyncio
 import contextlib
 import inspect
 import logging
-from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import attrs
@@ -111,6 +111,35 @@ class KnownTask:
 
 
 _END = object()
+
+
+class EventIterator:
+    """``async for ev in driver.events()``: protocol Events and Disconnected markers."""
+
+    def __init__(self, registry: list[asyncio.Queue[object]], q: asyncio.Queue[object]) -> None:
+        self._registry = registry
+        self._q = q
+        self._closed = False
+
+    def __aiter__(self) -> EventIterator:
+        return self
+
+    async def __anext__(self) -> DriverEvent:
+        if self._closed:
+            raise StopAsyncIteration
+        item = await self._q.get()
+        if item is _END:
+            await self.aclose()
+            raise StopAsyncIteration
+        assert isinstance(item, (Event, Disconnected))
+        return item
+
+    async def aclose(self) -> None:
+        """Stop receiving events (the queue is dropped)."""
+        if not self._closed:
+            self._closed = True
+            with contextlib.suppress(ValueError):
+                self._registry.remove(self._q)
 
 
 def has_capability(info: FrameworkInfo, cap: CapabilityType) -> bool:
@@ -231,28 +260,17 @@ class SchedulerDriver(Service):
         """Wait until the driver has finished (stopped, torn down or aborted by an ERROR)."""
         await self._done.wait()
 
-    def events(self, maxsize: int = 0) -> AsyncIterator[DriverEvent]:
+    def events(self, maxsize: int = 0) -> EventIterator:
         """Every event from now on (and ``Disconnected`` markers) until the driver finishes.
 
-        The events are queued from this call on, so iterate what you ask for (or close it with
-        ``aclose()``); ``maxsize`` bounds the queue (the oldest events are dropped when full)."""
+        The events are queued from this call on, so iterate what you ask for or ``aclose()`` it;
+        ``maxsize`` bounds the queue (the oldest events are dropped when it is full)."""
         q: asyncio.Queue[object] = asyncio.Queue(maxsize)
-        self._queues.append(q)
-        return self._iterate(q)
-
-    async def _iterate(self, q: asyncio.Queue[object]) -> AsyncIterator[DriverEvent]:
-        try:
-            if self._done.is_set():
-                return
-            while True:
-                item = await q.get()
-                if item is _END:
-                    return
-                assert isinstance(item, (Event, Disconnected))
-                yield item
-        finally:
-            with contextlib.suppress(ValueError):
-                self._queues.remove(q)
+        if self._done.is_set():
+            q.put_nowait(_END)
+        else:
+            self._queues.append(q)
+        return EventIterator(self._queues, q)
 
     def _publish(self, item: DriverEvent) -> None:
         for q in self._queues:

@@ -406,3 +406,20 @@ async def test_decline_idle_gives_back_unused_leases() -> None:
         assert await d.decline_idle(older_than=5, refuse_seconds=60) == [idle]
         assert d.offers.offer_ids() == [busy]
         assert len(master.offers) == 1
+
+
+async def test_event_iterators_close_and_end(master: FakeMaster, make_driver: DriverFactory) -> None:
+    d = make_driver()
+    it = d.events()
+    await d.start()
+    await d.wait_subscribed(5)
+    first = await anext(it)
+    assert isinstance(first, Event) and first.type is EventType.SUBSCRIBED
+    await it.aclose()
+    assert not d._queues  # no longer fed
+    other = d.events()
+    await d.stop()
+    async with asyncio.timeout(5):
+        rest = [ev async for ev in other]  # ends once the driver has finished
+    assert all(isinstance(ev, (Event, Disconnected)) for ev in rest)
+    assert [ev async for ev in d.events()] == []  # a finished driver yields nothing
