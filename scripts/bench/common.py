@@ -478,7 +478,8 @@ class Runner:
         return None
 
     def disconnected(self, driver: Any) -> None:
-        self.errors.append("driver disconnected")
+        if not self.done.is_set():
+            self.errors.append("driver disconnected")
 
     def error(self, driver: Any, message: str) -> None:
         self.errors.append(f"framework error: {message}")

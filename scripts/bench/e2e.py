@@ -83,9 +83,22 @@ async def raw_spawn(n: int, concurrency: int, argv: tuple[str, ...] = ("true",))
             latencies.append(time.perf_counter() - t)
 
     t0 = time.perf_counter()
+    c0 = _self_cpu()
     await asyncio.gather(*(worker() for _ in range(max(1, min(concurrency, n)))))
     dt = time.perf_counter() - t0
-    return {"tasks": n, "concurrency": concurrency, "seconds": dt, "rate": n / dt, **_prefixed("spawn", latencies)}
+    return {
+        "tasks": n,
+        "concurrency": concurrency,
+        "seconds": dt,
+        "rate": n / dt,
+        "cpu_ms_per_task": 1000 * (_self_cpu() - c0) / n,  # the spawning process (not the children)
+        **_prefixed("spawn", latencies),
+    }
+
+
+def _self_cpu() -> float:
+    t = os.times()
+    return t.user + t.system
 
 
 async def raw_spawn_isolated(n: int, concurrency: int) -> dict[str, Any]:
@@ -212,8 +225,18 @@ async def main(args: argparse.Namespace) -> int:
                 }
                 for spy in spies.values():
                     await spy.start()
+            cpu0 = {p.name: p.cpu_seconds() for p in procs}
+            me0 = _self_cpu()
             nat = await run_native(
                 master.address, args.tasks, args.task_cpus, args.task_mem, args.timeout, args.ack_workers
+            )
+            cpu = {p.name: p.cpu_seconds() - cpu0[p.name] for p in procs}
+            per_task = 1000.0 / args.tasks
+            row.update(
+                master_cpu_ms_per_task=cpu["master"] * per_task,
+                agents_cpu_ms_per_task=sum(v for k, v in cpu.items() if k.startswith("agent")) * per_task,
+                framework_cpu_ms_per_task=(_self_cpu() - me0) * per_task,
+                raw_cpu_ms_per_task=raw["cpu_ms_per_task"],
             )
             for who, spy in spies.items():
                 await spy.stop()
@@ -260,6 +283,10 @@ async def main(args: argparse.Namespace) -> int:
         ("batch_rate", "batch submit→SUCCEEDED (tasks/s)"),
         ("batch_job_rate", "batch first start→last end (tasks/s)"),
         ("batch_ratio", "batch / raw"),
+        ("raw_cpu_ms_per_task", "raw: spawning process CPU per task (ms)"),
+        ("master_cpu_ms_per_task", "native: master CPU per task (ms)"),
+        ("agents_cpu_ms_per_task", "native: agents CPU per task (ms, w/o tasks)"),
+        ("framework_cpu_ms_per_task", "native: framework CPU per task (ms)"),
     ]
     table = [(label, agg[k].median, agg[k].min, agg[k].max) for k, label in labels if k in agg]
     print_table(
