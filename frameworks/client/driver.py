@@ -50,6 +50,7 @@ from protocol.mesos import (
     MasterInfo,
     Offer,
     Operation,
+    Reason,
     ReconcileTask,
     Request,
     TaskInfo,
@@ -108,6 +109,7 @@ class KnownTask:
     agent_id: str | None
     state: TaskState
     offer_id: str | None = None
+    ticket: int | None = None  # the lease deduction of the ACCEPT that launched it
 
 
 _END = object()
@@ -454,7 +456,14 @@ class SchedulerDriver(Service):
     def _track(self, status: TaskStatus) -> None:
         tid = status.task_id.value
         if is_terminal(status.state):
-            self.tasks.pop(tid, None)
+            known = self.tasks.pop(tid, None)
+            if (
+                known is not None
+                and known.ticket is not None
+                and known.offer_id is not None
+                and status.reason is Reason.REASON_INVALID_OFFERS
+            ):
+                self.offers.accept_failed(known.offer_id, known.ticket)
             return
         cur = self.tasks.get(tid)
         agent = status.agent_id.value if status.agent_id is not None else (cur.agent_id if cur else None)
@@ -553,11 +562,13 @@ class SchedulerDriver(Service):
         )
 
     def _commit(self, claims: Sequence[Claim], offer_id: str, tasks: Sequence[TaskInfo]) -> None:
+        ticket = None
         if claims:
             self.offers.commit(claims, self.clock.now())
+            ticket = self.offers.last_tickets.pop(offer_id, None)
         for t in tasks:
             self.tasks[t.task_id.value] = KnownTask(
-                t.task_id.value, t.agent_id.value if t.agent_id else None, TaskState.TASK_STAGING, offer_id
+                t.task_id.value, t.agent_id.value if t.agent_id else None, TaskState.TASK_STAGING, offer_id, ticket
             )
 
     async def reserve(self, offer_id: str, resources: Resources, filters: Filters | None = None) -> None:

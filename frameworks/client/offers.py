@@ -75,7 +75,7 @@ class CachedOffer:
     # reusable leases: the master's last word, and what our ACCEPTs since took out of it (one
     # entry per ACCEPT, oldest first, with the time it was sent) until the master reflects them
     master: Resources = attrs.field(default=None)
-    inflight: list[tuple[Resources, float]] = attrs.field(factory=list)
+    inflight: list[tuple[Resources, float, int]] = attrs.field(factory=list)  # (taken, sent at, ticket)
     _claimed: Resources = attrs.field(factory=Resources.empty, init=False)
 
     def __attrs_post_init__(self) -> None:
@@ -83,7 +83,7 @@ class CachedOffer:
             self.master = self.resources
 
     def _recompute(self) -> None:
-        self.resources = self.master - Resources.sum(r for r, _ in self.inflight) if self.inflight else self.master
+        self.resources = self.master - Resources.sum(e[0] for e in self.inflight) if self.inflight else self.master
 
     @property
     def claimed(self) -> Resources:
@@ -138,6 +138,8 @@ class OfferCache:
     def __init__(self, reusable: bool = True, inflight_ttl: float = 2.0) -> None:
         self.reusable = reusable
         self.inflight_ttl = inflight_ttl
+        self._tickets = itertools.count(1)
+        self.last_tickets: dict[str, int] = {}  # offer id -> ticket of the last commit() on it
         self._offers: dict[str, CachedOffer] = {}
         self._claim_ids = itertools.count(1)
         self._claim_offer: dict[int, str] = {}
@@ -210,7 +212,7 @@ class OfferCache:
             if not resources.contains(cur.master):
                 cur.inflight.pop(0)
             cutoff = now - self.inflight_ttl
-            cur.inflight = [(r, t) for r, t in cur.inflight if t >= cutoff]
+            cur.inflight = [e for e in cur.inflight if e[1] >= cutoff]
         cur.master = resources
         cur._recompute()
         cur.updated_at = now
@@ -293,7 +295,9 @@ class OfferCache:
         for oid, parts in sent.items():
             cur = self._offers[oid]
             if self.reusable:
-                cur.inflight.append((Resources.sum(parts), now))
+                ticket = next(self._tickets)
+                cur.inflight.append((Resources.sum(parts), now, ticket))
+                self.last_tickets[oid] = ticket
                 cur._recompute()
                 cur.updated_at = now
             else:
@@ -301,6 +305,17 @@ class OfferCache:
         for oid in removed:
             self.rescind(oid)
         return removed
+
+    def accept_failed(self, offer_id: str, ticket: int) -> None:
+        """The master refused the ACCEPT ``ticket`` on this lease whole (invalid offers): it will
+        send no remainder for it, so stop deducting what it would have launched."""
+        cur = self._offers.get(offer_id)
+        if cur is None:
+            return
+        kept = [e for e in cur.inflight if e[2] != ticket]
+        if len(kept) != len(cur.inflight):
+            cur.inflight = kept
+            cur._recompute()
 
     def claims_on(self, offer_id: str) -> list[Claim]:
         cur = self.get(offer_id)

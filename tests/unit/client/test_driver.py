@@ -423,3 +423,22 @@ async def test_event_iterators_close_and_end(master: FakeMaster, make_driver: Dr
         rest = [ev async for ev in other]  # ends once the driver has finished
     assert all(isinstance(ev, (Event, Disconnected)) for ev in rest)
     assert [ev async for ev in d.events()] == []  # a finished driver yields nothing
+
+
+async def test_launch_refused_for_invalid_offers_gives_the_lease_back(
+    master: FakeMaster, make_driver: DriverFactory
+) -> None:
+    master.add_agent("cpus:2;mem:256")
+    d = make_driver(REUSE)
+    statuses: list[TaskStatus] = []
+    d.scheduler.update = lambda driver, status: statuses.append(status)  # type: ignore[method-assign]
+    await d.start()
+    await d.wait_subscribed(5)
+    await d.wait_for(lambda: len(d.offers) == 1)
+    (offer,) = list(d.offers)
+    del master.offers[offer.offer_id]  # the master dropped it; the RESCIND has not arrived yet
+    await d.launch(offer.offer_id, [task("doomed")])
+    assert d.offers.get(offer.offer_id).available.scalar("cpus") == 1
+    await d.wait_for(lambda: any(s.state is TaskState.TASK_ERROR for s in statuses))
+    assert statuses[-1].reason is Reason.REASON_INVALID_OFFERS
+    assert d.offers.get(offer.offer_id).available.scalar("cpus") == 2

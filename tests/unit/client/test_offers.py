@@ -115,3 +115,17 @@ def test_idle_offers() -> None:
     c.take("o2", R(cpus=1))
     assert [o.offer_id for o in c.idle(now=10, older_than=6)] == ["o1"]
     assert c.get("o1").age(10) == 10
+
+
+def test_a_refused_accept_stops_being_deducted() -> None:
+    c = OfferCache(reusable=True)
+    c.put("o1", "a1", "h1", R(cpus=4), now=0)
+    c.commit([c.take("o1", R(cpus=1))], now=1)
+    first = c.last_tickets["o1"]
+    c.commit([c.take("o1", R(cpus=2))], now=1)
+    assert c.get("o1").available == R(cpus=1)
+    c.accept_failed("o1", first)
+    assert c.get("o1").available == R(cpus=2)
+    c.accept_failed("o1", first)  # idempotent
+    c.accept_failed("gone", 99)
+    assert c.get("o1").available == R(cpus=2)
