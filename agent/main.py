@@ -31,10 +31,21 @@ async def _serve(config: AgentConfig) -> int:
     for r in svc.recovery_report:
         log.info("recovery: %s", r)
     stop = asyncio.Event()
+    retire = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
+
+    def on_usr1() -> None:
+        retire.set()
+        stop.set()
+
+    loop.add_signal_handler(signal.SIGUSR1, on_usr1)
     await stop.wait()
+    if retire.is_set():  # SIGUSR1: kill every task, then exit (SIGTERM leaves them to recover)
+        log.info("SIGUSR1: killing all tasks before exiting")
+        if not await svc.kill_all_tasks():
+            log.warning("some tasks did not end in time")
     await svc.stop()
     return 0
 

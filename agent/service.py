@@ -162,7 +162,7 @@ class AgentService(Service):
         self._work_running = False
         self._work_idle = asyncio.Event()
         self._work_idle.set()
-        self._timer_wake = asyncio.Event()
+        self.timer_wake = asyncio.Event()
         self._disk = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="agent-ckpt")
         self._runner: web.AppRunner | None = None
         self.executors = ExecutorGlue(self)
@@ -207,6 +207,26 @@ class AgentService(Service):
         self.spawn(self.channel.run(), name="agent-channel")
         self.spawn(self._timer_loop(), name="agent-timers")
         self.spawn(self._monitor_loop(), name="agent-monitor")
+
+    async def kill_all_tasks(self, within: float = 30.0) -> bool:
+        """Kill every task (each with its grace period) and wait until all have ended: what
+        ``SIGUSR1`` does before the agent exits (Mesos semantics), so a deliberately retired agent
+        leaves no process behind. Returns False if some task outlived ``within``."""
+        now = self.clock.now()
+        for fid in sorted({t.spec.framework_id for t in self.tracker.active()}):
+            self.submit(self.tracker.handle(tk.ShutdownFramework(fid, None, tk.KillReason.AGENT_SHUTDOWN), now))
+        self.timer_wake.set()
+        deadline = now + within
+        while self.tracker.active() and self.clock.now() < deadline:
+            await self.clock.sleep(0.05)
+        # give the terminal updates a moment to be acknowledged (they stay checkpointed anyway)
+        ack_deadline = min(deadline, self.clock.now() + 5.0)
+        while len(self.updates) and self.channel is not None and self.channel.registered:
+            if self.clock.now() >= ack_deadline:
+                break
+            await self.clock.sleep(0.05)
+        await self.drain()
+        return not self.tracker.active()
 
     async def stop(self) -> None:
         if self.channel is not None:
@@ -329,7 +349,7 @@ class AgentService(Service):
         finally:
             self._work_running = False
             self._work_idle.set()
-            self._timer_wake.set()
+            self.timer_wake.set()
 
     def _do_disk(self, batch: list[object]) -> list[_SpawnResult]:
         """Runs in the checkpoint thread. Group commit: drops, then every write of the batch,
@@ -588,7 +608,7 @@ class AgentService(Service):
         if self.estimator is not None:
             self.estimator.reset()
         self.submit(self.updates.handle(su.Resumed(), self.clock.now()))
-        self._timer_wake.set()
+        self.timer_wake.set()
 
     def _on_disconnected(self) -> None:
         self.m_registered.set(0)
@@ -624,7 +644,7 @@ class AgentService(Service):
             self.executors.call("message", body.framework_id.value, body.executor_id.value, body.data)
         else:
             log.debug("ignoring %r", type(body).__name__)
-        self._timer_wake.set()
+        self.timer_wake.set()
 
     def _run_tasks(self, rt: RunTasks, now: float) -> None:
         fid = rt.framework_id.value
@@ -666,18 +686,18 @@ class AgentService(Service):
     async def _timer_loop(self) -> None:
         while True:
             deadlines = [d for d in (self.tracker.next_deadline(), self.updates.next_deadline()) if d is not None]
-            self._timer_wake.clear()
+            self.timer_wake.clear()
             if deadlines:
                 delay = max(0.0, min(deadlines) - self.clock.now())
                 sleeper = asyncio.ensure_future(self.clock.sleep(delay))
-                waker = asyncio.ensure_future(self._timer_wake.wait())
+                waker = asyncio.ensure_future(self.timer_wake.wait())
                 try:
                     await asyncio.wait({sleeper, waker}, return_when=asyncio.FIRST_COMPLETED)
                 finally:
                     sleeper.cancel()
                     waker.cancel()
             else:
-                await self._timer_wake.wait()
+                await self.timer_wake.wait()
                 continue
             now = self.clock.now()
             self.submit(self.tracker.handle(tk.Tick(), now))

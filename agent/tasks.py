@@ -39,6 +39,7 @@ class KillReason(enum.Enum):
     PREEMPTED = "PREEMPTED"
     MEMORY = "MEMORY"
     SHUTDOWN = "SHUTDOWN"
+    AGENT_SHUTDOWN = "AGENT_SHUTDOWN"
 
 
 _KILL_OUTCOME: dict[KillReason, tuple[TaskState, str | None]] = {
@@ -46,6 +47,7 @@ _KILL_OUTCOME: dict[KillReason, tuple[TaskState, str | None]] = {
     KillReason.PREEMPTED: (S.TASK_KILLED, "REASON_CONTAINER_PREEMPTED"),
     KillReason.MEMORY: (S.TASK_FAILED, "REASON_CONTAINER_LIMITATION_MEMORY"),
     KillReason.SHUTDOWN: (S.TASK_KILLED, "REASON_FRAMEWORK_REMOVED"),
+    KillReason.AGENT_SHUTDOWN: (S.TASK_KILLED, "REASON_AGENT_REMOVED_BY_OPERATOR"),
 }
 
 
@@ -112,6 +114,7 @@ class LimitExceeded:
 class ShutdownFramework:
     framework_id: str
     grace: float | None = None
+    reason: KillReason = KillReason.SHUTDOWN
 
 
 @attrs.frozen
@@ -395,8 +398,8 @@ class TaskTracker:
                 if t is None or t.terminal:
                     return []
                 return self._kill(t, 0.0, KillReason.MEMORY, now, message)
-            case ShutdownFramework(fid, grace):
-                return self._shutdown_framework(fid, grace, now)
+            case ShutdownFramework(fid, grace, reason):
+                return self._shutdown_framework(fid, grace, now, reason)
             case ExecutorStarted(fid, eid, pid):
                 ex = self.executors.get((fid, eid))
                 if ex is None:
@@ -558,17 +561,20 @@ class TaskTracker:
             out.append(SignalTask(t.spec.framework_id, t.spec.task_id, "KILL"))
         return out
 
-    def _shutdown_framework(self, fid: str, grace: float | None, now: float) -> list[Effect]:
+    def _shutdown_framework(
+        self, fid: str, grace: float | None, now: float, reason: KillReason = KillReason.SHUTDOWN
+    ) -> list[Effect]:
+        why = "Agent shut down by its operator" if reason is KillReason.AGENT_SHUTDOWN else "Framework shut down"
         out: list[Effect] = []
         for t in list(self.tasks.values()):
             if t.spec.framework_id == fid and not t.terminal and t.spec.command is not None:
-                out.extend(self._kill(t, grace, KillReason.SHUTDOWN, now, "Framework shut down"))
+                out.extend(self._kill(t, grace, reason, now, why))
         for ex in self.executors.values():
             if ex.framework_id == fid and not ex.terminated:
                 for tid in ex.tasks:
                     et = self.tasks.get((fid, tid))
                     if et is not None and not et.terminal and et.kill_reason is None:
-                        et.kill_reason, et.kill_message = KillReason.SHUTDOWN, "Framework shut down"
+                        et.kill_reason, et.kill_message = reason, why
                 out.append(ShutdownExecutorProcess(fid, ex.executor_id, self.default_grace if grace is None else grace))
         return out
 

@@ -273,3 +273,21 @@ async def test_kill_under_way_survives_an_agent_restart(master: Any, agent_procs
     assert st.state is S.TASK_KILLED
     assert_one_terminal(master, "stubborn")
     await asyncio.to_thread(wrapper.wait, 10)
+
+
+async def test_sigusr1_kills_every_task_then_exits(master: Any, agent_procs: Any) -> None:
+    agent = await agent_procs().start()
+    await master.wait_connected()
+    await master.run("a", "sleep 60")
+    await master.run("b", "trap '' TERM; sleep 60 & wait", grace=0.5)
+    wrappers = [psutil.Process(wrapper_of(await master.wait_state(t, S.TASK_RUNNING))) for t in ("a", "b")]
+    assert agent.proc is not None
+    agent.proc.send_signal(signal.SIGUSR1)
+    code, _ = await agent.exit_code()
+    assert code == 0
+    for t in ("a", "b"):
+        st = assert_one_terminal(master, t)
+        assert st.state is S.TASK_KILLED and st.reason is not None
+        assert st.reason.name == "REASON_AGENT_REMOVED_BY_OPERATOR"
+    for w in wrappers:
+        await asyncio.to_thread(w.wait, 10)
