@@ -27,6 +27,32 @@ __pure__ = True
 
 
 class AgentRules(CoreBase):
+    def reservation_problem(self, agent_id: str, resources: Resources, reserve: bool) -> str | None:
+        """Why an operator (un)reservation cannot be applied now, or None."""
+        ag = self.agents.get(agent_id)
+        if ag is None or not ag.in_allocator:
+            return f"Agent {agent_id} is not registered"
+        dynamic = resources.reserved()
+        if dynamic.is_empty() or dynamic != resources:
+            return "Resources must all carry a dynamic reservation"
+        view = self.alloc.agent_view(agent_id)
+        if view is None:
+            return f"Agent {agent_id} is unknown to the allocator"
+        if reserve:
+            if not view.free.contains(resources.unreserve()):
+                return f"Agent {agent_id} has no free unreserved {resources.unreserve()}"
+        elif not ag.reservations.contains(resources) or not view.free.contains(resources):
+            return f"{resources} is not reserved and free on agent {agent_id}"
+        return None
+
+    def _operator_reservation(self, agent_id: str, resources: Resources, reserve: bool, now: float, fx: list[Effect]) -> None:
+        if self.reservation_problem(agent_id, resources, reserve) is not None:
+            return  # the edge already answered the operator; the state moved since: no change
+        ag = self.agents[agent_id]
+        ag.reservations = ag.reservations + resources if reserve else ag.reservations - resources
+        fx.append(Persist((ops.ReservationsSet(agent_id, str(ag.reservations)),)))
+        self._alloc_event(ae.AgentUpdated(agent_id=agent_id, total=self._alloc_total(ag)), now, fx)
+
     def _drain(self, agent_id: str, draining: bool, now: float, fx: list[Effect]) -> None:
         ag = self.agents.get(agent_id)
         if ag is None or ag.phase in (AgentPhase.REMOVED, AgentPhase.UNREACHABLE):
@@ -127,10 +153,7 @@ class AgentRules(CoreBase):
             self.recovery_deadline = None
 
     def _alloc_total(self, ag: AgentRec) -> Resources:
-        if ag.reservations.is_empty():
-            return ag.total
-        base = ag.total - ag.reservations.unreserve()
-        return base + ag.reservations
+        return ag.effective_total
 
     def _merge_tasks(
         self, ag: AgentRec, reg: ac.Register, was_unreachable: bool, same_conn: bool, now: float, fx: list[Effect]

@@ -11,6 +11,7 @@ from typing import Protocol
 
 from master.allocator import decisions as ad
 from master.allocator import events as ae
+from master.allocator.views import AgentView
 
 __pure__ = True
 
@@ -27,3 +28,5 @@ class AllocatorPort(Protocol):
     def offer(self, offer_id: str) -> ad.Offer | None: ...
 
     def outstanding_offers(self) -> Sequence[ad.Offer]: ...
+
+    def agent_view(self, agent_id: str) -> AgentView | None: ...

@@ -96,6 +96,17 @@ class AgentDrainRequested:
 
 
 @attrs.frozen
+class ReservationRequested:
+    """Operator RESERVE_RESOURCES / UNRESERVE_RESOURCES on an agent: ``resources`` in reserved
+    form (e.g. ``cpus(reservations: [(DYNAMIC,eng,p)]):2``), taken from / returned to its free
+    unreserved resources."""
+
+    agent_id: str
+    resources: Resources
+    reserve: bool
+
+
+@attrs.frozen
 class TeardownRequested:
     """Operator TEARDOWN of a framework."""
 
@@ -113,6 +124,7 @@ MasterEvent = (
     | QuotaUpdated
     | WeightUpdated
     | AgentDrainRequested
+    | ReservationRequested
     | TeardownRequested
 )
 

@@ -21,7 +21,7 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from master.http_api import BodyTooLarge, media_type, read_body, text
-from master.operator_v1 import OperatorV1, _Bad
+from master.operator_v1 import OperatorV1, _Bad, _Conflict
 from master.views import _legacy
 from protocol import codec, mesos
 
@@ -158,6 +158,8 @@ class OperatorApi(OperatorV1):
         out_type = codec.MSGPACK if accept == codec.MSGPACK else codec.JSON
         try:
             resp = await self._operator_call(call)
+        except _Conflict as e:
+            return text(409, str(e))
         except _Bad as e:
             return text(400, str(e))
         if resp is None:

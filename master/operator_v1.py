@@ -4,7 +4,13 @@ drain, teardown...)."""
 
 from __future__ import annotations
 
-from master.events import AgentDrainRequested, QuotaUpdated, TeardownRequested, WeightUpdated
+from master.events import (
+    AgentDrainRequested,
+    QuotaUpdated,
+    ReservationRequested,
+    TeardownRequested,
+    WeightUpdated,
+)
 from master.http_api import VERSION
 from master.lifecycles import AgentPhase, FrameworkPhase
 from master.records import AgentRec, FrameworkRec, TaskRec
@@ -92,6 +98,19 @@ class OperatorV1(StateViews):
                 raise _Bad(f"Unknown agent {aid}")
             await svc.dispatch(AgentDrainRequested(agent_id=aid, draining=t is not OT.REACTIVATE_AGENT))
             return None
+        if t in (OT.RESERVE_RESOURCES, OT.UNRESERVE_RESOURCES):
+            body_r = call.reserve_resources or call.unreserve_resources
+            assert body_r is not None
+            try:
+                res = Resources.from_mesos(body_r.resources)
+            except (ResourceError, TypeError, ValueError) as e:
+                raise _Bad(f"Invalid resources: {e}") from e
+            reserve = t is OT.RESERVE_RESOURCES
+            problem = svc.state.reservation_problem(body_r.agent_id.value, res, reserve)
+            if problem is not None:
+                raise _Conflict(problem)
+            await svc.dispatch(ReservationRequested(agent_id=body_r.agent_id.value, resources=res, reserve=reserve))
+            return None
         if t is OT.TEARDOWN:
             assert call.teardown is not None
             fid = call.teardown.framework_id.value
@@ -172,7 +191,7 @@ class OperatorV1(StateViews):
             agent_info=mesos.AgentInfo(
                 hostname=ag.hostname,
                 port=ag.port,
-                resources=ag.total.to_mesos(),
+                resources=ag.effective_total.to_mesos(),
                 attributes=ag.attributes,
                 id=mesos.AgentID(ag.agent_id),
             ),
@@ -182,7 +201,7 @@ class OperatorV1(StateViews):
             pid=f"slave(1)@{ag.hostname}:{ag.port}",
             registered_time=_ti(ag.registered_time),
             reregistered_time=_ti(ag.reregistered_time),
-            total_resources=ag.total.to_mesos(),
+            total_resources=ag.effective_total.to_mesos(),
             allocated_resources=used.to_mesos(),
             offered_resources=offered.to_mesos(),
         )
@@ -261,3 +280,7 @@ class OperatorV1(StateViews):
 
 class _Bad(Exception):
     pass
+
+
+class _Conflict(_Bad):
+    """A well-formed request the current state cannot satisfy (409, as Mesos)."""

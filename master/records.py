@@ -91,5 +91,12 @@ class AgentRec:
     in_allocator: bool = False
 
     @property
+    def effective_total(self) -> Resources:
+        """The agent's resources with the master's dynamic reservations applied."""
+        if self.reservations.is_empty():
+            return self.total
+        return (self.total - self.reservations.unreserve()) + self.reservations
+
+    @property
     def reachable(self) -> bool:
         return self.phase in (AgentPhase.REGISTERED, AgentPhase.DRAINING)

@@ -45,6 +45,7 @@ from master.events import (
     MasterEvent,
     Persist,
     QuotaUpdated,
+    ReservationRequested,
     SendEvent,
     SendToAgent,
     StreamClosed,
@@ -145,6 +146,8 @@ class MasterState(AgentRules, AcceptRules):
                 self._set_weight(event.role, event.weight, now, fx)
             case AgentDrainRequested():
                 self._drain(event.agent_id, event.draining, now, fx)
+            case ReservationRequested():
+                self._operator_reservation(event.agent_id, event.resources, event.reserve, now, fx)
             case TeardownRequested():
                 fw = self.frameworks.get(event.framework_id)
                 if fw is not None:

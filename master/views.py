@@ -112,7 +112,7 @@ class StateViews:
             for (f, t) in ag.tasks
             if f in self.svc.state.frameworks and t in self.svc.state.frameworks[f].tasks
         )
-        total = ag.total
+        total = ag.effective_total
         reserved: dict[str, Any] = {}
         for role in sorted(total.roles() - {"*"}):
             reserved[role] = _legacy(total.reserved(role))

@@ -134,7 +134,7 @@ async def test_oversized_http_body_and_ws_frame(master: MasterService) -> None:
 
 
 async def test_slowloris_and_connection_cap(tmp_path: Path) -> None:
-    svc = MasterService(master_config(tmp_path / "m", max_connections=1010, read_timeout=1.0))
+    svc = MasterService(master_config(tmp_path / "m", max_connections=1010, read_timeout=2.5))
     await svc.start()
     socks: list[socket.socket] = []
     try:
@@ -152,9 +152,9 @@ async def test_slowloris_and_connection_cap(tmp_path: Path) -> None:
         socks += extra
         assert svc._guard is not None
         guard = svc._guard
-        await guard.wait_until(lambda: guard.refused > 0, 5)
+        await guard.wait_until(lambda: guard.refused > 0, 10)
         # the read timeout frees every idle slot
-        await guard.wait_until(lambda: guard.connections == 0, 5)
+        await guard.wait_until(lambda: guard.connections == 0, 15)
         assert svc._guard.timeouts >= 1000
         async with aiohttp.ClientSession() as s, s.get(svc.url + "/health") as r:
             assert r.status == 200

@@ -12,6 +12,7 @@ import aiohttp
 
 from master.service import MasterService
 from master.testing_agent import FakeAgent
+from protocol import codec
 
 from .conftest import master_config
 from .test_native_msgpack import MsgpackScheduler
@@ -163,3 +164,52 @@ async def test_pymesos_operator_driver(master: MasterService) -> None:
         assert any(m["name"] == "master/slaves_active" for m in got["metrics"]["get_metrics"]["metrics"])
     finally:
         await agent.close()
+
+
+async def test_operator_reservations_persist(tmp_path: Path) -> None:
+    from protocol.resources import Resources
+
+    svc = MasterService(master_config(tmp_path / "m"))
+    await svc.start()
+    agent = FakeAgent(svc.url, "cpus:4;mem:1024")
+    aid = await agent.connect()
+    want = Resources.of(cpus=2).reserve("eng", principal="ops")
+    body = {"type": "RESERVE_RESOURCES", "reserve_resources": {
+        "agent_id": {"value": aid}, "resources": json.loads(codec.encode_json(want.to_mesos()))}}
+    try:
+        async with aiohttp.ClientSession() as s:
+            st, _ = await op(s, svc.url, body)
+            assert st == 200
+            view = svc.allocator.agent_view(aid) if svc.allocator else None
+            assert view is not None and view.total.reserved("eng") == want
+            st, txt = await op(s, svc.url, body | {"reserve_resources": {
+                "agent_id": {"value": aid},
+                "resources": json.loads(codec.encode_json(Resources.of(cpus=3).reserve("eng").to_mesos()))}})
+            assert st == 409 and "no free" in txt  # only 2 unreserved cpus are left
+            async with s.get(svc.url + "/state") as r:
+                slave = (await r.json())["slaves"][0]
+            assert slave["reserved_resources"]["eng"]["cpus"] == 2.0
+    finally:
+        await agent.close()
+        await svc.stop()
+    from master.registry import FILENAME, open_sync
+
+    conn, snap = open_sync(tmp_path / "m" / FILENAME)
+    conn.close()
+    assert Resources.parse(snap.agents[0].reservations) == want
+    # unreserve through a new master after the agent re-registers
+    svc2 = MasterService(master_config(tmp_path / "m"))
+    await svc2.start()
+    agent2 = FakeAgent(svc2.url, "cpus:4;mem:1024")
+    agent2.agent_id = aid
+    await agent2.connect()
+    try:
+        async with aiohttp.ClientSession() as s:
+            st, _ = await op(s, svc2.url, {"type": "UNRESERVE_RESOURCES", "unreserve_resources": {
+                "agent_id": {"value": aid}, "resources": json.loads(codec.encode_json(want.to_mesos()))}})
+            assert st == 200
+            view = svc2.allocator.agent_view(aid) if svc2.allocator else None
+            assert view is not None and view.total.reserved("eng").is_empty()
+    finally:
+        await agent2.close()
+        await svc2.stop()

@@ -168,7 +168,7 @@ class MasterMachine(RuleBasedStateMachine):
                 for (f, t) in ag.tasks
                 if f in self.h.state.frameworks and t in self.h.state.frameworks[f].tasks
             )
-            assert ag.total.contains(used), (ag.agent_id, str(used), str(ag.total))
+            assert ag.effective_total.contains(used), (ag.agent_id, str(used), str(ag.total))
 
     @invariant()
     def allocator_agrees_on_live_tasks(self) -> None:
