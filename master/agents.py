@@ -195,7 +195,7 @@ class AgentRules(CoreBase):
                     name=rt.name or tid,
                     state=rt.state,
                     resources=res,
-                    role=fw.roles[0],
+                    role=_role_of(rt.resources, fw.roles[0]),
                     executor_id=rt.executor_id.value if rt.executor_id else None,
                 )
                 fw.tasks[tid] = task
@@ -385,3 +385,12 @@ class AgentRules(CoreBase):
                 self._send(fw, mesos.Event.make_failure(mesos.AgentID(ag.agent_id)), fx)
 
     # --- views used by the operator endpoints ------------------------------------------------------
+
+
+def _role_of(resources: tuple[mesos.Resource, ...], default: str) -> str:
+    """The role a task's resources were allocated to (``allocation_info``, as offered to
+    MULTI_ROLE frameworks), else ``default``."""
+    for r in resources:
+        if r.allocation_info is not None and r.allocation_info.role:
+            return r.allocation_info.role
+    return default

@@ -357,3 +357,14 @@ def test_unreachable_agent_is_removed_after_gc_age() -> None:
     aid2, _ = h.agent(agent_id=aid, tasks=[rt])
     assert aid2 == aid and [k.task_id.value for k in to_agent(h.effects[mark:], ac.KillTask)] == ["t"]
     assert "t" not in h.state.frameworks[fid].tasks
+
+
+def test_recovered_task_keeps_its_allocation_role() -> None:
+    h = Harness()
+    fid, _ = h.subscribe(framework_info("mr", roles=("a", "b")))
+    res = Resources.of(cpus=1, mem=64).to_mesos(allocation_role="b")
+    rt = ac.RunningTask(framework_id=mesos.FrameworkID(fid), task_id=mesos.TaskID("t"), state=TS.TASK_RUNNING,
+                        resources=res)
+    h.agent(agent_id="A9", tasks=[rt])
+    view = h.alloc.task_view(fid, "t")
+    assert view is not None and view.role == "b"
