@@ -15,6 +15,7 @@ import importlib.util
 import inspect
 import shlex
 import signal
+import subprocess
 import sys
 import tempfile
 import time
@@ -54,6 +55,16 @@ class LocalCluster:
     batch_url: str | None = None
 
     def stop(self, grace: float = 5.0) -> None:
+        """Retire the agents first (SIGUSR1: each kills its tasks, reports them, and exits; a plain
+        SIGTERM would leave tasks running for the agent's recovery), then stop everything."""
+        agents = [p for p in self.processes if p.name.startswith("agent-") and p.alive()]
+        for p in agents:
+            with contextlib.suppress(ProcessLookupError):
+                p.popen.send_signal(signal.SIGUSR1)
+        deadline = time.monotonic() + grace
+        for p in agents:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                p.popen.wait(timeout=max(0.1, deadline - time.monotonic()))
         stop_all(self.processes, grace=grace)
 
     def dead(self) -> list[ManagedProcess]:
