@@ -230,6 +230,7 @@ class CoreBase:
             agent_id=mesos.AgentID(agent_id) if agent_id else None,
             executor_id=mesos.ExecutorID(executor_id) if executor_id else None,
             timestamp=now,
+            unreachable_time=mesos.TimeInfo(nanoseconds=int(now * 1e9)) if shown is TS.TASK_UNREACHABLE else None,
         )
         if shown is TS.TASK_ERROR:
             self.counters["tasks_error"] += 1
