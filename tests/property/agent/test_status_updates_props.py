@@ -7,6 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from agent.status_updates import (
+    AckForwarded,
     Acknowledged,
     CheckpointUpdate,
     Paused,
@@ -43,7 +44,8 @@ def test_stream_invariants(seq: list) -> None:
     generated: dict[str, list[Update]] = {"a": [], "b": []}
     checkpointed: set[bytes] = set()
     sent_order: dict[str, list[bytes]] = {"a": [], "b": []}
-    done: set[str] = set()
+    acked: set[bytes] = set()  # acknowledged uuids: never sent again
+    done_at: dict[str, int] = {}  # task -> number of its updates generated when its stream ended
     for op, task, arg in seq:
         if op == "gen":
             n += 1
@@ -52,6 +54,7 @@ def test_stream_invariants(seq: list) -> None:
             eff = m.handle(UpdateGenerated(u), now)
         elif op == "ack":
             eff = m.handle(Acknowledged("f", task, int(arg).to_bytes(16, "big")), now)
+            acked.update(e.uuid for e in eff if isinstance(e, AckForwarded))
         elif op == "tick":
             now += arg
             eff = m.handle(Tick(), now)
@@ -62,12 +65,16 @@ def test_stream_invariants(seq: list) -> None:
                 checkpointed.add(e.update.uuid)
             elif isinstance(e, SendUpdate):
                 assert e.update.uuid in checkpointed
-                assert e.update.task_id not in done
+                assert e.update.uuid not in acked  # after its ack an update is never sent again
+                # after the terminal ack a task id only comes back as a new stream (id reuse)
+                assert [u.uuid for u in generated[e.update.task_id]].index(e.update.uuid) >= done_at.get(
+                    e.update.task_id, 0
+                )
                 sent = sent_order[e.update.task_id]
                 if not sent or sent[-1] != e.update.uuid:
                     sent.append(e.update.uuid)
             elif isinstance(e, StreamDone):
-                done.add(e.task_id)
+                done_at[e.task_id] = len(generated[e.task_id])
     for task, sent in sent_order.items():
         uuids = [u.uuid for u in generated[task]]
         # sends follow generation order (as a subsequence)
