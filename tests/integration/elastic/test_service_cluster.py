@@ -44,7 +44,7 @@ SPEC = {
         "mem": 128,
     },
     "scaling": {"min_workers": 1, "max_workers": 3, "revocable_ok": True},
-    "data": {"dataset": "sklearn-digits", "num_shards": 24, "epochs": 8},
+    "data": {"dataset": "sklearn-digits", "num_shards": 24, "epochs": 12},
     "checkpoint": {"interval": 2.0},
 }
 
@@ -139,7 +139,10 @@ async def test_grow_kill_revoke_and_reach_90_percent(tmp_path: Path) -> None:
             os.kill(a1.pid, signal.SIGTERM)  # the agent stops; its tasks keep running
             await asyncio.to_thread(a1.popen.wait, 15)
             extra.append(start_agent(cluster, tmp_path, "agent-1", "cpus:0.1;mem:16"))
-            await service.wait_for(lambda: job.counts.get("revoked") == 2, 40)
+            try:
+                await service.wait_for(lambda: job.counts.get("revoked") == 2, 40)
+            except TimeoutError:
+                raise AssertionError(diagnose(service)) from None
             assert shape(job)[:2] == (1, 0) and job.state in (JobState.RUNNING, JobState.SCALING)
             print(f"progress when revoked: {job.progress.get('progress')}")
             assert all(w.ending is not None for w in job.ended)
@@ -201,6 +204,7 @@ async def test_two_jobs_converge_to_the_policy_split_and_a_restart_reattaches(tm
             )
             want = (expected.target("a").total, expected.target("b").total)
             assert want == (5, 3)
+            service.core.revive_grace = 15.0  # a loaded machine may take a while to re-offer
             b = service.submit(from_mapping(sleeper("b", 2, 4)))
             jb = service.core.jobs[b]
 
