@@ -389,7 +389,9 @@ class SchedulerDriver(Service):
         if t is EventType.OFFERS and ev.offers is not None:
             self.offers.add_offers(ev.offers.offers, self.clock.now())
             self._publish(ev)
-            await self._call(self.scheduler.offers, self, list(ev.offers.offers))
+            live = [o for o in ev.offers.offers if o.id.value in self.offers]  # not ended ones
+            if live:
+                await self._call(self.scheduler.offers, self, live)
         elif t is EventType.RESCIND and ev.rescind is not None:
             oid = ev.rescind.offer_id.value
             self.offers.rescind(oid)

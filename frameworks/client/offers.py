@@ -38,6 +38,9 @@ if TYPE_CHECKING:
 __pure__ = True
 
 
+_MAX_GONE = 100_000  # remembered ended offer ids (offer ids are never reused)
+
+
 class OfferCacheError(ValueError):
     """A bad request to the cache (unknown offer, claim that does not fit, stale claim)."""
 
@@ -139,6 +142,9 @@ class OfferCache:
         self.reusable = reusable
         self.inflight_ttl = inflight_ttl
         self._tickets = itertools.count(1)
+        # ids of offers that ended here (declined, rescinded, consumed): an OFFERS update for one
+        # of them that was on the wire when it ended must not bring it back as a zombie
+        self._gone: dict[str, None] = {}
         self.last_tickets: dict[str, int] = {}  # offer id -> ticket of the last commit() on it
         self._offers: dict[str, CachedOffer] = {}
         self._claim_ids = itertools.count(1)
@@ -184,9 +190,12 @@ class OfferCache:
         now: float,
         attributes: Mapping[str, str | float] | None = None,
         framework_id: str | None = None,
-    ) -> OfferChange:
-        """Add a new offer or replace a known one's resources (reusable regrowth/shrink)."""
+    ) -> OfferChange | None:
+        """Add a new offer or replace a known one's resources (reusable regrowth/shrink). An
+        update for an offer that already ended here is ignored (returns None)."""
         cur = self._offers.get(offer_id)
+        if cur is None and offer_id in self._gone:
+            return None
         if cur is None:
             self._offers[offer_id] = CachedOffer(
                 offer_id=offer_id,
@@ -224,9 +233,9 @@ class OfferCache:
 
     def add_offers(self, offers: Iterable[Offer], now: float) -> list[OfferChange]:
         """Apply an OFFERS event's offers (``protocol.mesos.Offer``)."""
-        out = []
+        out: list[OfferChange] = []
         for o in offers:
-            out.append(
+            change = (
                 self.put(
                     offer_id=o.id.value,
                     agent_id=o.agent_id.value,
@@ -237,6 +246,8 @@ class OfferCache:
                     framework_id=o.framework_id.value if o.framework_id is not None else None,
                 )
             )
+            if change is not None:
+                out.append(change)
         return out
 
     def rescind(self, offer_id: str) -> CachedOffer | None:
@@ -245,6 +256,9 @@ class OfferCache:
         if cur is not None:
             for cid in cur.claims:
                 self._claim_offer.pop(cid, None)
+        self._gone[offer_id] = None
+        while len(self._gone) > _MAX_GONE:
+            del self._gone[next(iter(self._gone))]
         return cur
 
     def remove_agent(self, agent_id: str) -> list[str]:
@@ -255,7 +269,8 @@ class OfferCache:
 
     def clear(self) -> None:
         """Forget every offer (offers do not survive a re-subscription)."""
-        self._offers.clear()
+        for oid in list(self._offers):
+            self.rescind(oid)
         self._claim_offer.clear()
 
     # --- local bookkeeping ---------------------------------------------------------------------

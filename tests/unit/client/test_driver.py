@@ -442,3 +442,23 @@ async def test_launch_refused_for_invalid_offers_gives_the_lease_back(
     await d.wait_for(lambda: any(s.state is TaskState.TASK_ERROR for s in statuses))
     assert statuses[-1].reason is Reason.REASON_INVALID_OFFERS
     assert d.offers.get(offer.offer_id).available.scalar("cpus") == 2
+
+
+async def test_a_regrowth_crossing_our_decline_leaves_no_zombie(master: FakeMaster, make_driver: DriverFactory) -> None:
+    master.add_agent("cpus:2;mem:256")
+    d = make_driver(REUSE)
+    await d.start()
+    await d.wait_subscribed(5)
+    await d.wait_for(lambda: len(d.offers) == 1)
+    (offer,) = list(d.offers)
+    oid = offer.offer_id
+    await d.launch(oid, [task("t1")])
+    await master.wait_for(lambda: "t1" in master.tasks and not master.unacknowledged)
+    await d.wait_for(lambda: d.offers.get(oid).available.scalar("cpus") == 1)
+    # the task ends: the master regrows the lease; our DECLINE of it crosses that update
+    master.finish_task("t1")
+    await d.decline([oid], refuse_seconds=3600)
+    await d.wait_for(lambda: "t1" not in d.tasks)
+    await master.wait_for(lambda: not master.unacknowledged)
+    assert oid not in d.offers
+    assert oid not in master.offers

@@ -13,9 +13,9 @@ R = Resources.of
 def test_new_offer_then_known_id_replaces_resources() -> None:
     c = OfferCache(reusable=True)
     ch = c.put("o1", "a1", "h1", R(cpus=4, mem=1024), now=1.0)
-    assert ch.new and ch.after == R(cpus=4, mem=1024)
+    assert ch is not None and ch.new and ch.after == R(cpus=4, mem=1024)
     ch2 = c.put("o1", "a1", "h1", R(cpus=2, mem=512), now=2.0)
-    assert not ch2.new and ch2.shrunk == R(cpus=2, mem=512)
+    assert ch2 is not None and not ch2.new and ch2.shrunk == R(cpus=2, mem=512)
     assert c.get("o1").resources == R(cpus=2, mem=512)
     assert c.get("o1").first_seen == 1.0 and c.get("o1").updated_at == 2.0
     assert len(c) == 1
@@ -42,7 +42,7 @@ def test_reusable_commit_keeps_remainder_and_regrows() -> None:
     assert c.get("o1").resources == R(cpus=1, mem=128) and not c.get("o1").inflight
     # ... and when the task ended repeats the offer id with the grown resources
     ch = c.put("o1", "a1", "h1", R(cpus=2, mem=256), now=2)
-    assert ch.grown == R(cpus=1, mem=128)
+    assert ch is not None and ch.grown == R(cpus=1, mem=128)
 
 
 def test_regrowth_crossing_an_accept_does_not_hand_out_resources_twice() -> None:
@@ -129,3 +129,15 @@ def test_a_refused_accept_stops_being_deducted() -> None:
     c.accept_failed("o1", first)  # idempotent
     c.accept_failed("gone", 99)
     assert c.get("o1").available == R(cpus=2)
+
+
+def test_an_update_for_an_ended_offer_does_not_bring_it_back() -> None:
+    c = OfferCache(reusable=True)
+    c.put("o1", "a1", "h1", R(cpus=2), now=0)
+    c.rescind("o1")  # our DECLINE (or a RESCIND) ended it ...
+    # ... while a regrowth of it was already on the wire
+    assert c.put("o1", "a1", "h1", R(cpus=3), now=1) is None
+    assert "o1" not in c and len(c) == 0
+    c.put("o2", "a1", "h1", R(cpus=1), now=1)
+    c.clear()  # a re-subscription ends every offer of the old one
+    assert c.put("o2", "a1", "h1", R(cpus=1), now=2) is None

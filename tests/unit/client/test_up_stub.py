@@ -123,7 +123,9 @@ def _interrupt_on_first_idle_sleep(monkeypatch: pytest.MonkeyPatch) -> None:
     def sleep(_s: float) -> None:
         os.kill(os.getpid(), signal.SIGINT)
 
-    monkeypatch.setattr(up, "time", types.SimpleNamespace(sleep=sleep))
+    import time
+
+    monkeypatch.setattr(up, "time", types.SimpleNamespace(sleep=sleep, monotonic=time.monotonic))
 
 
 def test_up_command_ctrl_c_stops_everything(stubbed: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
