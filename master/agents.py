@@ -122,6 +122,7 @@ class AgentRules(CoreBase):
         ag.conn_id = conn_id
         ag.last_seen = now
         ag.next_ping = now + self.cfg.ping_interval
+        self._touch(min(ag.next_ping, now + self.cfg.ping_timeout))
         ag.version = reg.version
         ag.capabilities = reg.capabilities
         self.conns[conn_id] = aid
@@ -365,6 +366,7 @@ class AgentRules(CoreBase):
         check_agent(ag.phase, AgentPhase.UNREACHABLE)
         ag.phase = AgentPhase.UNREACHABLE
         ag.unreachable_since = now
+        self._touch(now + self.cfg.unreachable_gc)
         self.counters["slave_removals"] += 1
         if ag.conn_id is not None:
             self.conns.pop(ag.conn_id, None)

@@ -130,6 +130,7 @@ class CoreBase:
         self.recovery_deadline: float | None = None
         self.removal_bucket = TokenBucket(self.cfg.agent_removal_rate, float(self.cfg.agent_removal_burst))
         self.allocation_due: float | None = now
+        self.housekeeping_at: float | None = None  # next ping/timeout/failover/GC check
         self.quotas: dict[str, tuple[Resources, Resources | None]] = {}
         self.weights: dict[str, float] = {}
         self.counters: dict[str, int] = {
@@ -182,6 +183,11 @@ class CoreBase:
         if multi:
             return tuple(dict.fromkeys(info.roles)) or ("*",)
         return (info.role or "*",)
+
+    def _touch(self, deadline: float) -> None:
+        """A new housekeeping deadline exists (an agent registered, a framework disconnected...)."""
+        if self.housekeeping_at is None or deadline < self.housekeeping_at:
+            self.housekeeping_at = deadline
 
     def _alloc_event(self, ev: ae.Event, now: float, fx: list[Effect]) -> None:
         try:

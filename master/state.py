@@ -113,6 +113,7 @@ class MasterState(AgentRules, AcceptRules):
                 continue
         for w in snap.weights:
             self._set_weight(w.role, w.weight, now)
+        self.housekeeping_at = self._housekeeping_scan(now)
         return fx
 
     # --- public entry points --------------------------------------------------------------------
@@ -161,24 +162,35 @@ class MasterState(AgentRules, AcceptRules):
             self.allocation_due = d
 
     def next_deadline(self) -> float | None:
+        """When the shell should deliver the next ``Tick`` (None: only on new events)."""
         ds: list[float] = []
         if self.allocation_due is not None:
             ds.append(self.allocation_due)
-        removal_ok = self.removal_bucket.available_at()  # markings are rate limited
         if self.recovery_deadline is not None:
-            ds.append(max(self.recovery_deadline, removal_ok))
+            ds.append(max(self.recovery_deadline, self.removal_bucket.available_at()))
+        if self.housekeeping_at is not None:
+            ds.append(self.housekeeping_at)
+        return min(ds) if ds else None
+
+    def _housekeeping_scan(self, now: float) -> float | None:
+        """The earliest ping, ping-timeout, failover or agent-GC deadline (one pass over agents
+        and frameworks; done only when housekeeping is due, never per allocation tick). Capped at
+        one ``ping_interval`` ahead so a deadline added without ``_touch`` is late by at most that."""
+        ds: list[float] = []
+        removal_ok = self.removal_bucket.available_at()  # markings are rate limited
         for ag in self.agents.values():
             if ag.reachable:
                 if ag.conn_id is not None:
                     ds.append(ag.next_ping)
                 ds.append(max(ag.last_seen + self.cfg.ping_timeout, removal_ok))
+            elif ag.phase is AgentPhase.UNREACHABLE and ag.unreachable_since is not None:
+                ds.append(ag.unreachable_since + self.cfg.unreachable_gc)
         for fw in self.frameworks.values():
             if fw.deadline is not None and fw.phase in (FrameworkPhase.DISCONNECTED, FrameworkPhase.RECOVERED):
                 ds.append(fw.deadline)
-        for ag in self.agents.values():
-            if ag.phase is AgentPhase.UNREACHABLE and ag.unreachable_since is not None:
-                ds.append(ag.unreachable_since + self.cfg.unreachable_gc)
-        return min(ds) if ds else None
+        if not ds:
+            return None
+        return min(min(ds), now + self.cfg.ping_interval)
 
     # --- queries used by the shells --------------------------------------------------------------
 
@@ -279,6 +291,7 @@ class MasterState(AgentRules, AcceptRules):
         fw.last_stream_id, fw.stream_id = fw.stream_id, None
         fw.unregistered_time = now
         fw.deadline = now + fw.failover_timeout
+        self._touch(fw.deadline)
         fx.append(Persist((ops.FrameworkDisconnected(fid, fw.deadline),)))
         self._alloc_event(ae.FrameworkDeactivated(framework_id=fid), now, fx)
 
@@ -490,6 +503,19 @@ class MasterState(AgentRules, AcceptRules):
     # --- ACCEPT -----------------------------------------------------------------------------------
 
     def _tick(self, now: float, fx: list[Effect]) -> None:
+        due = self.housekeeping_at is not None and self.housekeeping_at <= now
+        due = due or (self.recovery_deadline is not None and self.recovery_deadline <= now)
+        if due:
+            self._housekeeping(now, fx)
+            self.housekeeping_at = self._housekeeping_scan(now)
+        # allocation (batched: the deadline was set when the events arrived)
+        alloc_due = self.allocation_due
+        if alloc_due is not None and alloc_due <= now:
+            self.allocation_due = None
+            self._decisions(self.alloc.allocate(now), now, fx)
+            self.allocation_due = self.alloc.next_deadline(now)
+
+    def _housekeeping(self, now: float, fx: list[Effect]) -> None:
         # framework failover deadlines
         for fw in list(self.frameworks.values()):
             if (
@@ -526,9 +552,3 @@ class MasterState(AgentRules, AcceptRules):
                 and ag.unreachable_since + self.cfg.unreachable_gc <= now
             ):
                 self._remove_agent(ag, now, fx)
-        # allocation (batched: the deadline was set when the events arrived)
-        due = self.allocation_due
-        if due is not None and due <= now:
-            self.allocation_due = None
-            self._decisions(self.alloc.allocate(now), now, fx)
-            self.allocation_due = self.alloc.next_deadline(now)
