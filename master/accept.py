@@ -174,7 +174,10 @@ class AcceptRules(CoreBase):
                 ac.RunTasks(
                     framework_id=mesos.FrameworkID(fid),
                     framework_info=fw.info,
-                    tasks=tuple(attrs.evolve(tk, agent_id=mesos.AgentID(offer_agent)) for tk in tasks),
+                    tasks=tuple(
+                        tk if tk.agent_id is not None else attrs.evolve(tk, agent_id=mesos.AgentID(offer_agent))
+                        for tk in tasks
+                    ),
                     executor=executor,
                     group=group,
                 ),

@@ -296,7 +296,9 @@ class AgentRules(CoreBase):
 
     def _status_update(self, ag: AgentRec, upd: ac.StatusUpdateMsg, now: float, fx: list[Effect]) -> None:
         fid = upd.framework_id.value
-        status = attrs.evolve(upd.status, agent_id=mesos.AgentID(ag.agent_id))
+        status = upd.status
+        if status.agent_id is None or status.agent_id.value != ag.agent_id:
+            status = attrs.evolve(status, agent_id=mesos.AgentID(ag.agent_id))
         tid = status.task_id.value
         fw = self.frameworks.get(fid)
         if fw is None:
@@ -343,7 +345,9 @@ class AgentRules(CoreBase):
             if status.uuid is not None:
                 self._to_agent(ag.agent_id, ac.AcknowledgeMsg(framework_id=upd.framework_id, task_id=status.task_id, uuid=status.uuid), fx)
             return
-        self._send(fw, mesos.Event.make_update(attrs.evolve(status, state=shown)), fx)
+        if shown is not status.state:
+            status = attrs.evolve(status, state=shown)
+        self._send(fw, mesos.Event.make_update(status), fx)
 
     # --- time -------------------------------------------------------------------------------------
 

@@ -344,7 +344,7 @@ class CoreBase:
             resources=resources if resources is not None else task_resources(tk),
             role=role,
             executor_id=executor.executor_id.value if executor else None,
-            info=attrs.evolve(tk, agent_id=mesos.AgentID(ag.agent_id)),
+            info=tk if tk.agent_id is not None else attrs.evolve(tk, agent_id=mesos.AgentID(ag.agent_id)),
         )
         fw.tasks[rec.task_id] = rec
         ag.tasks.add((fw.framework_id, rec.task_id))
