@@ -136,13 +136,18 @@ class FakeMaster:
         await self.ws.send_bytes(codec.encode_msgpack(frame(*bodies, epoch=self.epoch if epoch is None else epoch)))
 
     async def wait_for(self, pred: Callable[[], Any], within: float = 20.0) -> Any:
-        async with asyncio.timeout(within):
-            async with self._cond:
-                while True:
-                    v = pred()
-                    if v:
-                        return v
-                    await self._cond.wait()
+        """Wait until ``pred()`` is truthy: re-checked on every message from the agent, and every
+        0.1 s for conditions on the agent's side that send nothing (polling with a deadline)."""
+        async with asyncio.timeout(within), self._cond:
+            while True:
+                v = pred()
+                if v:
+                    return v
+                try:
+                    async with asyncio.timeout(0.1):
+                        await self._cond.wait()
+                except TimeoutError:
+                    pass
 
     async def wait_connected(self, n: int = 1, within: float = 20.0) -> Register:
         await self.wait_for(lambda: len(self.registrations) >= n and self.ws is not None, within)
