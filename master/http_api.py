@@ -113,12 +113,13 @@ class EventStream:
                     ev = self.queue.popleft()
                     burst = burst or ev.type is not mesos.EventType.HEARTBEAT
                     batch.append(self._record(ev))
-                for rec in batch:
-                    await resp.write(rec)  # one record per chunk, as Mesos does
-                    self.sent += 1
-                if burst and self.extra_heartbeat and not self.queue:
-                    await resp.write(hb)
+                if burst and self.extra_heartbeat:
+                    batch.append(hb)
                     next_hb = loop.time() + self.heartbeat
+                # a burst goes out as one chunk of back-to-back records (both pymesos and mesoshttp
+                # parse records independently of chunk boundaries); one write, one syscall
+                self.sent += len(batch)
+                await resp.write(b"".join(batch))
             if self.closed:
                 return
             transport = request.transport

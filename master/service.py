@@ -235,7 +235,8 @@ class MasterService(Service):
                 self._wake.clear()
                 if deadline is None or self.clock.now() < deadline:
                     continue
-            await self.dispatch(Tick(seen=self.agent_server.liveness()))
+            seen = self.agent_server.liveness() if self.state.housekeeping_due(self.clock.now()) else ()
+            await self.dispatch(Tick(seen=seen))
             self._wake.clear()
             if self.state.next_deadline() == deadline:
                 await asyncio.sleep(0.002)  # a deadline that cannot move yet (rate-limited removal)

@@ -172,6 +172,10 @@ class MasterState(AgentRules, AcceptRules):
             ds.append(self.housekeeping_at)
         return min(ds) if ds else None
 
+    def housekeeping_due(self, now: float) -> bool:
+        """Whether the next ``Tick`` will scan agents (then the shell attaches ``Tick.seen``)."""
+        return self.housekeeping_at is not None and self.housekeeping_at <= now
+
     def _housekeeping_scan(self, now: float) -> float | None:
         """The earliest ping, ping-timeout, failover or agent-GC deadline (one pass over agents
         and frameworks; done only when housekeeping is due, never per allocation tick). Capped at
