@@ -54,8 +54,11 @@ async def raw_rate(n: int, batch: int) -> float:
     return n / (time.perf_counter() - t0)
 
 
-async def agent_rate(n: int, batch: int, work_dir: Path, fsync: bool = True) -> float:
+async def agent_rate(n: int, batch: int, work_dir: Path, fsync: bool = True) -> tuple[float, list[float]]:
+    """Launches per second and each task's RunTasks-sent -> TASK_RUNNING-received latency."""
     done = asyncio.Event()
+    sent_at: dict[str, float] = {}
+    latencies: list[float] = []
     finished: set[str] = set()
     ws_ready: asyncio.Future[web.WebSocketResponse] = asyncio.get_running_loop().create_future()
     window = asyncio.Semaphore(batch)
@@ -77,6 +80,8 @@ async def agent_rate(n: int, batch: int, work_dir: Path, fsync: bool = True) -> 
                 elif isinstance(body, StatusUpdateMsg) and body.status.uuid:
                     acks.append(AcknowledgeMsg(body.framework_id, body.status.task_id, body.status.uuid))
                     tid = body.status.task_id.value
+                    if body.status.state is TaskState.TASK_RUNNING and tid in sent_at:
+                        latencies.append(time.perf_counter() - sent_at.pop(tid))
                     if body.status.state is TaskState.TASK_FINISHED and tid not in finished:
                         finished.add(tid)
                         window.release()
@@ -111,12 +116,15 @@ async def agent_rate(n: int, batch: int, work_dir: Path, fsync: bool = True) -> 
                 sent += 1
                 k += 1
             if tasks:
+                t_send = time.perf_counter()
+                for t in tasks:
+                    sent_at[t.task_id.value] = t_send
                 await ws.send_bytes(codec.encode_msgpack(frame(RunTasks(FrameworkID("bench"), fi, tuple(tasks)), epoch=1)))
             else:
                 await window.acquire()
                 window.release()
         await asyncio.wait_for(done.wait(), 600)
-        return n / (time.perf_counter() - t0)
+        return n / (time.perf_counter() - t0), latencies
     finally:
         await agent.stop()
         with contextlib.suppress(Exception):
@@ -133,13 +141,17 @@ async def main_async(n: int, batch: int, fsync: bool) -> None:
     raw = await raw_rate(n, batch)
     c1 = _cpu()
     with tempfile.TemporaryDirectory(prefix="agora-bench-") as d:
-        ag = await agent_rate(n, batch, Path(d), fsync)
+        ag, lat = await agent_rate(n, batch, Path(d), fsync)
     c2 = _cpu()
     print(f"raw asyncio spawn of `true`: {raw:8.1f} launches/s, {1000 * (c1 - c0) / n:.2f} ms CPU per launch (this process)")
     print(
         f"agora agent pipeline:        {ag:8.1f} launches/s, {1000 * (c2 - c1) / n:.2f} ms CPU per launch "
         f"(agent + in-process master; {100 * ag / raw:.0f}% of raw; fsync={'on' if fsync else 'off'})"
     )
+    if lat:
+        lat.sort()
+        p50, p99 = lat[len(lat) // 2], lat[min(len(lat) - 1, int(len(lat) * 0.99))]
+        print(f"RUN_TASKS -> TASK_RUNNING latency: p50 {1000 * p50:.1f} ms, p99 {1000 * p99:.1f} ms (batches of {batch})")
 
 
 def main() -> None:
