@@ -1,10 +1,11 @@
 """``MasterService``: the master process as one ``Service``.
 
 It opens the registry, builds the allocator and ``MasterState``, serves HTTP (scheduler API,
-agent channel, operator endpoints) behind a connection cap and read timeouts, and runs the one
-timer loop that delivers ``Tick`` at ``MasterState.next_deadline()``. Every fact goes through
-``dispatch``: under one lock the core handles it and its effects run in order; a ``Persist`` is
-awaited (registry first, then act).
+agent channel, operator endpoints) behind a connection cap and read timeouts, and runs two loops:
+the timer loop that delivers ``Tick`` at ``MasterState.next_deadline()``, and the effects loop.
+Every fact goes through ``dispatch``: the core handles it at once (facts in arrival order), its
+effects join one FIFO pipeline whose registry operations are written (one transaction for all
+that is queued) before any of those effects act: registry first, then act.
 """
 
 from __future__ import annotations
