@@ -53,6 +53,7 @@ class AgentConfig:
     reconnect_initial: float = 0.1
     reconnect_max: float = 5.0
     fsync: bool = True
+    allow_root_tasks: bool = False  # let a task ask for CommandInfo.user = root (uid 0)
 
     def __attrs_post_init__(self) -> None:
         if not 0 <= self.port < 65536:

@@ -23,7 +23,7 @@ import attrs
 from aiohttp import web
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
-from agent import http_api, oversubscription, recovery
+from agent import http_api, oversubscription, recovery, users
 from agent import status_updates as su
 from agent import tasks as tk
 from agent.channel import AgentChannel
@@ -166,6 +166,8 @@ class AgentService(Service):
         self._disk = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="agent-ckpt")
         self._runner: web.AppRunner | None = None
         self.executors = ExecutorGlue(self)
+        self.run_as: dict[tuple[str, str], users.RunAs] = {}
+        self.setpriv = users.setpriv_path()
         self.version = VERSION
         self.last_slack: Resources | None = None
         self.estimator: Any = None
@@ -440,6 +442,7 @@ class AgentService(Service):
             key2 = (eff.framework_id, eff.task_id)
             self.groups.pop(key2, None)
             self.group_executors.pop(key2, None)
+            self.run_as.pop(key2, None)
             self.started_at.pop(key2, None)
             self.submit(self.tracker.handle(tk.Forget(eff.framework_id, eff.task_id), self.clock.now()))
         elif isinstance(eff, tk.DropTask):
@@ -484,8 +487,14 @@ class AgentService(Service):
                 path=os.environ.get("PATH"),
                 extra=spec.command.environment,
             )
+            argv = spec.command.argv
+            run_as = self.run_as.get((fid, tid))
+            if run_as is not None:  # hand the sandbox to the task's user, then drop privileges
+                sandbox.mkdir(parents=True, exist_ok=True)
+                os.chown(sandbox, run_as.uid, run_as.gid)
+                argv = run_as.wrap(argv, self.setpriv)
             cgroup = self.isolator.prepare(key, spec.mem_limit, spec.cpus)
-            proc = spawn(key, spec.command.argv, env, sandbox, self.checkpoint.exit_status_path(fid, tid), cgroup)
+            proc = spawn(key, argv, env, sandbox, self.checkpoint.exit_status_path(fid, tid), cgroup)
         except (LaunchError, CheckpointError, OSError) as e:
             self.isolator.release(key)
             return _SpawnResult(spec, None, f"Failed to launch: {e}")
@@ -658,21 +667,29 @@ class AgentService(Service):
         killing = any(c.type is CapabilityType.TASK_KILLING_STATE for c in fi.capabilities)
         group_ids = tuple(t.task_id.value for t in rt.tasks) if rt.group else ()
         specs: list[TaskSpec] = []
-        errors: list[tuple[TaskInfo, str]] = []
+        errors: list[tuple[TaskInfo, str, str]] = []
         for info in rt.tasks:
             try:
-                specs.append(task_spec(fid, info, rt.executor if rt.group else None, killing_state=killing))
+                spec = task_spec(fid, info, rt.executor if rt.group else None, killing_state=killing)
+                if spec.command is not None:
+                    run_as = users.resolve(spec.command.user, self.config.allow_root_tasks)
+                    if run_as is not None:
+                        self.run_as[(fid, spec.task_id)] = run_as
+                specs.append(spec)
             except SpecError as e:
-                errors.append((info, str(e)))
+                errors.append((info, str(e), "REASON_TASK_INVALID"))
+            except users.UserError as e:
+                errors.append((info, str(e), e.reason))
         if rt.group and errors:
             # all or nothing: one bad task fails the whole group
-            msg = "; ".join(m for _, m in errors)
-            errors = [(i, f"task group invalid: {msg}") for i in rt.tasks]
+            msg = "; ".join(m for _, m, _ in errors)
+            errors = [(i, f"task group invalid: {msg}", "REASON_TASK_GROUP_INVALID") for i in rt.tasks]
             specs = []
-        for info, msg in errors:
+        for info, msg, reason in errors:
             tid = info.task_id.value
             self.ephemeral.add((fid, tid))
-            self.submit(self.tracker.handle(tk.LaunchRejected(fid, tid, msg), now))
+            self.run_as.pop((fid, tid), None)
+            self.submit(self.tracker.handle(tk.LaunchRejected(fid, tid, msg, None, reason), now))
         effects: list[Any] = []
         for spec in specs:
             if rt.group and rt.executor is not None:

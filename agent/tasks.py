@@ -67,6 +67,7 @@ class LaunchRejected:
     task_id: str
     message: str
     executor_id: str | None = None
+    reason: str = "REASON_TASK_INVALID"
 
 
 @attrs.frozen
@@ -375,10 +376,10 @@ class TaskTracker:
         match event:
             case LaunchTask(spec):
                 return self._launch(spec)
-            case LaunchRejected(fid, tid, message, eid):
+            case LaunchRejected(fid, tid, message, eid, reason):
                 if (fid, tid) in self.tasks:
                     return []
-                return [EmitStatus(fid, tid, S.TASK_ERROR, "SOURCE_AGENT", "REASON_TASK_INVALID", message, eid)]
+                return [EmitStatus(fid, tid, S.TASK_ERROR, "SOURCE_AGENT", reason, message, eid)]
             case Spawned(fid, tid, pid):
                 return self._spawned(fid, tid, pid, now)
             case SpawnFailed(fid, tid, message):

@@ -180,3 +180,28 @@ def _pgid(pid: int) -> int | None:
         return os.getpgid(pid)
     except OSError:
         return None
+
+
+async def test_task_user_rules(master: Any, make_agent: Any) -> None:
+    import os
+
+    from protocol.mesos import CommandInfo, TaskInfo
+    from protocol.mesos_common import TaskID
+
+    if os.geteuid() != 0:
+        pytest.skip("switching users needs the agent to run as root")
+    agent = await make_agent()
+    await master.wait_connected()
+
+    def task(tid: str, user: str) -> TaskInfo:
+        return TaskInfo(name=tid, task_id=TaskID(tid), command=CommandInfo(value="id -u; touch mine", user=user))
+
+    await master.run_many([task("as-nobody", "nobody"), task("as-root", "root"), task("as-ghost", "no-such-user")])
+    assert (await master.wait_terminal("as-nobody")).state is S.TASK_FINISHED
+    sandbox = agent.checkpoint.sandbox("fw1", "as-nobody")
+    assert (sandbox / "stdout").read_text() == "65534\n"
+    assert (sandbox / "mine").stat().st_uid == 65534
+    st = await master.wait_terminal("as-root")
+    assert st.state is S.TASK_ERROR and st.reason is not None and st.reason.name == "REASON_TASK_UNAUTHORIZED"
+    st = await master.wait_terminal("as-ghost")
+    assert st.state is S.TASK_ERROR and "unknown user" in (st.message or "")
