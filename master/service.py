@@ -244,19 +244,27 @@ class MasterService(Service):
             self._pipeline = []
 
     def _act(self, fx: list[Effect]) -> None:
-        """Run the non-registry effects (all synchronous hand-offs to connections)."""
+        """Run the non-registry effects (all synchronous hand-offs to connections). A failing
+        effect is a bug: logged with the effect, the others still run."""
         for e in fx:
-            match e:
-                case SendEvent():
-                    self.scheduler_api.send(e.stream_id, e.event)
-                case CloseStream():
-                    self.scheduler_api.close(e.stream_id, e.reason)
-                case SendToAgent():
-                    self.agent_server.send(e.conn_id, e.body)
-                case CloseAgent():
-                    self.agent_server.close(e.conn_id, e.reason)
-                case Persist():
-                    pass
+            try:
+                self._act_one(e)
+            except Exception:
+                self.counters["errors_total"] += 1
+                log.exception("effect failed: %r", e)
+
+    def _act_one(self, e: Effect) -> None:
+        match e:
+            case SendEvent():
+                self.scheduler_api.send(e.stream_id, e.event)
+            case CloseStream():
+                self.scheduler_api.close(e.stream_id, e.reason)
+            case SendToAgent():
+                self.agent_server.send(e.conn_id, e.body)
+            case CloseAgent():
+                self.agent_server.close(e.conn_id, e.reason)
+            case Persist():
+                pass
 
     async def wait_until(self, pred: Callable[[], bool], within: float = 10.0) -> None:
         """Wait until ``pred()`` holds, re-checking after every fact the core handles."""
