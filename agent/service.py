@@ -102,6 +102,11 @@ class _WriteKill:
 
 
 @attrs.frozen
+class _WriteFramework:
+    framework_id: str
+
+
+@attrs.frozen
 class _Signal:
     """Signal a task (after its kill record was written)."""
 
@@ -111,6 +116,7 @@ class _Signal:
 
 
 _DISK = (
+    _WriteFramework,
     _WriteKill,
     tk.CheckpointTask,
     tk.SpawnTask,
@@ -395,6 +401,11 @@ class AgentService(Service):
                     cp.write_pid(eff.framework_id, eff.task_id, eff.record)
                 elif isinstance(eff, _WriteKill):
                     cp.write_kill(eff.framework_id, eff.task_id, eff.reason, eff.deadline)
+                elif isinstance(eff, _WriteFramework):
+                    info = self.frameworks.get(eff.framework_id)
+                    if info is not None:
+                        cp.write_framework(eff.framework_id, info)
+                        frameworks.discard(eff.framework_id)
             except (OSError, CheckpointError):
                 log.exception("checkpoint write failed: %r", eff)
         try:
@@ -662,8 +673,7 @@ class AgentService(Service):
             fi = attrs.evolve(fi, id=rt.framework_id)
         if self.frameworks.get(fid) != fi:
             self.frameworks[fid] = fi
-            with contextlib.suppress(CheckpointError, OSError):
-                (self.checkpoint.framework_dir(fid) / "framework.json").unlink(missing_ok=True)
+            self.submit([_WriteFramework(fid)])  # (re)written in the checkpoint thread, in order
         killing = any(c.type is CapabilityType.TASK_KILLING_STATE for c in fi.capabilities)
         group_ids = tuple(t.task_id.value for t in rt.tasks) if rt.group else ()
         specs: list[TaskSpec] = []
