@@ -192,6 +192,7 @@ class MasterService(Service):
         queued are written in one transaction *before* any of those effects act, so concurrent
         facts (10,000 agents registering) share an fsync instead of queueing behind each other.
         """
+        self.counters["dispatches"] = self.counters.get("dispatches", 0) + 1
         try:
             fx = self.state.handle(event, self.clock.now())
         except Exception:
@@ -307,6 +308,11 @@ class MasterService(Service):
                 await asyncio.sleep(0.002)  # a deadline that cannot move yet (rate-limited removal)
 
     # --- helpers for the edges --------------------------------------------------------------------
+
+    @property
+    def pipeline_depth(self) -> int:
+        """Facts whose effects are queued behind a registry write."""
+        return len(self._pipeline)
 
     def rate_ok(self, principal: str) -> bool:
         if self.rate.allow(principal, self.clock.now()):

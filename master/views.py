@@ -241,9 +241,9 @@ class StateViews:
         out["master/errors_total"] = float(svc.counters.get("errors_total", 0))
         for name, n in st.calls.items():
             out[f"master/messages_{name.lower()}"] = float(n)
-        out["master/event_queue_messages"] = 0.0
-        out["master/event_queue_dispatches"] = 0.0
-        out["allocator/event_queue_dispatches"] = 0.0
+        out["master/event_queue_messages"] = float(svc.pipeline_depth)
+        out["master/event_queue_dispatches"] = float(svc.counters.get("dispatches", 0))
+        out["allocator/event_queue_dispatches"] = 0.0  # the allocator runs inside the core: no queue
         if svc.registry is not None:
             out["registrar/state_store_ops"] = float(svc.registry.writes)
             out["registrar/transactions"] = float(svc.registry.transactions)
