@@ -8,7 +8,6 @@ from __future__ import annotations
 import math
 from collections import deque
 from collections.abc import Iterable
-from typing import Any
 
 import attrs
 
@@ -153,8 +152,6 @@ class CoreBase:
 
     # --- recovery -------------------------------------------------------------------------------
 
-    def framework_of_stream(self, stream_id: str) -> str | None:
-        return self.streams.get(stream_id)
 
     def recovering(self) -> bool:
         return any(a.phase is AgentPhase.RECOVERED for a in self.agents.values())
@@ -416,9 +413,6 @@ class CoreBase:
 
     def used_resources(self) -> Resources:
         return Resources.sum(t.resources for fw in self.frameworks.values() for t in fw.tasks.values() if t.state is not TS.TASK_UNREACHABLE)
-
-    def snapshot_counts(self) -> dict[str, Any]:
-        return dict(self.counters)
 
 
 def _sane_refuse(value: float | None) -> float | None:
