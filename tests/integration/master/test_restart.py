@@ -168,3 +168,26 @@ async def test_failed_registry_write_stops_the_master_before_it_acts(tmp_path: P
         assert agent.agent_id is None  # the master never acted on the unrecorded admission
     finally:
         await svc.stop()
+
+
+async def test_agora_master_config_file_and_flags(tmp_path: Path) -> None:
+    """``--config FILE.toml`` is read and flags override it; the bound address is printed."""
+    cfg = tmp_path / "master.toml"
+    cfg.write_text(f'[master]\nport = 1\nheartbeat-interval = 0.7\nwork-dir = "{tmp_path / "from-toml"}"\n')
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "master.main", "--config", str(cfg), "--port", "0", "--log-level", "WARNING",
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL,
+    )
+    try:
+        assert proc.stdout is not None
+        line = (await asyncio.wait_for(proc.stdout.readline(), 20)).decode()
+        assert line.startswith("agora-master listening on http://127.0.0.1:")
+        url = line.split()[-1]
+        assert not url.endswith(":1")
+        async with aiohttp.ClientSession() as s, s.get(url + "/state") as r:
+            flags = (await r.json())["flags"]
+        assert flags["heartbeat_interval"] == "0.7" and flags["work_dir"] == str(tmp_path / "from-toml")
+        assert (tmp_path / "from-toml" / "registry.sqlite3").exists()
+    finally:
+        proc.terminate()  # SIGTERM: a clean stop
+        assert await asyncio.wait_for(proc.wait(), 10) == 0
