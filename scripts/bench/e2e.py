@@ -169,9 +169,19 @@ async def run_batch(url: str, n: int, cpus: float, mem: float, within: float) ->
                 raise BenchError(f"batch job {job_id} not done after {within:.0f}s: {job}")
             await asyncio.sleep(0.02)
         dt = time.perf_counter() - t0
-    if job["state"] != "SUCCEEDED":
+        failures: list[str] = []
+        if job["state"] != "SUCCEEDED":
+            async with http.get(f"{url}/api/v1/jobs/{job_id}") as resp:
+                detail = await resp.json()
+            for t in detail.get("task_list", []):
+                for a in t.get("history", []):
+                    if a.get("state") not in (None, "TASK_FINISHED", "TASK_RUNNING", "TASK_STARTING"):
+                        failures.append(f"task {t['index']}: {a.get('state')} {a.get('message')}")
+    if job["state"] == "CANCELLED" or (job["state"] == "FAILED" and not failures):
         raise BenchError(f"batch job {job_id} ended {job['state']}: {job.get('reason')} {job.get('tasks')}")
-    out: dict[str, Any] = {"tasks": n, "seconds": dt, "rate": n / dt, "job_id": job_id}
+    if failures:
+        log(f"  batch job {job_id} ended {job['state']} {job.get('tasks')}: {failures[:3]}")
+    out: dict[str, Any] = {"tasks": n, "seconds": dt, "rate": n / dt, "job_id": job_id, "failed": len(failures)}
     started, ended = job.get("started_at"), job.get("ended_at")
     if isinstance(started, int | float) and isinstance(ended, int | float) and ended > started:
         # the job's own first-start -> last-end (wall clock), excluding submission and polling
@@ -248,6 +258,8 @@ async def main(args: argparse.Namespace) -> int:
                 launch_p50_ms=nat["launch_p50_ms"],
                 launch_p99_ms=nat["launch_p99_ms"],
                 native_failed=nat["failed"],
+                native_replanned=nat["retried"] + nat["unsent"],
+                native_overclaims=nat["overclaims"],
                 native_accepts=nat["accepts"],
                 native_max_in_flight=nat["max_in_flight"],
             )
@@ -256,7 +268,7 @@ async def main(args: argparse.Namespace) -> int:
             if batch is not None:
                 log(f"run {i + 1}/{args.runs}: batch job, count {args.tasks}")
                 b = await run_batch(batch.url, args.tasks, args.task_cpus, args.task_mem, args.timeout)
-                row.update(batch_rate=b["rate"], batch_ratio=b["rate"] / raw["rate"])
+                row.update(batch_rate=b["rate"], batch_ratio=b["rate"] / raw["rate"], batch_failed=b["failed"])
                 if "job_rate" in b:
                     row["batch_job_rate"] = b["job_rate"]
             rows.append(row)
@@ -327,7 +339,7 @@ async def main(args: argparse.Namespace) -> int:
 
 def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--tasks", type=int, default=2000, help="tasks per run (each of raw, native, batch)")
+    p.add_argument("--tasks", type=int, default=1500, help="tasks per run (each of raw, native, batch)")
     p.add_argument("--agents", type=int, default=2, help="real agents")
     p.add_argument("--slots", type=int, default=32, help="concurrent tasks per agent")
     p.add_argument("--task-cpus", type=float, default=0.01)

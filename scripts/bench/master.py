@@ -697,7 +697,7 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--scale-agents", type=int, default=10000)
     p.add_argument("--scale-tasks", type=int, default=100000, help="tasks kept running (0 = skip the scale phase)")
     p.add_argument("--scale-runs", type=int, default=1)
-    p.add_argument("--hold-seconds", type=float, default=12.0, help="seconds to keep the tasks running")
+    p.add_argument("--hold-seconds", type=float, default=8.0, help="seconds to keep the tasks running")
     p.add_argument("--agent-resources", default="cpus:4;mem:8192;disk:10000;ports:[31000-32000]")
     p.add_argument("--scale-agent-resources", default="cpus:1;mem:1024;disk:1000;ports:[31000-32000]")
     p.add_argument("--task-cpus", type=float, default=0.1, help="(10 tasks per scale agent, 40 per throughput agent)")
@@ -708,7 +708,9 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
         "--ack-workers", type=int, default=0, help="the driver's ack_concurrency (0 = its default)"
     )
     p.add_argument("--latency-tasks", type=int, default=200, help="tasks launched one at a time (idle latency)")
-    p.add_argument("--window", type=int, default=0, help="max tasks in flight in the throughput runs (0 = all)")
+    p.add_argument(
+        "--window", type=int, default=4000, help="max tasks in flight in the throughput runs (0 = no limit)"
+    )
     p.add_argument("--ping-interval", type=float, default=5.0, help="master -> agent ping interval (s)")
     p.add_argument("--within", type=float, default=300.0, help="deadline per phase step (s)")
     p.add_argument(
