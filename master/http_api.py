@@ -14,7 +14,6 @@ import asyncio
 import json
 import logging
 from collections import deque
-from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 import msgpack
@@ -314,5 +313,3 @@ class SchedulerApi:
         for s in list(self.streams.values()):
             s.close("master stopping")
 
-
-Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
