@@ -53,7 +53,8 @@ class AgentConfig:
     reconnect_initial: float = 0.1
     reconnect_max: float = 5.0
     fsync: bool = True
-    allow_root_tasks: bool = False  # let a task ask for CommandInfo.user = root (uid 0)
+    allow_root_tasks: bool = False
+    sandbox_gc_delay: float = 3600.0  # seconds a finished task's sandbox stays readable  # let a task ask for CommandInfo.user = root (uid 0)
 
     def __attrs_post_init__(self) -> None:
         if not 0 <= self.port < 65536:

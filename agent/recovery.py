@@ -117,6 +117,11 @@ async def recover(svc: AgentService) -> None:
         log.error("corrupt framework checkpoint %s: %s", b.path, b.reason)
     if not rebooted:
         await asyncio.to_thread(kill_orphan_executors, svc)
+    known = {k for k in svc.tracker.tasks}
+    executors = {(t.spec.framework_id, t.spec.executor_id) for t in svc.tracker.tasks.values() if t.spec.executor_id}
+    swept = await asyncio.to_thread(svc.sandbox_gc.sweep, lambda f, x: (f, x) in known or (f, x) in executors)
+    if swept:
+        svc.recovery_report.append(f"removed {swept} stale sandboxes")
     await svc.drain()
 
 def kill_orphan_executors(svc: AgentService) -> None:

@@ -37,6 +37,7 @@ from agent.checkpoint import (
 from agent.config import AgentConfig
 from agent.environment import task_environment
 from agent.executors import ExecutorGlue
+from agent.gc import SandboxGC
 from agent.isolation import Isolator, detect
 from agent.launcher import Launcher, LaunchError, Proc, boot_id, spawn
 from agent.recovery import StartupError
@@ -172,6 +173,7 @@ class AgentService(Service):
         self._disk = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="agent-ckpt")
         self._runner: web.AppRunner | None = None
         self.executors = ExecutorGlue(self)
+        self.sandbox_gc = SandboxGC(self.checkpoint.sandboxes, config.sandbox_gc_delay)
         self.run_as: dict[tuple[str, str], users.RunAs] = {}
         self.setpriv = users.setpriv_path()
         self.version = VERSION
@@ -455,6 +457,10 @@ class AgentService(Service):
             self.group_executors.pop(key2, None)
             self.run_as.pop(key2, None)
             self.started_at.pop(key2, None)
+            t = self.tracker.get(eff.framework_id, eff.task_id)
+            if t is not None and t.spec.command is not None and key2 not in self.ephemeral:
+                with contextlib.suppress(CheckpointError):
+                    self.sandbox_gc.schedule(self.checkpoint.sandbox(eff.framework_id, eff.task_id), self.clock.now())
             self.submit(self.tracker.handle(tk.Forget(eff.framework_id, eff.task_id), self.clock.now()))
         elif isinstance(eff, tk.DropTask):
             pass
@@ -743,6 +749,9 @@ class AgentService(Service):
                 continue
             now = self.clock.now()
             self.m_running.set(len(self.tracker.active()))
+            expired = self.sandbox_gc.due(now)
+            if expired:
+                await asyncio.to_thread(self.sandbox_gc.remove, expired)
             for b in breaches:
                 _, fid, tid = b.key.split("/", 2)
                 t = self.tracker.get(fid, tid)

@@ -205,3 +205,13 @@ async def test_task_user_rules(master: Any, make_agent: Any) -> None:
     assert st.state is S.TASK_ERROR and st.reason is not None and st.reason.name == "REASON_TASK_UNAUTHORIZED"
     st = await master.wait_terminal("as-ghost")
     assert st.state is S.TASK_ERROR and "unknown user" in (st.message or "")
+
+
+async def test_finished_sandbox_is_collected_after_the_delay(master: Any, make_agent: Any) -> None:
+    agent = await make_agent(sandbox_gc_delay=0.3)
+    await master.wait_connected()
+    await master.run("gc", "echo bye")
+    await master.wait_terminal("gc")
+    sandbox = agent.checkpoint.sandbox("fw1", "gc")
+    assert (sandbox / "stdout").read_text() == "bye\n"  # readable right after the end
+    await master.wait_for(lambda: not sandbox.exists())
