@@ -37,6 +37,7 @@ R = mesos.Reason
 CT = mesos.CallType
 MT = ac.MessageType
 EMPTY = Resources()
+GPU_REFUSE_SECONDS = 300.0  # how long a GPU agent stays filtered for a framework without GPU_RESOURCES
 OFFER_PROBLEMS = frozenset(
     {
         ad.RejectCode.UNKNOWN_FRAMEWORK,
@@ -246,13 +247,22 @@ class CoreBase:
 
     def _decisions(self, decisions: Iterable[ad.Decision], now: float, fx: list[Effect]) -> None:
         offers: dict[str, list[mesos.Offer]] = {}
+        refuse: list[tuple[str, str, bool]] = []  # (framework, offer, already sent to it)
         for d in decisions:
             match d:
                 case ad.OfferCreated() | ad.OfferUpdated():
                     fw = self.frameworks.get(d.offer.framework_id)
                     if fw is None or not fw.connected:
                         continue
-                    offers.setdefault(fw.framework_id, []).append(self._mesos_offer(d.offer, fw))
+                    if "GPU_RESOURCES" not in fw.capabilities and self._has_gpus(d.offer.agent_id):
+                        # Mesos never offers a GPU agent to a framework without GPU_RESOURCES
+                        # (it could hold the GPUs it cannot use): decline on its behalf
+                        refuse.append((fw.framework_id, d.offer.offer_id, isinstance(d, ad.OfferUpdated)))
+                        continue
+                    lst = offers.setdefault(fw.framework_id, [])
+                    new = self._mesos_offer(d.offer, fw)
+                    lst[:] = [o for o in lst if o.id != new.id]  # a lease updated twice: send the latest
+                    lst.append(new)
                 case ad.OfferRescinded():
                     fw = self.frameworks.get(d.framework_id)
                     if fw is not None and fw.connected:
@@ -276,6 +286,16 @@ class CoreBase:
         for fid, lst in offers.items():
             if lst:
                 self._send(self.frameworks[fid], mesos.Event.make_offers(tuple(lst)), fx)
+        for fid, oid, sent in refuse:
+            if sent:
+                self._send(self.frameworks[fid], mesos.Event.make_rescind(mesos.OfferID(oid)), fx)
+            self._alloc_event(
+                ae.OffersDeclined(framework_id=fid, offer_ids=(oid,), refuse_seconds=GPU_REFUSE_SECONDS), now, fx
+            )
+
+    def _has_gpus(self, agent_id: str) -> bool:
+        ag = self.agents.get(agent_id)
+        return ag is not None and ag.total.flatten().scalar("gpus") > 0
 
     def _mesos_offer(self, o: ad.Offer, fw: FrameworkRec) -> mesos.Offer:
         ag = self.agents.get(o.agent_id)

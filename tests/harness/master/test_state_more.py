@@ -368,3 +368,15 @@ def test_recovered_task_keeps_its_allocation_role() -> None:
     h.agent(agent_id="A9", tasks=[rt])
     view = h.alloc.task_view(fid, "t")
     assert view is not None and view.role == "b"
+
+
+def test_gpu_agents_only_offered_to_gpu_frameworks() -> None:
+    h = Harness()
+    _, sp = h.subscribe(framework_info("plain"))
+    _, sg = h.subscribe(framework_info("gpu", "GPU_RESOURCES"))
+    h.agent("cpus:4;mem:4096;gpus:2", hostname="gpu-host")
+    h.agent("cpus:4;mem:4096", hostname="cpu-host")
+    h.advance(1)
+    assert {o.hostname for o in offers(h.effects, sp)} == {"cpu-host"}
+    got = offers(h.effects, sg)
+    assert any(o.hostname == "gpu-host" and Resources.from_mesos(o.resources).scalar("gpus") == 2 for o in got)
