@@ -21,10 +21,13 @@ JSON files (``agent.json``, ``framework.json``) are ``{"crc32": C, "data": {...}
 the CRC-32 of the canonical JSON of ``data``, written atomically: ``name.tmp``, fdatasync,
 ``os.replace``, fsync of the directory.
 
-Group commit: writes that must be durable (the task record before the spawn, an update before it
-is sent) are fdatasync'd by ``commit()``, once per file per batch, with one fsync per directory in
-which files were created. The service writes a whole batch, commits, and only then spawns or
-sends. Not synced, on purpose: pid and kill records (after a reboot no task survives and the boot
+Group commit: updates must be durable before they are sent; ``commit()`` fdatasyncs each file
+that got one, once per batch, and fsyncs the directories that got new entries since the last
+durable commit. The service writes a whole batch, commits, and only then spawns or sends. A task
+record is *written* before its process is spawned (so an agent ``kill -9`` at any point leaves it
+in the page cache for recovery) and becomes *durable* together with the task's first update (same
+file, one fdatasync) before that update is sent: only a power loss could lose it, and then the task
+died too and nothing about it had been reported. Not synced, on purpose: pid and kill records (after a reboot no task survives and the boot
 id differs; within one boot the page cache survives an agent ``kill -9``), acks (a lost ack only
 makes the update be sent again, which at-least-once allows), exit files (written by ``/bin/sh``;
 a missing one is reported LOST).
@@ -32,6 +35,7 @@ a missing one is reported LOST).
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import json
 import os
@@ -229,6 +233,7 @@ class Checkpoint:
         self._pending: dict[Path, int] = {}  # files written in this batch -> open fd
         self._sync: set[Path] = set()  # files that must be fdatasync'd at commit
         self._dirs: set[Path] = set()  # directories that got new entries
+        self._syncers = concurrent.futures.ThreadPoolExecutor(max_workers=8, thread_name_prefix="ckpt-sync")
 
     def init(self) -> None:
         for d in (self.meta / "frameworks", self.sandboxes):
@@ -328,7 +333,7 @@ class Checkpoint:
         }
         path = self.task_log(rec.framework_id, rec.task.task_id.value)
         try:
-            self._append(path, {"t": data}, sync=True, create=True)
+            self._append(path, {"t": data}, sync=False, create=True)
         except FileExistsError:
             raise CheckpointError(path, "task log already exists") from None
 
@@ -345,25 +350,34 @@ class Checkpoint:
         self._append(self.task_log(fid, tid), {"a": uuid}, sync=False)
 
     def commit(self) -> None:
-        """Make this batch durable: fdatasync each written file once, fsync new entries' dirs."""
+        """End a batch. If it holds records that must be durable (updates), fdatasync each such
+        file once and fsync every directory that got a new entry since the last durable commit;
+        otherwise just close the files (a task record becomes durable with its task's first
+        update, which is in the same file — see the module docstring)."""
         try:
-            if self.fsync:
-                for path in self._sync:
-                    fd = self._pending.get(path)
-                    if fd is not None:
+            if self.fsync and self._sync:
+                fds = [fd for fd in (self._pending.get(p) for p in self._sync) if fd is not None]
+                if len(fds) > 1:
+                    # concurrent fdatasyncs let the file system share journal commits
+                    list(self._syncers.map(os.fdatasync, fds))
+                else:
+                    for fd in fds:
                         os.fdatasync(fd)
                 for d in self._dirs:
                     with contextlib.suppress(FileNotFoundError):
                         fsync_dir(d)
+                self._dirs.clear()
+            elif not self.fsync:
+                self._dirs.clear()
         finally:
             for fd in self._pending.values():
                 os.close(fd)
             self._pending.clear()
             self._sync.clear()
-            self._dirs.clear()
 
     def close(self) -> None:
         self.commit()
+        self._syncers.shutdown(wait=True)
 
     def read_exit_status(self, fid: str, tid: str) -> int | None:
         try:
