@@ -362,9 +362,9 @@ class AgentService(Service):
             self.timer_wake.set()
 
     def _do_disk(self, batch: list[object]) -> list[_SpawnResult]:
-        """Runs in the checkpoint thread. Group commit: drops, then every write of the batch,
-        one ``commit`` (each file fdatasync'd once), and only then the spawns — so a task's
-        record is durable before its process exists, and an update before it is sent."""
+        """Runs in the checkpoint thread. Group commit: drops, every write of the batch, the
+        spawns (their task records are written by then), then one ``commit`` (each file with a
+        new update fdatasync'd once) — an update is durable before the loop sends it."""
         cp = self.checkpoint
         spawned: list[_SpawnResult] = []
         drops = [e for e in batch if isinstance(e, tk.DropTask)]
@@ -410,14 +410,14 @@ class AgentService(Service):
                         frameworks.discard(eff.framework_id)
             except (OSError, CheckpointError):
                 log.exception("checkpoint write failed: %r", eff)
+        # Task records need only be *written* before their spawn (they become durable with the
+        # task's first update), so spawning does not wait for this batch's fdatasyncs.
+        for sp in spawns:
+            spawned.append(self._spawn_blocking(sp.spec))
         try:
             cp.commit()
         except OSError:
             log.exception("checkpoint commit failed")
-        for sp in spawns:
-            spawned.append(self._spawn_blocking(sp.spec))
-        if spawns:
-            cp.commit()  # closes the pid records' files (nothing to sync)
         for fid in frameworks:
             with contextlib.suppress(OSError, CheckpointError):
                 if not any(t.spec.framework_id == fid for t in list(self.tracker.tasks.values())):
