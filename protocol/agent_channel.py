@@ -85,7 +85,7 @@ class RunningTask:
 class Register:
     hostname: str
     port: int  # the agent's HTTP port (sandbox files, /state, executor API)
-    resources: tuple[Resource, ...]
+    resources: tuple[Resource, ...] = ()  # optional on the wire: an empty tuple is omitted
     agent_id: AgentID | None = None  # set when re-registering
     attributes: tuple[Attribute, ...] = ()
     version: str = "0.1.0"

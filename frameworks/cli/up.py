@@ -1,4 +1,4 @@
-"""``agora up`` — a local cluster on loopback: one master, N agents, and the batch framework.
+"""``agora up`` — a local cluster on loopback: one master, N agents, the batch and elastic frameworks.
 
 Each agent gets an equal share of this machine (``--resources``). Everything runs as child
 processes in their own process groups, with logs under ``<work-dir>/logs``; Ctrl-C or SIGTERM
@@ -53,6 +53,7 @@ class LocalCluster:
     work_dir: Path
     processes: list[ManagedProcess] = attrs.field(factory=list)
     batch_url: str | None = None
+    elastic_url: str | None = None
 
     def stop(self, grace: float = 5.0) -> None:
         """Retire the agents first (SIGUSR1: each kills its tasks, reports them, and exits; a plain
@@ -77,9 +78,9 @@ class LocalCluster:
         self.stop()
 
 
-def batch_available() -> bool:
+def module_available(package: str) -> bool:
     try:
-        return importlib.util.find_spec("frameworks.batch.__main__") is not None
+        return importlib.util.find_spec(f"{package}.__main__") is not None
     except (ImportError, ValueError):
         return False
 
@@ -89,6 +90,7 @@ def start_cluster(
     work_dir: Path,
     port: int = 5050,
     with_batch: bool = True,
+    with_elastic: bool | None = None,
     resources: str | None = None,
     ready_timeout: float = 60.0,
     echo: Callable[[str], None] = lambda _s: None,
@@ -155,32 +157,13 @@ def start_cluster(
             cluster.processes.append(agent)
             echo(f"agent-{i}   pid {agent.pid}  {share}")
         wait_master_ready(url, agents=agents, timeout=ready_timeout, procs=cluster.processes)
-        if with_batch and batch_available():
-            bport = free_port(HOST)
-            batch = start_process(
-                "batch",
-                [
-                    sys.executable,
-                    "-m",
-                    "frameworks.batch",
-                    "--master",
-                    f"{HOST}:{port}",
-                    "--port",
-                    str(bport),
-                    "--work-dir",
-                    str(work_dir / "batch"),
-                ],
-                log_path=logs / "batch.log",
-                env=env,
+        if with_batch and module_available("frameworks.batch"):
+            cluster.batch_url = _start_framework(
+                cluster, "batch", "frameworks.batch", BATCH_NAME, port, work_dir, env, ready_timeout, echo
             )
-            cluster.processes.append(batch)
-            cluster.batch_url = f"http://{HOST}:{bport}"
-            echo(f"batch     pid {batch.pid}  {cluster.batch_url}")
-            wait_until(
-                lambda: _has_framework(url),
-                ready_timeout,
-                "the batch framework to subscribe",
-                procs=cluster.processes,
+        if (with_batch if with_elastic is None else with_elastic) and module_available("frameworks.elastic"):
+            cluster.elastic_url = _start_framework(
+                cluster, "elastic", "frameworks.elastic", ELASTIC_NAME, port, work_dir, env, ready_timeout, echo
             )
     except BaseException:
         cluster.stop(grace=2.0)
@@ -189,6 +172,43 @@ def start_cluster(
 
 
 BATCH_NAME = "agora-batch"
+ELASTIC_NAME = "agora-elastic"
+
+
+def _start_framework(
+    cluster: LocalCluster,
+    name: str,
+    module: str,
+    framework_name: str,
+    master_port: int,
+    work_dir: Path,
+    env: dict[str, str],
+    ready_timeout: float,
+    echo: Callable[[str], None],
+) -> str:
+    """Start a bundled framework service (``python -m module``) and wait until it subscribed."""
+    fport = free_port(HOST)
+    proc = start_process(
+        name,
+        [
+            sys.executable, "-m", module,
+            "--master", f"{HOST}:{master_port}",
+            "--port", str(fport),
+            "--work-dir", str(work_dir / name),
+        ],
+        log_path=work_dir / "logs" / f"{name}.log",
+        env=env,
+    )
+    cluster.processes.append(proc)
+    url = f"http://{HOST}:{fport}"
+    echo(f"{name:<9} pid {proc.pid}  {url}")
+    wait_until(
+        lambda: _has_framework(cluster.master_url, framework_name),
+        ready_timeout,
+        f"the {name} framework to subscribe",
+        procs=cluster.processes,
+    )
+    return url
 
 
 def _has_framework(url: str, name: str = BATCH_NAME) -> bool:
@@ -256,6 +276,7 @@ class _Signals:
 @click.option("--port", default=5050, show_default=True, type=click.IntRange(0, 65535), help="Master port (0 = any free).")
 @click.option("--resources", default=None, help="Per-agent resources (default: an equal share of this machine).")
 @click.option("--no-batch", is_flag=True, help="Do not start the batch framework.")
+@click.option("--no-elastic", is_flag=True, help="Do not start the elastic training framework.")
 @click.option("--demo", is_flag=True, help="Submit the sample workloads, exit 0 when they all succeed.")
 @click.option("--timeout", "ready_timeout", default=60.0, show_default=True, help="Seconds to wait for readiness.")
 @click.option("--master-opt", "master_opts", multiple=True,
@@ -268,6 +289,7 @@ def up(
     port: int,
     resources: str | None,
     no_batch: bool,
+    no_elastic: bool,
     demo: bool,
     ready_timeout: float,
     master_opts: tuple[str, ...],
@@ -282,7 +304,7 @@ def up(
     error: str | None = None
     try:
         cluster = start_cluster(
-            agents, wd, port, with_batch=not no_batch, resources=resources,
+            agents, wd, port, with_batch=not no_batch, with_elastic=not no_elastic, resources=resources,
             ready_timeout=ready_timeout, echo=click.echo,
             master_args=tuple(a for o in master_opts for a in shlex.split(o)),
             agent_args=tuple(a for o in agent_opts for a in shlex.split(o)),
@@ -327,5 +349,7 @@ def _print_endpoints(cluster: LocalCluster, agents: int) -> None:
     click.echo(f"  state / metrics   {cluster.master_url}/state  {cluster.master_url}/metrics")
     if cluster.batch_url:
         click.echo(f"  batch framework   {cluster.batch_url}   (agora job submit ...)")
+    if cluster.elastic_url:
+        click.echo(f"  elastic framework {cluster.elastic_url}   (agora elastic submit ...)")
     click.echo(f"  work dir, logs    {wd}  {wd / 'logs'}")
     click.echo(f"  export AGORA_MASTER={cluster.master_url.removeprefix('http://')}")

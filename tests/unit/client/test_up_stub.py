@@ -136,7 +136,7 @@ def test_up_command_ctrl_c_stops_everything(stubbed: None, tmp_path: Path, monke
     res = CliRunner().invoke(
         up.up,
         ["--agents", "2", "--port", str(free_port()), "--work-dir", str(tmp_path / "c"), "--no-batch",
-         "--resources", "cpus:1;mem:256"],
+         "--no-elastic", "--resources", "cpus:1;mem:256"],
     )
     assert res.exit_code == 0, res.output
     assert "Agora is up: 2 agent(s) registered." in res.output and "stopped." in res.output
@@ -157,7 +157,7 @@ def test_up_demo_exit_code(stubbed: None, tmp_path: Path, monkeypatch: pytest.Mo
     res = CliRunner().invoke(
         up.up,
         ["--agents", "1", "--port", str(free_port()), "--work-dir", str(tmp_path / "c"), "--no-batch",
-         "--resources", "cpus:1;mem:256", "--demo"],
+         "--no-elastic", "--resources", "cpus:1;mem:256", "--demo"],
     )
     assert res.exit_code == (0 if succeeds else 1), res.output
     assert _live_children() <= before

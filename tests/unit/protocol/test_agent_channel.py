@@ -69,3 +69,8 @@ def test_malformed_frames_are_decode_errors() -> None:
         decode_msgpack(ac.Frame, msgpack.packb({"messages": [{"type": "NOPE"}]}))
     with pytest.raises(DecodeError):
         decode_msgpack(ac.Frame, msgpack.packb({"messages": [{"type": "PING", "ping": {"seq": "x"}}]}))
+
+
+def test_register_with_no_resources_survives_encoding() -> None:
+    frame = ac.frame(ac.Register(hostname="h", port=1))
+    assert decode_msgpack(ac.Frame, encode_msgpack(frame)) == frame
