@@ -171,6 +171,7 @@ class AgentService(Service):
         self._work_idle.set()
         self.timer_wake = asyncio.Event()
         self._disk = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="agent-ckpt")
+        self._spawners = concurrent.futures.ThreadPoolExecutor(max_workers=4, thread_name_prefix="agent-spawn")
         self._runner: web.AppRunner | None = None
         self.executors = ExecutorGlue(self)
         self.sandbox_gc = SandboxGC(self.checkpoint.sandboxes, config.sandbox_gc_delay)
@@ -253,6 +254,7 @@ class AgentService(Service):
             await self._runner.cleanup()
         await asyncio.get_running_loop().run_in_executor(self._disk, self.checkpoint.close)
         self._disk.shutdown(wait=True)
+        self._spawners.shutdown(wait=True)
 
     def _build_plugins(self) -> None:
         cfg = self.config
@@ -412,8 +414,17 @@ class AgentService(Service):
                 log.exception("checkpoint write failed: %r", eff)
         # Task records need only be *written* before their spawn (they become durable with the
         # task's first update), so spawning does not wait for this batch's fdatasyncs.
-        for sp in spawns:
-            spawned.append(self._spawn_blocking(sp.spec))
+        specs = [sp.spec for sp in spawns]
+        if len(specs) > 1:  # spawns are independent: a few at a time (file creation is slow here)
+            spawned = list(self._spawners.map(self._spawn_blocking, specs))
+        else:
+            spawned = [self._spawn_blocking(sp) for sp in specs]
+        for r in spawned:
+            if r.proc is not None:
+                try:
+                    cp.write_pid(r.spec.framework_id, r.spec.task_id, PidRecord(r.proc.pid, r.proc.create_time, self.boot_id))
+                except (OSError, CheckpointError):
+                    log.exception("pid checkpoint failed for %s", r.proc.key)
         try:
             cp.commit()
         except OSError:
@@ -489,7 +500,8 @@ class AgentService(Service):
     # --- tasks -------------------------------------------------------------------------------
 
     def _spawn_blocking(self, spec: TaskSpec) -> _SpawnResult:
-        """Checkpoint thread: sandbox, environment, isolation, spawn, pid record."""
+        """Checkpoint thread (or a spawner thread): sandbox, environment, isolation, spawn. The
+        caller writes the pid record (the checkpoint's batch state is single-threaded)."""
         fid, tid = spec.framework_id, spec.task_id
         key = _task_key(fid, tid)
         assert spec.command is not None
@@ -515,10 +527,6 @@ class AgentService(Service):
         except (LaunchError, CheckpointError, OSError) as e:
             self.isolator.release(key)
             return _SpawnResult(spec, None, f"Failed to launch: {e}")
-        try:
-            self.checkpoint.write_pid(fid, tid, PidRecord(proc.pid, proc.create_time, self.boot_id))
-        except (OSError, CheckpointError):
-            log.exception("pid checkpoint failed for %s", key)
         return _SpawnResult(spec, proc)
 
     def _spawned(self, r: _SpawnResult) -> None:
