@@ -67,7 +67,8 @@ class Isolator(Protocol):
 
 
 def read_proc_groups() -> dict[int, Usage]:
-    """One pass over ``/proc``: RSS and CPU time summed per process group."""
+    """One pass over ``/proc``: RSS and CPU time summed per process group, without the group
+    leader (for a task that is the agent's wrapper, whose ~1.5 MB are not the task's)."""
     out: dict[int, list[float]] = {}
     try:
         names = os.listdir("/proc")
@@ -85,6 +86,8 @@ def read_proc_groups() -> dict[int, Usage]:
         if len(rest) < 22:
             continue
         pgrp = int(rest[2])
+        if pgrp == int(name):
+            continue
         cpu = (int(rest[11]) + int(rest[12])) / _TICKS
         rss = int(rest[21]) * _PAGE
         acc = out.setdefault(pgrp, [0.0, 0.0])
@@ -95,6 +98,9 @@ def read_proc_groups() -> dict[int, Usage]:
 
 def _fmt_mb(n: int) -> str:
     return f"{n / (1024 * 1024):.1f} MB"
+
+
+MIN_MEMORY = 32 * 1024 * 1024  # limits below this are enforced as this (Mesos' MIN_MEMORY)
 
 
 class MonitorIsolator:
@@ -131,9 +137,9 @@ class MonitorIsolator:
             if u is None:
                 continue
             usage[key] = u
-            if lim.mem_limit is not None and u.rss > lim.mem_limit:
+            if lim.mem_limit is not None and u.rss > max(lim.mem_limit, MIN_MEMORY):
                 breaches.append(
-                    Breach(key, f"Memory limit exceeded: {_fmt_mb(u.rss)} used > {_fmt_mb(lim.mem_limit)} limit")
+                    Breach(key, f"Memory limit exceeded: {_fmt_mb(u.rss)} used > {_fmt_mb(max(lim.mem_limit, MIN_MEMORY))} limit")
                 )
         return usage, breaches
 
@@ -197,7 +203,7 @@ class CgroupV2Isolator:
         d = self.tasks_dir / key.replace("/", ".")
         d.mkdir(exist_ok=True)
         if mem_limit is not None:
-            (d / "memory.max").write_text(str(mem_limit))
+            (d / "memory.max").write_text(str(max(mem_limit, MIN_MEMORY)))
             with contextlib.suppress(OSError):
                 (d / "memory.swap.max").write_text("0")
         if cpus is not None:
