@@ -364,25 +364,26 @@ class AgentService(Service):
             self.timer_wake.set()
 
     def _do_disk(self, batch: list[object]) -> list[_SpawnResult]:
-        """Runs in the checkpoint thread. Group commit: drops, every write of the batch, the
-        spawns (their task records are written by then), then one ``commit`` (each file with a
-        new update fdatasync'd once) — an update is durable before the loop sends it."""
+        """Runs in the checkpoint thread. Group commit: every write and drop of the batch in
+        queue order, the spawns (their task records are written by then), then one ``commit``
+        (each file with a new update fdatasync'd once) — an update is durable before it is sent."""
         cp = self.checkpoint
         spawned: list[_SpawnResult] = []
-        drops = [e for e in batch if isinstance(e, tk.DropTask)]
         spawns = [e for e in batch if isinstance(e, tk.SpawnTask)]
-        writes = [e for e in batch if not isinstance(e, tk.DropTask | tk.SpawnTask)]
         frameworks: set[str] = set()
-        for d in drops:
-            if (d.framework_id, d.task_id) in self.ephemeral:
-                self.ephemeral.discard((d.framework_id, d.task_id))
+        for w in batch:  # writes and drops in queue order (an ack may precede its task's drop)
+            if isinstance(w, tk.SpawnTask):
                 continue
-            try:
-                cp.remove_task(d.framework_id, d.task_id)
-                frameworks.add(d.framework_id)
-            except (OSError, CheckpointError):
-                log.exception("checkpoint removal failed: %r", d)
-        for w in writes:
+            if isinstance(w, tk.DropTask):
+                if (w.framework_id, w.task_id) in self.ephemeral:
+                    self.ephemeral.discard((w.framework_id, w.task_id))
+                    continue
+                try:
+                    cp.remove_task(w.framework_id, w.task_id)
+                    frameworks.add(w.framework_id)
+                except (OSError, CheckpointError):
+                    log.exception("checkpoint removal failed: %r", w)
+                continue
             eff = w
             try:
                 if isinstance(eff, tk.CheckpointTask):
