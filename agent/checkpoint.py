@@ -396,6 +396,12 @@ class Checkpoint:
             with contextlib.suppress(FileNotFoundError):
                 p.unlink()
 
+    def unlink_task(self, fid: str, tid: str) -> None:
+        """Remove a finished task's files (safe from another thread than the batch's)."""
+        for p in (self.task_log(fid, tid), self.exit_status_path(fid, tid)):
+            with contextlib.suppress(FileNotFoundError):
+                p.unlink()
+
     def remove_framework_if_empty(self, fid: str) -> bool:
         d = self.framework_dir(fid)
         try:

@@ -75,6 +75,10 @@ async def recover(svc: AgentService) -> None:
             continue
         updates = tuple(svc.to_update(t.framework_id, s) for s in (t.log.updates if t.log else ()))
         acked = t.log.acked if t.log else frozenset()
+        if any(is_terminal(u.state) and u.uuid in acked for u in updates):
+            # finished and acknowledged before the restart; only its removal was pending
+            await asyncio.to_thread(svc.checkpoint.unlink_task, t.framework_id, t.task_id)
+            continue
         svc.submit(svc.updates.handle(su.Recovered(t.framework_id, t.task_id, updates, acked), now))
         last = updates[-1].state if updates else None
         key = svc.task_key(t.framework_id, t.task_id)

@@ -17,6 +17,7 @@ import contextlib
 import logging
 import os
 import random
+import threading
 from typing import Any
 
 import attrs
@@ -172,6 +173,8 @@ class AgentService(Service):
         self.timer_wake = asyncio.Event()
         self._disk = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="agent-ckpt")
         self._spawners = concurrent.futures.ThreadPoolExecutor(max_workers=4, thread_name_prefix="agent-spawn")
+        self._drops: dict[tuple[str, str], None] = {}  # finished tasks whose logs are to be removed
+        self._drops_lock = threading.Lock()
         self._runner: web.AppRunner | None = None
         self.executors = ExecutorGlue(self)
         self.sandbox_gc = SandboxGC(self.checkpoint.sandboxes, config.sandbox_gc_delay)
@@ -370,7 +373,6 @@ class AgentService(Service):
         cp = self.checkpoint
         spawned: list[_SpawnResult] = []
         spawns = [e for e in batch if isinstance(e, tk.SpawnTask)]
-        frameworks: set[str] = set()
         for w in batch:  # writes and drops in queue order (an ack may precede its task's drop)
             if isinstance(w, tk.SpawnTask):
                 continue
@@ -378,23 +380,24 @@ class AgentService(Service):
                 if (w.framework_id, w.task_id) in self.ephemeral:
                     self.ephemeral.discard((w.framework_id, w.task_id))
                     continue
-                try:
-                    cp.remove_task(w.framework_id, w.task_id)
-                    frameworks.add(w.framework_id)
-                except (OSError, CheckpointError):
-                    log.exception("checkpoint removal failed: %r", w)
+                # unlinking is slow on this kind of file system: it happens later, off this
+                # thread (``_reap_dropped``); a finished log left behind is harmless on recovery
+                with self._drops_lock:
+                    self._drops[(w.framework_id, w.task_id)] = None
                 continue
             eff = w
             try:
                 if isinstance(eff, tk.CheckpointTask):
                     s = eff.spec
+                    with self._drops_lock:  # a task id reused before its old log was removed
+                        if self._drops.pop((s.framework_id, s.task_id), 0) is None:
+                            cp.remove_task(s.framework_id, s.task_id)
                     fi = self.frameworks.get(s.framework_id)
                     if fi is not None and not (cp.framework_dir(s.framework_id) / "framework.json").exists():
                         cp.write_framework(s.framework_id, fi)
                     assert s.info is not None
                     group_ex = self.group_executors.get((s.framework_id, s.task_id))
                     cp.write_task(TaskRecordFile(s.framework_id, s.info, group_ex, s.killing_state))
-                    frameworks.discard(s.framework_id)
                 elif isinstance(eff, su.CheckpointUpdate):
                     u = eff.update
                     if (u.framework_id, u.task_id) not in self.ephemeral:
@@ -410,7 +413,6 @@ class AgentService(Service):
                     info = self.frameworks.get(eff.framework_id)
                     if info is not None:
                         cp.write_framework(eff.framework_id, info)
-                        frameworks.discard(eff.framework_id)
             except (OSError, CheckpointError):
                 log.exception("checkpoint write failed: %r", eff)
         # Task records need only be *written* before their spawn (they become durable with the
@@ -430,11 +432,26 @@ class AgentService(Service):
             cp.commit()
         except OSError:
             log.exception("checkpoint commit failed")
+        return spawned
+
+    def _reap_dropped(self) -> None:
+        """Worker thread: remove the logs of finished tasks, then empty framework directories."""
+        frameworks: set[str] = set()
+        while True:
+            with self._drops_lock:
+                if not self._drops:
+                    break
+                key = next(iter(self._drops))
+                del self._drops[key]
+                try:
+                    self.checkpoint.unlink_task(*key)
+                    frameworks.add(key[0])
+                except (OSError, CheckpointError):
+                    log.exception("checkpoint removal failed for %s/%s", *key)
         for fid in frameworks:
             with contextlib.suppress(OSError, CheckpointError):
                 if not any(t.spec.framework_id == fid for t in list(self.tracker.tasks.values())):
-                    cp.remove_framework_if_empty(fid)
-        return spawned
+                    self.checkpoint.remove_framework_if_empty(fid)
 
     def _do(self, eff: object) -> None:
         now = self.clock.now()
@@ -758,6 +775,8 @@ class AgentService(Service):
                 continue
             now = self.clock.now()
             self.m_running.set(len(self.tracker.active()))
+            if self._drops:
+                await asyncio.to_thread(self._reap_dropped)
             expired = self.sandbox_gc.due(now)
             if expired:
                 await asyncio.to_thread(self.sandbox_gc.remove, expired)

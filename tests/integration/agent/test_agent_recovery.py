@@ -81,3 +81,21 @@ async def test_r5_changed_resources(master: Any, make_agent: Any, tmp_path: Path
     reg = await master.wait_connected(2)
     assert reg.agent_id is None and reg.tasks == ()  # a new agent; nothing merged
     await asyncio.to_thread(wrapper.wait, 10)  # the old task was killed
+
+
+async def test_finished_log_left_behind_is_removed_silently(master: Any, make_agent: Any, tmp_path: Path) -> None:
+    from protocol.mesos import TaskStatus
+    from protocol.mesos_common import AgentID
+
+    work = tmp_path / "d"
+    fake_checkpoint(work, master, boot_id(), PidRecord(1, 0.0, boot_id()))
+    cp = Checkpoint(work)
+    st = TaskStatus(task_id=TaskID("t"), state=S.TASK_FINISHED, uuid=b"u" * 16, agent_id=AgentID("agent-1"))
+    cp.append_update("fw1", "t", st)
+    cp.append_ack("fw1", "t", b"u" * 16)
+    cp.commit()
+    agent = await make_agent(work)
+    reg = await master.wait_connected()
+    assert reg.tasks == () and not agent.tracker.tasks
+    assert not cp.task_log("fw1", "t").exists()
+    assert master.statuses("t") == []
