@@ -238,7 +238,7 @@ class SchedulerDriver(Service):
         assert self.framework_id is not None
         return self.framework_id
 
-    async def wait_for(self, predicate: Callable[[], Any], within: float | None = 10.0) -> Any:
+    async def wait_for(self, predicate: Callable[[], Any], within: float | None = 30.0) -> Any:
         """Wait until ``predicate()`` is truthy, re-checked after every event the driver handles
         and every call it sends (for tests and simple frameworks); returns its value."""
         async with asyncio.timeout(within):

@@ -140,7 +140,7 @@ class FakeMaster:
             if not w.done():
                 w.set_result(None)
 
-    async def wait_for(self, predicate: Callable[[], Any], within: float = 10.0) -> Any:
+    async def wait_for(self, predicate: Callable[[], Any], within: float = 30.0) -> Any:
         """Wait until ``predicate()`` is truthy (re-checked after every master change)."""
         async with asyncio.timeout(within):
             while True:

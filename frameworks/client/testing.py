@@ -84,13 +84,13 @@ class SimAgent(Service):
         if self._session is not None:
             await self._session.close()
 
-    async def wait_registered(self, within: float = 10.0) -> str:
+    async def wait_registered(self, within: float = 30.0) -> str:
         async with asyncio.timeout(within):
             await self.registered.wait()
         assert self.agent_id is not None
         return self.agent_id
 
-    async def wait_for(self, predicate: object, within: float = 10.0) -> object:
+    async def wait_for(self, predicate: object, within: float = 30.0) -> object:
         """Wait until ``predicate()`` is truthy, re-checked after every message from the master."""
         assert callable(predicate)
         async with asyncio.timeout(within):

@@ -83,7 +83,7 @@ async def test_driver_over_http(media: str) -> None:
             info(CapabilityType.REUSABLE_OFFERS), HttpTransport(addr, media), backoff=Backoff(0.001, 0.01)
         )
         async with driver:
-            fid = await driver.wait_subscribed(10)
+            fid = await driver.wait_subscribed(30)
             await driver.wait_for(lambda: len(driver.offers) == 1)
             (offer,) = list(driver.offers)
             t = TaskInfo(name="t", task_id=TaskID("t1"), resources=Resources.parse("cpus:1;mem:64").to_mesos(),
@@ -93,12 +93,12 @@ async def test_driver_over_http(media: str) -> None:
             assert master.tasks["t1"].state is TaskState.TASK_RUNNING
             # a dropped stream: the driver resubscribes with the same id over HTTP
             master.disconnect()
-            await master.wait_for(lambda: master.framework(fid).subscriptions == 2, 10)
+            await master.wait_for(lambda: master.framework(fid).subscriptions == 2, 30)
             await driver.wait_for(lambda: driver.connected and driver.subscriptions == 2)
             assert driver.framework_id == fid
             master.finish_task("t1")
             await driver.wait_for(lambda: "t1" not in driver.tasks)
-            await master.wait_for(lambda: not master.unacknowledged, 10)
+            await master.wait_for(lambda: not master.unacknowledged, 30)
 
 
 async def test_redirect_is_followed_and_4xx_is_a_call_rejected() -> None:
@@ -114,7 +114,7 @@ async def test_redirect_is_followed_and_4xx_is_a_call_rejected() -> None:
             tr = HttpTransport(follower)
             driver = SchedulerDriver(info(), tr, backoff=Backoff(0.001, 0.01))
             async with driver:
-                await driver.wait_subscribed(10)
+                await driver.wait_subscribed(30)
                 assert tr.base == base_url(leader)
                 with pytest.raises(CallRejected) as err:
                     await tr.send(Call(type=CallType.REVIVE), driver.stream_id)  # no framework_id
@@ -146,5 +146,5 @@ async def test_stream_is_decoded_as_the_master_labels_it() -> None:
     async with serve(http_front(master, stream_media=codec.JSON)) as addr:
         driver = SchedulerDriver(info(), HttpTransport(addr, codec.MSGPACK), backoff=Backoff(0.001, 0.01))
         async with driver:
-            await driver.wait_subscribed(10)
+            await driver.wait_subscribed(30)
             await driver.wait_for(lambda: len(driver.offers) == 1)

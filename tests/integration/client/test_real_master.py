@@ -76,7 +76,7 @@ async def test_reusable_offer_round_trip(master: MasterService, agent: SimAgent,
         info(CapabilityType.REUSABLE_OFFERS), HttpTransport(master.url, media), backoff=Backoff(0.01, 0.1)
     )
     async with d:
-        await d.wait_subscribed(10)
+        await d.wait_subscribed(30)
         await d.wait_for(lambda: len(d.offers) == 1)
         (offer,) = list(d.offers)
         oid = offer.offer_id
@@ -110,7 +110,7 @@ async def test_classic_offers_and_cli_views(master: MasterService, agent: SimAge
 
     d = SchedulerDriver(info(), HttpTransport(master.url), backoff=Backoff(0.01, 0.1))
     async with d:
-        await d.wait_subscribed(10)
+        await d.wait_subscribed(30)
         await d.wait_for(lambda: len(d.offers) == 1)
         (offer,) = list(d.offers)
         (o,) = await cli(cluster.offers)
@@ -152,12 +152,12 @@ async def test_failover_to_a_restarted_master_keeps_the_framework_id(tmp_path: P
     second: MasterService | None = None
     try:
         async with d:
-            fid = await d.wait_subscribed(10)
+            fid = await d.wait_subscribed(30)
             await first.stop()
-            await d.wait_for(lambda: not d.connected, 10)
+            await d.wait_for(lambda: not d.connected, 30)
             second = MasterService(cfg)
             await second.start()
-            await d.wait_for(lambda: d.connected and d.subscriptions == 2, 20)
+            await d.wait_for(lambda: d.connected and d.subscriptions == 2, 30)
             assert d.framework_id == fid
             async with aiohttp.ClientSession() as http, http.get(second.url + "/state") as resp:
                 state = await resp.json()
@@ -179,13 +179,13 @@ async def test_revocable_offers_and_placement(master: MasterService, agent: SimA
         HttpTransport(master.url), backoff=Backoff(0.01, 0.1),
     )
     async with plain:
-        await plain.wait_subscribed(10)
+        await plain.wait_subscribed(30)
         # the regular resources go to the first framework; it never sees revocable ones
-        await plain.wait_for(lambda: plain.offers.available().scalar("cpus") == 2, 10)
+        await plain.wait_for(lambda: plain.offers.available().scalar("cpus") == 2, 30)
         assert not plain.offers.available().revocable()
         async with rev:
-            await rev.wait_subscribed(10)
-            await rev.wait_for(lambda: rev.offers.available().revocable().scalar("cpus") == 4, 10)
+            await rev.wait_subscribed(30)
+            await rev.wait_for(lambda: rev.offers.available().revocable().scalar("cpus") == 4, 30)
             assert not rev.offers.available().non_revocable().scalar("cpus")
             # placement uses revocable resources only when the ask allows it
             assert first_fit(list(rev.offers), Ask(Resources.of(cpus=1, mem=64))) is None
