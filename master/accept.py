@@ -15,7 +15,7 @@ from master.events import (
     Persist,
 )
 from master.records import FrameworkRec
-from master.validation import check_executor, check_task, task_resources
+from master.validation import check_executor, check_task, parse_resources, task_resources
 from protocol import agent_channel as ac
 from protocol import mesos
 from protocol.resources import ResourceError, Resources
@@ -163,7 +163,12 @@ class AcceptRules(CoreBase):
         res_of = {lt.task_id: lt.resources for lt in result.launched}
         launched_ids = set(res_of)
         for tasks, executor, group in launches:
-            tasks = [tk for tk in tasks if tk.task_id.value in launched_ids]
+            agent_ref = mesos.AgentID(offer_agent)
+            tasks = [
+                tk if tk.agent_id is not None else attrs.evolve(tk, agent_id=agent_ref)
+                for tk in tasks
+                if tk.task_id.value in launched_ids
+            ]
             if not tasks:
                 continue
             for tk in tasks:
@@ -174,10 +179,7 @@ class AcceptRules(CoreBase):
                 ac.RunTasks(
                     framework_id=mesos.FrameworkID(fid),
                     framework_info=fw.info,
-                    tasks=tuple(
-                        tk if tk.agent_id is not None else attrs.evolve(tk, agent_id=mesos.AgentID(offer_agent))
-                        for tk in tasks
-                    ),
+                    tasks=tuple(tasks),
                     executor=executor,
                     group=group,
                 ),
@@ -187,12 +189,12 @@ class AcceptRules(CoreBase):
     def _need(self, fw: FrameworkRec, agent_id: str | None, task: mesos.TaskInfo, started: set[str]) -> Resources:
         """What ``task`` takes from the offer: its resources, plus its executor's when that executor
         is not running on the agent yet and not started earlier in this ACCEPT (``started``)."""
-        need = Resources.from_mesos(task.resources)
+        need = parse_resources(task.resources)
         ex = task.executor
         if ex is not None and ex.resources:
             eid = ex.executor_id.value
             if (str(agent_id), eid) not in fw.executors and eid not in started:
-                need = need + Resources.from_mesos(ex.resources)
+                need = need + parse_resources(ex.resources)
             started.add(eid)
         return need
 

@@ -25,7 +25,7 @@ from master.ratelimit import TokenBucket
 from master.records import AgentRec, FrameworkRec, TaskRec
 from master.validation import task_resources
 from protocol import agent_channel as ac
-from protocol import mesos
+from protocol import mesos, mesos_common
 from protocol.resources import Resources, parse_attributes
 from protocol.task_states import TaskState, for_framework
 
@@ -37,6 +37,7 @@ R = mesos.Reason
 CT = mesos.CallType
 MT = ac.MessageType
 EMPTY = Resources()
+_MEMO_MAX = 4096  # entries in each of the core's small memos before they are cleared
 GPU_REFUSE_SECONDS = 300.0  # how long a GPU agent stays filtered for a framework without GPU_RESOURCES
 OFFER_PROBLEMS = frozenset(
     {
@@ -132,6 +133,10 @@ class CoreBase:
         self.allocation_due: float | None = now
         self.housekeeping_at: float | None = None  # next ping/timeout/failover/GC check
         self.quotas: dict[str, tuple[Resources, Resources | None]] = {}
+        # offers re-send the same few resource sets over and over (a lease shrinking and growing
+        # by one task's worth): their Mesos form is built once (bounded memo, values immutable)
+        self._mesos_res: dict[tuple[Resources, str], tuple[mesos_common.Resource, ...]] = {}
+        self._gpu_total: dict[Resources, bool] = {}
         self.weights: dict[str, float] = {}
         self.counters: dict[str, int] = {
             "valid_status_updates": 0,
@@ -246,7 +251,9 @@ class CoreBase:
         return status
 
     def _decisions(self, decisions: Iterable[ad.Decision], now: float, fx: list[Effect]) -> None:
-        offers: dict[str, list[mesos.Offer]] = {}
+        # per framework, the offers of this batch by id (a lease updated twice: send the latest,
+        # moved to the end as it was updated last)
+        offers: dict[str, dict[str, mesos.Offer]] = {}
         refuse: list[tuple[str, str, bool]] = []  # (framework, offer, already sent to it)
         for d in decisions:
             match d:
@@ -259,17 +266,19 @@ class CoreBase:
                         # (it could hold the GPUs it cannot use): decline on its behalf
                         refuse.append((fw.framework_id, d.offer.offer_id, isinstance(d, ad.OfferUpdated)))
                         continue
-                    lst = offers.setdefault(fw.framework_id, [])
-                    new = self._mesos_offer(d.offer, fw)
-                    lst[:] = [o for o in lst if o.id != new.id]  # a lease updated twice: send the latest
-                    lst.append(new)
+                    pending = offers.get(fw.framework_id)
+                    if pending is None:
+                        pending = offers[fw.framework_id] = {}
+                    else:
+                        pending.pop(d.offer.offer_id, None)
+                    pending[d.offer.offer_id] = self._mesos_offer(d.offer, fw)
                 case ad.OfferRescinded():
                     fw = self.frameworks.get(d.framework_id)
                     if fw is not None and fw.connected:
                         # an offer made in this same batch and rescinded at once is simply not sent
                         pending = offers.get(fw.framework_id)
-                        if pending and any(o.id.value == d.offer_id for o in pending):
-                            offers[fw.framework_id] = [o for o in pending if o.id.value != d.offer_id]
+                        if pending and d.offer_id in pending:
+                            del pending[d.offer_id]
                         else:
                             self._send(fw, mesos.Event.make_rescind(mesos.OfferID(d.offer_id)), fx)
                 case ad.Revoke():
@@ -283,9 +292,9 @@ class CoreBase:
                         ),
                         fx,
                     )
-        for fid, lst in offers.items():
-            if lst:
-                self._send(self.frameworks[fid], mesos.Event.make_offers(tuple(lst)), fx)
+        for fid, pending in offers.items():
+            if pending:
+                self._send(self.frameworks[fid], mesos.Event.make_offers(tuple(pending.values())), fx)
         for fid, oid, sent in refuse:
             if sent:
                 self._send(self.frameworks[fid], mesos.Event.make_rescind(mesos.OfferID(oid)), fx)
@@ -295,11 +304,29 @@ class CoreBase:
 
     def _has_gpus(self, agent_id: str) -> bool:
         ag = self.agents.get(agent_id)
-        return ag is not None and ag.total.flatten().scalar("gpus") > 0
+        if ag is None:
+            return False
+        has = self._gpu_total.get(ag.total)
+        if has is None:
+            if len(self._gpu_total) >= _MEMO_MAX:
+                self._gpu_total.clear()
+            has = self._gpu_total[ag.total] = ag.total.flatten().scalar("gpus") > 0
+        return has
+
+    def _offer_resources(self, resources: Resources, role: str) -> tuple[mesos_common.Resource, ...]:
+        key = (resources, role)
+        out = self._mesos_res.get(key)
+        if out is None:
+            if len(self._mesos_res) >= _MEMO_MAX:
+                self._mesos_res.clear()
+            out = self._mesos_res[key] = resources.to_mesos(allocation_role=role)
+        return out
 
     def _mesos_offer(self, o: ad.Offer, fw: FrameworkRec) -> mesos.Offer:
         ag = self.agents.get(o.agent_id)
-        executor_ids = tuple(mesos.ExecutorID(eid) for (aid, eid) in fw.executors if aid == o.agent_id)
+        executor_ids = (
+            tuple(mesos.ExecutorID(eid) for (aid, eid) in fw.executors if aid == o.agent_id) if fw.executors else ()
+        )
         url = None
         if ag is not None:
             url = mesos.URL(scheme="http", address=mesos.Address(port=ag.port, hostname=ag.hostname), path="/slave(1)")
@@ -309,7 +336,7 @@ class CoreBase:
             agent_id=mesos.AgentID(o.agent_id),
             hostname=o.hostname,
             url=url,
-            resources=o.resources.to_mesos(allocation_role=o.role),
+            resources=self._offer_resources(o.resources, o.role),
             attributes=ag.attributes if ag is not None else (),
             executor_ids=executor_ids,
             allocation_info=mesos.AllocationInfo(role=o.role),

@@ -22,6 +22,26 @@ DENIED_ENV_PREFIXES: tuple[str, ...] = ("LD_",)
 MAX_SCALAR = 1e15
 
 
+_PARSED: dict[tuple[mesos.Resource, ...], Resources] = {}
+_PARSED_MAX = 4096
+
+
+def parse_resources(resources: tuple[mesos.Resource, ...]) -> Resources:
+    """``Resources.from_mesos`` remembered: frameworks send the same few task shapes over and over
+    (a bounded memo of immutable values; equal Mesos lists always parse to the same resources).
+    Raises what ``from_mesos`` raises; failures are not remembered."""
+    try:
+        r = _PARSED.get(resources)
+    except TypeError:  # an unhashable value smuggled into a field: parse (and fail) normally
+        return Resources.from_mesos(resources)
+    if r is None:
+        r = Resources.from_mesos(resources)
+        if len(_PARSED) >= _PARSED_MAX:
+            _PARSED.clear()
+        _PARSED[resources] = r
+    return r
+
+
 def _nul(*values: str | None) -> bool:
     return any(v is not None and "\x00" in v for v in values)
 
@@ -39,7 +59,7 @@ def check_resources(resources: tuple[mesos.Resource, ...], what: str) -> tuple[R
         if _nul(r.name):
             return None, f"{what}: resource #{i} has a NUL in its name"
     try:
-        return Resources.from_mesos(resources), None
+        return parse_resources(resources), None
     except ResourceError as e:
         return None, f"{what}: invalid resources: {e}"
     except (TypeError, ValueError, OverflowError) as e:
@@ -108,7 +128,7 @@ def check_task(task: mesos.TaskInfo, *, in_group: bool = False) -> str | None:
 
 def task_resources(task: mesos.TaskInfo) -> Resources:
     """What a (validated) task consumes from the offer: its own resources plus its executor's."""
-    r = Resources.from_mesos(task.resources)
+    r = parse_resources(task.resources)
     if task.executor is not None and task.executor.resources:
-        r = r + Resources.from_mesos(task.executor.resources)
+        r = r + parse_resources(task.executor.resources)
     return r
