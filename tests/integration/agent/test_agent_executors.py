@@ -9,7 +9,14 @@ from typing import Any
 
 import pytest
 
-from protocol.agent_channel import ExecutorExited, RunTasks, ShutdownExecutor, SlackEstimate
+from protocol.agent_channel import (
+    ExecutorExited,
+    ExecutorMessageMsg,
+    FrameworkMessageMsg,
+    RunTasks,
+    ShutdownExecutor,
+    SlackEstimate,
+)
 from protocol.mesos import CommandInfo, ExecutorInfo, ExecutorType, TaskInfo
 from protocol.mesos_common import ExecutorID, FrameworkID, TaskID
 from protocol.resources import Resources
@@ -33,6 +40,9 @@ class Echo(Executor):
                 update.timestamp = time.time()
                 driver.sendStatusUpdate(update)
         threading.Thread(target=run, daemon=True).start()
+
+    def frameworkMessage(self, driver, message):
+        driver.sendFrameworkMessage(message)  # pymesos hands it over still base64-encoded
 
     def launchTaskGroup(self, driver, tasks):
         for task in tasks:
@@ -61,6 +71,9 @@ async def test_pymesos_custom_executor_runs_a_task(master: Any, make_agent: Any,
     assert master.states("x1") == [S.TASK_RUNNING, S.TASK_FINISHED]
     assert st.agent_id is not None and st.agent_id.value == "agent-1"
     assert st.source is not None and st.source.name == "SOURCE_EXECUTOR"
+    await master.send(FrameworkMessageMsg(FrameworkID("fw1"), ExecutorID("echo"), b"ping \x00\xff"))
+    echoed = await master.wait_for(lambda: [o for o in master.other if isinstance(o, ExecutorMessageMsg)])
+    assert echoed[0].data == b"ping \x00\xff" and echoed[0].executor_id.value == "echo"
     await master.send(ShutdownExecutor(FrameworkID("fw1"), ExecutorID("echo")))
     exited = await master.wait_for(lambda: [o for o in master.other if isinstance(o, ExecutorExited)], within=30)
     assert exited[0].executor_id.value == "echo"
