@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 import socket
 import struct
 from collections.abc import Callable
@@ -78,6 +79,9 @@ class MasterService(Service):
         self.rate = RateLimiter(config.rate_limit_qps, config.rate_limit_burst)
         self.counters: dict[str, int] = {"invalid_messages_total": 0, "rate_limited_total": 0, "errors_total": 0}
         self._wake = asyncio.Event()
+        # the deadline the timer loop sleeps towards (inf: none; None: it is running, not asleep);
+        # a fact wakes it only when it brings that deadline forward
+        self._timer_at: float | None = None
         self._changed = asyncio.Event()
         self._fatal: asyncio.Task[None] | None = None
         self._pipeline: list[tuple[list[Effect], asyncio.Future[None]]] = []
@@ -199,7 +203,12 @@ class MasterService(Service):
             self.counters["errors_total"] += 1
             log.exception("master core failed on %s", type(event).__name__, extra={"stimulus": repr(event)[:2000]})
             return
-        self._wake.set()
+        at = self._timer_at
+        if at is not None:
+            d = self.state.next_deadline()
+            if d is not None and d < at:
+                self._timer_at = None
+                self._wake.set()
         self._changed.set()
         if not fx:
             return
@@ -295,9 +304,13 @@ class MasterService(Service):
             now = self.clock.now()
             if deadline is None or deadline > now:
                 timeout = None if deadline is None else deadline - now
-                with contextlib.suppress(TimeoutError):
-                    async with asyncio.timeout(timeout):
-                        await self._wake.wait()
+                self._timer_at = math.inf if deadline is None else deadline
+                try:
+                    with contextlib.suppress(TimeoutError):
+                        async with asyncio.timeout(timeout):
+                            await self._wake.wait()
+                finally:
+                    self._timer_at = None
                 self._wake.clear()
                 if deadline is None or self.clock.now() < deadline:
                     continue
