@@ -297,6 +297,23 @@ class BatchCore:
         cur.message = message
         return self._attempt_ended(job, task, state, reason, now)
 
+    def launch_not_sent(self, task_ids: Iterable[str], now: float) -> list[Effect]:
+        """The shell could not send these launches (the offer changed under it): the tasks go
+        back to PENDING as if never placed; no attempt, retry or relaunch is spent."""
+        touched: set[int] = set()
+        for task_id in task_ids:
+            task = self.find_task(task_id)
+            if task is None or task.phase is not TaskPhase.LAUNCHING:
+                continue
+            if task.history and task.history[-1].task_id == task_id:
+                task.history.pop()
+            self._set_phase(task, TaskPhase.PENDING)
+            touched.add(task.job_id)
+        effects: list[Effect] = [Persist(tuple(sorted(touched)))] if touched else []
+        for job_id in touched:
+            effects += self._settle(self.jobs[job_id], now)
+        return effects
+
     def _attempt_ended(
         self, job: JobRecord, task: TaskRecord, state: TaskState, reason: str | None, now: float
     ) -> list[Effect]:

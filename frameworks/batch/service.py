@@ -50,6 +50,7 @@ from frameworks.batch.model import SpecError, spec_from_dict, spec_to_dict
 from frameworks.batch.planner import OfferView
 from frameworks.batch.store import JobStore
 from frameworks.client.driver import Scheduler, SchedulerDriver
+from frameworks.client.offers import OfferCacheError
 from frameworks.client.transport import HttpTransport, TransportError
 from protocol.codec import JSON, MSGPACK
 from protocol.lifecycle import Service
@@ -103,6 +104,7 @@ class BatchService(Service, Scheduler):
         self._agent_urls: dict[str, str] = {}
         self._dirty: set[int] = set()
         self._flush_lock = asyncio.Lock()
+        self._queued: list[Effect] = []  # effects from callbacks, run by the one scheduling loop
         self._runner: web.AppRunner | None = None
         self._http: aiohttp.ClientSession | None = None
         self.url = ""
@@ -215,13 +217,17 @@ class BatchService(Service, Scheduler):
                 await self._schedule_once()
             except TransportError as exc:
                 log.warning("batch: master call failed: %s", exc)
+            except Exception:
+                # A bug, not an outcome: log it with its stimulus and keep scheduling.
+                log.exception("batch: scheduling round failed")
             await self._flush()
 
     async def _schedule_once(self) -> None:
         driver = self.driver
         assert driver is not None
         now = self.now()
-        effects = self.core.tick(now)
+        effects, self._queued = self._queued, []
+        effects += self.core.tick(now)
         if driver.connected:
             views = []
             for cached in driver.offers:
@@ -251,7 +257,14 @@ class BatchService(Service, Scheduler):
                 continue
             elif isinstance(e, Launch):
                 infos = [self._task_info(t, e.agent_id) for t in e.tasks]
-                await driver.launch(e.offer_id, infos)
+                try:
+                    await driver.launch(e.offer_id, infos)
+                except OfferCacheError as exc:
+                    # The offer changed between planning and sending (rescinded, regrown, declined).
+                    log.info("batch: launch on %s not sent: %s", e.offer_id, exc)
+                    back = self.core.launch_not_sent([t.task_id for t in e.tasks], self.now())
+                    self._dirty.update(i for b in back if isinstance(b, Persist) for i in b.job_ids)
+                    self._wake.set()
             elif isinstance(e, Kill):
                 await driver.kill(e.task_id, e.agent_id)
             elif isinstance(e, Decline):
@@ -265,13 +278,14 @@ class BatchService(Service, Scheduler):
                 await driver.send_demand()
 
     def _absorb(self, effects: list[Effect]) -> None:
-        """Effects produced inside a sync callback: persist now-ish, act in the loop."""
-        rest: list[Effect] = [e for e in effects if not isinstance(e, Persist)]
+        """Effects produced in a callback or an HTTP handler: the scheduling loop runs them, in
+        order, before its next plan (one loop issues every call, so none race each other)."""
         for e in effects:
             if isinstance(e, Persist):
                 self._dirty.update(e.job_ids)
-        if rest:
-            self.spawn(self._execute(rest), name="batch-effects")
+            else:
+                self._queued.append(e)
+        self._wake.set()
 
     async def _flush(self) -> None:
         """Write changed jobs. A write interrupted by a stop still completes on its thread, and

@@ -184,3 +184,13 @@ def test_a_dropped_launch_is_relaunched_without_spending_a_retry() -> None:
     core.on_update("j1-0-1", S.TASK_RUNNING, 2)
     core.on_update("j1-0-1", S.TASK_LOST, 3)
     assert core.job(jid).state is JobState.FAILED
+
+
+def test_a_launch_that_was_not_sent_goes_back_to_pending() -> None:
+    core = BatchCore()
+    jid, _ = core.submit(spec(count=2), now=0)
+    assert launches(core.schedule([offer(cpus=1)], now=0)) == ["j1-0-0"]
+    core.launch_not_sent(["j1-0-0", "unknown"], now=1)
+    task = core.job(jid).tasks[0]
+    assert task.phase is TaskPhase.PENDING and task.history == [] and task.failures == 0
+    assert launches(core.schedule([offer(cpus=2)], now=1)) == ["j1-0-0", "j1-1-0"]
