@@ -138,11 +138,13 @@ class Launcher:
         except OSError:
             return False
         try:
-            ct = psutil.Process(pid).create_time()
+            p = psutil.Process(pid)
+            ct = p.create_time()
+            dead = p.status() == psutil.STATUS_ZOMBIE  # exited, not yet reaped by init
         except psutil.Error:
             os.close(pidfd)
             return False
-        if abs(ct - create_time) > 0.05:
+        if dead or abs(ct - create_time) > 0.05:
             os.close(pidfd)
             return False
         proc = Proc(key, pid, create_time, exit_status, child=False, cgroup=cgroup, pidfd=pidfd)
@@ -275,6 +277,39 @@ def read_exit_status(path: Path) -> int | None:
         return parse_exit_status(path.read_bytes())
     except OSError:
         return None
+
+
+def kill_leftovers(groups: dict[int, tuple[float, str]]) -> int:
+    """After a restart: SIGKILL what is left of tasks whose wrapper is gone. ``groups`` maps a
+    dead wrapper's pid (= the task's pgid) to (its create time, the task's sandbox). A process is
+    killed only if it is in that process group, was created after the wrapper, and carries the
+    task's ``MESOS_SANDBOX`` in its environment — a reused pid or pgid is never touched.
+    One pass over ``/proc``; returns how many processes were killed."""
+    if not groups:
+        return 0
+    killed = 0
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as f:
+                rest = f.read().rpartition(b")")[2].split()
+            pgid = int(rest[2])
+            if pgid not in groups:
+                continue
+            born, sandbox = groups[pgid]
+            proc = psutil.Process(int(name))
+            if proc.create_time() + 0.05 < born:
+                continue
+            with open(f"/proc/{name}/environ", "rb") as f:
+                env = f.read().split(b"\0")
+            if f"MESOS_SANDBOX={sandbox}".encode() not in env:
+                continue
+            os.kill(int(name), signal.SIGKILL)
+            killed += 1
+        except (OSError, ValueError, IndexError, psutil.Error):
+            continue
+    return killed
 
 
 def find_wrappers(marker: str, prefix: bool = False) -> list[psutil.Process]:

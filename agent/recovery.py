@@ -15,7 +15,7 @@ import psutil
 from agent import status_updates as su
 from agent import tasks as tk
 from agent.checkpoint import AgentMeta, CheckpointError, CorruptCheckpoint, PidRecord, Recovery
-from agent.launcher import find_wrappers
+from agent.launcher import find_wrappers, kill_leftovers
 from agent.taskspec import SpecError, TaskSpec, task_spec
 from protocol.task_states import is_terminal
 
@@ -62,6 +62,7 @@ async def recover(svc: AgentService) -> None:
     )
     svc.frameworks.update(rec.frameworks)
     now = svc.clock.now()
+    leftovers: dict[int, tuple[float, str]] = {}
     for t in rec.tasks:
         if t.broken is not None or t.record is None:
             recover_broken(svc, t.framework_id, t.task_id, t.broken, t.pid)
@@ -84,8 +85,9 @@ async def recover(svc: AgentService) -> None:
         key = svc.task_key(t.framework_id, t.task_id)
         exit_path = svc.checkpoint.exit_status_path(t.framework_id, t.task_id)
         alive, spawned, pid = False, t.pid is not None, t.pid.pid if t.pid else None
+        same_boot = t.pid is not None and not rebooted and t.pid.boot_id == svc.boot_id
         if last is None or not is_terminal(last):
-            if t.pid is not None and not rebooted and t.pid.boot_id == svc.boot_id:
+            if t.pid is not None and same_boot:
                 alive = svc.launcher.adopt(key, t.pid.pid, t.pid.create_time, exit_path)
             elif t.pid is None and not rebooted:
                 # crashed between spawn and the pid checkpoint: find the wrapper by its marker
@@ -100,6 +102,11 @@ async def recover(svc: AgentService) -> None:
                 if spec.mem_limit is not None and hasattr(svc.isolator, "set_limits"):
                     svc.isolator.set_limits(key, spec.mem_limit, spec.cpus)
         exit_code = t.exit_code if not alive else None
+        if not alive and same_boot and t.pid is not None:
+            # the wrapper is gone (the task ended, or the wrapper was killed while we were
+            # down): nothing of the task's process group may live on
+            with contextlib.suppress(CheckpointError):
+                leftovers[t.pid.pid] = (t.pid.create_time, str(svc.checkpoint.sandbox(t.framework_id, t.task_id)))
         svc.started_at[(t.framework_id, t.task_id)] = now
         if spec.executor_id is not None and fi is None:
             log.warning("executor task %s without framework info", t.task_id)
@@ -119,6 +126,10 @@ async def recover(svc: AgentService) -> None:
         if not b.path.endswith("framework.json"):
             continue
         log.error("corrupt framework checkpoint %s: %s", b.path, b.reason)
+    if leftovers:
+        killed = await asyncio.to_thread(kill_leftovers, leftovers)
+        if killed:
+            svc.recovery_report.append(f"killed {killed} leftover processes of ended tasks")
     if not rebooted:
         await asyncio.to_thread(kill_orphan_executors, svc)
     known = {k for k in svc.tracker.tasks}

@@ -41,6 +41,19 @@ def gate(tmp_path: Path, name: str) -> str:
     return f'while [ ! -f {f} ]; do sleep 0.05; done; exit "$(cat {f})"'
 
 
+async def gone(proc: psutil.Process, within: float = 10.0) -> None:
+    """Wait until ``proc`` has exited (a zombie counts: orphans are reaped by init, sometimes late)."""
+    deadline = asyncio.get_running_loop().time() + within
+    while asyncio.get_running_loop().time() < deadline:
+        try:
+            if proc.status() == psutil.STATUS_ZOMBIE:
+                return
+        except psutil.NoSuchProcess:
+            return
+        await asyncio.sleep(0.02)  # polling a condition with a deadline
+    raise AssertionError(f"process {proc.pid} still alive")
+
+
 def assert_one_terminal(master: Any, tid: str) -> TaskStatus:
     """I1: a valid path with exactly one distinct terminal state (duplicates only by uuid)."""
     sts = master.statuses(tid)
@@ -106,9 +119,9 @@ async def test_r3_task_ends_while_agent_is_down(master: Any, agent_procs: Any, t
     rec_wrapper = psutil.Process(wrapper_of(st))
     await agent.kill9()
     (tmp_path / "go").write_text("3")
-    await asyncio.to_thread(rec_wrapper.wait, 20)  # the wrapper records the exit status and ends
+    await gone(rec_wrapper, 20)  # the wrapper records the exit status and ends
     os.killpg(wrapper_of(lost), signal.SIGKILL)  # nothing recorded for this one
-    await asyncio.to_thread(psutil.Process(wrapper_of(lost)).wait, 20)
+    await gone(psutil.Process(wrapper_of(lost)), 20)
     await agent.start()
     st = await master.wait_terminal("rec")
     assert st.state is S.TASK_FAILED and "status 3" in (st.message or "")
@@ -144,7 +157,7 @@ async def test_r7_wrapper_crash_kills_task(master: Any, agent_procs: Any) -> Non
     os.kill(wrapper_of(st), signal.SIGKILL)
     st = await master.wait_terminal("t")
     assert st.state is S.TASK_FAILED and st.reason is not None and st.reason.name == "REASON_EXECUTOR_TERMINATED"
-    await asyncio.to_thread(task.wait, 10)  # killed with its group (reaped by init)
+    await gone(task, 10)  # killed with its group (reaped by init)
     assert not task.is_running() or task.status() == psutil.STATUS_ZOMBIE
 
 
@@ -171,7 +184,7 @@ async def test_r9_corrupt_checkpoint_strict_and_not(master: Any, agent_procs: An
     await agent.start()
     st = await master.wait_terminal("bad")
     assert st.state is S.TASK_LOST and str(broken) in (st.message or "")
-    await asyncio.to_thread(bad_wrapper.wait, 10)  # a task reported LOST does not keep running
+    await gone(bad_wrapper, 10)  # a task reported LOST does not keep running
     reg = master.registrations[-1]
     assert ("good", S.TASK_RUNNING) in [(t.task_id.value, t.state) for t in reg.tasks]
     await master.kill("good", 0.1)
@@ -250,7 +263,7 @@ async def test_executor_left_from_before_a_restart_is_killed(master: Any, agent_
     await agent.start()
     st = await master.wait_terminal("x")
     assert st.state is S.TASK_LOST
-    await asyncio.to_thread(proc.wait, 10)
+    await gone(proc, 10)
 
 
 async def test_kill_under_way_survives_an_agent_restart(master: Any, agent_procs: Any) -> None:
@@ -272,7 +285,7 @@ async def test_kill_under_way_survives_an_agent_restart(master: Any, agent_procs
     st = await master.wait_terminal("stubborn")
     assert st.state is S.TASK_KILLED
     assert_one_terminal(master, "stubborn")
-    await asyncio.to_thread(wrapper.wait, 10)
+    await gone(wrapper, 10)
 
 
 async def test_sigusr1_kills_every_task_then_exits(master: Any, agent_procs: Any) -> None:
@@ -290,4 +303,21 @@ async def test_sigusr1_kills_every_task_then_exits(master: Any, agent_procs: Any
         assert st.state is S.TASK_KILLED and st.reason is not None
         assert st.reason.name == "REASON_AGENT_REMOVED_BY_OPERATOR"
     for w in wrappers:
-        await asyncio.to_thread(w.wait, 10)
+        await gone(w, 10)
+
+
+async def test_wrapper_killed_while_agent_is_down_leaves_no_task_behind(master: Any, agent_procs: Any) -> None:
+    agent = await agent_procs(None, fork=True).start()
+    await master.wait_connected()
+    await master.run("orphan", "sleep 60")
+    st = await master.wait_state("orphan", S.TASK_RUNNING)
+    wrapper = psutil.Process(wrapper_of(st))
+    task = task_pid(wrapper.pid)
+    await agent.kill9()
+    wrapper.kill()  # the wrapper dies while the agent is down; its task lives on, orphaned
+    await gone(wrapper, 10)
+    assert task.is_running()
+    await agent.start()
+    st = await master.wait_terminal("orphan")
+    assert st.state is S.TASK_LOST
+    await gone(task, 10)  # killed by the restarted agent
