@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 from aiohttp import WSCloseCode, WSMessage, WSMsgType, web
 
-from master.events import AgentConnected, AgentConnectionLost, AgentMessageReceived
+from master.events import AgentConnected, AgentConnectionLost, AgentMessageReceived, AgentMessagesReceived
 from protocol import agent_channel as ac
 from protocol import codec
 
@@ -149,16 +149,21 @@ class AgentChannelServer:
                         log.warning("agent connection %d: malformed frame: %s", conn_id, e)
                         await ws.close(code=CLOSE_INVALID, message=b"malformed frame")
                         break
-                    for m, body in bodies:
-                        if not registered:
-                            if not isinstance(body, ac.Register):
-                                svc.metrics_inc("invalid_messages_total")
-                                await ws.close(code=CLOSE_POLICY, message=b"first message must be REGISTER")
-                                break
-                            registered = True
-                            await svc.dispatch(AgentConnected(conn_id=conn_id, register=body))
-                        else:
-                            await svc.dispatch(AgentMessageReceived(conn_id=conn_id, message=m))
+                    rest = frame.messages
+                    if not registered and bodies:
+                        body = bodies[0][1]
+                        if not isinstance(body, ac.Register):
+                            svc.metrics_inc("invalid_messages_total")
+                            await ws.close(code=CLOSE_POLICY, message=b"first message must be REGISTER")
+                            break
+                        registered = True
+                        await svc.dispatch(AgentConnected(conn_id=conn_id, register=body))
+                        rest = rest[1:]
+                    if len(rest) == 1:
+                        await svc.dispatch(AgentMessageReceived(conn_id=conn_id, message=rest[0]))
+                    elif rest:
+                        # the rest of the frame is one fact: its offer updates coalesce
+                        await svc.dispatch(AgentMessagesReceived(conn_id=conn_id, messages=tuple(rest)))
                     if ws.closed:
                         break
                 elif msg.type is WSMsgType.TEXT:

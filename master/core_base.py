@@ -137,6 +137,10 @@ class CoreBase:
         # by one task's worth): their Mesos form is built once (bounded memo, values immutable)
         self._mesos_res: dict[tuple[Resources, str], tuple[mesos_common.Resource, ...]] = {}
         self._gpu_total: dict[Resources, bool] = {}
+        # while one fact is handled: per framework, the offers to send at its end, by id (a lease
+        # updated several times is sent once, latest form); None outside ``handle``
+        self._offer_batch: dict[str, dict[str, mesos.Offer]] | None = None
+        self._offer_created: set[str] = set()  # offers of that batch not sent before
         self.weights: dict[str, float] = {}
         self.counters: dict[str, int] = {
             "valid_status_updates": 0,
@@ -251,56 +255,73 @@ class CoreBase:
         return status
 
     def _decisions(self, decisions: Iterable[ad.Decision], now: float, fx: list[Effect]) -> None:
-        # per framework, the offers of this batch by id (a lease updated twice: send the latest,
-        # moved to the end as it was updated last)
-        offers: dict[str, dict[str, mesos.Offer]] = {}
+        batch = self._offer_batch
+        own = batch is None
+        if batch is None:
+            batch = self._offer_batch = {}
         refuse: list[tuple[str, str, bool]] = []  # (framework, offer, already sent to it)
-        for d in decisions:
-            match d:
-                case ad.OfferCreated() | ad.OfferUpdated():
-                    fw = self.frameworks.get(d.offer.framework_id)
-                    if fw is None or not fw.connected:
-                        continue
-                    if "GPU_RESOURCES" not in fw.capabilities and self._has_gpus(d.offer.agent_id):
-                        # Mesos never offers a GPU agent to a framework without GPU_RESOURCES
-                        # (it could hold the GPUs it cannot use): decline on its behalf
-                        refuse.append((fw.framework_id, d.offer.offer_id, isinstance(d, ad.OfferUpdated)))
-                        continue
-                    pending = offers.get(fw.framework_id)
-                    if pending is None:
-                        pending = offers[fw.framework_id] = {}
-                    else:
-                        pending.pop(d.offer.offer_id, None)
-                    pending[d.offer.offer_id] = self._mesos_offer(d.offer, fw)
-                case ad.OfferRescinded():
-                    fw = self.frameworks.get(d.framework_id)
-                    if fw is not None and fw.connected:
-                        # an offer made in this same batch and rescinded at once is simply not sent
-                        pending = offers.get(fw.framework_id)
-                        if pending and d.offer_id in pending:
-                            del pending[d.offer_id]
+        try:
+            for d in decisions:
+                match d:
+                    case ad.OfferCreated() | ad.OfferUpdated():
+                        fw = self.frameworks.get(d.offer.framework_id)
+                        if fw is None or not fw.connected:
+                            continue
+                        oid = d.offer.offer_id
+                        if "GPU_RESOURCES" not in fw.capabilities and self._has_gpus(d.offer.agent_id):
+                            # Mesos never offers a GPU agent to a framework without GPU_RESOURCES
+                            # (it could hold the GPUs it cannot use): decline on its behalf
+                            refuse.append((fw.framework_id, oid, isinstance(d, ad.OfferUpdated)))
+                            continue
+                        pending = batch.get(fw.framework_id)
+                        if pending is None:
+                            pending = batch[fw.framework_id] = {}
                         else:
+                            pending.pop(oid, None)  # updated again: the latest, moved to the end
+                        pending[oid] = self._mesos_offer(d.offer, fw)
+                        if isinstance(d, ad.OfferCreated):
+                            self._offer_created.add(oid)
+                    case ad.OfferRescinded():
+                        fw = self.frameworks.get(d.framework_id)
+                        if fw is not None and fw.connected:
+                            pending = batch.get(fw.framework_id)
+                            if pending and d.offer_id in pending:
+                                del pending[d.offer_id]
+                                if d.offer_id in self._offer_created:
+                                    # made in this same batch and rescinded at once: never sent
+                                    self._offer_created.discard(d.offer_id)
+                                    continue
                             self._send(fw, mesos.Event.make_rescind(mesos.OfferID(d.offer_id)), fx)
-                case ad.Revoke():
-                    self._to_agent(
-                        d.agent_id,
-                        ac.Revoke(
-                            framework_id=mesos.FrameworkID(d.framework_id),
-                            task_ids=tuple(mesos.TaskID(t) for t in d.task_ids),
-                            grace_seconds=d.grace_seconds,
-                            reason=d.reason,
-                        ),
-                        fx,
-                    )
-        for fid, pending in offers.items():
-            if pending:
-                self._send(self.frameworks[fid], mesos.Event.make_offers(tuple(pending.values())), fx)
-        for fid, oid, sent in refuse:
-            if sent:
-                self._send(self.frameworks[fid], mesos.Event.make_rescind(mesos.OfferID(oid)), fx)
-            self._alloc_event(
-                ae.OffersDeclined(framework_id=fid, offer_ids=(oid,), refuse_seconds=GPU_REFUSE_SECONDS), now, fx
-            )
+                    case ad.Revoke():
+                        self._to_agent(
+                            d.agent_id,
+                            ac.Revoke(
+                                framework_id=mesos.FrameworkID(d.framework_id),
+                                task_ids=tuple(mesos.TaskID(t) for t in d.task_ids),
+                                grace_seconds=d.grace_seconds,
+                                reason=d.reason,
+                            ),
+                            fx,
+                        )
+            for fid, oid, sent in refuse:
+                if sent:
+                    self._send(self.frameworks[fid], mesos.Event.make_rescind(mesos.OfferID(oid)), fx)
+                self._alloc_event(
+                    ae.OffersDeclined(framework_id=fid, offer_ids=(oid,), refuse_seconds=GPU_REFUSE_SECONDS), now, fx
+                )
+        finally:
+            if own:
+                self._offer_batch = None
+        if own:
+            self._flush_offers(batch, fx)
+
+    def _flush_offers(self, batch: dict[str, dict[str, mesos.Offer]], fx: list[Effect]) -> None:
+        """Send the offers a batch made or updated: one OFFERS event per framework."""
+        self._offer_created.clear()
+        for fid, pending in batch.items():
+            fw = self.frameworks.get(fid)
+            if pending and fw is not None:
+                self._send(fw, mesos.Event.make_offers(tuple(pending.values())), fx)
 
     def _has_gpus(self, agent_id: str) -> bool:
         ag = self.agents.get(agent_id)

@@ -59,6 +59,15 @@ class AgentMessageReceived:
 
 
 @attrs.frozen
+class AgentMessagesReceived:
+    """The messages of one agent frame after its first, handled in order as one fact (their
+    offer updates coalesce: a lease changed by several of them is sent once, in its latest form)."""
+
+    conn_id: int
+    messages: tuple[ac.AgentMessage, ...]
+
+
+@attrs.frozen
 class AgentConnectionLost:
     conn_id: int
 
@@ -119,6 +128,7 @@ MasterEvent = (
     | StreamClosed
     | AgentConnected
     | AgentMessageReceived
+    | AgentMessagesReceived
     | AgentConnectionLost
     | Tick
     | QuotaUpdated

@@ -39,6 +39,7 @@ from master.events import (
     AgentConnectionLost,
     AgentDrainRequested,
     AgentMessageReceived,
+    AgentMessagesReceived,
     CallReceived,
     CloseStream,
     Effect,
@@ -120,6 +121,16 @@ class MasterState(AgentRules, AcceptRules):
 
     def handle(self, event: MasterEvent, now: float) -> list[Effect]:
         fx: list[Effect] = []
+        self._offer_batch = {}
+        try:
+            self._handle(event, now, fx)
+        finally:
+            batch, self._offer_batch = self._offer_batch, None
+        self._flush_offers(batch, fx)
+        self._schedule_allocation(now)
+        return fx
+
+    def _handle(self, event: MasterEvent, now: float, fx: list[Effect]) -> None:
         match event:
             case SubscribeReceived():
                 self._subscribe(event, now, fx)
@@ -131,6 +142,9 @@ class MasterState(AgentRules, AcceptRules):
                 self._agent_register(event.conn_id, event.register, now, fx)
             case AgentMessageReceived():
                 self._agent_message(event.conn_id, event.message, now, fx)
+            case AgentMessagesReceived():
+                for m in event.messages:
+                    self._agent_message(event.conn_id, m, now, fx)
             case AgentConnectionLost():
                 self._agent_conn_lost(event.conn_id, now, fx)
             case Tick():
@@ -153,8 +167,6 @@ class MasterState(AgentRules, AcceptRules):
                 fw = self.frameworks.get(event.framework_id)
                 if fw is not None:
                     self._remove_framework(fw, now, "Framework torn down by the operator", fx)
-        self._schedule_allocation(now)
-        return fx
 
     def _schedule_allocation(self, now: float) -> None:
         d = self.alloc.next_deadline(now)
