@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import logging
 import signal
 import sys
@@ -19,6 +20,20 @@ import click
 from master.config import ConfigError, MasterConfig, load
 from master.registry import RegistryError
 from master.service import MasterService
+
+# The master allocates many short-lived objects per task (decoded messages, events, effects) and
+# holds many long-lived ones (task records, the imported code). With CPython's default thresholds
+# (700, 10, 10) the cyclic collector took ~20% of the master's CPU in ``scripts/bench/master.py``
+# (mostly full collections rescanning the long-lived heap). After startup the heap is frozen (never
+# rescanned) and young collections run every 20,000 net allocations: ~4% then. Reference counting
+# still frees everything acyclic at once; only cyclic garbage lives a little longer.
+GC_THRESHOLDS = (20_000, 50, 100)
+
+
+def tune_gc() -> None:
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(*GC_THRESHOLDS)
 
 
 async def serve(cfg: MasterConfig) -> int:
@@ -33,6 +48,7 @@ async def serve(cfg: MasterConfig) -> int:
     except (OSError, RegistryError) as e:
         click.echo(f"agora-master: cannot start: {e}", err=True)
         return 1
+    tune_gc()
     click.echo(f"agora-master listening on {svc.url}", nl=True)
     sys.stdout.flush()
     waiter = loop.create_task(stop.wait())

@@ -1,0 +1,18 @@
+"""The master process freezes its startup heap and raises the young-generation threshold."""
+
+from __future__ import annotations
+
+import gc
+
+from master.main import GC_THRESHOLDS, tune_gc
+
+
+def test_tune_gc_sets_thresholds_and_freezes() -> None:
+    before = gc.get_threshold()
+    try:
+        tune_gc()
+        assert gc.get_threshold() == GC_THRESHOLDS
+        assert gc.get_freeze_count() > 0
+    finally:
+        gc.unfreeze()
+        gc.set_threshold(*before)
