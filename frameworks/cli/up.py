@@ -90,12 +90,12 @@ def start_cluster(
     work_dir: Path,
     port: int = 5050,
     with_batch: bool = True,
-    with_elastic: bool | None = None,
     resources: str | None = None,
     ready_timeout: float = 60.0,
     echo: Callable[[str], None] = lambda _s: None,
     agent_args: tuple[str, ...] = (),
     master_args: tuple[str, ...] = (),
+    with_elastic: bool | None = None,
 ) -> LocalCluster:
     """Start master + ``agents`` agents (+ the batch framework if present) and wait until every
     agent is registered. On any failure everything started so far is stopped again."""
