@@ -137,6 +137,7 @@ class CoreBase:
         # by one task's worth): their Mesos form is built once (bounded memo, values immutable)
         self._mesos_res: dict[tuple[Resources, str], tuple[mesos_common.Resource, ...]] = {}
         self._gpu_total: dict[Resources, bool] = {}
+        self._agent_urls: dict[tuple[str, int], mesos.URL] = {}
         # while one fact is handled: per framework, the offers to send at its end, by id (a lease
         # updated several times is sent once, latest form); None outside ``handle``
         self._offer_batch: dict[str, dict[str, mesos.Offer]] | None = None
@@ -350,7 +351,14 @@ class CoreBase:
         )
         url = None
         if ag is not None:
-            url = mesos.URL(scheme="http", address=mesos.Address(port=ag.port, hostname=ag.hostname), path="/slave(1)")
+            key = (ag.hostname, ag.port)
+            url = self._agent_urls.get(key)
+            if url is None:
+                if len(self._agent_urls) >= _MEMO_MAX:
+                    self._agent_urls.clear()
+                url = self._agent_urls[key] = mesos.URL(
+                    scheme="http", address=mesos.Address(port=ag.port, hostname=ag.hostname), path="/slave(1)"
+                )
         return mesos.Offer(
             id=mesos.OfferID(o.offer_id),
             framework_id=mesos.FrameworkID(o.framework_id),
