@@ -44,6 +44,17 @@ def text(status: int, message: str, **headers: str) -> web.Response:
 async def read_body(request: web.Request, limit: int, read_timeout: float) -> bytes:
     """The body via ``protocol.httputil.read_body`` (refused from Content-Length or while
     streaming, never buffered whole), within ``read_timeout``."""
+    content = request.content
+    if content.is_eof():
+        # the whole body already arrived with the head (a typical call): take it from the
+        # buffer, no timer and no chunk iteration (a timer per call was ~8 us)
+        declared = request.content_length
+        if declared is not None and declared > limit:
+            raise BodyTooLarge(f"Request body exceeds the limit of {limit} bytes")
+        body = content.read_nowait(-1)
+        if len(body) > limit:
+            raise BodyTooLarge(f"Request body exceeds the limit of {limit} bytes")
+        return body
     try:
         async with asyncio.timeout(read_timeout):
             return await httputil.read_body(request, limit)
