@@ -65,6 +65,8 @@ from protocol.task_states import for_framework
 
 __pure__ = True
 
+PING_BATCH = 0.1  # agents whose ping is due within this fraction of ping_interval are pinged together
+
 __all__ = ["MasterState", "StateConfig"]
 
 
@@ -540,11 +542,14 @@ class MasterState(AgentRules, AcceptRules):
                 and fw.phase in (FrameworkPhase.DISCONNECTED, FrameworkPhase.RECOVERED)
             ):
                 self._remove_framework(fw, now, "Framework failover timeout", fx)
-        # pings and ping timeouts
+        # pings and ping timeouts; agents due within PING_BATCH of a ping interval are pinged now
+        # too, so one scan serves them all (pings of agents that registered over a few seconds
+        # would otherwise each cost a scan of every agent)
+        ping_by = now + self.cfg.ping_interval * PING_BATCH
         for ag in self.agents.values():
             if not ag.reachable:
                 continue
-            if ag.conn_id is not None and now >= ag.next_ping:
+            if ag.conn_id is not None and ping_by >= ag.next_ping:
                 ag.ping_seq += 1
                 ag.next_ping = now + self.cfg.ping_interval
                 fx.append(SendToAgent(ag.conn_id, ac.Ping(seq=ag.ping_seq)))
