@@ -140,7 +140,7 @@ class CoreBase:
         self._agent_urls: dict[tuple[str, int], mesos.URL] = {}
         # while one fact is handled: per framework, the offers to send at its end, by id (a lease
         # updated several times is sent once, latest form); None outside ``handle``
-        self._offer_batch: dict[str, dict[str, mesos.Offer]] | None = None
+        self._offer_batch: dict[str, dict[str, ad.Offer]] | None = None
         self._offer_created: set[str] = set()  # offers of that batch not sent before
         self.weights: dict[str, float] = {}
         self.counters: dict[str, int] = {
@@ -279,7 +279,7 @@ class CoreBase:
                             pending = batch[fw.framework_id] = {}
                         else:
                             pending.pop(oid, None)  # updated again: the latest, moved to the end
-                        pending[oid] = self._mesos_offer(d.offer, fw)
+                        pending[oid] = d.offer  # its Mesos form is built once, when sent
                         if isinstance(d, ad.OfferCreated):
                             self._offer_created.add(oid)
                     case ad.OfferRescinded():
@@ -316,13 +316,13 @@ class CoreBase:
         if own:
             self._flush_offers(batch, fx)
 
-    def _flush_offers(self, batch: dict[str, dict[str, mesos.Offer]], fx: list[Effect]) -> None:
+    def _flush_offers(self, batch: dict[str, dict[str, ad.Offer]], fx: list[Effect]) -> None:
         """Send the offers a batch made or updated: one OFFERS event per framework."""
         self._offer_created.clear()
         for fid, pending in batch.items():
             fw = self.frameworks.get(fid)
             if pending and fw is not None:
-                self._send(fw, mesos.Event.make_offers(tuple(pending.values())), fx)
+                self._send(fw, mesos.Event.make_offers(tuple(self._mesos_offer(o, fw) for o in pending.values())), fx)
 
     def _has_gpus(self, agent_id: str) -> bool:
         ag = self.agents.get(agent_id)
