@@ -267,7 +267,13 @@ async def main(args: argparse.Namespace) -> int:
                 log(f"  native errors: {nat['errors']}")
             if batch is not None:
                 log(f"run {i + 1}/{args.runs}: batch job, count {args.tasks}")
+                bspy = PySpy(batch.pid, base / "profile-batch.txt") if args.profile and i == 0 else None
+                if bspy is not None:
+                    await bspy.start()
                 b = await run_batch(batch.url, args.tasks, args.task_cpus, args.task_mem, args.timeout)
+                if bspy is not None:
+                    await bspy.stop()
+                    profiles["batch framework"] = bspy.summary()
                 row.update(batch_rate=b["rate"], batch_ratio=b["rate"] / raw["rate"], batch_failed=b["failed"])
                 if "job_rate" in b:
                     row["batch_job_rate"] = b["job_rate"]
