@@ -100,8 +100,6 @@ class BatchService(Service, Scheduler):
         self.store = JobStoreRef(work_dir)
         self.driver: SchedulerDriver | None = None
         self._wake = asyncio.Event()
-        self._offer_roles: dict[str, str] = {}
-        self._agent_urls: dict[str, str] = {}
         self._dirty: set[int] = set()
         self._flush_lock = asyncio.Lock()
         self._queued: list[Effect] = []  # effects from callbacks, run by the one scheduling loop
@@ -176,16 +174,9 @@ class BatchService(Service, Scheduler):
         self._wake.set()
 
     def offers(self, driver: SchedulerDriver, offers: list[Offer]) -> None:
-        for o in offers:
-            role = o.allocation_info.role if o.allocation_info and o.allocation_info.role else None
-            self._offer_roles[o.id.value] = role or (self.roles[0] if self.roles else "*")
-            if o.url is not None and o.url.address.port:
-                host = o.url.address.ip or o.url.address.hostname or o.hostname
-                self._agent_urls[o.agent_id.value] = f"http://{host}:{o.url.address.port}"
-        self._wake.set()
+        self._wake.set()  # the driver's offer cache holds them (role, agent endpoint included)
 
     def offer_rescinded(self, driver: SchedulerDriver, offer_id: str) -> None:
-        self._offer_roles.pop(offer_id, None)
         self._wake.set()
 
     def update(self, driver: SchedulerDriver, status: TaskStatus) -> None:
@@ -239,7 +230,7 @@ class BatchService(Service, Scheduler):
                         offer_id=cached.offer_id,
                         agent_id=cached.agent_id,
                         hostname=cached.hostname,
-                        role=self._offer_roles.get(cached.offer_id, "*"),
+                        role=driver.role_of(cached),
                         resources=avail,
                         attributes={k: _attr_text(v) for k, v in cached.attributes.items()},
                     )
@@ -402,8 +393,8 @@ class BatchService(Service, Scheduler):
         attempt = job.tasks[index].current
         if attempt is None or attempt.agent_id is None:
             return _error(request, 404, f"task {index} of job {job.job_id} has not started")
-        agent = self._agent_urls.get(attempt.agent_id)
         driver = self.driver
+        agent = driver.offers.agent_urls.get(attempt.agent_id) if driver is not None else None
         if agent is None or driver is None or driver.framework_id is None or self._http is None:
             return _error(request, 503, f"agent {attempt.agent_id} is not reachable from here")
         path = f"{driver.framework_id}/{attempt.task_id}/{stream}"

@@ -27,7 +27,7 @@ from typing import Any
 import attrs
 
 from frameworks.client.demand import Demand, DemandBook
-from frameworks.client.offers import Claim, InsufficientResources, OfferCache
+from frameworks.client.offers import CachedOffer, Claim, InsufficientResources, OfferCache
 from frameworks.client.transport import (
     CallRejected,
     EventStream,
@@ -217,6 +217,13 @@ class SchedulerDriver(Service):
             self._stream = None
         await self.transport.close()
         self._finish()
+
+    def role_of(self, offer: CachedOffer) -> str:
+        """The role an offer is allocated to: its ``allocation_info``, else the framework's role."""
+        if offer.role:
+            return offer.role
+        roles = self.framework.effective_roles()
+        return roles[0] if roles else "*"
 
     @property
     def connected(self) -> bool:

@@ -73,6 +73,7 @@ class CachedOffer:
     first_seen: float
     updated_at: float
     framework_id: str | None = None
+    role: str | None = None  # the role the offer is allocated to (Offer.allocation_info)
     claims: dict[int, Resources] = attrs.field(factory=dict)
     generation: int = 0  # bumped on every replacement by the master
     # reusable leases: the master's last word, and what our ACCEPTs since took out of it (one
@@ -147,6 +148,8 @@ class OfferCache:
         self._gone: dict[str, None] = {}
         self.last_tickets: dict[str, int] = {}  # offer id -> ticket of the last commit() on it
         self._offers: dict[str, CachedOffer] = {}
+        # agent id -> its HTTP endpoint from the offers' URL (sandbox files); outlives the offers
+        self.agent_urls: dict[str, str] = {}
         self._claim_ids = itertools.count(1)
         self._claim_offer: dict[int, str] = {}
 
@@ -190,6 +193,7 @@ class OfferCache:
         now: float,
         attributes: Mapping[str, str | float] | None = None,
         framework_id: str | None = None,
+        role: str | None = None,
     ) -> OfferChange | None:
         """Add a new offer or replace a known one's resources (reusable regrowth/shrink). An
         update for an offer that already ended here is ignored (returns None)."""
@@ -206,6 +210,7 @@ class OfferCache:
                 first_seen=now,
                 updated_at=now,
                 framework_id=framework_id,
+                role=role,
             )
             return OfferChange(offer_id, True, Resources.empty(), resources)
         if cur.agent_id != agent_id:
@@ -228,6 +233,8 @@ class OfferCache:
         cur.generation += 1
         if attributes is not None:
             cur.attributes = dict(attributes)
+        if role is not None:
+            cur.role = role
         self._shrink_claims(cur)
         return OfferChange(offer_id, False, before, cur.resources)
 
@@ -235,6 +242,9 @@ class OfferCache:
         """Apply an OFFERS event's offers (``protocol.mesos.Offer``)."""
         out: list[OfferChange] = []
         for o in offers:
+            if o.url is not None and o.url.address.port:
+                host = o.url.address.ip or o.url.address.hostname or o.hostname
+                self.agent_urls[o.agent_id.value] = f"{o.url.scheme or 'http'}://{host}:{o.url.address.port}"
             change = (
                 self.put(
                     offer_id=o.id.value,
@@ -244,6 +254,7 @@ class OfferCache:
                     now=now,
                     attributes=attributes_from_mesos(o.attributes),
                     framework_id=o.framework_id.value if o.framework_id is not None else None,
+                    role=o.allocation_info.role if o.allocation_info is not None else None,
                 )
             )
             if change is not None:

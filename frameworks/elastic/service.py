@@ -157,8 +157,6 @@ class ElasticService(Service, Scheduler):
         self._pending: list[Effect] = []
         self._dirty: set[int] = set()
         self._write_lock = asyncio.Lock()
-        self._offer_roles: dict[str, str] = {}
-        self.agent_urls: dict[str, str] = {}  # agent id -> its HTTP address (sandbox files)
         self._http: aiohttp.ClientSession | None = None
         self._registry: CollectorRegistry | None = None
         self._runner: web.AppRunner | None = None
@@ -242,16 +240,9 @@ class ElasticService(Service, Scheduler):
         self._wake.set()
 
     def offers(self, driver: SchedulerDriver, offers: list[Offer]) -> None:
-        for o in offers:
-            role = o.allocation_info.role if o.allocation_info and o.allocation_info.role else None
-            self._offer_roles[o.id.value] = role or (self.roles[0] if self.roles else "*")
-            if o.url is not None and o.url.address.port:
-                host = o.url.address.ip or o.url.address.hostname or o.hostname
-                self.agent_urls[o.agent_id.value] = f"http://{host}:{o.url.address.port}"
-        self._wake.set()
+        self._wake.set()  # the driver's offer cache holds them (role, agent endpoint included)
 
     def offer_rescinded(self, driver: SchedulerDriver, offer_id: str) -> None:
-        self._offer_roles.pop(offer_id, None)
         self._wake.set()
 
     def update(self, driver: SchedulerDriver, status: TaskStatus) -> None:
@@ -311,9 +302,7 @@ class ElasticService(Service, Scheduler):
         driver = self.driver
         if driver is not None and driver.connected:
             slots = [
-                OfferSlot(
-                    c.offer_id, c.agent_id, c.hostname, c.available, self._offer_roles.get(c.offer_id, "*")
-                )
+                OfferSlot(c.offer_id, c.agent_id, c.hostname, c.available, driver.role_of(c))
                 for c in driver.offers
                 if c.available
             ]
@@ -327,8 +316,6 @@ class ElasticService(Service, Scheduler):
                         await driver.reconcile(stale)
                     except TransportError as exc:
                         log.warning("elastic: reconcile failed: %s", exc)
-            held = set(driver.offers.offer_ids())
-            self._offer_roles = {k: v for k, v in self._offer_roles.items() if k in held}
         self.rounds += 1
         try:
             await self._execute(effects)
@@ -404,7 +391,7 @@ class ElasticService(Service, Scheduler):
     async def _launch(self, driver: SchedulerDriver, e: Launch) -> None:
         await self._flush()  # durable before the master hears of the tasks
         job = self.core.jobs[e.workers[0].job_id]
-        role = self._offer_roles.get(e.offer_id, job.spec.role)
+        role = driver.role_of(driver.offers.get(e.offer_id)) if e.offer_id in driver.offers else job.spec.role
         infos = [self._task_info(job, w, role) for w in e.workers]
         try:
             await driver.launch(e.offer_id, infos)
@@ -632,7 +619,7 @@ class ElasticService(Service, Scheduler):
         if not chosen:
             return _error(404, f"job {job.job_id} has no worker {index}")
         w = chosen[0]
-        agent = self.agent_urls.get(w.agent_id)
+        agent = self.driver.offers.agent_urls.get(w.agent_id) if self.driver else None
         fid = self.driver.framework_id if self.driver else None
         if agent is None or fid is None or self._http is None:
             return _error(503, f"agent {w.agent_id} of worker {w.task_id} is not reachable from here")
