@@ -312,3 +312,44 @@ def wait_master_ready(
         f"the master at {base_url} to list {agents} agent(s)",
         procs=procs,
     )
+
+
+# --- bundled framework services and shared CLI pieces -----------------------------------------
+
+
+def framework_url(name: str, explicit: str | None, env_var: str, master: str | None) -> str:
+    """A framework service's base URL: ``explicit``, the ``env_var`` environment variable, or the
+    active framework called ``name`` in the master's ``/state`` (services publish their API
+    address as ``FrameworkInfo.webui_url``)."""
+    value = explicit or os.environ.get(env_var)
+    if value:
+        return (value if "://" in value else "http://" + value).rstrip("/")
+    for fw in master_state(master_url(master)).get("frameworks", []):
+        if fw.get("name") == name and fw.get("webui_url") and fw.get("active", True):
+            return str(fw["webui_url"]).rstrip("/")
+    kind = name.removeprefix("agora-")
+    raise CliError(f"no {kind} framework is registered with the master (give --{kind} or {env_var})")
+
+
+def json_flag(f: Any) -> Any:
+    """A subcommand's own ``--json`` flag (``agora job list --json``), stored in ``ctx.obj``."""
+    import click
+
+    def set_json(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+        if value:
+            ctx.ensure_object(dict)["json"] = True
+
+    return click.option(
+        "--json", "as_json", is_flag=True, expose_value=False, callback=set_json, help="Print JSON instead of tables."
+    )(f)
+
+
+def console() -> Any:
+    """A rich console; a pipe gets whole rows (rich would cut them to 80 columns)."""
+    from rich.console import Console
+
+    return Console(highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() else 400)
+
+
+def clock_time(t: float | None) -> str:
+    return time.strftime("%H:%M:%S", time.localtime(t)) if t else "-"

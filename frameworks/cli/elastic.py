@@ -8,7 +8,6 @@ its API address as its ``webui_url``.
 from __future__ import annotations
 
 import json
-import os
 import sys
 import time
 import urllib.error
@@ -17,10 +16,17 @@ from pathlib import Path
 from typing import Any
 
 import click
-from rich.console import Console
 from rich.table import Table
 
-from frameworks.cli.common import CliError, http_get_json, http_post_json, master_state, master_url
+from frameworks.cli.common import (
+    CliError,
+    clock_time,
+    console,
+    framework_url,
+    http_get_json,
+    http_post_json,
+    json_flag,
+)
 
 FRAMEWORK_NAME = "agora-elastic"
 SHORT = {
@@ -35,15 +41,7 @@ SHORT = {
 
 
 def elastic_url(elastic: str | None, master: str | None) -> str:
-    """The elastic service's base URL: explicit, ``AGORA_ELASTIC``, or the master's framework list."""
-    value = elastic or os.environ.get("AGORA_ELASTIC")
-    if value:
-        return (value if "://" in value else "http://" + value).rstrip("/")
-    state = master_state(master_url(master))
-    for fw in state.get("frameworks", []):
-        if fw.get("name") == FRAMEWORK_NAME and fw.get("webui_url") and fw.get("active", True):
-            return str(fw["webui_url"]).rstrip("/")
-    raise CliError("no elastic framework is registered with the master (give --elastic or AGORA_ELASTIC)")
+    return framework_url(FRAMEWORK_NAME, elastic, "AGORA_ELASTIC", master)
 
 
 def post_toml(url: str, text: str, timeout: float = 10.0) -> Any:
@@ -67,32 +65,8 @@ def post_toml(url: str, text: str, timeout: float = 10.0) -> Any:
         raise CliError(f"cannot reach {url}: {getattr(exc, 'reason', exc)}") from exc
 
 
-def _console() -> Console:
-    # a pipe gets whole rows (rich would cut them to 80 columns)
-    return Console(highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() else 400)
-
-
 def _num(v: Any, fmt: str = "{:.3f}") -> str:
     return "-" if v is None else fmt.format(v)
-
-
-def _ts(t: float | None) -> str:
-    return time.strftime("%H:%M:%S", time.localtime(t)) if t else "-"
-
-
-F = Any
-
-
-def json_flag(f: F) -> F:
-    """``--json`` accepted after the subcommand too: ``agora elastic list --json``."""
-
-    def set_json(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
-        if value:
-            ctx.ensure_object(dict)["json"] = True
-
-    return click.option(
-        "--json", "as_json", is_flag=True, expose_value=False, callback=set_json, help="Print JSON."
-    )(f)
 
 
 @click.group()
@@ -250,7 +224,7 @@ def list_jobs(ctx: click.Context, state: str | None) -> None:
                 _num(j.get("test_accuracy") if j.get("test_accuracy") is not None else j.get("accuracy")),
                 j.get("reason") or "",
             )
-        _console().print(table)
+        console().print(table)
 
     _out(ctx, data, render)
 
@@ -264,7 +238,7 @@ def show(ctx: click.Context, job_id: int) -> None:
     data = _get(ctx, f"/jobs/{job_id}")
 
     def render(d: dict[str, Any]) -> None:
-        con = _console()
+        con = console()
         con.print(
             f"[bold]elastic job {d['id']}[/bold] {d['name']}  state={d['state']}  "
             f"workers={d['workers']} ({d['running']} running, {d['revocable_workers']} revocable)  "
@@ -294,7 +268,7 @@ def show(ctx: click.Context, job_id: int) -> None:
                 w["phase"],
                 w["hostname"],
                 "revocable" if w["revocable"] else "regular",
-                _ts(w["launched_at"]),
+                clock_time(w["launched_at"]),
                 w["resources"],
             )
         con.print(table)
@@ -307,7 +281,7 @@ def show(ctx: click.Context, job_id: int) -> None:
                     w["task_id"],
                     w["ending"] or "-",
                     w["state"] or "-",
-                    _ts(w["ended_at"]),
+                    clock_time(w["ended_at"]),
                     w["message"] or "",
                 )
             con.print(ended)

@@ -8,18 +8,24 @@ its API address as its ``webui_url``.
 from __future__ import annotations
 
 import json
-import os
 import sys
 import time
 import urllib.parse
 from typing import Any
 
 import click
-from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from frameworks.cli.common import CliError, http_get_json, http_post_json, master_state, master_url
+from frameworks.cli.common import (
+    CliError,
+    clock_time,
+    console,
+    framework_url,
+    http_get_json,
+    http_post_json,
+    json_flag,
+)
 
 TERMINAL = {"SUCCEEDED", "FAILED", "CANCELLED"}
 SHORT = {"PENDING": "PD", "RUNNING": "R", "SUCCEEDED": "CD", "FAILED": "F", "CANCELLED": "CA"}
@@ -27,14 +33,7 @@ POLL = 0.25  # seconds between polls while waiting or following (a CLI loop, not
 
 
 def batch_url(batch: str | None, master: str | None) -> str:
-    value = batch or os.environ.get("AGORA_BATCH")
-    if value:
-        return (value if "://" in value else "http://" + value).rstrip("/")
-    state = master_state(master_url(master))
-    for fw in state.get("frameworks", []):
-        if fw.get("name") == "agora-batch" and fw.get("webui_url"):
-            return str(fw["webui_url"]).rstrip("/")
-    raise CliError("no batch framework is registered with the master (give --batch or AGORA_BATCH)")
+    return framework_url("agora-batch", batch, "AGORA_BATCH", master)
 
 
 def _out(ctx: click.Context, data: Any, render: Any) -> None:
@@ -42,14 +41,6 @@ def _out(ctx: click.Context, data: Any, render: Any) -> None:
         click.echo(json.dumps(data, indent=2, sort_keys=True))
     else:
         render(data)
-
-
-def _console() -> Console:
-    return Console(highlight=False, soft_wrap=True)
-
-
-def _ts(t: float | None) -> str:
-    return time.strftime("%H:%M:%S", time.localtime(t)) if t else "-"
 
 
 def _tasks_summary(counts: dict[str, int]) -> str:
@@ -69,26 +60,6 @@ def job(ctx: click.Context, batch: str | None, master: str | None, as_json: bool
     """Submit and manage batch jobs."""
     ctx.ensure_object(dict)
     ctx.obj.update(batch=batch, master=master, json=as_json)
-
-
-F = Any
-
-
-def json_flag(f: F) -> F:
-    """``--json`` accepted after the subcommand too: ``agora job list --json``."""
-
-    def set_json(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
-        if value:
-            ctx.ensure_object(dict)["json"] = True
-
-    return click.option(
-        "--json",
-        "as_json",
-        is_flag=True,
-        expose_value=False,
-        callback=set_json,
-        help="Print JSON instead of tables.",
-    )(f)
 
 
 def _api(ctx: click.Context) -> str:
@@ -222,7 +193,7 @@ def list_jobs(ctx: click.Context, state: str | None) -> None:
                 _tasks_summary(j["tasks"]),
                 j.get("reason") or "",
             )
-        _console().print(table)
+        console().print(table)
 
     _out(ctx, data, render)
 
@@ -236,7 +207,7 @@ def show(ctx: click.Context, job_id: int) -> None:
     data = _get(ctx, f"/jobs/{job_id}")
 
     def render(d: dict[str, Any]) -> None:
-        con = _console()
+        con = console()
         con.print(
             f"[bold]job {d['id']}[/bold] {d['name']}  state={d['state']}  queue={d['queue']}  priority={d['priority']}"
         )
@@ -253,8 +224,8 @@ def show(ctx: click.Context, job_id: int) -> None:
                 t["phase"],
                 str(t["attempt"]),
                 a.get("hostname") or "-",
-                _ts(a.get("started_at")),
-                _ts(a.get("ended_at")),
+                clock_time(a.get("started_at")),
+                clock_time(a.get("ended_at")),
                 a.get("state") or "-",
                 "-" if a.get("exit_code") is None else str(a["exit_code"]),
                 a.get("message") or "",
