@@ -48,7 +48,7 @@ from frameworks.batch.core import (
 )
 from frameworks.batch.model import SpecError, spec_from_dict, spec_to_dict
 from frameworks.batch.planner import OfferView
-from frameworks.batch.store import JobStore
+from frameworks.batch.store import JobStore, attempt_to_dict
 from frameworks.client.driver import Scheduler, SchedulerDriver
 from frameworks.client.offers import OfferCacheError
 from frameworks.client.transport import HttpTransport, TransportError
@@ -460,20 +460,7 @@ def job_detail(job: JobRecord) -> dict[str, Any]:
             "phase": t.phase.value,
             "attempt": t.attempt,
             "failures": t.failures,
-            "history": [
-                {
-                    "attempt": a.attempt,
-                    "task_id": a.task_id,
-                    "agent_id": a.agent_id,
-                    "hostname": a.hostname,
-                    "started_at": a.started_at,
-                    "ended_at": a.ended_at,
-                    "state": a.state,
-                    "exit_code": a.exit_code,
-                    "message": a.message,
-                }
-                for a in t.history
-            ],
+            "history": [attempt_to_dict(a) for a in t.history],
         }
         for t in job.tasks
     ]

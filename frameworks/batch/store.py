@@ -14,6 +14,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
+import attrs
 import msgpack
 
 from frameworks.batch.core import Attempt, JobRecord, TaskRecord
@@ -28,6 +29,10 @@ CREATE TABLE IF NOT EXISTS jobs (
 );
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 """
+
+
+def attempt_to_dict(a: Attempt) -> dict[str, Any]:
+    return attrs.asdict(a)
 
 
 def job_to_dict(job: JobRecord) -> dict[str, Any]:
@@ -49,20 +54,7 @@ def job_to_dict(job: JobRecord) -> dict[str, Any]:
                 "not_before": t.not_before,
                 "revocable": t.revocable,
                 "relaunches": t.relaunches,
-                "history": [
-                    {
-                        "attempt": a.attempt,
-                        "task_id": a.task_id,
-                        "agent_id": a.agent_id,
-                        "hostname": a.hostname,
-                        "started_at": a.started_at,
-                        "ended_at": a.ended_at,
-                        "state": a.state,
-                        "exit_code": a.exit_code,
-                        "message": a.message,
-                    }
-                    for a in t.history
-                ],
+                "history": [attempt_to_dict(a) for a in t.history],
             }
             for t in job.tasks
         ],
