@@ -120,3 +120,12 @@ def test_allocator_smoke() -> None:
         "--small-roles", "4", "--large-roles", "2", "--add-agents", "40",
     )  # fmt: skip
     assert isinstance(data, dict)
+
+
+def test_all_script_parses_and_rejects_unknown_arguments() -> None:
+    script = BENCH / "all"
+    assert subprocess.run(["bash", "-n", str(script)], timeout=30).returncode == 0
+    helped = subprocess.run(["bash", str(script), "--help"], capture_output=True, text=True, timeout=30)
+    assert helped.returncode == 0 and "--quick" in helped.stdout
+    bad = subprocess.run(["bash", str(script), "--bogus"], capture_output=True, text=True, timeout=30)
+    assert bad.returncode == 2 and "unknown argument" in bad.stderr
