@@ -51,6 +51,9 @@ OFFER_PROBLEMS = frozenset(
 )
 
 
+OFFERS_PER_EVENT = 500  # offers in one OFFERS event (bounded record size)
+
+
 @attrs.frozen
 class StateConfig:
     heartbeat_interval: float = 15.0
@@ -317,12 +320,17 @@ class CoreBase:
             self._flush_offers(batch, fx)
 
     def _flush_offers(self, batch: dict[str, dict[str, ad.Offer]], fx: list[Effect]) -> None:
-        """Send the offers a batch made or updated: one OFFERS event per framework."""
+        """Send the offers a batch made or updated: OFFERS events per framework, at most
+        ``OFFERS_PER_EVENT`` offers each (one event for 10,000 agents would be ~6 MB, past what a
+        client decodes in one record)."""
         self._offer_created.clear()
         for fid, pending in batch.items():
             fw = self.frameworks.get(fid)
-            if pending and fw is not None:
-                self._send(fw, mesos.Event.make_offers(tuple(self._mesos_offer(o, fw) for o in pending.values())), fx)
+            if not pending or fw is None:
+                continue
+            offers = [self._mesos_offer(o, fw) for o in pending.values()]
+            for i in range(0, len(offers), OFFERS_PER_EVENT):
+                self._send(fw, mesos.Event.make_offers(tuple(offers[i : i + OFFERS_PER_EVENT])), fx)
 
     def _has_gpus(self, agent_id: str) -> bool:
         ag = self.agents.get(agent_id)

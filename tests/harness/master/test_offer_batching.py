@@ -96,3 +96,16 @@ def test_updated_then_rescinded_in_one_fact_is_rescinded() -> None:
     st._decisions([ad.OfferCreated(offer=book, reason="new"),
                    ad.OfferRescinded(offer_id=book.offer_id, framework_id=fid, agent_id=book.agent_id, reason="x")], 0.0, fx)
     assert events(fx, sid) == []
+
+
+def test_offers_for_many_agents_are_split_into_bounded_events() -> None:
+    from master.core_base import OFFERS_PER_EVENT
+
+    h = Harness(ping_interval=1e9, ping_timeout=1e9)
+    n = OFFERS_PER_EVENT + 7
+    for i in range(n):
+        h.agent("cpus:1;mem:64", hostname=f"h{i}")
+    _fid, sid = h.subscribe(framework_info("f"))
+    fx = h.allocate()
+    sizes = [len(e.offers.offers) for e in events(fx, sid, mesos.EventType.OFFERS) if e.offers]
+    assert sizes == [OFFERS_PER_EVENT, 7]
