@@ -92,12 +92,16 @@ class JobRecord:
     hold_since: float | None = None
     hold_cooldown_until: float = 0.0
     tasks: list[TaskRecord] = attrs.field(factory=list)
+    # tasks per phase, kept up to date by BatchCore._set_phase (so settling a job is O(1))
+    phases: dict[TaskPhase, int] = attrs.field(factory=dict)
+
+    def recount(self) -> None:
+        self.phases = {}
+        for t in self.tasks:
+            self.phases[t.phase] = self.phases.get(t.phase, 0) + 1
 
     def counts(self) -> dict[str, int]:
-        out: dict[str, int] = {}
-        for t in self.tasks:
-            out[t.phase.value] = out.get(t.phase.value, 0) + 1
-        return out
+        return {p.value: n for p, n in self.phases.items() if n}
 
 
 def task_id_for(job_id: int, index: int, attempt: int) -> str:
@@ -224,6 +228,7 @@ class BatchCore:
 
     def restore(self, job: JobRecord) -> None:
         """Load a job from the store (after a framework restart)."""
+        job.recount()
         self.jobs[job.job_id] = job
         self.next_id = max(self.next_id, job.job_id + 1)
 
@@ -232,6 +237,7 @@ class BatchCore:
         self.next_id += 1
         job = JobRecord(job_id=job_id, spec=spec, submitted_at=now)
         job.tasks = [TaskRecord(job_id, i) for i in range(spec.count)]
+        job.recount()
         self.jobs[job_id] = job
         effects: list[Effect] = [Persist((job_id,))]
         ready, why = dependency_status(spec, self._states())
@@ -358,13 +364,14 @@ class BatchCore:
         """Move the job to the state its tasks imply."""
         if job.state in JOB_TERMINAL:
             return []
-        phases = [t.phase for t in job.tasks]
-        if all(p is TaskPhase.SUCCEEDED for p in phases):
+        n = len(job.tasks)
+        count = job.phases.get
+        if count(TaskPhase.SUCCEEDED, 0) == n:
             return self._finish(job, JobState.SUCCEEDED, now, None)
-        if all(p in TASK_TERMINAL for p in phases):
-            failed = sum(1 for p in phases if p is TaskPhase.FAILED)
-            return self._finish(job, JobState.FAILED, now, f"{failed} of {len(phases)} tasks failed")
-        idle = not any(p in (TaskPhase.LAUNCHING, TaskPhase.RUNNING) for p in phases)
+        if sum(count(p, 0) for p in TASK_TERMINAL) == n:
+            failed = count(TaskPhase.FAILED, 0)
+            return self._finish(job, JobState.FAILED, now, f"{failed} of {n} tasks failed")
+        idle = count(TaskPhase.LAUNCHING, 0) + count(TaskPhase.RUNNING, 0) == 0
         if idle and job.state is JobState.RUNNING:
             self._set_job(job, JobState.PENDING, now)
         return []
@@ -548,9 +555,11 @@ class BatchCore:
     def _states(self) -> Mapping[int, JobState]:
         return {j.job_id: j.state for j in self.jobs.values()}
 
-    @staticmethod
-    def _set_phase(task: TaskRecord, phase: TaskPhase) -> None:
+    def _set_phase(self, task: TaskRecord, phase: TaskPhase) -> None:
         check_task_transition(task.phase, phase)
+        job = self.jobs[task.job_id]
+        job.phases[task.phase] = job.phases.get(task.phase, 0) - 1
+        job.phases[phase] = job.phases.get(phase, 0) + 1
         task.phase = phase
 
     @staticmethod

@@ -194,3 +194,16 @@ def test_a_launch_that_was_not_sent_goes_back_to_pending() -> None:
     task = core.job(jid).tasks[0]
     assert task.phase is TaskPhase.PENDING and task.history == [] and task.failures == 0
     assert launches(core.schedule([offer(cpus=2)], now=1)) == ["j1-0-0", "j1-1-0"]
+
+
+def test_phase_counts_stay_equal_to_a_full_recount() -> None:
+    core = BatchCore()
+    jid, _ = core.submit(spec(count=4, max_retries=1), now=0)
+    core.schedule([offer(cpus=3)], now=0)
+    run(core, "j1-0-0", 0, S.TASK_FAILED)
+    run(core, "j1-1-0", 0)
+    core.on_update("j1-2-0", S.TASK_DROPPED, 1)
+    job = core.job(jid)
+    incremental = job.counts()
+    job.recount()
+    assert incremental == job.counts() == {"PENDING": 3, "SUCCEEDED": 1}
