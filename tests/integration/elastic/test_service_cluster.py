@@ -41,7 +41,7 @@ SPEC = {
     "worker": {
         "command": "{python} -m frameworks.elastic.examples.digits worker --step-delay 0.02",
         "cpus": 0.5,
-        "mem": 128,
+        "mem": 192,  # numpy + scikit-learn workers use ~130 MB; the agent enforces this limit
     },
     "scaling": {"min_workers": 1, "max_workers": 3, "revocable_ok": True},
     "data": {"dataset": "sklearn-digits", "num_shards": 24, "epochs": 12},
@@ -130,7 +130,7 @@ async def test_grow_kill_revoke_and_reach_90_percent(tmp_path: Path) -> None:
             assert shape(job) == (1, 0, 1)
 
             # 2. a second agent (revocable room only) appears: grows to the maximum
-            extra.append(start_agent(cluster, tmp_path, "agent-1", "cpus:1;mem:256"))
+            extra.append(start_agent(cluster, tmp_path, "agent-1", "cpus:1;mem:384"))
             await service.wait_for(lambda: shape(job) == (3, 2, 3) and job.reason == "", 30)
 
             # 3. kill -9 the regular worker: the job shrinks and keeps training, then regrows
