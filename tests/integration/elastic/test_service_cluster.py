@@ -97,17 +97,16 @@ def shape(job: Job) -> tuple[int, int, int]:
     return job.counted(), job.counted(True), job.running()
 
 
-# Known failure (issue 7 stays open): from a fresh clone, newly launched workers get TASK_KILLING
-# from the agent soon after they start, the service then re-sends KILL ("still running after an
-# earlier kill") and the job churns (e.g. 33 launched, 31 killed) instead of growing and shrinking
-# cleanly. It passes in a long-lived checkout; the root cause is not found yet. The tests still run
-# and report (non-strict xfail), so a fix shows up as XPASS.
-KNOWN_CHURN = pytest.mark.xfail(
-    strict=False, reason="fresh-clone worker churn: agent TASK_KILLING right after launch (issue 7)"
+# Known flake: on a real cluster the two jobs sometimes do not reach the policy's split within
+# the test's window (2 of 5 runs from fresh clones failed, the rest and every run in a long-lived
+# checkout passed; root cause not found yet). The split itself is also asserted against the fake
+# master in tests/harness/elastic. The test still runs and reports (non-strict xfail), so a fix
+# shows up as XPASS.
+KNOWN_FLAKE = pytest.mark.xfail(
+    strict=False, reason="two-job convergence on a real cluster is flaky; root cause not found"
 )
 
 
-@KNOWN_CHURN
 async def test_grow_kill_revoke_and_reach_90_percent(tmp_path: Path) -> None:
     cluster = await asyncio.to_thread(
         start_cluster, 1, tmp_path, 0, False, "cpus:0.5;mem:512;disk:1024", 30.0
@@ -198,7 +197,7 @@ def sleeper(name: str, lo: int, hi: int) -> dict[str, object]:
     }
 
 
-@KNOWN_CHURN
+@KNOWN_FLAKE
 async def test_two_jobs_converge_to_the_policy_split_and_a_restart_reattaches(tmp_path: Path) -> None:
     cluster = await asyncio.to_thread(start_cluster, 1, tmp_path, 0, False, "cpus:2;mem:1024;disk:1024", 30.0)
     try:
