@@ -97,7 +97,7 @@ async def agent_rate(n: int, batch: int, work_dir: Path, fsync: bool = True) -> 
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0)
     await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    port = int(runner.addresses[0][1])
     cfg = AgentConfig(master=f"127.0.0.1:{port}", work_dir=work_dir, resources="cpus:64;mem:65536", fsync=fsync)
     agent = AgentService(cfg)
     await agent.start()
