@@ -94,6 +94,9 @@ class JobRecord:
     tasks: list[TaskRecord] = attrs.field(factory=list)
     # tasks per phase, kept up to date by BatchCore._set_phase (so settling a job is O(1))
     phases: dict[TaskPhase, int] = attrs.field(factory=dict)
+    # indexes of the tasks changed since the store last took them (None: all, never written);
+    # the store writes only these rows (``store.snapshot``)
+    unsaved_tasks: set[int] | None = attrs.field(default=None, eq=False)
 
     def recount(self) -> None:
         self.phases = {}
@@ -102,6 +105,12 @@ class JobRecord:
 
     def counts(self) -> dict[str, int]:
         return {p.value: n for p, n in self.phases.items() if n}
+
+
+def _unsaved(job: JobRecord, index: int) -> None:
+    """Task ``index`` changed: the next write of ``job`` includes its row."""
+    if job.unsaved_tasks is not None:
+        job.unsaved_tasks.add(index)
 
 
 def task_id_for(job_id: int, index: int, attempt: int) -> str:
@@ -280,8 +289,9 @@ class BatchCore:
         job = self.jobs[task.job_id]
         cur = task.current
         assert cur is not None
-        if agent_id:
+        if agent_id and cur.agent_id != agent_id:
             cur.agent_id = agent_id
+            _unsaved(job, task.index)
         if state in (TaskState.TASK_STARTING, TaskState.TASK_STAGING, TaskState.TASK_KILLING):
             return []
         if state is TaskState.TASK_RUNNING:
@@ -326,6 +336,10 @@ class BatchCore:
         spec = job.spec
         was_launching = task.phase is TaskPhase.LAUNCHING
         if state is TaskState.TASK_FINISHED:
+            if job.state is JobState.PENDING:
+                # It finished before its RUNNING update came (or that update was lost): it ran.
+                self._set_job(job, JobState.RUNNING, now)
+                job.started_at = job.started_at or now
             self._set_phase(task, TaskPhase.SUCCEEDED)
         elif task.killing == "cancel":
             self._set_phase(task, TaskPhase.CANCELLED)
@@ -561,6 +575,7 @@ class BatchCore:
         job.phases[task.phase] = job.phases.get(task.phase, 0) - 1
         job.phases[phase] = job.phases.get(phase, 0) + 1
         task.phase = phase
+        _unsaved(job, task.index)
 
     @staticmethod
     def _set_job(job: JobRecord, state: JobState, now: float) -> None:

@@ -1,16 +1,27 @@
 """The batch framework's persistent job store: one SQLite file (WAL, synchronous=FULL).
 
-Each job is one row: its spec and task records as msgpack. A submission is written before the
-job id is returned; task progress is written in batches (one transaction per scheduling tick)
-on a worker thread so the event loop never waits on fsync. On start the service loads every
-job back, so a restart of the framework loses nothing it acknowledged.
+Layout (schema 2): a ``jobs`` row per job holds its header (spec, state, times, reason) as
+msgpack; a ``tasks`` row per task holds that task with its attempt history. A flush writes the
+header of each changed job and only the task rows changed since that job's last write
+(``JobRecord.unsaved_tasks``, kept by the core), so a flush costs O(changed tasks), not O(job).
+
+A submission is written before the job id is returned; task progress is written in batches (one
+transaction per scheduling tick) on the store's one writer thread, so the event loop never waits
+on fsync and writes land in the order they were taken (a later snapshot of a task never loses to
+an earlier one). On start the service loads every job back, so a restart of the framework loses
+nothing it acknowledged.
+
+Schema 1 (the first layout: each job row's blob carried every task) is converted in place the
+first time the store is opened.
 """
 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import sqlite3
 import threading
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +31,8 @@ import msgpack
 from frameworks.batch.core import Attempt, JobRecord, TaskRecord
 from frameworks.batch.model import JobState, TaskPhase, spec_from_dict, spec_to_dict
 
+SCHEMA_VERSION = 2
+
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS jobs (
     id INTEGER PRIMARY KEY,
@@ -27,15 +40,38 @@ CREATE TABLE IF NOT EXISTS jobs (
     submitted_at REAL NOT NULL,
     data BLOB NOT NULL
 );
+CREATE TABLE IF NOT EXISTS tasks (
+    job_id INTEGER NOT NULL,
+    idx INTEGER NOT NULL,
+    data BLOB NOT NULL,
+    PRIMARY KEY (job_id, idx)
+) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 """
 
+JobRow = tuple[int, str, float, bytes]
+TaskRow = tuple[int, int, bytes]
+
+
+# --- records <-> dicts --------------------------------------------------------------------------
+
 
 def attempt_to_dict(a: Attempt) -> dict[str, Any]:
-    return attrs.asdict(a)
+    return {
+        "attempt": a.attempt,
+        "task_id": a.task_id,
+        "agent_id": a.agent_id,
+        "hostname": a.hostname,
+        "started_at": a.started_at,
+        "ended_at": a.ended_at,
+        "state": a.state,
+        "exit_code": a.exit_code,
+        "message": a.message,
+    }
 
 
-def job_to_dict(job: JobRecord) -> dict[str, Any]:
+def header_to_dict(job: JobRecord) -> dict[str, Any]:
+    """The job without its tasks."""
     return {
         "id": job.job_id,
         "spec": spec_to_dict(job.spec),
@@ -45,24 +81,31 @@ def job_to_dict(job: JobRecord) -> dict[str, Any]:
         "ended_at": job.ended_at,
         "reason": job.reason,
         "gang_started": job.gang_started,
-        "tasks": [
-            {
-                "index": t.index,
-                "phase": t.phase.value,
-                "attempt": t.attempt,
-                "failures": t.failures,
-                "not_before": t.not_before,
-                "revocable": t.revocable,
-                "relaunches": t.relaunches,
-                "history": [attempt_to_dict(a) for a in t.history],
-            }
-            for t in job.tasks
-        ],
     }
 
 
-def job_from_dict(d: dict[str, Any]) -> JobRecord:
-    job = JobRecord(
+def task_to_dict(t: TaskRecord) -> dict[str, Any]:
+    return {
+        "index": t.index,
+        "phase": t.phase.value,
+        "attempt": t.attempt,
+        "failures": t.failures,
+        "not_before": t.not_before,
+        "revocable": t.revocable,
+        "relaunches": t.relaunches,
+        "history": [attempt_to_dict(a) for a in t.history],
+    }
+
+
+def job_to_dict(job: JobRecord) -> dict[str, Any]:
+    """The whole job (header and tasks): the schema-1 row format and the comparison form."""
+    d = header_to_dict(job)
+    d["tasks"] = [task_to_dict(t) for t in job.tasks]
+    return d
+
+
+def header_from_dict(d: dict[str, Any]) -> JobRecord:
+    return JobRecord(
         job_id=d["id"],
         spec=spec_from_dict(d["spec"]),
         submitted_at=d["submitted_at"],
@@ -72,24 +115,75 @@ def job_from_dict(d: dict[str, Any]) -> JobRecord:
         reason=d.get("reason"),
         gang_started=d.get("gang_started", False),
     )
-    for td in d["tasks"]:
-        task = TaskRecord(
-            job_id=job.job_id,
-            index=td["index"],
-            phase=TaskPhase(td["phase"]),
-            attempt=td["attempt"],
-            failures=td["failures"],
-            not_before=td["not_before"],
-            revocable=td.get("revocable", False),
-            relaunches=td.get("relaunches", 0),
-        )
-        task.history = [Attempt(**a) for a in td["history"]]
-        job.tasks.append(task)
+
+
+def task_from_dict(job_id: int, td: dict[str, Any]) -> TaskRecord:
+    task = TaskRecord(
+        job_id=job_id,
+        index=td["index"],
+        phase=TaskPhase(td["phase"]),
+        attempt=td["attempt"],
+        failures=td["failures"],
+        not_before=td["not_before"],
+        revocable=td.get("revocable", False),
+        relaunches=td.get("relaunches", 0),
+    )
+    task.history = [Attempt(**a) for a in td["history"]]
+    return task
+
+
+def job_from_dict(d: dict[str, Any]) -> JobRecord:
+    job = header_from_dict(d)
+    job.tasks = [task_from_dict(job.job_id, td) for td in d["tasks"]]
     return job
 
 
+def _pack(d: dict[str, Any]) -> bytes:
+    return msgpack.packb(d, use_bin_type=True)
+
+
+def _unpack(b: bytes) -> dict[str, Any]:
+    return msgpack.unpackb(b, raw=False)
+
+
+# --- what one flush writes ----------------------------------------------------------------------
+
+
+@attrs.define
+class WriteBatch:
+    """Rows serialised from the records at one instant (on the event loop, where they change)."""
+
+    jobs: list[JobRow] = attrs.field(factory=list)
+    tasks: list[TaskRow] = attrs.field(factory=list)
+    # what was taken from each job's unsaved set (None: all tasks), to give back if the write fails
+    taken: list[tuple[JobRecord, set[int] | None]] = attrs.field(factory=list)
+
+    def give_back(self) -> None:
+        """The write failed: mark its tasks unsaved again so the next flush retries them."""
+        for job, taken in self.taken:
+            if taken is None or job.unsaved_tasks is None:
+                job.unsaved_tasks = None
+            else:
+                job.unsaved_tasks |= taken
+
+
+def snapshot(jobs: Sequence[JobRecord]) -> WriteBatch:
+    """Header rows of ``jobs`` and the rows of their tasks changed since their last snapshot."""
+    batch = WriteBatch()
+    for job in jobs:
+        batch.jobs.append((job.job_id, job.state.value, job.submitted_at, _pack(header_to_dict(job))))
+        unsaved, job.unsaved_tasks = job.unsaved_tasks, set()
+        batch.taken.append((job, unsaved))
+        tasks = job.tasks if unsaved is None else [job.tasks[i] for i in sorted(unsaved)]
+        batch.tasks.extend((job.job_id, t.index, _pack(task_to_dict(t))) for t in tasks)
+    return batch
+
+
+# --- the store ----------------------------------------------------------------------------------
+
+
 class JobStore:
-    """Synchronous SQLite access; the async wrappers run it on one worker thread."""
+    """Synchronous SQLite access; the async wrappers run it on the store's one writer thread."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
@@ -99,26 +193,63 @@ class JobStore:
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=FULL")
         self._db.executescript(SCHEMA)
+        self._migrate()
+        # One thread, so writes commit in the order their snapshots were taken.
+        self._writer = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="batch-store")
 
     def close(self) -> None:
+        """Finish the queued writes, then close the file."""
+        self._writer.shutdown(wait=True)
         with self._lock:
             self._db.close()
 
-    def write(self, jobs: list[JobRecord]) -> None:
-        rows = [
-            (j.job_id, j.state.value, j.submitted_at, msgpack.packb(job_to_dict(j), use_bin_type=True))
-            for j in jobs
-        ]
-        self.write_rows(rows)
+    def _migrate(self) -> None:
+        version = self.get_meta("schema")
+        if version is not None and int(version) >= SCHEMA_VERSION:
+            return
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                # Schema 1: every task inside its job's blob. Split them into task rows.
+                for job_id, data in self._db.execute("SELECT id, data FROM jobs").fetchall():
+                    d = _unpack(data)
+                    tasks = d.pop("tasks", None)
+                    if tasks is None:
+                        continue
+                    self._db.executemany(
+                        "INSERT OR REPLACE INTO tasks (job_id, idx, data) VALUES (?, ?, ?)",
+                        [(job_id, td["index"], _pack(td)) for td in tasks],
+                    )
+                    self._db.execute("UPDATE jobs SET data = ? WHERE id = ?", (_pack(d), job_id))
+                self._db.execute(
+                    "INSERT INTO meta (key, value) VALUES ('schema', ?) "
+                    "ON CONFLICT(key) DO UPDATE SET value=excluded.value",
+                    (str(SCHEMA_VERSION),),
+                )
+                self._db.execute("COMMIT")
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
 
-    def write_rows(self, rows: list[tuple[int, str, float, bytes]]) -> None:
+    def write(self, jobs: Sequence[JobRecord]) -> None:
+        batch = snapshot(jobs)
+        try:
+            self.write_batch(batch)
+        except BaseException:
+            batch.give_back()
+            raise
+
+    def write_batch(self, batch: WriteBatch) -> None:
         with self._lock:
             self._db.execute("BEGIN IMMEDIATE")
             try:
                 self._db.executemany(
                     "INSERT INTO jobs (id, state, submitted_at, data) VALUES (?, ?, ?, ?) "
                     "ON CONFLICT(id) DO UPDATE SET state=excluded.state, data=excluded.data",
-                    rows,
+                    batch.jobs,
+                )
+                self._db.executemany(
+                    "INSERT OR REPLACE INTO tasks (job_id, idx, data) VALUES (?, ?, ?)", batch.tasks
                 )
                 self._db.execute("COMMIT")
             except BaseException:
@@ -126,9 +257,19 @@ class JobStore:
                 raise
 
     def load(self) -> list[JobRecord]:
+        """Every job with its tasks, as last written; the records start with nothing unsaved."""
         with self._lock:
-            rows = self._db.execute("SELECT data FROM jobs ORDER BY id").fetchall()
-        return [job_from_dict(msgpack.unpackb(r[0], raw=False)) for r in rows]
+            headers = self._db.execute("SELECT data FROM jobs ORDER BY id").fetchall()
+            rows = self._db.execute("SELECT job_id, data FROM tasks ORDER BY job_id, idx").fetchall()
+        jobs = [header_from_dict(_unpack(h[0])) for h in headers]
+        by_id = {j.job_id: j for j in jobs}
+        for job_id, data in rows:
+            job = by_id.get(job_id)
+            if job is not None:
+                job.tasks.append(task_from_dict(job_id, _unpack(data)))
+        for job in jobs:
+            job.unsaved_tasks = set()
+        return jobs
 
     def get_meta(self, key: str) -> str | None:
         with self._lock:
@@ -144,10 +285,16 @@ class JobStore:
 
     # --- async, off the event loop -------------------------------------------------------------
 
-    async def awrite(self, jobs: list[JobRecord]) -> None:
-        # Serialize on the loop (the records are mutated there), write on a thread.
-        rows = [
-            (j.job_id, j.state.value, j.submitted_at, msgpack.packb(job_to_dict(j), use_bin_type=True))
-            for j in jobs
-        ]
-        await asyncio.to_thread(self.write_rows, rows)
+    async def awrite(self, jobs: Sequence[JobRecord]) -> None:
+        """Write the changes of ``jobs``: serialised now, on the loop (the records are mutated
+        there), committed on the writer thread. If the write fails its tasks stay unsaved."""
+        batch = snapshot(jobs)
+        if not batch.jobs:
+            return
+        try:
+            await asyncio.get_running_loop().run_in_executor(self._writer, self.write_batch, batch)
+        except BaseException:
+            # Failed, or cancelled (perhaps before its turn on the writer thread): the next
+            # flush writes these tasks again (a repeat of a write that did land is harmless).
+            batch.give_back()
+            raise

@@ -207,3 +207,12 @@ def test_phase_counts_stay_equal_to_a_full_recount() -> None:
     incremental = job.counts()
     job.recount()
     assert incremental == job.counts() == {"PENDING": 3, "SUCCEEDED": 1}
+
+
+def test_a_task_finished_without_a_running_update_still_succeeds_the_job() -> None:
+    core = BatchCore()
+    jid, _ = core.submit(spec(), now=0)
+    core.schedule([offer()], now=0)
+    core.on_update("j1-0-0", S.TASK_FINISHED, 1)
+    job = core.job(jid)
+    assert job.state is JobState.SUCCEEDED and job.started_at == 1 and job.ended_at == 1
