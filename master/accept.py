@@ -207,7 +207,7 @@ class AcceptRules(CoreBase):
         tid = task.task_id.value
         if tid in fw.tasks or tid in seen:
             return f"Task has duplicate ID: {tid}"
-        if tid in fw.completed:
+        if fw.finished(tid) is not None:
             # a replayed ACCEPT on a fresh offer must not run a finished task again (I2)
             return f"Task has duplicate ID: {tid} (a task with this ID already ran)"
         if task.agent_id is not None and task.agent_id.value != offer_agent:

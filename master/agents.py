@@ -308,8 +308,8 @@ class AgentRules(CoreBase):
             return
         new_state = upd.latest_state or status.state
         task = fw.tasks.get(tid)
-        if task is None and tid in fw.completed:
-            task = fw.completed[tid]
+        if task is None:
+            task = fw.finished(tid)
         if task is None:
             task = TaskRec(
                 framework_id=fid,

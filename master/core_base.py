@@ -64,6 +64,7 @@ class StateConfig:
     agent_removal_burst: int = 5
     allocation_batch: float = 0.005
     completed_tasks_per_framework: int = 1000
+    awaiting_ack_per_framework: int = 100_000
     completed_frameworks: int = 50
     unreachable_gc: float = 14 * 24 * 3600.0  # an unreachable agent is removed for good after this
 
@@ -461,7 +462,13 @@ class CoreBase:
         fw.tasks.pop(task.task_id, None)
         fw.completed[task.task_id] = task
         while len(fw.completed) > self.cfg.completed_tasks_per_framework:
-            fw.completed.popitem(last=False)
+            _, old = fw.completed.popitem(last=False)
+            if old.status_update_uuid is not None and old.acked_uuid != old.status_update_uuid:
+                # its terminal update is not acknowledged yet: the framework's ACKNOWLEDGE must
+                # still find it (else the agent resends forever); bounded separately
+                fw.awaiting_ack[old.task_id] = old
+                while len(fw.awaiting_ack) > self.cfg.awaiting_ack_per_framework:
+                    fw.awaiting_ack.popitem(last=False)
         ag = self.agents.get(task.agent_id)
         if ag is not None:
             ag.tasks.discard((fw.framework_id, task.task_id))

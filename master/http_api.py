@@ -20,6 +20,7 @@ import msgpack
 from aiohttp import web
 
 from master.events import CallReceived, StreamClosed, SubscribeReceived
+from master.ratelimit import call_cost
 from protocol import codec, httputil, mesos, recordio
 from protocol.ids import new_stream_id
 
@@ -300,7 +301,7 @@ class SchedulerApi:
                 f"The stream ID '{sid}' included in this request didn't match the stream ID currently associated"
                 f" with framework ID {fid}",
             )
-        if not svc.rate_ok(fw.principal or fid):
+        if not svc.rate_ok(fw.principal or fid, call_cost(call)):
             return text(429, "Too many requests for principal; slow down")
         assert call.type is not None
         log.log(logging.INFO if call.type is mesos.CallType.TEARDOWN else logging.DEBUG,

@@ -30,6 +30,7 @@ class TaskRec:
     statuses: list[mesos.TaskStatus] = attrs.field(factory=list)
     status_update_state: TaskState | None = None
     status_update_uuid: bytes | None = None
+    acked_uuid: bytes | None = None  # the last status uuid the framework acknowledged
 
     @property
     def latest(self) -> mesos.TaskStatus | None:
@@ -52,7 +53,14 @@ class FrameworkRec:
     deadline: float | None = None
     tasks: dict[str, TaskRec] = attrs.field(factory=dict)  # live and unreachable
     completed: OrderedDict[str, TaskRec] = attrs.field(factory=OrderedDict)
+    # terminal tasks pushed out of ``completed`` while their last update was unacknowledged:
+    # kept (bounded) so the framework's late ACKNOWLEDGE still reaches the agent
+    awaiting_ack: OrderedDict[str, TaskRec] = attrs.field(factory=OrderedDict)
     executors: dict[tuple[str, str], mesos.ExecutorInfo] = attrs.field(factory=dict)
+
+    def finished(self, task_id: str) -> TaskRec | None:
+        """A terminal task the master still remembers (completed or awaiting its ACKNOWLEDGE)."""
+        return self.completed.get(task_id) or self.awaiting_ack.get(task_id)
 
     @property
     def partition_aware(self) -> bool:

@@ -128,6 +128,8 @@ class MasterService(Service):
             hostname=host,
             version=VERSION,
             address=mesos.Address(port=self.port, hostname=host, ip=cfg.ip),
+            # Agora: tells clients they may send ACKNOWLEDGE_MANY (protocol/README.md)
+            capabilities=(mesos.MasterCapability(type=mesos.MasterCapabilityType.ACKNOWLEDGE_MANY),),
         )
         self.allocator = Allocator(
             AllocatorConfig(
@@ -327,8 +329,8 @@ class MasterService(Service):
         """Facts whose effects are queued behind a registry write."""
         return len(self._pipeline)
 
-    def rate_ok(self, principal: str) -> bool:
-        if self.rate.allow(principal, self.clock.now()):
+    def rate_ok(self, principal: str, cost: float = 1.0) -> bool:
+        if self.rate.allow(principal, self.clock.now(), cost):
             return True
         self.counters["rate_limited_total"] += 1
         return False

@@ -351,10 +351,13 @@ class MasterState(AgentRules, AcceptRules):
                 fw is not None
                 and fw.phase is FrameworkPhase.DISCONNECTED
                 and ev.stream_id == fw.last_stream_id
-                and ev.call.type is CT.ACKNOWLEDGE
-                and ev.call.acknowledge is not None
+                and ev.call.type in (CT.ACKNOWLEDGE, CT.ACKNOWLEDGE_MANY)
             ):
-                self._acknowledge(fw, ev.call.acknowledge, fx)
+                if ev.call.acknowledge is not None:
+                    self._acknowledge(fw, ev.call.acknowledge, fx)
+                if ev.call.acknowledge_many is not None:
+                    for ack in ev.call.acknowledge_many.acknowledgements:
+                        self._acknowledge(fw, ack, fx)
                 return
             self.counters["dropped_messages"] += 1
             return
@@ -398,6 +401,13 @@ class MasterState(AgentRules, AcceptRules):
             case CT.ACKNOWLEDGE:
                 assert call.acknowledge is not None
                 self._acknowledge(fw, call.acknowledge, fx)
+            case CT.ACKNOWLEDGE_MANY:
+                # Agora: each entry exactly like one ACKNOWLEDGE (one not naming this framework's
+                # task on that agent is ignored, the others are forwarded; the shell's coalescing
+                # sends what goes to one agent within a loop tick as one frame)
+                assert call.acknowledge_many is not None
+                for ack in call.acknowledge_many.acknowledgements:
+                    self._acknowledge(fw, ack, fx)
             case CT.RECONCILE:
                 self._reconcile(fw, call.reconcile.tasks if call.reconcile else (), now, fx)
             case CT.MESSAGE:
@@ -445,7 +455,7 @@ class MasterState(AgentRules, AcceptRules):
         tid = kill.task_id.value
         task = fw.tasks.get(tid)
         if task is None:
-            done = fw.completed.get(tid)
+            done = fw.finished(tid)
             if done is not None:
                 return  # already terminal; the framework has (or will get) its terminal update
             agent_id = kill.agent_id.value if kill.agent_id else None
@@ -466,10 +476,14 @@ class MasterState(AgentRules, AcceptRules):
 
     def _acknowledge(self, fw: FrameworkRec, ack: mesos.Acknowledge, fx: list[Effect]) -> None:
         tid = ack.task_id.value
-        task = fw.tasks.get(tid) or fw.completed.get(tid)
+        task = fw.tasks.get(tid) or fw.finished(tid)
         if task is None or task.agent_id != ack.agent_id.value:
             self.counters["dropped_messages"] += 1
             return  # not this framework's task on that agent (S17): ignored
+        if ack.uuid == task.status_update_uuid:
+            task.acked_uuid = ack.uuid
+            # its last update is acknowledged: forgotten now, like an evicted completed task
+            fw.awaiting_ack.pop(tid, None)
         self._to_agent(
             task.agent_id,
             ac.AcknowledgeMsg(framework_id=mesos.FrameworkID(fw.framework_id), task_id=ack.task_id, uuid=ack.uuid),
@@ -484,7 +498,7 @@ class MasterState(AgentRules, AcceptRules):
             return
         for rt in wanted:
             tid = rt.task_id.value
-            known = fw.tasks.get(tid) or fw.completed.get(tid)
+            known = fw.tasks.get(tid) or fw.finished(tid)
             if known is not None:
                 self._reconcile_known(fw, known, now, fx)
                 continue

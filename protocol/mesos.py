@@ -26,6 +26,7 @@ rules of MESOS_COMPAT.md §1.5 (the semantic ones belong to the master).
 from __future__ import annotations
 
 import enum
+from collections.abc import Iterable
 
 import attrs
 
@@ -257,6 +258,8 @@ class MasterCapabilityType(enum.Enum):
     AGENT_UPDATE = "AGENT_UPDATE"
     AGENT_DRAINING = "AGENT_DRAINING"
     QUOTA_V2 = "QUOTA_V2"
+    # Agora: the master takes ACKNOWLEDGE_MANY calls (many acknowledgements in one call)
+    ACKNOWLEDGE_MANY = "ACKNOWLEDGE_MANY"
 
 
 @attrs.frozen
@@ -949,6 +952,9 @@ class CallType(enum.Enum):
     REQUEST = "REQUEST"
     SUPPRESS = "SUPPRESS"
     UPDATE_FRAMEWORK = "UPDATE_FRAMEWORK"
+    # Agora extension: many ACKNOWLEDGEs in one call (advertised by the master in
+    # ``MasterInfo.capabilities`` as ``ACKNOWLEDGE_MANY``; a Mesos master answers 400)
+    ACKNOWLEDGE_MANY = "ACKNOWLEDGE_MANY"
 
 
 @attrs.frozen
@@ -1019,6 +1025,17 @@ class Acknowledge:
     agent_id: AgentID
     task_id: TaskID
     uuid: bytes
+
+
+# the most acknowledgements one ACKNOWLEDGE_MANY call may carry
+MAX_ACKNOWLEDGEMENTS = 10_000
+
+
+@attrs.frozen
+class AcknowledgeMany:
+    """Agora: the body of ``ACKNOWLEDGE_MANY``, each entry exactly a Mesos ``Acknowledge``."""
+
+    acknowledgements: tuple[Acknowledge, ...] = ()
 
 
 @attrs.frozen
@@ -1103,6 +1120,7 @@ class Call:
     request: RequestCall | None = None
     update_framework: UpdateFramework | None = None
     requests: tuple[Request, ...] = ()
+    acknowledge_many: AcknowledgeMany | None = None  # Agora extension
 
     def all_requests(self) -> tuple[Request, ...]:
         """The REQUEST list, from ``request.requests`` or mesoshttp's top-level ``requests``."""
@@ -1170,6 +1188,20 @@ class Call:
             type=CallType.ACKNOWLEDGE,
             framework_id=framework_id,
             acknowledge=Acknowledge(agent_id=status.agent_id, task_id=status.task_id, uuid=status.uuid),
+        )
+
+    @classmethod
+    def make_acknowledge_many(cls, framework_id: FrameworkID, statuses: Iterable[TaskStatus]) -> Call:
+        """ACKNOWLEDGE_MANY (Agora) for reliable updates (each needs ``uuid`` and ``agent_id``)."""
+        acks: list[Acknowledge] = []
+        for status in statuses:
+            if status.uuid is None or status.agent_id is None:
+                raise ValueError("only an update with uuid and agent_id can be acknowledged")
+            acks.append(Acknowledge(agent_id=status.agent_id, task_id=status.task_id, uuid=status.uuid))
+        return cls(
+            type=CallType.ACKNOWLEDGE_MANY,
+            framework_id=framework_id,
+            acknowledge_many=AcknowledgeMany(acknowledgements=tuple(acks)),
         )
 
     @classmethod
@@ -2006,6 +2038,15 @@ def validate_call(call: Call) -> str | None:
         return f"Expecting '{key}' to be present"
     if t is CallType.ACKNOWLEDGE and len(call.acknowledge.uuid) != UUID_BYTES:  # type: ignore[union-attr]
         return "Invalid UUID in 'acknowledge.uuid': expected 16 bytes"
+    if t is CallType.ACKNOWLEDGE_MANY:
+        acks = call.acknowledge_many.acknowledgements  # type: ignore[union-attr]
+        if not acks:
+            return "Expecting 'acknowledge_many.acknowledgements' to be non-empty"
+        if len(acks) > MAX_ACKNOWLEDGEMENTS:
+            return f"Too many entries in 'acknowledge_many.acknowledgements': {len(acks)} > {MAX_ACKNOWLEDGEMENTS}"
+        for i, a in enumerate(acks):
+            if len(a.uuid) != UUID_BYTES:
+                return f"Invalid UUID in 'acknowledge_many.acknowledgements[{i}].uuid': expected 16 bytes"
     if (
         t is CallType.ACKNOWLEDGE_OPERATION_STATUS
         and len(call.acknowledge_operation_status.uuid) != UUID_BYTES  # type: ignore[union-attr]

@@ -40,6 +40,7 @@ from protocol.backoff import Backoff
 from protocol.clock import Clock, SystemClock
 from protocol.lifecycle import Service
 from protocol.mesos import (
+    MAX_ACKNOWLEDGEMENTS,
     Call,
     CapabilityType,
     Event,
@@ -47,6 +48,7 @@ from protocol.mesos import (
     ExecutorInfo,
     Filters,
     FrameworkInfo,
+    MasterCapabilityType,
     MasterInfo,
     Offer,
     Operation,
@@ -180,6 +182,11 @@ class SchedulerDriver(Service):
         self.auto_acknowledge = auto_acknowledge
         self.ack_concurrency = max(1, ack_concurrency)
         self._acks: asyncio.Queue[TaskStatus] = asyncio.Queue()
+        # ACKNOWLEDGE_MANY: advertised by the master in SUBSCRIBED (MasterInfo.capabilities) and
+        # not refused since; a 400 for it turns it off for the rest of the subscription
+        self.acknowledge_many_supported = False
+        self.ack_calls = 0  # acknowledgement calls sent (single or batched)
+        self.acks_sent = 0  # acknowledgements those calls carried
         self.reconcile_on_subscribe = reconcile_on_subscribe
         self.heartbeat_misses = heartbeat_misses
         self.first_event_timeout = first_event_timeout
@@ -383,6 +390,7 @@ class SchedulerDriver(Service):
             sub = ev.subscribed
             self.framework_id = sub.framework_id.value
             self.master_info = sub.master_info
+            self.acknowledge_many_supported = master_supports_acknowledge_many(sub.master_info)
             self._heartbeat = sub.heartbeat_interval_seconds
             self.subscriptions += 1
             self.offers.clear()
@@ -448,15 +456,23 @@ class SchedulerDriver(Service):
             log.warning("%s: post-subscribe calls failed: %s", self.framework.name, exc)
 
     async def _ack_worker(self) -> None:
+        """Acknowledge what the framework has seen: everything queued when a worker wakes goes
+        in one ACKNOWLEDGE_MANY call if the master takes it (no timer: a lone update is sent at
+        once, as one ACKNOWLEDGE); while a call is in flight the next updates queue up for the
+        next worker."""
         while True:
-            status = await self._acks.get()
+            first = await self._acks.get()
+            batch = [first]
+            while len(batch) < MAX_ACKNOWLEDGEMENTS and not self._acks.empty():
+                batch.append(self._acks.get_nowait())
             try:
                 if self.connected and not self._terminal:
-                    await self.acknowledge(status)
+                    await self.acknowledge_many(batch)
             except TransportError as exc:  # the agent resends unacknowledged updates
                 log.warning("%s: acknowledge failed: %s", self.framework.name, exc)
             finally:
-                self._acks.task_done()
+                for _ in batch:
+                    self._acks.task_done()
 
     @property
     def pending_acks(self) -> int:
@@ -649,7 +665,37 @@ class SchedulerDriver(Service):
         await self.send(Call.make_message(self._fid(), AgentID(agent_id), ExecutorID(executor_id), data))
 
     async def acknowledge(self, status: TaskStatus) -> None:
+        self.ack_calls += 1
+        self.acks_sent += 1
         await self.send(Call.make_acknowledge(self._fid(), status))
+
+    async def acknowledge_many(self, statuses: Sequence[TaskStatus]) -> None:
+        """Acknowledge several reliable updates: one ACKNOWLEDGE_MANY call when the master
+        advertised it (Agora), else one ACKNOWLEDGE each (a Mesos master). A 400 for the batched
+        call (a master that does not know it after all) turns batching off for this
+        subscription and sends the acknowledgements one by one."""
+        if len(statuses) > 1 and self.acknowledge_many_supported:
+            fid = self._fid()
+            for i in range(0, len(statuses), MAX_ACKNOWLEDGEMENTS):
+                chunk = statuses[i : i + MAX_ACKNOWLEDGEMENTS]
+                try:
+                    self.ack_calls += 1
+                    self.acks_sent += len(chunk)
+                    await self.send(Call.make_acknowledge_many(fid, chunk))
+                except CallRejected as exc:
+                    if exc.status != 400:
+                        raise
+                    log.warning(
+                        "%s: ACKNOWLEDGE_MANY refused (%s); acknowledging one by one", self.framework.name, exc
+                    )
+                    self.acknowledge_many_supported = False
+                    self.acks_sent -= len(chunk)
+                    for status in statuses[i:]:
+                        await self.acknowledge(status)
+                    return
+            return
+        for status in statuses:
+            await self.acknowledge(status)
 
     async def teardown(self) -> None:
         """Tell the master the framework is done (kills its tasks), then stop the driver."""
@@ -664,6 +710,11 @@ class SchedulerDriver(Service):
                     await self._stream.close()
             else:
                 await self.stop()
+
+
+def master_supports_acknowledge_many(info: MasterInfo | None) -> bool:
+    """Whether a master advertised Agora's ACKNOWLEDGE_MANY call in its ``MasterInfo``."""
+    return info is not None and any(c.type is MasterCapabilityType.ACKNOWLEDGE_MANY for c in info.capabilities)
 
 
 def _task_resources(t: TaskInfo) -> Resources:

@@ -36,6 +36,8 @@ from protocol.mesos import (
     Event,
     EventType,
     FrameworkInfo,
+    MasterCapability,
+    MasterCapabilityType,
     MasterInfo,
     Offer,
     Operation,
@@ -110,8 +112,18 @@ class FakeFramework:
 
 
 class FakeMaster:
-    def __init__(self, clock: Clock | None = None, wire: bool = True, heartbeat_interval: float = 15.0) -> None:
+    def __init__(
+        self,
+        clock: Clock | None = None,
+        wire: bool = True,
+        heartbeat_interval: float = 15.0,
+        acknowledge_many: bool = True,
+        advertise_acknowledge_many: bool | None = None,
+    ) -> None:
+        """``acknowledge_many=False`` makes the fake answer ACKNOWLEDGE_MANY with 400 like a Mesos
+        master; ``advertise_acknowledge_many`` (default: the same) whether SUBSCRIBED says so."""
         self.clock: Clock = clock or SystemClock()
+        self.acknowledge_many = acknowledge_many
         self.wire = wire
         self.heartbeat_interval = heartbeat_interval
         self.agents: dict[str, FakeAgent] = {}
@@ -124,7 +136,15 @@ class FakeMaster:
         self.down = False
         self._ids = itertools.count(1)
         self._waiters: list[asyncio.Future[None]] = []
-        self.master_info = MasterInfo(id="fake-master", ip=0x0100007F, port=5050, hostname="localhost", version="1.11.0")
+        advertise = acknowledge_many if advertise_acknowledge_many is None else advertise_acknowledge_many
+        self.master_info = MasterInfo(
+            id="fake-master",
+            ip=0x0100007F,
+            port=5050,
+            hostname="localhost",
+            version="1.11.0",
+            capabilities=(MasterCapability(type=MasterCapabilityType.ACKNOWLEDGE_MANY),) if advertise else (),
+        )
 
     # --- wiring --------------------------------------------------------------------------------
 
@@ -359,6 +379,8 @@ class FakeMaster:
 
     def handle(self, call: Call, stream_id: str | None) -> None:
         self.calls.append(call)
+        if call.type is CallType.ACKNOWLEDGE_MANY and not self.acknowledge_many:
+            raise CallRejected(400, "Failed to convert JSON into Call protobuf: unknown enum name 'ACKNOWLEDGE_MANY'")
         problem = validate_call(call)
         if problem:
             raise CallRejected(400, f"Failed to validate scheduler::Call: {problem}")
@@ -517,6 +539,12 @@ class FakeMaster:
         assert call.acknowledge is not None
         self.acks.append((call.acknowledge.task_id.value, call.acknowledge.uuid))
         self.unacknowledged.pop(call.acknowledge.uuid, None)
+
+    def _on_acknowledge_many(self, fw: FakeFramework, call: Call) -> None:
+        assert call.acknowledge_many is not None
+        for ack in call.acknowledge_many.acknowledgements:
+            self.acks.append((ack.task_id.value, ack.uuid))
+            self.unacknowledged.pop(ack.uuid, None)
 
     def _on_reconcile(self, fw: FakeFramework, call: Call) -> None:
         assert call.reconcile is not None and fw.stream is not None

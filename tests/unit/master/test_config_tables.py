@@ -83,3 +83,23 @@ def test_cli_rejects_a_bad_config(tmp_path: Path) -> None:
     assert res.exit_code == 2 and "bad value for port" in res.output
     res = CliRunner().invoke(main, ["--help"])
     assert res.exit_code == 0 and "--work-dir" in res.output
+
+
+def test_call_cost_of_batched_acknowledgements() -> None:
+    from master.ratelimit import ACKS_PER_TOKEN, call_cost
+    from protocol import mesos
+    from protocol.mesos_common import AgentID, FrameworkID, TaskID
+
+    fid = FrameworkID("f")
+
+    def many(n: int) -> mesos.Call:
+        ack = mesos.Acknowledge(AgentID("a"), TaskID("t"), b"u" * 16)
+        return mesos.Call(
+            type=mesos.CallType.ACKNOWLEDGE_MANY, framework_id=fid, acknowledge_many=mesos.AcknowledgeMany((ack,) * n)
+        )
+
+    assert call_cost(mesos.Call.make_revive(fid)) == 1.0
+    assert [call_cost(many(n)) for n in (1, ACKS_PER_TOKEN, ACKS_PER_TOKEN + 1, 2 * ACKS_PER_TOKEN + 1)] == [1, 1, 2, 3]
+    limiter = RateLimiter(rate=1.0, capacity=3.0)
+    assert limiter.allow("p", 0.0, call_cost(many(250)))  # 3 tokens
+    assert not limiter.allow("p", 0.0)
