@@ -29,7 +29,9 @@ class _Filter:
 
 class FilterIndex:
     def __init__(self) -> None:
-        self._by_key: dict[Key, dict[str, _Filter]] = {}
+        # (framework, role) -> agent -> filter; no empty inner maps. Read-only outside this class
+        # (the DRF stage looks filters up here directly: it is the hot path)
+        self.by_key: dict[Key, dict[str, _Filter]] = {}
         self._by_agent: dict[str, set[Key]] = {}
         self._heap: list[tuple[float, int, str, str, str]] = []
         self._seq = 0
@@ -41,7 +43,7 @@ class FilterIndex:
     def add(self, framework_id: str, role: str, agent_id: str, resources: Resources, expires: float) -> None:
         self._seq += 1
         key = (framework_id, role)
-        filters = self._by_key.setdefault(key, {})
+        filters = self.by_key.setdefault(key, {})
         if agent_id not in filters:
             self._count += 1
         filters[agent_id] = _Filter(expires, resources, self._seq)
@@ -51,22 +53,22 @@ class FilterIndex:
             self._compact()
 
     def agents_filtered(self, framework_id: str, role: str) -> int:
-        filters = self._by_key.get((framework_id, role))
+        filters = self.by_key.get((framework_id, role))
         return len(filters) if filters else 0
 
     def of(self, framework_id: str, role: str) -> dict[str, _Filter] | None:
         """The live agent -> filter map of a (framework, role), or None (hot path)."""
-        return self._by_key.get((framework_id, role))
+        return self.by_key.get((framework_id, role))
 
     def filtered(self, framework_id: str, role: str, agent_id: str, candidate: Resources) -> bool:
-        filters = self._by_key.get((framework_id, role))
+        filters = self.by_key.get((framework_id, role))
         if not filters:
             return False
         f = filters.get(agent_id)
         return f is not None and f.resources.contains(candidate)
 
     def expires_at(self, framework_id: str, role: str, agent_id: str) -> float | None:
-        filters = self._by_key.get((framework_id, role))
+        filters = self.by_key.get((framework_id, role))
         f = filters.get(agent_id) if filters else None
         return f.expires if f is not None else None
 
@@ -74,7 +76,7 @@ class FilterIndex:
         heap = self._heap
         while heap:
             expires, seq, fid, role, agent = heap[0]
-            filters = self._by_key.get((fid, role))
+            filters = self.by_key.get((fid, role))
             f = filters.get(agent) if filters else None
             if f is not None and f.seq == seq:
                 return expires
@@ -87,7 +89,7 @@ class FilterIndex:
         heap = self._heap
         while heap and heap[0][0] <= now:
             _, seq, fid, role, agent = heapq.heappop(heap)
-            filters = self._by_key.get((fid, role))
+            filters = self.by_key.get((fid, role))
             f = filters.get(agent) if filters else None
             if f is not None and f.seq == seq:
                 self._drop(fid, role, agent)
@@ -97,8 +99,8 @@ class FilterIndex:
     def clear(self, framework_id: str, roles: set[str] | None = None) -> list[str]:
         """Remove a framework's filters (for ``roles`` or all); returns the agents touched."""
         touched: list[str] = []
-        for key in [k for k in self._by_key if k[0] == framework_id and (roles is None or k[1] in roles)]:
-            filters = self._by_key.pop(key)
+        for key in [k for k in self.by_key if k[0] == framework_id and (roles is None or k[1] in roles)]:
+            filters = self.by_key.pop(key)
             self._count -= len(filters)
             for agent in filters:
                 touched.append(agent)
@@ -116,7 +118,7 @@ class FilterIndex:
             return []
         out = []
         for fid, role in keys:
-            f = self._by_key[(fid, role)][agent_id]
+            f = self.by_key[(fid, role)][agent_id]
             out.append((fid, role, f.resources))
         return out
 
@@ -125,19 +127,19 @@ class FilterIndex:
 
     def remove_agent(self, agent_id: str) -> None:
         for key in self._by_agent.pop(agent_id, set()):
-            filters = self._by_key.get(key)
+            filters = self.by_key.get(key)
             if filters is not None:
                 if filters.pop(agent_id, None) is not None:
                     self._count -= 1
                 if not filters:
-                    del self._by_key[key]
+                    del self.by_key[key]
 
     def _compact(self) -> None:
         """Drop heap entries of filters replaced, cleared or removed (lazy deletion leftovers)."""
         live = []
         for entry in self._heap:
             _, seq, fid, role, agent = entry
-            filters = self._by_key.get((fid, role))
+            filters = self.by_key.get((fid, role))
             f = filters.get(agent) if filters else None
             if f is not None and f.seq == seq:
                 live.append(entry)
@@ -146,13 +148,13 @@ class FilterIndex:
 
     def _drop(self, fid: str, role: str, agent: str) -> None:
         key = (fid, role)
-        filters = self._by_key.get(key)
+        filters = self.by_key.get(key)
         if filters is None:
             return
         if filters.pop(agent, None) is not None:
             self._count -= 1
         if not filters:
-            del self._by_key[key]
+            del self.by_key[key]
         keys = self._by_agent.get(agent)
         if keys is not None:
             keys.discard(key)

@@ -49,6 +49,7 @@ class RoleNode:
         "guarantee",
         "limit",
         "name",
+        "nested",
         "parent",
         "short",
         "weight",
@@ -66,6 +67,7 @@ class RoleNode:
         self.frameworks = DRFSorter(totals)
         self.guarantee: Scalars = {}
         self.limit: Scalars | None = None
+        self.nested = False  # has child roles (then its "." entry counts its own frameworks)
 
     def deficit(self) -> Scalars:
         """What the guarantee still lacks (positive quantities only)."""
@@ -97,9 +99,10 @@ class RoleTree:
                 short = path.rsplit("/", 1)[-1]
                 existing = RoleNode(path, short, parent, self.totals)
                 self.nodes[path] = existing
-                if parent is not self.root and len(parent.children) == 1:
+                if parent is not self.root and not parent.nested:
                     # first child role: the "." entry starts counting the node's own frameworks
                     parent.children.update(SELF, parent.alloc)
+                    parent.nested = True
                 parent.children.add(short, alloc=existing.alloc)  # shares the node's dict
             parent = existing
         return parent
@@ -128,21 +131,23 @@ class RoleTree:
             return
         leaf = self.nodes.get(role) or self.node(role)
         leaf.frameworks.update(framework_id, scalars, sign)
-        if len(leaf.children) > 1:  # with no child roles the "." entry is not kept up to date
+        if leaf.nested:  # with no child roles the "." entry is not kept up to date
             leaf.children.update(SELF, scalars, sign)
-        node: RoleNode | None = leaf
-        while node is not None and node is not self.root:
+        node = leaf
+        root = self.root
+        while node is not root:
             alloc = node.alloc
+            get = alloc.get
             for key, value in scalars.items():
-                new = alloc.get(key, 0.0) + sign * value
+                new = get(key, 0.0) + sign * value
                 if new > 1e-9:
                     alloc[key] = new
                 else:
                     alloc.pop(key, None)
             parent = node.parent
-            if parent is not None:
-                # the parent's sorter shares ``node.alloc``: only the position may change
-                parent.children.moved(node.short, scalars, sign)
+            assert parent is not None  # only the root has none
+            # the parent's sorter shares ``node.alloc``: only the position may change
+            parent.children.moved(node.short, scalars, sign)
             node = parent
 
     def set_weight(self, role: str, weight: float) -> None:

@@ -142,16 +142,38 @@ class DRFSorter:
         if client is None:
             return
         alloc = client.alloc
-        grew = sign > 0
-        for key, value in scalars.items():
-            if value < 0:
-                grew = False
-            new = alloc.get(key, 0.0) + sign * value
-            if new > 1e-9:
-                alloc[key] = new
-            else:
-                alloc.pop(key, None)
-        self._move(client, grew, scalars)
+        get = alloc.get
+        if sign > 0:
+            # the hot path (an offer made): only the grown names can raise the dominant share,
+            # so it is computed in the same loop that updates the allocation
+            totals = self._totals
+            values = totals.values
+            excluded = totals.excluded
+            grew = True
+            best = 0.0
+            for key, value in scalars.items():
+                if value < 0:
+                    grew = False
+                new = get(key, 0.0) + sign * value
+                if new > 1e-9:
+                    alloc[key] = new
+                    if key not in excluded:
+                        total = values.get(key, 0.0)
+                        if total > 0.0 and new / total > best:
+                            best = new / total
+                else:
+                    alloc.pop(key, None)
+            if grew:
+                self._grown(client, best)
+                return
+        else:
+            for key, value in scalars.items():
+                new = get(key, 0.0) + sign * value
+                if new > 1e-9:
+                    alloc[key] = new
+                else:
+                    alloc.pop(key, None)
+        self._move(client, False, scalars)
 
     def moved(self, name: str, scalars: Mapping[str, float], sign: float = 1.0) -> None:
         """A client with a caller-owned ``alloc`` changed by ``sign * scalars``: reposition."""
@@ -170,8 +192,7 @@ class DRFSorter:
             self._reposition(client)
             return
         alloc = client.alloc
-        name = client.name
-        # hot path, inlined: recompute the weighted dominant share and move the key
+        # recompute the weighted dominant share and move the key
         totals = self._totals
         values = totals.values
         excluded = totals.excluded
@@ -189,19 +210,38 @@ class DRFSorter:
                 share = alloc.get(key, 0.0) / total
                 if share > best:
                     best = share
+        self._place(client, best)
+
+    def _grown(self, client: _Client, best: float) -> None:
+        """Reposition a client whose allocation only grew; ``best`` is the largest share among
+        the grown names (the dominant share is the larger of it and the old one)."""
+        if len(self._clients) == 1:
+            self._lazy = True
+            return
+        if self._lazy or self._version != self._totals.version:
+            self._reposition(client)
+            return
+        old = client.key[0] * client.weight
+        self._place(client, best if best > old else old)
+
+    def _place(self, client: _Client, best: float) -> None:
+        """Give the client the key of (unweighted) dominant share ``best`` and move it there."""
         weight = client.weight
-        new_key = (best / weight if weight > 0 else float("inf"), client.seq, name)
+        new_key = (best / weight if weight > 0 else float("inf"), client.seq, client.name)
         old_key = client.key
         client.key = new_key
         if client.active and new_key != old_key:
             keys = self._keys
-            i = bisect_left(keys, old_key)
-            if i < len(keys) and keys[i] == old_key:
-                del keys[i]
+            if keys and keys[0] is old_key:  # DRF serves the first client: no search
+                del keys[0]
             else:
-                client.key = old_key
-                self._drop_key(client)
-                client.key = new_key
+                i = bisect_left(keys, old_key)
+                if i < len(keys) and keys[i] == old_key:
+                    del keys[i]
+                else:
+                    client.key = old_key
+                    self._drop_key(client)
+                    client.key = new_key
             insort(keys, new_key)
 
     def sorted(self) -> list[str]:

@@ -326,7 +326,7 @@ class AllocatorMachine(RuleBasedStateMachine):
     @invariant()
     def filter_index_counts(self) -> None:
         f = self.ledger.filters
-        assert len(f) == sum(len(v) for v in f._by_key.values())
+        assert len(f) == sum(len(v) for v in f.by_key.values())
 
     @invariant()
     def roles_count_regular_only(self) -> None:

@@ -24,4 +24,5 @@ def test_bench_runs_small(capsys: pytest.CaptureFixture[str]) -> None:
     assert figures["bench"] == "allocator"
     assert figures["decline_offers_per_pass"] == 60
     assert figures["quota_roles_unsatisfied"] == 0
-    assert figures["add_agents_s"] >= 0
+    assert figures["add_agents_cpu_s"] >= 0
+    assert figures["decline_pass_cpu_min_s"] <= figures["decline_pass_cpu_s"] <= figures["decline_pass_cpu_max_s"]
