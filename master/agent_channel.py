@@ -122,6 +122,10 @@ class AgentChannelServer:
     async def handle(self, request: web.Request) -> web.StreamResponse:
         svc = self.svc
         cfg = svc.config
+        guard = svc.guard
+        if guard is not None and not guard.admit_agent(request.transport):
+            # the agent pool is full: the agent retries with backoff
+            return web.Response(status=503, text="Too many agent connections")
         ws = web.WebSocketResponse(max_msg_size=cfg.max_frame_bytes, autoping=True, heartbeat=None)
         await ws.prepare(request)
         conn_id = next(self._ids)

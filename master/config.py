@@ -37,10 +37,16 @@ class MasterConfig:
     agent_removal_burst: int = 5
     agent_unreachable_gc: float = 14 * 24 * 3600.0  # unreachable this long -> removed for good
     # limits
-    max_connections: int = 1000
+    max_connections: int = 1000  # schedulers, operators, not-yet-upgraded connections
+    # agent channel connections, counted apart; 0 = from the process' open-file limit (raised to
+    # its hard limit at start): that limit minus max_connections minus 256 spare descriptors
+    max_agent_connections: int = 0
     read_timeout: float = 30.0  # per connection, for a request head/body (slowloris)
-    rate_limit_qps: float = 1000.0  # per principal (framework principal, else framework id)
-    rate_limit_burst: float = 2000.0
+    # per principal (framework principal, else framework id); a call costs one token
+    # (ACKNOWLEDGE_MANY: one per 100 entries). 5,000/s is about what one master serves on one
+    # connection, so one framework is not throttled below the master's own pace.
+    rate_limit_qps: float = 5000.0
+    rate_limit_burst: float = 10000.0
     # allocation
     allocation_batch: float = 0.005
     offer_timeout: float | None = None

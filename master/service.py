@@ -14,6 +14,7 @@ import asyncio
 import contextlib
 import logging
 import math
+import resource
 import socket
 import struct
 from collections.abc import Callable
@@ -59,6 +60,25 @@ def ip_to_int(ip: str) -> int:
     return int(struct.unpack("<I", packed)[0])
 
 
+def raise_open_file_limit() -> int:
+    """Raise the soft open-file limit to the hard one (as far as allowed); the soft limit after."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard == resource.RLIM_INFINITY or hard > soft:
+        want = 1 << 20 if hard == resource.RLIM_INFINITY else hard
+        with contextlib.suppress(ValueError, OSError):
+            resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))
+            soft = want
+    return int(soft)
+
+
+def agent_connection_cap(cfg: MasterConfig) -> int:
+    """``max_agent_connections``, or (0) what the open-file limit leaves after the general pool
+    and 256 spare descriptors (registry, logs, listening socket), at least 100."""
+    if cfg.max_agent_connections > 0:
+        return cfg.max_agent_connections
+    return max(100, raise_open_file_limit() - cfg.max_connections - 256)
+
+
 class MasterService(Service):
     name = "agora-master"
 
@@ -102,7 +122,12 @@ class MasterService(Service):
         self.master_id = new_uuid()
         self.start_time = self.clock.now()
 
-        self._guard = GuardedServer(None, max_connections=cfg.max_connections, read_timeout=cfg.read_timeout)
+        self._guard = GuardedServer(
+            None,
+            max_connections=cfg.max_connections,
+            read_timeout=cfg.read_timeout,
+            max_agent_connections=agent_connection_cap(cfg),
+        )
         app = web.Application(client_max_size=cfg.max_body_bytes, middlewares=[self._guard.middleware()])
         app.add_routes(self.scheduler_api.routes())
         app.add_routes(self.agent_server.routes())
@@ -323,6 +348,11 @@ class MasterService(Service):
                 await asyncio.sleep(0.002)  # a deadline that cannot move yet (rate-limited removal)
 
     # --- helpers for the edges --------------------------------------------------------------------
+
+    @property
+    def guard(self) -> GuardedServer | None:
+        """The connection guard (None before start)."""
+        return self._guard
 
     @property
     def pipeline_depth(self) -> int:

@@ -1,6 +1,11 @@
 """TCP-level protection for the master's HTTP server: a connection cap and per-connection read
 timeouts (slowloris, RELIABILITY.md S9).
 
+Agent connections are counted apart: once a connection is upgraded to the agent channel
+(``admit_agent``) it leaves the ``max_connections`` pool (meant for schedulers, operators and
+connections that have not said what they are) and counts against ``max_agent_connections``
+instead, so a cluster of 10,000 agents does not need a scheduler-client cap of 10,000.
+
 ``GuardedServer`` wraps aiohttp's protocol factory. A connection must deliver a complete request
 head within ``read_timeout`` of connecting (or of starting its next request); the deadline is
 cleared while a request is being handled (a SUBSCRIBE stream or a WebSocket may then live as long
@@ -34,6 +39,7 @@ class _Guard(asyncio.Protocol):
         self.served = 0  # requests completed on this connection
         self.idle_since = 0.0
         self.evicted = False
+        self.agent = False  # upgraded to the agent channel: counted in owner.agents
 
     # asyncio.Protocol, delegating to aiohttp's RequestHandler
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -45,7 +51,9 @@ class _Guard(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.disarm()
-        if not self.evicted:
+        if self.agent:
+            self.owner.agents -= 1
+        elif not self.evicted:
             self.owner.active -= 1
         self.owner.changed.set()
         if self.transport is not None:
@@ -94,9 +102,19 @@ class _Refuse(asyncio.Protocol):
 
 
 class GuardedServer:
-    def __init__(self, handler: web.Server | None, *, max_connections: int, read_timeout: float) -> None:
+    def __init__(
+        self,
+        handler: web.Server | None,
+        *,
+        max_connections: int,
+        read_timeout: float,
+        max_agent_connections: int | None = None,
+    ) -> None:
         self.handler = handler
         self.max_connections = max_connections
+        self.max_agent_connections = max_connections if max_agent_connections is None else max_agent_connections
+        self.agents = 0  # connections upgraded to the agent channel (not in ``active``)
+        self.agents_refused = 0
         self.read_timeout = read_timeout
         self.live: dict[asyncio.Transport, _Guard] = {}
         self.refused = 0
@@ -114,6 +132,22 @@ class GuardedServer:
             return _Refuse()
         self.active += 1
         return _Guard(self, self.handler())
+
+    def admit_agent(self, transport: asyncio.BaseTransport | None) -> bool:
+        """Move a connection that is becoming an agent channel out of the general pool into the
+        agent pool; False (refuse it) when the agent pool is full."""
+        g = self.live.get(transport) if transport is not None else None  # type: ignore[call-overload]
+        if g is None or g.agent:
+            return True
+        if self.agents >= self.max_agent_connections:
+            self.agents_refused += 1
+            return False
+        g.agent = True
+        if not g.evicted:
+            self.active -= 1
+        self.agents += 1
+        self.changed.set()
+        return True
 
     def _evict_idle(self) -> bool:
         """Close the longest-idle keep-alive connection to make room (True if one was closed)."""

@@ -27,7 +27,7 @@ from typing import Any
 import attrs
 
 from frameworks.client.demand import Demand, DemandBook
-from frameworks.client.offers import CachedOffer, Claim, InsufficientResources, OfferCache
+from frameworks.client.offers import CachedOffer, Claim, InsufficientResources, OfferCache, UnknownOffer
 from frameworks.client.transport import (
     CallRejected,
     EventStream,
@@ -553,13 +553,16 @@ class SchedulerDriver(Service):
     ) -> None:
         """LAUNCH ``tasks`` on one offer. Without ``claims`` the tasks' resources are claimed from
         the offer cache here (raising ``InsufficientResources`` if they do not fit); the claims
-        are committed as the call is sent (a reusable offer keeps the remainder)."""
+        are committed as the call is sent (a reusable offer keeps the remainder).
+
+        Raises ``UnknownOffer`` (nothing sent) when ``offer_id`` is not in the offer cache: it was
+        rescinded, declined, consumed or never offered, and the master would answer every task
+        with TASK_LOST/DROPPED (REASON_INVALID_OFFERS)."""
         fid = self._fid()
-        offer = self.offers.get(offer_id) if offer_id in self.offers else None
+        offer = self._cached_offer(offer_id, claims)
         if claims is None:
             claims = self._claim_tasks(offer_id, [_task_resources(t) for t in tasks])
-        if offer is not None:
-            tasks = [t if t.agent_id is not None else attrs.evolve(t, agent_id=AgentID(offer.agent_id)) for t in tasks]
+        tasks = [t if t.agent_id is not None else attrs.evolve(t, agent_id=AgentID(offer.agent_id)) for t in tasks]
         self._commit(claims, offer_id, tasks)
         await self.send(Call.make_accept(fid, (OfferID(offer_id),), (Operation.make_launch(*tasks),), filters))
 
@@ -572,19 +575,28 @@ class SchedulerDriver(Service):
         claims: Sequence[Claim] | None = None,
     ) -> None:
         fid = self._fid()
-        offer = self.offers.get(offer_id) if offer_id in self.offers else None
+        offer = self._cached_offer(offer_id, claims)
         if claims is None:
             res = [_task_resources(t) for t in tasks]
             res.append(Resources.from_mesos(executor.resources))
             claims = self._claim_tasks(offer_id, [r for r in res if r])
-        if offer is not None:
-            tasks = [t if t.agent_id is not None else attrs.evolve(t, agent_id=AgentID(offer.agent_id)) for t in tasks]
-            if executor.framework_id is None:
-                executor = attrs.evolve(executor, framework_id=fid)
+        tasks = [t if t.agent_id is not None else attrs.evolve(t, agent_id=AgentID(offer.agent_id)) for t in tasks]
+        if executor.framework_id is None:
+            executor = attrs.evolve(executor, framework_id=fid)
         self._commit(claims, offer_id, tasks)
         await self.send(
             Call.make_accept(fid, (OfferID(offer_id),), (Operation.make_launch_group(executor, *tasks),), filters)
         )
+
+    def _cached_offer(self, offer_id: str, claims: Sequence[Claim] | None) -> CachedOffer:
+        if offer_id not in self.offers:
+            for c in claims or ():
+                self.offers.release(c)
+            raise UnknownOffer(
+                f"offer {offer_id} is not in the offer cache (rescinded, declined, consumed or never offered);"
+                " the launch was not sent"
+            )
+        return self.offers.get(offer_id)
 
     def _commit(self, claims: Sequence[Claim], offer_id: str, tasks: Sequence[TaskInfo]) -> None:
         ticket = None

@@ -23,6 +23,7 @@ from protocol.mesos import (
     ExecutorInfo,
     ExecutorType,
     Offer,
+    Operation,
     Reason,
     TaskInfo,
     TaskStatus,
@@ -237,9 +238,9 @@ async def test_bad_launch_gets_task_error_not_an_exception(master: FakeMaster, m
     await d.start()
     await d.wait_subscribed(5)
     await master.wait_for(lambda: len(d.offers) == 1)
-    # an offer id the master does not know
-    await d.launch("no-such-offer", [task("t1").__class__(name="t1", task_id=TaskID("t1"), agent_id=AgentID("x"),
-                                                          resources=Resources.parse("cpus:1").to_mesos())])
+    # an offer id the master does not know, through the raw ACCEPT (launch() refuses it locally)
+    bad = TaskInfo(name="t1", task_id=TaskID("t1"), agent_id=AgentID("x"), resources=Resources.parse("cpus:1").to_mesos())
+    await d.accept(["no-such-offer"], [Operation.make_launch(bad)])
     await master.wait_for(lambda: any(s.state is TaskState.TASK_ERROR for s in rec.statuses))
     err = next(s for s in rec.statuses if s.state is TaskState.TASK_ERROR)
     assert err.reason is Reason.REASON_INVALID_OFFERS
@@ -462,3 +463,27 @@ async def test_a_regrowth_crossing_our_decline_leaves_no_zombie(master: FakeMast
     await master.wait_for(lambda: not master.unacknowledged)
     assert oid not in d.offers
     assert oid not in master.offers
+
+
+async def test_launch_on_an_offer_not_in_the_cache_is_refused_locally(
+    master: FakeMaster, make_driver: DriverFactory
+) -> None:
+    from frameworks.client.offers import UnknownOffer
+
+    master.add_agent("cpus:2;mem:256")
+    d = make_driver()
+    await d.start()
+    await d.wait_subscribed(5)
+    await d.wait_for(lambda: len(d.offers) == 1)
+    (offer,) = list(d.offers)
+    await d.decline([offer.offer_id])
+    sent = len(master.calls)
+    with pytest.raises(UnknownOffer, match="not in the offer cache"):
+        await d.launch(offer.offer_id, [task("late")])
+    with pytest.raises(UnknownOffer):
+        await d.launch("never-offered", [task("ghost")])
+    executor = ExecutorInfo(executor_id=ExecutorID("e"), type=ExecutorType.DEFAULT)
+    with pytest.raises(UnknownOffer):
+        await d.launch_group("never-offered", executor, [task("g")])
+    assert len(master.calls) == sent  # nothing reached the master
+    assert "late" not in d.tasks and "ghost" not in d.tasks
