@@ -257,6 +257,12 @@ def show(ctx: click.Context, job_id: int) -> None:
             )
         )
         con.print(f"reason: {d.get('reason') or '(at its maximum)'}")
+        last = d.get("last_failure")
+        if last:
+            con.print(
+                f"last worker failure: {last['cause']} ({last['in_a_row']} in a row, "
+                f"at {clock_time(last['at'])}; {d.get('failures_in_a_row', 0)} without training progress)"
+            )
         if d.get("coordinator"):
             con.print(f"coordinator: {d['coordinator']}")
         table = Table(box=None, header_style="bold", title="workers")

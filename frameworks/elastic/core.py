@@ -21,7 +21,7 @@ from frameworks.elastic.membership import (
     UnknownWorker,
 )
 from frameworks.elastic.optimizer import OptimizerError, ParameterStore
-from frameworks.elastic.shards import LeaseReturned, Outcome, ShardQueue
+from frameworks.elastic.shards import LeaseReturned, Outcome, SetAside, ShardQueue
 
 __pure__ = True
 
@@ -73,6 +73,7 @@ class CoordinatorCore:
         self.samples_total = 0
         self.pushes = 0
         self.lease_returns = 0
+        self.stale_pushes = 0  # pushes refused for a lease no longer held
         self.loss: float | None = None
         self.accuracy: float | None = None
         self.reports: dict[str, float] = {}
@@ -96,6 +97,15 @@ class CoordinatorCore:
         self._note_returns(returned, now)
         self._note_change(change, now)
         return m.AckReply(change is not None, f"{len(returned)} lease(s) returned")
+
+    def worker_died(self, worker_id: str, reason: str, now: float) -> None:
+        """The worker died (its process failed; the service or a heartbeat timeout says so): it
+        leaves, and the shards it held count a death each (set aside after repeated deaths)."""
+        change = self.membership.leave(worker_id, now)
+        returned, aside = self.shards.worker_died(worker_id, f"{worker_id} died: {reason}")
+        self._note_returns(returned, now)
+        self._note_set_aside(aside, now)
+        self._note_change(change, now)
 
     def heartbeat(self, req: m.WorkerRequest, now: float) -> m.HeartbeatReply:
         try:
@@ -149,11 +159,7 @@ class CoordinatorCore:
             return m.AckReply(False, "stale lease")
         self.dirty = True
         if res.set_aside is not None:
-            self._log(
-                now,
-                "set_aside",
-                f"shard {res.set_aside.shard} set aside after {res.set_aside.failures} failures: {res.set_aside.reason}",
-            )
+            self._note_set_aside((res.set_aside,), now, "failures")
             return m.AckReply(True, "set aside")
         self._log(now, "shard_failed", f"{req.worker_id} failed a shard: {req.reason}")
         return m.AckReply(True, "returned to to-do")
@@ -182,6 +188,16 @@ class CoordinatorCore:
         return self._parameters()
 
     def push(self, req: m.PushRequest, now: float) -> m.PushReply:
+        if req.lease_id is not None and not self.shards.holds(req.lease_id, req.worker_id):
+            # the shard was taken back (lease expired or returned) and is redone elsewhere: its
+            # gradients must not count twice
+            self.stale_pushes += 1
+            return m.PushReply(
+                self.store.version,
+                parameters=self._parameters() if req.return_parameters else None,
+                applied=False,
+                detail=f"lease {req.lease_id} is no longer held by {req.worker_id}: gradients not applied",
+            )
         try:
             version = self.store.apply(m.from_arrays(req.gradients))
         except (m.ArrayError, OptimizerError) as e:
@@ -216,7 +232,9 @@ class CoordinatorCore:
         change = self.membership.expire(now)
         if change is not None:
             for w in change.left:
-                self._note_returns(self.shards.release_worker(w, f"{w} died (heartbeat timeout)"), now)
+                returned, aside = self.shards.worker_died(w, f"{w} died (heartbeat timeout)")
+                self._note_returns(returned, now)
+                self._note_set_aside(aside, now)
         self._note_change(change, now)
         self._note_returns(self.shards.expire(now), now)
 
@@ -240,6 +258,7 @@ class CoordinatorCore:
             done=tuple(s["done"]),
             failures=dict(s["failures"]),
             set_aside=tuple(m.SetAsideInfo(a, n, r) for a, n, r in s["set_aside"]),
+            deaths=dict(s["deaths"]),
         )
         return m.Checkpoint(
             job=self.config.job,
@@ -271,6 +290,7 @@ class CoordinatorCore:
             "done": list(ck.shards.done),
             "failures": dict(ck.shards.failures),
             "set_aside": [[a.shard, a.failures, a.reason] for a in ck.shards.set_aside],
+            "deaths": dict(ck.shards.deaths),
             "next_lease_id": ck.shards.next_lease_id,
             "completed_total": ck.shards.completed_total,
         }
@@ -327,6 +347,7 @@ class CoordinatorCore:
                 for le in self.shards.leases()
             ],
             "lease_returns": self.lease_returns,
+            "stale_pushes": self.stale_pushes,
             "progress": {
                 "samples_per_second": round(self.samples_per_second(now), 2),
                 "samples_total": self.samples_total,
@@ -372,6 +393,11 @@ class CoordinatorCore:
                 "lease_returned",
                 f"shard {r.lease.shard} (epoch {r.lease.epoch}, lease {r.lease.lease_id}) of {r.lease.worker_id} back to to-do: {r.reason}",
             )
+
+    def _note_set_aside(self, aside: tuple[SetAside, ...], now: float, what: str = "deaths") -> None:
+        for a in aside:
+            self.dirty = True
+            self._log(now, "set_aside", f"shard {a.shard} set aside after {a.failures} {what}: {a.reason}")
 
     def _log(self, now: float, kind: str, text: str) -> None:
         self.log.append(LogEntry(now, kind, text))

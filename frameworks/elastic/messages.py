@@ -176,6 +176,9 @@ class PushRequest:
     accuracy: float | None = None
     base_version: int | None = None
     return_parameters: bool = True
+    # the lease of the shard these gradients come from: refused (not applied) when it is no longer
+    # the worker's (expired and re-leased, returned): that shard is redone elsewhere
+    lease_id: int | None = None
 
 
 @attrs.frozen
@@ -183,6 +186,8 @@ class PushReply:
     version: int
     staleness: int = 0
     parameters: Parameters | None = None
+    applied: bool = True  # False: refused for a lease the worker no longer holds
+    detail: str = ""
 
 
 @attrs.frozen
@@ -219,6 +224,7 @@ class ShardsSnapshot:
     done: tuple[int, ...] = ()
     failures: dict[str, int] = attrs.field(factory=dict)
     set_aside: tuple[SetAsideInfo, ...] = ()
+    deaths: dict[str, int] = attrs.field(factory=dict)  # shard -> holders that died in a row
 
 
 @attrs.frozen

@@ -89,6 +89,7 @@ from protocol.mesos import (
     TaskStatus,
 )
 from protocol.mesos_common import DurationInfo, FrameworkID, TaskID
+from protocol.resources import Resources
 from protocol.task_states import TaskState
 
 log = logging.getLogger(__name__)
@@ -240,12 +241,16 @@ class ElasticService(Service, Scheduler):
         self._wake.set()
 
     def offers(self, driver: SchedulerDriver, offers: list[Offer]) -> None:
+        got = [(o.id.value, o.agent_id.value, Resources.from_mesos(o.resources)) for o in offers]
+        log.debug("elastic: offers %s", [(oid, str(res)) for oid, _, res in got])
+        self.core.on_offers(got, self.now())
         self._wake.set()  # the driver's offer cache holds them (role, agent endpoint included)
 
     def offer_rescinded(self, driver: SchedulerDriver, offer_id: str) -> None:
         self._wake.set()
 
     def update(self, driver: SchedulerDriver, status: TaskStatus) -> None:
+        log.debug("elastic: update %s %s %s", status.task_id.value, status.state.value, status.reason)
         effects = self.core.on_update(
             status.task_id.value,
             status.state,
@@ -365,7 +370,9 @@ class ElasticService(Service, Scheduler):
                     self.coordinators.pop(e.job_id, None)
             elif isinstance(e, WorkerGone):
                 coord = self.coordinators.get(e.job_id)
-                if coord is not None:
+                if coord is not None and e.died is not None:
+                    coord.core.worker_died(e.task_id, e.died, coord.clock.now())
+                elif coord is not None:
                     with contextlib.suppress(CoordinatorError):
                         coord.core.leave(m.WorkerRequest(e.task_id), coord.clock.now())
             elif isinstance(e, Launch):

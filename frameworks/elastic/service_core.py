@@ -8,8 +8,10 @@ coordinator progress and API requests, and executes what comes back: ``StartCoor
 One scheduling round (``schedule(offers, now)``):
 
 1. offers are counted in *worker slots* of the largest live job shape, regular and revocable
-   separately; workers being killed count as free slots already (their resources are on the way
-   back), so a round never asks for the same capacity twice;
+   separately; capacity on its way back counts as free already - workers being killed, and
+   workers that ended until an offer of their agent grows by their resources (``on_offers``) - so
+   a round neither asks for the same capacity twice nor takes a worker from a running job for a
+   slot that is about to be offered back;
 2. ``policy.plan`` decides every job's target (start at the minimum, water-fill, rebalance);
 3. shrinks become kills (revocable workers first, newest first); a started job's minimum is
    placed whole or not at all (gang); grows are placed one worker at a time, on revocable
@@ -17,9 +19,11 @@ One scheduling round (``schedule(offers, now)``):
 4. the standing demand: the gang of the minimum for a pending job, ``max - current`` units for a
    running one; nothing wanted at all -> idle offers are declined.
 
-Worker endings: killed by us (scale down), revoked (``REASON_CONTAINER_PREEMPTED``), lost (agent
-gone, unreachable, invalid offer), failed (non-zero exit; backoff before replacing, the job fails
-after ``max_worker_failures`` failures in a row without training progress), finished.
+Worker endings: killed by us (scale down; only workers we decided to kill), revoked
+(``REASON_CONTAINER_PREEMPTED``), lost (agent gone, unreachable, invalid offer), failed (non-zero
+exit, or a kill we did not ask for such as the agent's memory limit; backoff before replacing,
+longer for repeats of the same cause, the job fails after ``max_worker_failures`` failures in a
+row without training progress), finished.
 """
 
 from __future__ import annotations
@@ -55,7 +59,7 @@ class ServiceError(ValueError):
 class Phase(enum.Enum):
     STAGING = "STAGING"  # launched, not yet running
     RUNNING = "RUNNING"
-    KILLING = "KILLING"  # we asked for it to go
+    KILLING = "KILLING"  # we asked for it to go (an agent's own kill leaves the phase alone)
     UNREACHABLE = "UNREACHABLE"  # its agent is partitioned; not counted, killed if it comes back
     ENDED = "ENDED"
 
@@ -85,6 +89,8 @@ class Worker:
     state: str | None = None  # the last TaskState name
     message: str | None = None
     killed_at: float | None = None  # when the last KILL for it was sent
+    kill_asked: bool = False  # we decided to kill it (its end is then ours, not a failure)
+    reason: str | None = None  # the last TaskStatus reason
 
     @property
     def live(self) -> bool:
@@ -107,6 +113,9 @@ class Job:
     next_index: int = 0
     failures: int = 0  # consecutive worker failures without progress
     backoff_until: float = 0.0
+    last_failure: str | None = None  # the cause of the last worker failure
+    last_failure_at: float | None = None
+    same_failures: int = 0  # failures in a row with that cause (training progress does not reset it)
     finished: bool = False  # the coordinator has no shards left
     reason: str = ""
     progress: dict[str, Any] = attrs.field(factory=dict)
@@ -189,10 +198,13 @@ class Kill:
 
 @attrs.frozen
 class WorkerGone:
-    """A worker task ended: the coordinator may return its leases now instead of on timeout."""
+    """A worker task ended: the coordinator may return its leases now instead of on timeout.
+    ``died``: it failed (crashed, killed by its agent for a limit) - the shards it held count a
+    death each and are set aside after repeated deaths; otherwise it just left."""
 
     job_id: int
     task_id: str
+    died: str | None = None
 
 
 @attrs.frozen
@@ -227,6 +239,18 @@ Effect = (
     | Revive
     | Persist
 )
+
+
+@attrs.frozen
+class Returning:
+    """The slot of a worker that ended on a live agent: its resources are on their way back to us
+    (the master recovers them and offers them again) but no offer shows them yet."""
+
+    task_id: str
+    agent_id: str
+    revocable: bool
+    since: float
+    need: Mapping[str, float]  # its scalars (flattened)
 
 
 @attrs.frozen
@@ -310,18 +334,47 @@ def reference_shape(shapes: Iterable[Resources]) -> Resources:
     return Resources.sum(Resources.scalar_entry(k, v) for k, v in sorted(best.items()) if v > 0)
 
 
-def classify(state: TaskState, reason: str | None, killing: bool) -> Ending:
+# a kill we did not ask for with one of these reasons means the agent or the framework went away,
+# not that the worker did something wrong
+_GONE_REASONS = frozenset(
+    {
+        "REASON_AGENT_REMOVED",
+        "REASON_AGENT_REMOVED_BY_OPERATOR",
+        "REASON_AGENT_RESTARTED",
+        "REASON_AGENT_DISCONNECTED",
+        "REASON_AGENT_UNKNOWN",
+        "REASON_FRAMEWORK_REMOVED",
+    }
+)
+
+
+def classify(state: TaskState, reason: str | None, asked: bool) -> Ending:
+    """How a worker ended; ``asked``: we had decided to kill it."""
     if reason == "REASON_CONTAINER_PREEMPTED":
         return Ending.REVOKED
-    if killing and state in (TaskState.TASK_KILLED, TaskState.TASK_FAILED, TaskState.TASK_FINISHED):
+    if asked and state in (TaskState.TASK_KILLED, TaskState.TASK_FAILED, TaskState.TASK_FINISHED):
         return Ending.KILLED
     if state is TaskState.TASK_FINISHED:
         return Ending.FINISHED
     if state is TaskState.TASK_FAILED:
-        return Ending.FAILED
+        return Ending.FAILED  # includes the agent's kills for a limit (REASON_CONTAINER_LIMITATION_*)
     if state is TaskState.TASK_ERROR:
         return Ending.LOST if reason == "REASON_INVALID_OFFERS" else Ending.FAILED
-    return Ending.LOST  # KILLED by someone else, LOST, DROPPED, GONE, UNKNOWN
+    if state is TaskState.TASK_KILLED:
+        # killed by someone else: the worker's failure unless its agent/framework went away
+        return Ending.LOST if reason in _GONE_REASONS else Ending.FAILED
+    return Ending.LOST  # LOST, DROPPED, GONE, UNKNOWN
+
+
+def failure_cause(w: Worker) -> str:
+    """A short cause for a failed worker, the same for repeats of the same failure."""
+    if w.reason == "REASON_CONTAINER_LIMITATION_MEMORY":
+        return f"killed by its agent for exceeding its memory limit ({w.resources})"
+    if w.reason and w.reason.startswith("REASON_CONTAINER_LIMITATION"):
+        return f"killed by its agent for exceeding a limit ({w.reason})"
+    if w.state == TaskState.TASK_KILLED.value:
+        return f"killed by its agent ({w.reason or 'no reason given'})"
+    return f"{w.state or 'failed'}: {w.message or w.reason or 'no message'}"
 
 
 class ElasticCore:
@@ -334,6 +387,8 @@ class ElasticCore:
         decline_refuse_seconds: float = 2.0,
         margin: float = 0.0,
         revive_grace: float = 5.0,
+        return_grace: float = 5.0,
+        failure_window: float = 300.0,
     ) -> None:
         self.jobs: dict[int, Job] = {}
         self.next_job_id = 1
@@ -347,6 +402,13 @@ class ElasticCore:
         self.declined = False  # offers were declined (with a filter) since the last REVIVE
         self.revive_grace = revive_grace
         self.hold_shrinks_until = 0.0
+        # slots of ended workers not offered back yet (until an offer from their agent arrives,
+        # at most ``return_grace`` seconds): counted as free, like the slots of workers being killed
+        self.returning: list[Returning] = []
+        self.return_grace = return_grace
+        self._offered: dict[str, dict[str, float]] = {}  # offer id -> scalars of its last OFFERS event
+        # failures with the same cause within this long of each other count as repeats
+        self.failure_window = failure_window
 
     # --- requests -------------------------------------------------------------------------------------
 
@@ -418,15 +480,19 @@ class ElasticCore:
         w.state = state.value
         if message:
             w.message = message
+        if reason:
+            w.reason = reason
         out: list[Effect] = []
         if is_terminal(state):
-            out += self._ended(job, w, classify(state, reason, w.phase is Phase.KILLING), now)
+            out += self._ended(job, w, classify(state, reason, w.kill_asked), now)
         elif state is TaskState.TASK_UNREACHABLE:
             if w.phase is not Phase.KILLING:
                 w.phase = Phase.UNREACHABLE
                 job.bump("unreachable")
         elif state is TaskState.TASK_KILLING:
-            w.phase = Phase.KILLING
+            # ours (phase KILLING already) or the agent's own (a limit, a revocation): the latter
+            # keeps counting until its terminal update says what happened; never KILLed again by us
+            pass
         elif state is TaskState.TASK_RUNNING:
             if w.phase is Phase.UNREACHABLE or (job.terminal and w.phase is not Phase.KILLING):
                 # back from a partition after being written off: not needed
@@ -437,6 +503,25 @@ class ElasticCore:
         out += self._settle(job, now)
         out.append(Persist((job.job_id,)))
         return out
+
+    def on_offers(self, offers: Iterable[tuple[str, str, Resources]], now: float) -> None:
+        """An OFFERS event: (offer id, agent id, resources) of new offers and of leases that changed
+        (they shrink when we launch and grow when resources come back). What an offer grew by,
+        compared with its previous event, brings back the slots of workers that ended on its agent:
+        those are no longer in transit."""
+        for offer_id, agent_id, res in offers:
+            new = res.flatten().scalars()
+            old = self._offered.get(offer_id, {})
+            self._offered[offer_id] = new
+            grown = {k: v - old.get(k, 0.0) for k, v in new.items() if v - old.get(k, 0.0) > 1e-9}
+            keep: list[Returning] = []
+            for r in self.returning:
+                if r.agent_id == agent_id and all(grown.get(k, 0.0) >= v - 1e-9 for k, v in r.need.items()):
+                    for k, v in r.need.items():
+                        grown[k] -= v
+                else:
+                    keep.append(r)
+            self.returning = keep
 
     def on_progress(self, job_id: int, status: Mapping[str, Any], now: float) -> list[Effect]:
         """The coordinator's ``status()``: progress figures, and whether every shard is done."""
@@ -489,12 +574,19 @@ class ElasticCore:
         if active:
             ref = reference_shape(j.shape() for j in active)
             free = count_slots(offers, ref)
+            # capacity on its way back counts as free: workers being killed, and workers that ended
+            # whose resources no offer shows yet (without them a round between a kill's terminal
+            # update and the offer that returns its slot sees too little capacity and takes a
+            # worker from a running job that the returning slot would have covered)
+            self.returning = [r for r in self.returning if now - r.since < self.return_grace]
+            held = {o.offer_id for o in offers}
+            self._offered = {k: v for k, v in self._offered.items() if k in held}
             releasing_reg = sum(
                 1 for j in active for w in j.workers.values() if w.phase is Phase.KILLING and not w.revocable
-            )
+            ) + sum(1 for r in self.returning if not r.revocable)
             releasing_rev = sum(
                 1 for j in active for w in j.workers.values() if w.phase is Phase.KILLING and w.revocable
-            )
+            ) + sum(1 for r in self.returning if r.revocable)
             views = []
             for j in sorted(active, key=lambda j: j.job_id):
                 reg, rev = j.counted(False), j.counted(True)
@@ -617,7 +709,12 @@ class ElasticCore:
         hi = job.spec.scaling.max_workers
         have = job.counted()
         if now < job.backoff_until:
-            return f"backing off after {job.failures} worker failure(s) in a row; retrying in {job.backoff_until - now:.1f}s"
+            n = max(job.failures, job.same_failures)
+            cause = f" ({job.same_failures}x {job.last_failure})" if job.last_failure else ""
+            return (
+                f"backing off after {n} worker failure(s) in a row{cause}; "
+                f"retrying in {job.backoff_until - now:.1f}s"
+            )
         if job.state is JobState.STARTING:
             return f"starting: the gang of {job.spec.scaling.min_workers} is launching"
         if have >= hi:
@@ -725,6 +822,7 @@ class ElasticCore:
     def _kill(self, w: Worker, why: str, now: float) -> Kill:
         w.phase = Phase.KILLING
         w.killed_at = now
+        w.kill_asked = True
         return Kill(w.task_id, w.agent_id, why)
 
     def _kill_all(self, job: Job, why: str, now: float) -> list[Effect]:
@@ -736,7 +834,11 @@ class ElasticCore:
         out: list[Kill] = []
         for j in self.jobs.values():
             for w in j.live_workers():
-                if w.phase is Phase.KILLING and (w.killed_at is None or now - w.killed_at >= after):
+                if (
+                    w.phase is Phase.KILLING
+                    and w.kill_asked
+                    and (w.killed_at is None or now - w.killed_at >= after)
+                ):
                     out.append(self._kill(w, "still running after an earlier kill", now))
         return out
 
@@ -748,6 +850,10 @@ class ElasticCore:
                     w.killed_at = None
 
     def _ended(self, job: Job, w: Worker, ending: Ending, now: float) -> list[Effect]:
+        if ending in (Ending.KILLED, Ending.FAILED, Ending.FINISHED) and w.phase is not Phase.UNREACHABLE:
+            # ended on a live agent: the master will offer its resources again
+            need = job.shape().flatten().scalars()
+            self.returning.append(Returning(w.task_id, w.agent_id, w.revocable, now, need))
         w.phase = Phase.ENDED
         w.ending = ending
         w.ended_at = now
@@ -755,12 +861,22 @@ class ElasticCore:
         job.ended.append(w)
         del job.ended[:-HISTORY]
         job.bump(ending.value)
-        out: list[Effect] = [WorkerGone(job.job_id, w.task_id)]
+        out: list[Effect] = [
+            WorkerGone(job.job_id, w.task_id, failure_cause(w) if ending is Ending.FAILED else None)
+        ]
         if ending is Ending.FINISHED and job.finished:
             return out
         if ending in (Ending.FAILED, Ending.FINISHED) and not job.terminal:
             job.failures += 1
-            delay = min(self.backoff_max, self.backoff_initial * 2 ** (job.failures - 1))
+            if ending is Ending.FAILED:
+                cause = failure_cause(w)
+                recent = job.last_failure_at is not None and now - job.last_failure_at < self.failure_window
+                job.same_failures = job.same_failures + 1 if cause == job.last_failure and recent else 1
+                job.last_failure, job.last_failure_at = cause, now
+            # repeats of one cause back off further even while training progresses between them
+            # (a worker killed for its memory every few seconds is not relaunched in a tight loop)
+            n = max(job.failures, job.same_failures if ending is Ending.FAILED else 0)
+            delay = min(self.backoff_max, self.backoff_initial * 2 ** (n - 1))
             job.backoff_until = now + delay
             if job.failures >= self.max_worker_failures:
                 out += self._kill_all(job, "job failed", now)
@@ -862,6 +978,7 @@ def _worker_from_dict(d: Mapping[str, Any]) -> Worker:
     d = dict(d)
     d["phase"] = Phase(d["phase"])
     d["ending"] = Ending(d["ending"]) if d.get("ending") else None
+    d.setdefault("kill_asked", d["phase"] is Phase.KILLING)  # records from before the field: ours
     return Worker(**d)
 
 
@@ -879,6 +996,9 @@ def job_to_dict(job: Job) -> dict[str, Any]:
         "next_index": job.next_index,
         "failures": job.failures,
         "backoff_until": job.backoff_until,
+        "last_failure": job.last_failure,
+        "last_failure_at": job.last_failure_at,
+        "same_failures": job.same_failures,
         "finished": job.finished,
         "reason": job.reason,
         "progress": job.progress,
@@ -910,6 +1030,9 @@ def job_from_dict(d: Mapping[str, Any]) -> Job:
             next_index=int(d.get("next_index", 0)),
             failures=int(d.get("failures", 0)),
             backoff_until=float(d.get("backoff_until", 0.0)),
+            last_failure=d.get("last_failure"),
+            last_failure_at=d.get("last_failure_at"),
+            same_failures=int(d.get("same_failures", 0)),
             finished=bool(d.get("finished", False)),
             reason=str(d.get("reason", "")),
             progress=dict(d.get("progress", {})),
@@ -955,6 +1078,11 @@ def job_detail(job: Job) -> dict[str, Any]:
     out["metrics"] = job.progress
     out["counts"] = dict(job.counts)
     out["failures_in_a_row"] = job.failures
+    out["last_failure"] = (
+        {"cause": job.last_failure, "at": job.last_failure_at, "in_a_row": job.same_failures}
+        if job.last_failure
+        else None
+    )
     out["worker_list"] = [_worker_to_dict(w) for w in sorted(job.workers.values(), key=lambda w: w.index)]
     out["ended_workers"] = [_worker_to_dict(w) for w in job.ended[-20:]]
     out["story"] = [

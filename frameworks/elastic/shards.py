@@ -3,7 +3,8 @@
 A worker *leases* a shard for ``lease_timeout`` seconds (renewed by its heartbeats), then
 completes or fails it. An expired lease, or the leases of a worker that left or died, go back to
 to-do. A shard that fails ``max_failures`` times is *set aside* with the last reason and skipped
-in later epochs. Epoch ``e+1`` starts when every shard of epoch ``e`` is done or set aside; the
+in later epochs; so is a shard whose holders *died* (crashed, heartbeat timeout) ``max_failures``
+times in a row without anyone completing it - a shard that crashes its workers outright. Epoch ``e+1`` starts when every shard of epoch ``e`` is done or set aside; the
 queue is finished after ``epochs`` epochs. Every lease has a unique id, so a late completion from
 a worker whose lease was taken back is refused as stale (each shard is done exactly once per
 epoch). Pure: time is an argument.
@@ -76,6 +77,7 @@ class ShardQueue:
     _leases: dict[int, Lease] = attrs.field(factory=dict)  # lease_id -> lease
     _done: set[int] = attrs.field(factory=set)
     _failures: dict[int, int] = attrs.field(factory=dict)
+    _deaths: dict[int, int] = attrs.field(factory=dict)  # holders that died since it was last done
     _set_aside: dict[int, SetAside] = attrs.field(factory=dict)
     _next_lease_id: int = 1
     completed_total: int = 0
@@ -108,6 +110,11 @@ class ShardQueue:
 
     def leases(self) -> tuple[Lease, ...]:
         return tuple(self._leases.values())
+
+    def holds(self, lease_id: int, worker_id: str) -> bool:
+        """Whether ``worker_id`` still holds lease ``lease_id``."""
+        lease = self._leases.get(lease_id)
+        return lease is not None and lease.worker_id == worker_id
 
     def leases_of(self, worker_id: str) -> tuple[Lease, ...]:
         return tuple(lease for lease in self._leases.values() if lease.worker_id == worker_id)
@@ -158,6 +165,7 @@ class ShardQueue:
             return Outcome.STALE
         del self._leases[lease_id]
         self._done.add(lease.shard)
+        self._deaths.pop(lease.shard, None)
         self.completed_total += 1
         self._maybe_next_epoch()
         return Outcome.ACCEPTED
@@ -189,6 +197,28 @@ class ShardQueue:
         """Return every lease of a worker that left or died."""
         return tuple(self._return(lease, reason) for lease in self.leases_of(worker_id))
 
+    def worker_died(
+        self, worker_id: str, reason: str
+    ) -> tuple[tuple[LeaseReturned, ...], tuple[SetAside, ...]]:
+        """The worker died holding leases: they go back to to-do, and a shard
+        whose holders died ``max_failures`` times in a row is set aside instead."""
+        back: list[LeaseReturned] = []
+        aside: list[SetAside] = []
+        for lease in self.leases_of(worker_id):
+            del self._leases[lease.lease_id]
+            n = self._deaths.get(lease.shard, 0) + 1
+            self._deaths[lease.shard] = n
+            if n >= self.max_failures:
+                a = SetAside(lease.shard, n, f"{n} workers died holding it; last: {reason}")
+                self._set_aside[lease.shard] = a
+                aside.append(a)
+            else:
+                self._todo.insert(0, lease.shard)
+                back.append(LeaseReturned(lease, reason))
+        if aside:
+            self._maybe_next_epoch()
+        return tuple(back), tuple(aside)
+
     def expire(self, now: float) -> tuple[LeaseReturned, ...]:
         """Return every lease past its expiry."""
         late = [lease for lease in self._leases.values() if lease.expires_at <= now]
@@ -217,6 +247,7 @@ class ShardQueue:
             "epoch": self.epoch,
             "done": sorted(self._done),
             "failures": {str(k): v for k, v in self._failures.items()},
+            "deaths": {str(k): v for k, v in self._deaths.items()},
             "set_aside": [[a.shard, a.failures, a.reason] for a in self._set_aside.values()],
             "next_lease_id": self._next_lease_id,
             "completed_total": self.completed_total,
@@ -241,6 +272,7 @@ class ShardQueue:
                 else [],
                 done=done,
                 failures={int(k): int(v) for k, v in snap["failures"].items()},
+                deaths={int(k): int(v) for k, v in snap.get("deaths", {}).items()},
                 set_aside=aside,
                 next_lease_id=int(snap["next_lease_id"]),
                 completed_total=int(snap["completed_total"]),

@@ -99,6 +99,7 @@ class Shard:
     lease_id: int
     _job: ElasticJob
     settled: bool = False
+    lost: bool = False  # the coordinator took the lease back: further pushes for it are skipped
 
     def fail(self, reason: str) -> None:
         """Report that this shard cannot be processed (set aside after repeated failures)."""
@@ -255,6 +256,9 @@ class ElasticJob:
             if not shard.settled:
                 shard.settled = True
                 self._lease_done("/v1/complete", shard, "")
+            with self._lock:
+                if self._current is shard:  # a lost shard: no lease of ours any more
+                    self._current = None
 
     @contextlib.contextmanager
     def lease(self) -> Iterator[Shard | None]:
@@ -315,7 +319,15 @@ class ElasticJob:
         loss: float | None = None,
         accuracy: float | None = None,
     ) -> dict[str, np.ndarray]:
-        """Send gradients (applied by the coordinator's optimizer); returns the updated parameters."""
+        """Send gradients (applied by the coordinator's optimizer); returns the updated parameters.
+
+        Inside ``shards()`` the push names the current shard's lease: if the coordinator took it
+        back (it expired and was leased again) the gradients are not applied, the shard is marked
+        ``lost`` (not completed; it is redone elsewhere) and later pushes for it are skipped."""
+        with self._lock:
+            shard = self._current
+        if shard is not None and shard.lost:
+            return self.pull()
         req = m.PushRequest(
             self.worker_id,
             m.to_arrays(grads),
@@ -323,8 +335,12 @@ class ElasticJob:
             loss=None if loss is None else float(loss),
             accuracy=None if accuracy is None else float(accuracy),
             base_version=self.param_version,
+            lease_id=shard.lease_id if shard is not None else None,
         )
         reply = self._call("/v1/push", req, m.PushReply)
+        if not reply.applied and shard is not None:
+            log.info("shard %d (lease %d): %s", shard.index, shard.lease_id, reply.detail)
+            shard.lost = shard.settled = True
         if reply.parameters is None:
             self.param_version = reply.version
             return self.pull()

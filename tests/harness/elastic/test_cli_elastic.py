@@ -17,6 +17,8 @@ from frameworks.cli.elastic import elastic
 from frameworks.client.fake import FakeMaster
 from frameworks.elastic.service import ElasticService
 from frameworks.elastic.service_core import Phase
+from protocol.mesos import Reason
+from protocol.task_states import TaskState
 
 JOB = """
 name = "digits"
@@ -148,3 +150,32 @@ async def test_found_through_the_master_state(service: ElasticService) -> None:
         assert r.exit_code == 0 and json.loads(r.output) == {"jobs": []}
     finally:
         await runner.cleanup()
+
+
+async def test_show_says_why_workers_keep_failing(tmp_path: Path) -> None:
+    master = FakeMaster()
+    master.add_agent("cpus:1;mem:1024")
+    svc = ElasticService(
+        "fake", tmp_path / "svc", transport=master.transport(), tick=0.05, backoff_initial=30.0
+    )
+    async with svc:
+        job_file = tmp_path / "job.toml"
+        job_file.write_text(JOB)
+        r = await run("--elastic", svc.url, "submit", str(job_file))
+        job = svc.core.jobs[int(r.output.strip())]
+        await svc.wait_for(lambda: job.running() == 1)
+        (w,) = job.live_workers()
+        master.set_state(w.task_id, TaskState.TASK_KILLING, "memory limit exceeded")
+        master.finish_task(
+            w.task_id,
+            TaskState.TASK_FAILED,
+            "Memory limit exceeded",
+            reason=Reason.REASON_CONTAINER_LIMITATION_MEMORY,
+        )
+        await svc.wait_for(lambda: "backing off" in job.reason)
+        r = await run("--elastic", svc.url, "show", str(job.job_id))
+        assert r.exit_code == 0, r.output
+        assert "reason: backing off after 1 worker failure(s) in a row (1x killed by its agent" in r.output
+        assert "last worker failure: killed by its agent for exceeding its memory limit" in r.output
+        r = await run("--elastic", svc.url, "show", str(job.job_id), "--json")
+        assert json.loads(r.output)["last_failure"]["in_a_row"] == 1

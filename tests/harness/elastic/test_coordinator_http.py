@@ -154,3 +154,47 @@ async def test_corrupt_checkpoint_is_refused_with_the_file_name(tmp_path: Path) 
     (tmp_path / checkpoint.CHECKPOINT_NAME).write_bytes(b"\x93not a checkpoint")
     with pytest.raises(checkpoint.CheckpointError, match=checkpoint.CHECKPOINT_NAME):
         await Coordinator(CFG, checkpoint_dir=tmp_path).start()
+
+
+async def test_a_worker_whose_lease_was_taken_back_stops_pushing_for_that_shard() -> None:
+    """Asynchronous parameter server: the slow worker's lease expires and its shard goes to
+    another worker; the slow worker's next push for it is refused (not applied), the shard is
+    marked lost, later pushes for it are not even sent, and it is never completed by the slow one."""
+    clock = FakeClock()
+    cfg = CoordinatorConfig(
+        job="t",
+        num_shards=2,
+        epochs=1,
+        heartbeat_timeout=100.0,
+        lease_timeout=5.0,
+        optimizer="sgd",
+        learning_rate=1.0,
+    )
+    async with Coordinator(cfg, clock=clock, tick_interval=1.0) as coord:
+        slow, fast = job(coord.url, "slow"), job(coord.url, "fast")
+        await asyncio.to_thread(slow.join)
+        await asyncio.to_thread(fast.join)
+        await asyncio.to_thread(slow.init_parameters, {"w": np.zeros(2)})
+        it = slow.shards()
+        shard = await asyncio.to_thread(next, it)
+        await asyncio.to_thread(slow.push, {"w": np.ones(2)})
+        assert coord.core.store.version == 2
+        clock.advance(6.0)
+        coord.core.tick(clock.now())  # the lease expired (no heartbeats renewed it)
+        fast_it = fast.shards()
+        taken = await asyncio.to_thread(next, fast_it)
+        assert taken.index == shard.index
+        params = await asyncio.to_thread(slow.push, {"w": np.ones(2)})
+        assert shard.lost and coord.core.store.version == 2 and coord.core.stale_pushes == 1
+        np.testing.assert_allclose(params["w"], [-1.0, -1.0])  # fresh parameters all the same
+        await asyncio.to_thread(slow.push, {"w": np.ones(2)})  # skipped: not sent at all
+        assert coord.core.stale_pushes == 1 and coord.core.pushes == 1
+        await asyncio.to_thread(fast.push, {"w": np.ones(2)})
+        other = await asyncio.to_thread(next, it)  # the lost shard is not completed by "slow"
+        assert other.index != shard.index and not other.lost
+        st = await asyncio.to_thread(status, coord.url)
+        assert st["shards"]["done"] == 0 and st["stale_pushes"] == 1 and st["progress"]["pushes"] == 2
+        await asyncio.to_thread(fast_it.close)
+        await asyncio.to_thread(it.close)
+        await asyncio.to_thread(slow.close)
+        await asyncio.to_thread(fast.close)

@@ -4,6 +4,7 @@ coordinators are real (aiohttp on 127.0.0.1)."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -15,9 +16,10 @@ from frameworks.client.fake import FakeMaster
 from frameworks.elastic import messages as m
 from frameworks.elastic import policy
 from frameworks.elastic.service import ElasticService
-from frameworks.elastic.service_core import Job, Phase
+from frameworks.elastic.service_core import Ending, Job, Phase
 from frameworks.elastic.spec import from_mapping
 from frameworks.elastic.state import JobState
+from protocol.mesos import CallType, Reason
 from protocol.task_states import TaskState
 
 
@@ -148,6 +150,68 @@ async def test_a_failed_worker_shrinks_the_job_then_it_regrows_after_a_backoff(
     job = await settled(service, job_id, 2)  # replaced once the backoff is over
     assert job.counts["launched"] == 3
     assert any(w.task_id == victim and w.ending is not None for w in job.ended)
+
+
+async def test_an_agents_memory_kill_is_a_failure_backed_off_and_not_killed_again(tmp_path: Path) -> None:
+    """The agent kills a worker over its memory limit (TASK_KILLING, then TASK_FAILED with
+    REASON_CONTAINER_LIMITATION_MEMORY): the service never sends a KILL for it, counts a failure,
+    backs off before replacing it (longer on a repeat) and says why in the job's reason."""
+    master = FakeMaster()
+    skew = [0.0]  # the service's clock runs ahead on demand (the re-send of kills is after 10 s)
+    service = make(master, tmp_path, now=lambda: time.time() + skew[0])
+    async with service:
+        assert service.driver is not None
+        await service.driver.wait_subscribed(5)
+        master.add_agent("cpus:2;mem:1024")
+        job_id = service.submit(spec("digits", 1, 2))
+        job = await settled(service, job_id, 2)
+        for n in (1, 2):
+            victim = running_tasks(master, job_id)[-1]
+            master.set_state(victim, TaskState.TASK_KILLING, "memory limit exceeded")
+            rounds = service.rounds
+            skew[0] += 20.0  # long past the kill re-send interval
+            await service.wait_for(lambda r=rounds: service.rounds >= r + 3)
+            assert job.workers[victim].phase is Phase.RUNNING and workers(job) == 2  # still counted
+            master.finish_task(
+                victim,
+                TaskState.TASK_FAILED,
+                "Memory limit exceeded: 140 MB > 128 MB",
+                reason=Reason.REASON_CONTAINER_LIMITATION_MEMORY,
+            )
+            await service.wait_for(lambda n=n: job.counts.get("failed") == n and "backing off" in job.reason)
+            assert f"{n}x killed by its agent for exceeding its memory limit" in job.reason
+            (ended,) = [w for w in job.ended if w.task_id == victim]
+            assert ended.ending is Ending.FAILED and ended.reason == "REASON_CONTAINER_LIMITATION_MEMORY"
+            assert job.backoff_until - (ended.ended_at or 0.0) == pytest.approx(0.2 * 2 ** (n - 1))
+            assert workers(job) == 1  # not relaunched at once
+            await settled(service, job_id, 2)  # replaced after the backoff
+        assert not master.calls_of(CallType.KILL)  # no KILL was ever sent
+        assert job.counts == {"launched": 4, "failed": 2} and "killed" not in job.counts
+        assert job.same_failures == 2 and job.state is JobState.RUNNING
+
+
+async def test_a_shard_that_crashes_its_workers_is_set_aside(
+    cluster: tuple[FakeMaster, ElasticService],
+) -> None:
+    """Every worker that leases shard 0 crashes: the service tells the coordinator each death, and
+    after three the shard is set aside with the reason instead of being retried forever."""
+    master, service = cluster
+    master.add_agent("cpus:1;mem:1024")
+    job_id = service.submit(spec("poison", 1, 1))
+    job = service.core.jobs[job_id]
+    for n in (1, 2, 3):
+        await settled(service, job_id, 1)
+        (tid,) = running_tasks(master, job_id)
+        coord = service.coordinators[job_id]
+        coord.core.join(m.JoinRequest(tid), coord.clock.now())
+        assert coord.core.lease(m.WorkerRequest(tid), coord.clock.now()).shard == 0
+        master.fail_task(tid, "killed by signal 11")
+        await service.wait_for(lambda n=n: job.counts.get("failed") == n)
+    st = service.coordinators[job_id].core.status(0.0)
+    (aside,) = st["shards"]["set_aside_detail"]
+    assert aside["shard"] == 0 and "3 workers died holding it" in aside["reason"]
+    assert "killed by signal 11" in aside["reason"]
+    await service.wait_for(lambda: job.progress.get("set_aside") == 1)
 
 
 async def test_a_lost_agent_shrinks_the_job_but_never_below_its_minimum_while_it_holds_it(

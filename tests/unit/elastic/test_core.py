@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from frameworks.elastic import messages as m
+from frameworks.elastic import wire
 from frameworks.elastic.core import CoordinatorConfig, CoordinatorCore, CoordinatorError
 from frameworks.elastic.optimizer import OptimizerError, ParameterStore
 
@@ -104,3 +105,44 @@ def test_optimizer_rejects_bad_config_and_non_finite() -> None:
         s.apply({"w": np.array([np.nan])})
     s.apply({"w": np.array([2.0])})
     assert s.params["w"][0] == -2.0 and s.version == 2
+
+
+def test_a_push_for_a_lease_taken_back_is_not_applied() -> None:
+    """Async parameter server: a's lease expired and the shard went to b; a's late gradients for
+    it are refused, so the shard's gradient is applied once (by b)."""
+    c = core(optimizer="sgd", learning_rate=1.0)
+    c.join(m.JoinRequest("a"), 0.0)
+    c.join(m.JoinRequest("b"), 0.0)
+    c.init(m.InitRequest("a", m.to_arrays({"w": np.zeros(2)})), 0.0)
+    la = c.lease(m.WorkerRequest("a"), 0.0)
+    ok = c.push(m.PushRequest("a", m.to_arrays({"w": np.ones(2)}), lease_id=la.lease_id), 1.0)
+    assert ok.applied and ok.version == 2
+    c.heartbeat(m.WorkerRequest("b"), 29.0)
+    c.shards.expire(30.0)  # a's lease ran out (a stays a member: only the lease is gone)
+    lb = c.lease(m.WorkerRequest("b"), 31.0)
+    assert lb.shard == la.shard
+    late = c.push(m.PushRequest("a", m.to_arrays({"w": np.ones(2)}), lease_id=la.lease_id), 32.0)
+    assert not late.applied and late.version == 2 and "no longer held" in late.detail
+    assert late.parameters is not None  # fresh parameters back all the same
+    c.push(m.PushRequest("b", m.to_arrays({"w": np.ones(2)}), lease_id=lb.lease_id), 33.0)
+    np.testing.assert_allclose(c.store.params["w"], [-2.0, -2.0])  # a's first push + b's, not a's late one
+    st = c.status(33.0)
+    assert st["stale_pushes"] == 1 and st["progress"]["pushes"] == 2
+    # a push outside any shard (no lease named) is applied as before
+    assert c.push(m.PushRequest("a", m.to_arrays({"w": np.zeros(2)})), 34.0).applied
+
+
+def test_a_worker_that_died_counts_against_the_shards_it_held() -> None:
+    c = core(max_failures=2)
+    for w in ("a", "b"):
+        c.join(m.JoinRequest(w), 0.0)
+        le = c.lease(m.WorkerRequest(w), 0.0)
+        assert le.shard == 0
+        c.worker_died(w, "killed by its agent for exceeding its memory limit", 1.0)
+    st = c.status(1.0)
+    assert st["shards"]["set_aside"] == 1 and st["world_size"] == 0
+    (detail,) = st["shards"]["set_aside_detail"]
+    assert detail["shard"] == 0 and "2 workers died holding it" in detail["reason"]
+    assert any(e["kind"] == "set_aside" and "memory limit" in e["text"] for e in st["log"])
+    ck = c.snapshot(2.0)
+    assert wire.decode(m.Checkpoint, wire.encode(ck)).shards.set_aside == ck.shards.set_aside

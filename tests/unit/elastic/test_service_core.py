@@ -21,6 +21,7 @@ from frameworks.elastic.service_core import (
     WorkerGone,
     classify,
     count_slots,
+    job_detail,
     job_from_dict,
     job_to_dict,
     reference_shape,
@@ -72,7 +73,11 @@ def test_slots_are_whole_workers_per_offer_regular_and_revocable() -> None:
 def test_classify_endings() -> None:
     assert classify(TaskState.TASK_KILLED, "REASON_CONTAINER_PREEMPTED", False) is Ending.REVOKED
     assert classify(TaskState.TASK_KILLED, None, True) is Ending.KILLED
-    assert classify(TaskState.TASK_KILLED, None, False) is Ending.LOST
+    # a kill we did not ask for is the worker's failure, unless its agent or framework went away
+    assert classify(TaskState.TASK_KILLED, None, False) is Ending.FAILED
+    assert classify(TaskState.TASK_KILLED, "REASON_AGENT_REMOVED_BY_OPERATOR", False) is Ending.LOST
+    assert classify(TaskState.TASK_FAILED, "REASON_CONTAINER_LIMITATION_MEMORY", False) is Ending.FAILED
+    assert classify(TaskState.TASK_FAILED, "REASON_CONTAINER_LIMITATION_MEMORY", True) is Ending.KILLED
     assert classify(TaskState.TASK_FAILED, None, False) is Ending.FAILED
     assert classify(TaskState.TASK_LOST, "REASON_AGENT_REMOVED", False) is Ending.LOST
     assert classify(TaskState.TASK_ERROR, "REASON_INVALID_OFFERS", False) is Ending.LOST
@@ -124,7 +129,7 @@ def test_failures_back_off_then_fail_the_job() -> None:
         out = core.schedule([offer("1", "cpus:1;mem:100")], now)
         (tid,) = launches(out)
         out = core.on_update(tid, TaskState.TASK_FAILED, now, message="exit 1")
-        assert WorkerGone(jid, tid) in out
+        assert WorkerGone(jid, tid, "TASK_FAILED: exit 1") in out  # the coordinator counts a death
         job = core.jobs[jid]
         if i < 2:
             assert job.backoff_until == now + 2**i
@@ -229,3 +234,105 @@ def test_workers_that_never_start_are_reported_for_reconciliation() -> None:
     core.on_update(t0, TaskState.TASK_RUNNING, 1.0)
     assert core.stale_workers(10.0, after=30.0) == []
     assert core.stale_workers(31.0, after=30.0) == [(t1, "a-1")]
+
+
+def test_a_killed_workers_slot_counts_as_free_until_an_offer_brings_it_back() -> None:
+    """Between a kill's terminal update and the offer that returns its resources, the slot is in
+    transit: a round in that window must not see the cluster as smaller and take another worker
+    from the donor (a 1..6 and b 2..4 on 8 slots would then settle at 4+4 instead of 5+3)."""
+    core = ElasticCore(return_grace=5.0)
+    a, _ = core.submit(spec(1, 6, "a"), 0.0)
+    run_all(core, core.schedule([offer("o1", "cpus:8;mem:800", "ag")], 0.0), 0.0)
+    run_all(core, core.schedule([offer("o1", "cpus:7;mem:700", "ag")], 0.1), 0.1)
+    assert core.jobs[a].running() == 6
+    assert core.declined  # a is at its maximum: the rest was declined
+    b, _ = core.submit(spec(2, 4, "b"), 1.0)
+    assert Revive() in core.schedule([], 1.0)
+    out = core.schedule([offer("o1", "cpus:2;mem:200", "ag")], 1.1)
+    (kill,) = [e for e in out if isinstance(e, Kill)]  # b's third worker comes from a
+    assert len(launches(out)) == 2 and kill.task_id.startswith(f"elastic-{a}-")
+    core.on_offers([("o1", "ag", Resources.parse("cpus:2;mem:200"))], 1.1)
+    core.on_update(kill.task_id, TaskState.TASK_KILLED, 2.0)
+    # the lease's remainder after b's launch comes after the kill's update: it brings nothing back
+    core.on_offers([("o1", "ag", Resources.parse("disk:10"))], 2.05)
+    assert [r.task_id for r in core.returning] == [kill.task_id]
+    run_all(core, out, 2.1)  # b's workers report running before the offer with a's slot arrives
+    out = core.schedule([], 2.1)
+    assert not [e for e in out if isinstance(e, Kill)]  # the returning slot is b's third worker
+    assert core.last_plan is not None and core.last_plan.target(str(b)).total == 3
+    core.on_offers([("o1", "ag", Resources.parse("cpus:1;mem:100;disk:10"))], 2.3)  # a's slot is back
+    out = core.schedule([offer("o1", "cpus:1;mem:100", "ag")], 2.3)
+    run_all(core, out, 2.4)
+    assert (core.jobs[a].running(), core.jobs[b].running()) == (5, 3) and core.jobs[a].counts["killed"] == 1
+    assert not [e for e in core.schedule([], 2.5) if isinstance(e, Kill | Launch)]  # a fixed point
+    assert not core.returning
+
+
+def test_a_returning_slot_that_never_comes_back_stops_counting_after_the_grace() -> None:
+    core = ElasticCore(return_grace=5.0)
+    jid, _ = core.submit(spec(1, 2), 0.0)
+    out = core.schedule([offer("1", "cpus:2;mem:200")], 0.0)
+    run_all(core, out, 0.0)
+    run_all(core, core.schedule([offer("1", "cpus:1;mem:100")], 0.1), 0.1)
+    core.scale(jid, 0.2, max_workers=1)
+    (kill,) = [e for e in core.schedule([], 0.2) if isinstance(e, Kill)]
+    core.on_update(kill.task_id, TaskState.TASK_KILLED, 1.0)
+    assert [r.task_id for r in core.returning] == [kill.task_id]
+    core.schedule([], 5.9)
+    assert core.returning
+    core.schedule([], 6.0)  # the resources went elsewhere (another framework, a filter)
+    assert not core.returning
+
+
+def test_an_agents_kill_is_a_failure_backed_off_and_never_killed_again() -> None:
+    """The agent kills a worker over its memory limit: TASK_KILLING, then TASK_FAILED with
+    REASON_CONTAINER_LIMITATION_MEMORY. Not ours: no KILL re-sent, a failure with a backoff, and
+    repeats of the same cause back off further even while training progresses in between."""
+    core = ElasticCore(backoff_initial=1.0, backoff_max=30.0)
+    jid, _ = core.submit(spec(1, 1), 0.0)
+    job = core.jobs[jid]
+    now = 0.0
+    delays = []
+    for i in range(3):
+        (tid,) = launches(core.schedule([offer("1", "cpus:1;mem:100")], now))
+        core.on_update(tid, TaskState.TASK_RUNNING, now)
+        core.on_progress(jid, {"shards": {"completed_total": i + 1}, "progress": {}}, now + 0.5)
+        assert job.failures == 0  # training progressed
+        out = core.on_update(tid, TaskState.TASK_KILLING, now + 1.0, message="memory limit exceeded")
+        assert not [e for e in out if isinstance(e, Kill)]
+        assert job.workers[tid].phase.value == "RUNNING" and job.counted() == 1  # still holds its slot
+        assert core.resend_kills(now + 100.0) == []  # we never decided to kill it
+        core.on_update(
+            tid,
+            TaskState.TASK_FAILED,
+            now + 2.0,
+            reason="REASON_CONTAINER_LIMITATION_MEMORY",
+            message="Memory limit exceeded: 140 MB > 100 MB",
+        )
+        (ended,) = [w for w in job.ended if w.task_id == tid]
+        assert ended.ending is Ending.FAILED
+        delays.append(job.backoff_until - (now + 2.0))
+        out = core.schedule([offer("1", "cpus:1;mem:100")], now + 2.1)
+        assert not launches(out)  # not relaunched at once
+        assert "memory limit" in job.reason and f"{i + 1}x" in job.reason
+        now = job.backoff_until
+    assert delays == [1.0, 2.0, 4.0]
+    assert job.counts == {"launched": 3, "failed": 3} and job.same_failures == 3
+    detail = job_detail(job)
+    assert detail["last_failure"]["in_a_row"] == 3 and "memory limit" in detail["last_failure"]["cause"]
+    assert job_from_dict(job_to_dict(job)).same_failures == 3
+    assert job.state is not JobState.FAILED  # progress between the failures: the job goes on
+
+
+def test_our_kill_racing_an_agents_kill_is_still_ours() -> None:
+    core = ElasticCore()
+    jid, _ = core.submit(spec(1, 2), 0.0)
+    run_all(core, core.schedule([offer("1", "cpus:2;mem:200")], 0.0), 0.0)
+    run_all(core, core.schedule([offer("1", "cpus:1;mem:100")], 0.1), 0.1)
+    core.scale(jid, 0.2, max_workers=1)
+    (kill,) = [e for e in core.schedule([], 0.2) if isinstance(e, Kill)]
+    core.on_update(kill.task_id, TaskState.TASK_KILLING, 0.3)
+    assert [k.task_id for k in core.resend_kills(11.0)] == [kill.task_id]  # ours: sent again
+    core.on_update(kill.task_id, TaskState.TASK_FAILED, 12.0, reason="REASON_CONTAINER_LIMITATION_MEMORY")
+    job = core.jobs[jid]
+    assert job.counts.get("killed") == 1 and "failed" not in job.counts and job.backoff_until == 0.0

@@ -111,3 +111,41 @@ def test_bad_construction() -> None:
         ShardQueue(num_shards=0, epochs=1, lease_timeout=1.0)
     with pytest.raises(ShardError):
         ShardQueue(num_shards=1, epochs=1, lease_timeout=0.0)
+
+
+def test_a_shard_whose_holders_keep_dying_is_set_aside() -> None:
+    """A shard that crashes its workers outright: each death returns it, the third sets it aside
+    (with the reason), and the epoch moves on without it."""
+    s = q(n=2, max_failures=3)
+    for i in range(3):
+        le = s.lease(f"w{i}", 0.0)
+        assert le is not None and le.shard == 0  # the returned shard comes first again
+        back, aside = s.worker_died(f"w{i}", f"w{i} died: exit -11")
+        if i < 2:
+            assert [r.lease.shard for r in back] == [0] and aside == ()
+    assert [(a.shard, a.failures) for a in aside] == [(0, 3)] and "died holding it" in aside[0].reason
+    assert "exit -11" in aside[0].reason and s.state_of(0) is ShardState.SET_ASIDE
+    le = s.lease("w", 0.0)
+    assert le is not None and le.shard == 1
+    s.complete(le.lease_id, "w")
+    assert s.finished
+
+
+def test_a_completed_shard_forgets_its_holders_deaths() -> None:
+    s = q(n=1, epochs=3, max_failures=2)
+    for _ in range(2):  # one death per epoch, each followed by a completion: never set aside
+        le = s.lease("a", 0.0)
+        assert le is not None
+        s.worker_died("a", "crash")
+        le = s.lease("b", 0.0)
+        assert le is not None and s.complete(le.lease_id, "b") is Outcome.ACCEPTED
+    le = s.lease("a", 0.0)
+    assert le is not None
+    s.worker_died("a", "crash")
+    snap = s.snapshot()
+    assert snap["deaths"] == {"0": 1}
+    r = ShardQueue.restore(snap, 10.0, 2)
+    le = r.lease("a", 0.0)
+    assert le is not None
+    _, aside = r.worker_died("a", "crash")
+    assert [a.shard for a in aside] == [0] and r.finished  # deaths survived the checkpoint
