@@ -11,7 +11,7 @@ attempt and a late update from an old attempt cannot touch the new one.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 
 import attrs
 
@@ -39,6 +39,7 @@ MAX_FREE_RELAUNCHES = 10
 # A launch that ends in one of these before the task ever ran did not run the user's command
 # (a stale offer, an agent gone meanwhile): relaunch it without spending a retry.
 NEVER_RAN = frozenset({TaskState.TASK_DROPPED, TaskState.TASK_LOST, TaskState.TASK_GONE})
+ACTIVE = frozenset({TaskPhase.LAUNCHING, TaskPhase.RUNNING})
 
 
 # --- records ------------------------------------------------------------------------------------
@@ -92,16 +93,34 @@ class JobRecord:
     hold_since: float | None = None
     hold_cooldown_until: float = 0.0
     tasks: list[TaskRecord] = attrs.field(factory=list)
-    # tasks per phase, kept up to date by BatchCore._set_phase (so settling a job is O(1))
+    # Indexes kept up to date by BatchCore._set_phase, so that no status update or scheduling
+    # round scans the job's tasks: tasks per phase (settling a job is O(1)), the PENDING tasks,
+    # those of them that may wait for a retry backoff, those with a failure behind them, and the
+    # LAUNCHING or RUNNING ones.
     phases: dict[TaskPhase, int] = attrs.field(factory=dict)
+    pending: set[int] = attrs.field(factory=set, eq=False)
+    backoff: set[int] = attrs.field(factory=set, eq=False)
+    pending_failed: int = attrs.field(default=0, eq=False)
+    active: set[int] = attrs.field(factory=set, eq=False)
     # indexes of the tasks changed since the store last took them (None: all, never written);
     # the store writes only these rows (``store.snapshot``)
     unsaved_tasks: set[int] | None = attrs.field(default=None, eq=False)
 
     def recount(self) -> None:
+        """Rebuild the indexes from the tasks (after a restore)."""
         self.phases = {}
+        self.pending, self.backoff, self.active = set(), set(), set()
+        self.pending_failed = 0
         for t in self.tasks:
             self.phases[t.phase] = self.phases.get(t.phase, 0) + 1
+            if t.phase is TaskPhase.PENDING:
+                self.pending.add(t.index)
+                if t.not_before > 0:
+                    self.backoff.add(t.index)
+                if t.failures:
+                    self.pending_failed += 1
+            elif t.phase in ACTIVE:
+                self.active.add(t.index)
 
     def counts(self) -> dict[str, int]:
         return {p.value: n for p, n in self.phases.items() if n}
@@ -195,6 +214,7 @@ class BatchError(ValueError):
 class BatchCore:
     def __init__(self, gang_timeout: float = DEFAULT_GANG_TIMEOUT, decline_seconds: float = 5.0) -> None:
         self.jobs: dict[int, JobRecord] = {}
+        self.live: dict[int, JobRecord] = {}  # the jobs not yet in a terminal state
         self.next_id = 1
         self.gang_timeout = gang_timeout
         self.decline_seconds = decline_seconds
@@ -220,18 +240,12 @@ class BatchCore:
         return task if task.attempt == parsed[2] else None
 
     def active_tasks(self) -> Iterable[TaskRecord]:
-        for job in self.jobs.values():
-            for t in job.tasks:
-                if t.phase in (TaskPhase.LAUNCHING, TaskPhase.RUNNING):
-                    yield t
+        for job in self.live.values():
+            for i in sorted(job.active):
+                yield job.tasks[i]
 
     def has_pending_work(self) -> bool:
-        return any(
-            t.phase is TaskPhase.PENDING
-            for j in self.jobs.values()
-            if j.state not in JOB_TERMINAL
-            for t in j.tasks
-        )
+        return any(j.pending for j in self.live.values())
 
     # --- commands ------------------------------------------------------------------------------
 
@@ -239,6 +253,8 @@ class BatchCore:
         """Load a job from the store (after a framework restart)."""
         job.recount()
         self.jobs[job.job_id] = job
+        if job.state not in JOB_TERMINAL:
+            self.live[job.job_id] = job
         self.next_id = max(self.next_id, job.job_id + 1)
 
     def submit(self, spec: JobSpec, now: float) -> tuple[int, list[Effect]]:
@@ -248,6 +264,7 @@ class BatchCore:
         job.tasks = [TaskRecord(job_id, i) for i in range(spec.count)]
         job.recount()
         self.jobs[job_id] = job
+        self.live[job_id] = job
         effects: list[Effect] = [Persist((job_id,))]
         ready, why = dependency_status(spec, self._states())
         if not ready and why is not None and why.startswith("never:"):
@@ -262,13 +279,13 @@ class BatchCore:
         if job.state in JOB_TERMINAL:
             raise BatchError(f"job {job_id} already {job.state.value.lower()}")
         effects: list[Effect] = []
-        for t in job.tasks:
-            if t.phase is TaskPhase.PENDING:
-                self._set_phase(t, TaskPhase.CANCELLED)
-            elif t.phase in (TaskPhase.LAUNCHING, TaskPhase.RUNNING):
-                t.killing = "cancel"
-                cur = t.current
-                effects.append(Kill(t.task_id, cur.agent_id if cur else None, "job cancelled"))
+        for i in sorted(job.pending):
+            self._set_phase(job.tasks[i], TaskPhase.CANCELLED)
+        for i in sorted(job.active):
+            t = job.tasks[i]
+            t.killing = "cancel"
+            cur = t.current
+            effects.append(Kill(t.task_id, cur.agent_id if cur else None, "job cancelled"))
         effects += self._finish(job, JobState.CANCELLED, now, "cancelled by user")
         return effects
 
@@ -397,26 +414,26 @@ class BatchCore:
         effects: list[Effect] = [Persist((job.job_id,))]
         # Dependents that can now never run are cancelled, transitively.
         states = self._states()
-        for other in self.jobs.values():
+        for other in list(self.live.values()):
             if other.state in JOB_TERMINAL or not other.spec.after:
                 continue
             if any(d.job_id == job.job_id for d in other.spec.after):
                 ready, why = dependency_status(other.spec, states)
                 if not ready and why is not None and why.startswith("never:"):
-                    for t in other.tasks:
-                        if t.phase is TaskPhase.PENDING:
-                            self._set_phase(t, TaskPhase.CANCELLED)
+                    for i in sorted(other.pending):
+                        self._set_phase(other.tasks[i], TaskPhase.CANCELLED)
                     effects += self._finish(other, JobState.CANCELLED, now, why.removeprefix("never: "))
         return effects
 
     def tick(self, now: float) -> list[Effect]:
         """Enforce time limits. (Retries become placeable by themselves once due.)"""
         effects: list[Effect] = []
-        for job in self.jobs.values():
+        for job in self.live.values():
             limit = job.spec.time_limit
-            if limit is None or job.state in JOB_TERMINAL:
+            if limit is None:
                 continue
-            for t in job.tasks:
+            for i in sorted(job.active):
+                t = job.tasks[i]
                 cur = t.current
                 if (
                     t.phase is TaskPhase.RUNNING
@@ -432,38 +449,44 @@ class BatchCore:
     def next_wakeup(self, now: float) -> float | None:
         """The earliest time something becomes due (a retry, a time limit, a gang hold timeout)."""
         times: list[float] = []
-        for job in self.jobs.values():
-            if job.state in JOB_TERMINAL:
-                continue
+        for job in self.live.values():
             if job.hold_since is not None:
                 times.append(job.hold_since + self.gang_timeout)
-            for t in job.tasks:
-                if t.phase is TaskPhase.PENDING and t.not_before > now:
-                    times.append(t.not_before)
-                cur = t.current
-                if job.spec.time_limit and t.phase is TaskPhase.RUNNING and cur and cur.started_at:
-                    times.append(cur.started_at + job.spec.time_limit)
+            for i in job.backoff:
+                if job.tasks[i].not_before > now:
+                    times.append(job.tasks[i].not_before)
+            if job.spec.time_limit:
+                for i in job.active:
+                    t = job.tasks[i]
+                    cur = t.current
+                    if t.phase is TaskPhase.RUNNING and cur and cur.started_at:
+                        times.append(cur.started_at + job.spec.time_limit)
         return min(times) if times else None
 
     def schedule(self, offers: Sequence[OfferView], now: float) -> list[Effect]:
         """Plan pending tasks onto ``offers``; launch, hold or decline; refresh every reason."""
         states = self._states()
         views: list[JobView] = []
-        for job in self.jobs.values():
-            if job.state in JOB_TERMINAL:
-                continue
-            pending = tuple(t.index for t in job.tasks if t.phase is TaskPhase.PENDING and t.not_before <= now)
-            later = [t.not_before for t in job.tasks if t.phase is TaskPhase.PENDING and t.not_before > now]
-            if not pending and not later:
+        for job in self.live.values():
+            if not job.pending:
                 job.reason = None
                 continue
+            later: list[float] = []
+            if job.backoff:
+                for i in list(job.backoff):
+                    not_before = job.tasks[i].not_before
+                    if not_before > now:
+                        later.append(not_before)
+                    else:
+                        job.backoff.discard(i)  # due: an ordinary pending task from now on
+            pending = tuple(sorted(job.pending - job.backoff if job.backoff else job.pending))
             ready, why = dependency_status(job.spec, states)
             blocked = None if ready else why
             if blocked is None and not pending:
                 blocked = f"retry in {min(later) - now:.1f}s"
             if blocked is None and job.hold_cooldown_until > now:
                 blocked = "gang hold released; waiting before holding again"
-            active = sum(1 for t in job.tasks if t.phase in (TaskPhase.LAUNCHING, TaskPhase.RUNNING))
+            active = len(job.active)
             views.append(
                 JobView(
                     job_id=job.job_id,
@@ -531,7 +554,7 @@ class BatchCore:
             self._suppressed = False
             effects.append(Revive())
         demand = self._demands(views)
-        if demand != self._last_demand:
+        if worth_declaring(self._last_demand, demand):
             self._last_demand = demand
             effects.append(DeclareDemand(demand))
         return effects
@@ -541,12 +564,7 @@ class BatchCore:
     def _retry_pending(self) -> bool:
         """Keep idle offers while pending tasks are only waiting on a retry backoff (they will fit
         again shortly); otherwise decline them so other frameworks can use them."""
-        return any(
-            t.phase is TaskPhase.PENDING and t.failures > 0
-            for j in self.jobs.values()
-            if j.state not in JOB_TERMINAL
-            for t in j.tasks
-        )
+        return any(j.pending_failed for j in self.live.values())
 
     def _demands(self, views: Sequence[JobView]) -> tuple[tuple[str, Demand], ...]:
         out = []
@@ -567,17 +585,77 @@ class BatchCore:
         return tuple(out)
 
     def _states(self) -> Mapping[int, JobState]:
-        return {j.job_id: j.state for j in self.jobs.values()}
+        return _JobStates(self.jobs)
 
     def _set_phase(self, task: TaskRecord, phase: TaskPhase) -> None:
-        check_task_transition(task.phase, phase)
+        old = task.phase
+        check_task_transition(old, phase)
         job = self.jobs[task.job_id]
-        job.phases[task.phase] = job.phases.get(task.phase, 0) - 1
+        i = task.index
+        job.phases[old] = job.phases.get(old, 0) - 1
         job.phases[phase] = job.phases.get(phase, 0) + 1
+        if old is TaskPhase.PENDING:
+            job.pending.discard(i)
+            job.backoff.discard(i)
+            if task.failures:
+                job.pending_failed -= 1
+        elif old in ACTIVE:
+            job.active.discard(i)
+        if phase is TaskPhase.PENDING:
+            job.pending.add(i)
+            if task.not_before > 0:
+                job.backoff.add(i)  # perhaps still in the future: schedule() looks
+            if task.failures:
+                job.pending_failed += 1
+        elif phase in ACTIVE:
+            job.active.add(i)
         task.phase = phase
-        _unsaved(job, task.index)
+        _unsaved(job, i)
 
-    @staticmethod
-    def _set_job(job: JobRecord, state: JobState, now: float) -> None:
+    def _set_job(self, job: JobRecord, state: JobState, now: float) -> None:
         check_job_transition(job.state, state)
         job.state = state
+        if state in JOB_TERMINAL:
+            self.live.pop(job.job_id, None)
+
+
+def worth_declaring(
+    declared: Sequence[tuple[str, Demand]], demand: Sequence[tuple[str, Demand]]
+) -> bool:
+    """Whether ``demand`` must replace the ``declared`` one at the master.
+
+    Any change, except that an array's count going down is declared only once it has halved:
+    the declared count never falls below what is pending and stays within twice of it, and a job
+    array of N tasks makes O(log N) REQUEST calls instead of one per scheduling round. Gang
+    demands are declared exactly (their ``gang_min`` follows the count).
+    """
+    if len(declared) != len(demand):
+        return True
+    for (old_key, old), (key, new) in zip(declared, demand, strict=True):
+        if old_key != key:
+            return True
+        if old == new:
+            continue
+        if old.gang_id is not None or new.gang_id is not None:
+            return True
+        if attrs.evolve(old, count=new.count) != new:
+            return True
+        if new.count > old.count or 2 * new.count <= old.count:
+            return True
+    return False
+
+
+class _JobStates(Mapping[int, JobState]):
+    """Every job's state, read through from the records (no copy per scheduling round)."""
+
+    def __init__(self, jobs: Mapping[int, JobRecord]) -> None:
+        self._jobs = jobs
+
+    def __getitem__(self, job_id: int) -> JobState:
+        return self._jobs[job_id].state
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self._jobs)
+
+    def __len__(self) -> int:
+        return len(self._jobs)

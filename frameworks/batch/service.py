@@ -24,7 +24,7 @@ import getpass
 import json
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -85,6 +85,7 @@ class BatchService(Service, Scheduler):
         framework_name: str = "agora-batch",
         gang_timeout: float = 30.0,
         failover_timeout: float = 7 * 24 * 3600.0,
+        flush_interval: float = 0.01,
         now: Callable[[], float] = time.time,
     ) -> None:
         Service.__init__(self)
@@ -95,6 +96,7 @@ class BatchService(Service, Scheduler):
         self.roles = roles
         self.framework_name = framework_name
         self.failover_timeout = failover_timeout
+        self.flush_interval = flush_interval  # group commit: changes within it share one write
         self.now = now
         self.core = BatchCore(gang_timeout=gang_timeout)
         self.store = JobStoreRef(work_dir)
@@ -102,6 +104,9 @@ class BatchService(Service, Scheduler):
         self._wake = asyncio.Event()
         self._dirty: set[int] = set()
         self._flush_lock = asyncio.Lock()
+        self._persist = asyncio.Event()  # set when a job turns dirty: the flusher writes it
+        self.rounds = 0  # scheduling rounds run
+        self.flushes = 0  # store writes of task progress
         self._queued: list[Effect] = []  # effects from callbacks, run by the one scheduling loop
         self._runner: web.AppRunner | None = None
         self._http: aiohttp.ClientSession | None = None
@@ -155,6 +160,7 @@ class BatchService(Service, Scheduler):
         self.driver = SchedulerDriver(info, HttpTransport(self.master), scheduler=self)
         await self.driver.start()
         self.spawn(self._loop(), name="batch-schedule")
+        self.spawn(self._flusher(), name="batch-flush")
 
     async def _stop(self) -> None:
         if self.driver is not None:
@@ -211,11 +217,25 @@ class BatchService(Service, Scheduler):
             except Exception:
                 # A bug, not an outcome: log it with its stimulus and keep scheduling.
                 log.exception("batch: scheduling round failed")
-            await self._flush()
+
+    async def _flusher(self) -> None:
+        """Write changed jobs, at most once per ``flush_interval``: what changes while a write is
+        on its way, or within the interval after it, goes in the next one (one transaction and
+        one fsync for many updates; the scheduling loop never waits for the disk)."""
+        while True:
+            await self._persist.wait()
+            self._persist.clear()
+            try:
+                await self._flush()
+            except Exception:
+                log.exception("batch: writing the job store failed; retrying")
+                self._persist.set()
+            await asyncio.sleep(self.flush_interval)
 
     async def _schedule_once(self) -> None:
         driver = self.driver
         assert driver is not None
+        self.rounds += 1
         now = self.now()
         effects, self._queued = self._queued, []
         effects += self.core.tick(now)
@@ -243,7 +263,7 @@ class BatchService(Service, Scheduler):
         assert driver is not None
         for e in effects:
             if isinstance(e, Persist):
-                self._dirty.update(e.job_ids)
+                self._mark_dirty(e.job_ids)
             elif not driver.connected:
                 continue
             elif isinstance(e, Launch):
@@ -254,7 +274,7 @@ class BatchService(Service, Scheduler):
                     # The offer changed between planning and sending (rescinded, regrown, declined).
                     log.info("batch: launch on %s not sent: %s", e.offer_id, exc)
                     back = self.core.launch_not_sent([t.task_id for t in e.tasks], self.now())
-                    self._dirty.update(i for b in back if isinstance(b, Persist) for i in b.job_ids)
+                    self._mark_dirty(i for b in back if isinstance(b, Persist) for i in b.job_ids)
                     self._wake.set()
             elif isinstance(e, Kill):
                 await driver.kill(e.task_id, e.agent_id)
@@ -273,10 +293,15 @@ class BatchService(Service, Scheduler):
         order, before its next plan (one loop issues every call, so none race each other)."""
         for e in effects:
             if isinstance(e, Persist):
-                self._dirty.update(e.job_ids)
+                self._mark_dirty(e.job_ids)
             else:
                 self._queued.append(e)
         self._wake.set()
+
+    def _mark_dirty(self, job_ids: Iterable[int]) -> None:
+        self._dirty.update(job_ids)
+        if self._dirty:
+            self._persist.set()
 
     async def _flush(self) -> None:
         """Write changed jobs. A write interrupted by a stop still completes on its thread, and
@@ -287,6 +312,7 @@ class BatchService(Service, Scheduler):
             ids = sorted(self._dirty)
             self._dirty.clear()
             jobs = [self.core.jobs[i] for i in ids if i in self.core.jobs]
+            self.flushes += 1
             try:
                 await asyncio.shield(self.store.open().awrite(jobs))
             except BaseException:
@@ -332,6 +358,8 @@ class BatchService(Service, Scheduler):
                 "master": self.master,
                 "jobs": counts,
                 "offers": len(driver.offers) if driver else 0,
+                "rounds": self.rounds,
+                "flushes": self.flushes,
             },
         )
 

@@ -3,19 +3,26 @@ limits, cancel, dependencies, preemption, suppress/revive, demands."""
 
 from __future__ import annotations
 
+import pytest
+
 from frameworks.batch.core import (
     BatchCore,
     DeclareDemand,
     Decline,
+    JobRecord,
     Kill,
     Launch,
     Revive,
     Suppress,
+    worth_declaring,
 )
-from frameworks.batch.model import Dependency, DependencyKind, JobSpec, JobState, TaskPhase
+from frameworks.batch.model import JOB_TERMINAL, Dependency, DependencyKind, JobSpec, JobState, TaskPhase
 from frameworks.batch.planner import OfferView
+from frameworks.client.demand import Demand
 from protocol.resources import Resources
 from protocol.task_states import TaskState
+
+from .walk import CoreWalk
 
 S = TaskState
 
@@ -216,3 +223,51 @@ def test_a_task_finished_without_a_running_update_still_succeeds_the_job() -> No
     core.on_update("j1-0-0", S.TASK_FINISHED, 1)
     job = core.job(jid)
     assert job.state is JobState.SUCCEEDED and job.started_at == 1 and job.ended_at == 1
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_the_job_indexes_always_equal_a_full_recount(seed: int) -> None:
+    walk = CoreWalk(seed)
+    seen: set[str] = set()
+    for _ in range(300):
+        walk.step()
+        for job in walk.core.jobs.values():
+            seen.update(job.counts())
+            seen.add(job.state.value)
+            seen.update("backoff" for _ in job.backoff)
+            kept = (job.counts(), job.pending, job.backoff - _due(job, walk.now), job.pending_failed, job.active)
+            job.recount()
+            assert kept == (job.counts(), job.pending, job.backoff - _due(job, walk.now), job.pending_failed, job.active)
+        live = {j.job_id for j in walk.core.jobs.values() if j.state not in JOB_TERMINAL}
+        assert set(walk.core.live) == live
+    assert seen >= {"PENDING", "LAUNCHING", "RUNNING", "SUCCEEDED", "FAILED", "CANCELLED", "backoff"}
+
+
+def _due(job: JobRecord, now: float) -> set[int]:
+    """Backoff entries whose time has come (the core drops them lazily)."""
+    return {i for i in job.backoff if job.tasks[i].not_before <= now}
+
+
+def test_an_arrays_shrinking_demand_is_declared_when_it_halves() -> None:
+    core = BatchCore()
+    core.submit(spec(count=16), now=0)
+    declared: list[tuple[int, ...]] = []
+    for i in range(17):
+        eff = core.schedule([offer(f"o{i}", cpus=1)], now=i)
+        declared += [tuple(d.count for _, d in e.demands) for e in eff if isinstance(e, DeclareDemand)]
+    assert declared == [(16,), (8,), (4,), (2,), (1,), ()]
+
+
+def test_worth_declaring() -> None:
+    def d(count: int, **kw: object) -> tuple[tuple[str, Demand], ...]:
+        return (("job-1", Demand(shape=Resources.of(cpus=1), count=count, **kw)),)  # type: ignore[arg-type]
+
+    assert not worth_declaring(d(10), d(10))
+    assert not worth_declaring(d(10), d(6))  # shrinking, not yet halved
+    assert worth_declaring(d(10), d(5))
+    assert worth_declaring(d(10), d(11))  # growth at once
+    assert worth_declaring(d(10), d(9, priority=3))  # any other change at once
+    assert worth_declaring(d(4, gang_id="g", gang_min=4), d(3, gang_id="g", gang_min=3))
+    assert worth_declaring(d(10), ())
+    assert worth_declaring((), d(1))
+    assert worth_declaring(d(10), (("job-2", d(10)[0][1]),))

@@ -3,7 +3,6 @@ opens a store written in the first (one blob per job) layout."""
 
 from __future__ import annotations
 
-import random
 import sqlite3
 from pathlib import Path
 from typing import Any
@@ -11,12 +10,14 @@ from typing import Any
 import msgpack
 import pytest
 
-from frameworks.batch.core import BatchCore, Effect, JobRecord, Persist
-from frameworks.batch.model import JobSpec, TaskPhase
+from frameworks.batch.core import BatchCore, JobRecord
+from frameworks.batch.model import JobSpec
 from frameworks.batch.planner import OfferView
 from frameworks.batch.store import JobStore, job_from_dict, job_to_dict, snapshot
 from protocol.resources import Resources
 from protocol.task_states import TaskState
+
+from .walk import CoreWalk
 
 S = TaskState
 
@@ -72,77 +73,9 @@ def test_a_flush_writes_the_header_and_only_the_changed_tasks() -> None:
     assert [row[0] for row in batch.jobs] == [1]
 
 
-class _Walk:
-    """A random run of the core (submissions, placements, updates of every kind, cancels), with
-    a flush of the jobs its effects name after every step, as the service does."""
-
-    def __init__(self, seed: int) -> None:
-        self.rng = random.Random(seed)
-        self.core = BatchCore()
-        self.now = 0.0
-        self.dirty: set[int] = set()
-
-    def absorb(self, effects: list[Effect]) -> None:
-        for e in effects:
-            if isinstance(e, Persist):
-                self.dirty.update(e.job_ids)
-
-    def step(self) -> None:
-        rng, core = self.rng, self.core
-        self.now += rng.choice((0.0, 0.5, 3.0))
-        roll = rng.random()
-        live = [
-            t
-            for j in core.jobs.values()
-            for t in j.tasks
-            if t.phase in (TaskPhase.LAUNCHING, TaskPhase.RUNNING)
-        ]
-        if roll < 0.1 or not core.jobs:
-            spec = JobSpec(
-                name="w",
-                argv=("true",),
-                count=rng.randint(1, 12),
-                cpus=1,
-                max_retries=rng.randint(0, 2),
-                preemptible=rng.random() < 0.3,
-            )
-            _, effects = core.submit(spec, self.now)
-            self.absorb(effects)
-        elif roll < 0.35 or not live:
-            offers = [
-                OfferView(f"o{i}", f"a{i}", f"h{i}", "*", Resources.of(cpus=rng.randint(1, 4), mem=1024))
-                for i in range(rng.randint(0, 3))
-            ]
-            self.absorb(core.schedule(offers, self.now))
-        elif roll < 0.4:
-            self.absorb(core.launch_not_sent([rng.choice(live).task_id], self.now))
-        elif roll < 0.43:
-            job = rng.choice(list(core.jobs.values()))
-            if job.state.value in ("PENDING", "RUNNING"):
-                self.absorb(core.cancel(job.job_id, self.now))
-        else:
-            task = rng.choice(live)
-            state = rng.choice(
-                (S.TASK_STARTING, S.TASK_RUNNING, S.TASK_RUNNING, S.TASK_FINISHED, S.TASK_FINISHED,
-                 S.TASK_FAILED, S.TASK_LOST, S.TASK_DROPPED, S.TASK_KILLED)
-            )
-            reason = "REASON_CONTAINER_PREEMPTED" if rng.random() < 0.1 else None
-            self.absorb(
-                core.on_update(
-                    task.task_id,
-                    state,
-                    self.now,
-                    agent_id=f"a{rng.randint(0, 2)}",
-                    exit_code=rng.choice((None, 0, 1)),
-                    message=rng.choice((None, "boom")),
-                    reason=reason,
-                )
-            )
-
-
 @pytest.mark.parametrize("seed", [1, 2])
 async def test_many_small_flushes_reopen_to_the_same_state_as_a_full_write(tmp_path: Path, seed: int) -> None:
-    walk = _Walk(seed)
+    walk = CoreWalk(seed)
     store = JobStore(tmp_path / "jobs.db")
     expected: dict[int, dict[str, Any]] = {}  # what a whole-job write at the same moments holds
     for _ in range(250):
@@ -214,7 +147,7 @@ CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 
 
 async def test_a_store_in_the_first_layout_opens_and_is_converted(tmp_path: Path) -> None:
-    walk = _Walk(7)
+    walk = CoreWalk(7)
     for _ in range(150):
         walk.step()
     path = tmp_path / "jobs.db"
