@@ -194,7 +194,7 @@ def _apply(
         refuse = ev.refuse_seconds if ev.refuse_seconds is not None else ledger.config.default_refuse_seconds
         if refuse > 0 and (regular_rest or revocable_rest):
             ledger.filters.add(fw.framework_id, role, agent.agent_id, regular_rest, now + refuse)
-            ledger.activity_dirty = True
+            ledger.activity_of[fw.framework_id] = None
     ledger.settle_lent(agent)
     ledger.mark_dirty(agent.agent_id)
     return Accepted(

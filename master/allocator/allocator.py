@@ -12,7 +12,7 @@ from master.allocator.accept import accept as accept_offers
 from master.allocator.config import AllocatorConfig
 from master.allocator.decisions import AcceptResult, Decision, Offer
 from master.allocator.demand import demand_stage, fairness_rescind
-from master.allocator.eligibility import fully_filtered, refresh_all
+from master.allocator.eligibility import fully_filtered, refresh_all, refresh_some
 from master.allocator.errors import AllocatorError
 from master.allocator.events import Event, OffersAccepted
 from master.allocator.handlers import HANDLERS
@@ -61,6 +61,8 @@ class Allocator:
         self._expire(now, out)
         if l_.activity_dirty:
             refresh_all(l_)
+        elif l_.activity_of:
+            refresh_some(l_)
         full = self._l.full_pass or self._next_sweep is None or now >= self._next_sweep
         if full:
             agents = [a for a in l_.agents.values() if a.active]
@@ -76,12 +78,13 @@ class Allocator:
             k = (self.passes * 7919) % len(agents)
             agents = agents[k:] + agents[:k]
         # owners reclaim what was lent as revocable (anywhere, when demand changed)
-        lenders = l_.agents.values() if (full or l_.demand_dirty) else agents
-        for agent in [a for a in lenders if a.lent and a.active]:
-            if agent.lent:
-                reason = owner_wants(l_, agent)
-                if reason is not None:
-                    enforce(l_, agent, reason, out, reclaim=True)
+        if l_.lenders:  # (every agent with something lent is in it)
+            lenders = l_.agents.values() if (full or l_.demand_dirty) else agents
+            for agent in [a for a in lenders if a.lent and a.active]:
+                if agent.lent:
+                    reason = owner_wants(l_, agent)
+                    if reason is not None:
+                        enforce(l_, agent, reason, out, reclaim=True)
         quota_stage(l_, agents, now, out)
         why: dict[str, str] = {}
         demand_ran = False
@@ -100,8 +103,10 @@ class Allocator:
                 demand_stage(l_, freed, now, out, why, headroom)
                 regular_stage(l_, freed, now, out, headroom)
         revocable_stage(l_, agents, now, out)
-        for agent in agents:  # what this pass changed elsewhere stays dirty for the next one
-            l_.dirty.pop(agent.agent_id, None)
+        if l_.dirty:  # what this pass changed elsewhere stays dirty for the next one
+            dirty = l_.dirty
+            for agent in agents:
+                dirty.pop(agent.agent_id, None)
         if demand_ran:  # otherwise the last reasons still hold
             self._l.why = why
         self.last_pass = PassStats(self.passes, full, len(agents), len(out))
@@ -109,9 +114,9 @@ class Allocator:
 
     def _expire(self, now: float, out: list[Decision]) -> None:
         l_ = self._l
-        for _fid, _role, agent_id in l_.filters.expire(now):
+        for fid, _role, agent_id in l_.filters.expire(now):
             l_.mark_dirty(agent_id)
-            l_.activity_dirty = True
+            l_.activity_of[fid] = None
         timers = l_.offer_timers
         while timers and timers[0][0] <= now:
             _, oid, gen = heapq.heappop(timers)
@@ -136,7 +141,7 @@ class Allocator:
         refuse = self.config.default_refuse_seconds
         if unused and refuse > 0:
             l_.filters.add(o.framework_id, o.role, o.agent_id, unused, now + refuse)
-            l_.activity_dirty = True
+            l_.activity_of[o.framework_id] = None
 
     def next_deadline(self, now: float) -> float | None:
         """When the shell should call ``allocate`` next (None: only on new events)."""

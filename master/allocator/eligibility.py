@@ -36,6 +36,17 @@ def refresh_all(ledger: Ledger) -> None:
     for fw in ledger.frameworks.values():
         refresh_activity(ledger, fw)
     ledger.activity_dirty = False
+    ledger.activity_of.clear()
+
+
+def refresh_some(ledger: Ledger) -> None:
+    """Refresh only the frameworks whose filters changed (``ledger.activity_of``)."""
+    frameworks = ledger.frameworks
+    for fid in ledger.activity_of:
+        fw = frameworks.get(fid)
+        if fw is not None:
+            refresh_activity(ledger, fw)
+    ledger.activity_of.clear()
 
 
 def available_to(agent: AgentState, role: str) -> Resources:

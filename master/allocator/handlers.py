@@ -76,6 +76,7 @@ def _agent_removed(ledger: Ledger, ev: AgentRemoved, now: float) -> list[Decisio
         if task is not None:
             l_.task_end(task)
     l_.filters.remove_agent(ev.agent_id)
+    l_.lenders.pop(ev.agent_id, None)
     l_.totals.add(agent.total_scalars, -1.0)
     if agent.active:
         l_.active_agents -= 1
@@ -220,7 +221,7 @@ def _declined(ledger: Ledger, ev: OffersDeclined, now: float) -> list[Decision]:
         l_.offer_drop(o)
         if refuse > 0:
             l_.filters.add(fw.framework_id, o.role, o.agent_id, declined, now + refuse)
-            l_.activity_dirty = True
+            l_.activity_of[fw.framework_id] = None
     return []
 
 def _recovered(ledger: Ledger, ev: ResourcesRecovered, now: float) -> list[Decision]:

@@ -23,6 +23,8 @@ from protocol.resources import Resources
 
 __pure__ = True
 
+_new_record = tuple.__new__
+
 
 class Ledger:
     def __init__(self, config: AllocatorConfig) -> None:
@@ -39,7 +41,13 @@ class Ledger:
         self.full_pass = True  # the next pass visits every agent (new framework, revive, quota...)
         self.why: dict[str, str] = {}  # framework -> why its demand is not placed (last demand stage)
         self.demand_dirty = False
+        # sorter activity ("fully filtered") to refresh before the next pass: every framework
+        # (agents came or went), or only these (their filters changed)
         self.activity_dirty = False
+        self.activity_of: dict[str, None] = {}
+        self.lenders: dict[str, None] = {}  # agents whose ``lent`` is not empty
+        self._offer_prefix = f"{config.offer_id_prefix}-O"
+        self._offer_timeout = config.offer_timeout
         self.active_agents = 0
         self._offer_seq = 0
         self._agent_seq = 0
@@ -52,7 +60,7 @@ class Ledger:
 
     def next_offer_id(self) -> str:
         self._offer_seq += 1
-        return f"{self.config.offer_id_prefix}-O{self._offer_seq}"
+        return f"{self._offer_prefix}{self._offer_seq}"
 
     def next_agent_seq(self) -> int:
         self._agent_seq += 1
@@ -73,7 +81,7 @@ class Ledger:
             avail = agent.free.allocatable_to(role) if agent.has_reserved else agent.free
             if not filtered.contains(avail):
                 self.filters.drop(fid, role, agent.agent_id)
-                self.activity_dirty = True
+                self.activity_of[fid] = None
 
     # --- snapshots ------------------------------------------------------------------------
 
@@ -111,21 +119,20 @@ class Ledger:
         """Fast path of ``new_offer`` + ``offer_grow`` + ``snapshot`` for a classic offer of
         regular resources (the bulk of a DRF pass)."""
         self._offer_seq += 1
-        oid = f"{self.config.offer_id_prefix}-O{self._offer_seq}"
+        oid = f"{self._offer_prefix}{self._offer_seq}"
         fid = fw.framework_id
         agent_id = agent.agent_id
-        o = OfferState(oid, fid, role, agent_id, now, False)
-        o.regular = regular
-        o.scalars = scalars
+        o = OfferState(oid, fid, role, agent_id, now, False, regular, scalars)
         self.offers[oid] = o
         fw.offers[oid] = None
         agent.offers[oid] = None
         free = agent.free
         agent.free = EMPTY if regular is free else free - regular
         self.roles.update(role, fid, scalars, 1.0)
-        if self.config.offer_timeout is not None:
-            heapq.heappush(self.offer_timers, (now + self.config.offer_timeout, oid, now))
-        return Offer(oid, fid, role, agent_id, agent.hostname, regular, now, now, EMPTY, False)
+        if self._offer_timeout is not None:
+            heapq.heappush(self.offer_timers, (now + self._offer_timeout, oid, now))
+        # ``tuple.__new__`` is what ``Offer(...)`` calls, minus its Python-level ``__new__``
+        return _new_record(Offer, (oid, fid, role, agent_id, agent.hostname, regular, now, now, EMPTY, False))
 
     def lease_of(self, fw: FrameworkState, role: str, agent_id: str) -> OfferState | None:
         """The framework's reusable lease on this agent for this role, if any."""
@@ -280,6 +287,7 @@ class Ledger:
             agent.free = agent.free - exact
             agent.allocated = agent.allocated + exact
             agent.lent = agent.lent + exact
+            self.lenders[agent.agent_id] = None
 
     def settle_lent(self, agent: AgentState) -> None:
         """Give back to free the lent resources no revocable use needs any more."""
@@ -297,6 +305,8 @@ class Ledger:
             return
         back = take(agent.lent, excess)
         agent.lent = agent.lent - back
+        if not agent.lent:
+            self.lenders.pop(agent.agent_id, None)
         agent.allocated = agent.allocated - back
         agent.free = agent.free + back
         self.free_grew(agent)

@@ -22,6 +22,8 @@ from protocol.resources import Resources
 
 __pure__ = True
 
+_new_record = tuple.__new__  # OfferCreated(...) without its Python-level __new__ (hot path)
+
 
 class Headroom:
     """Unallocated unreserved resources that unmet quota guarantees still need: a role beyond
@@ -251,13 +253,23 @@ def _regular_one_role(ledger: Ledger, role: str, agents: Iterable[AgentState], n
         agent_id = agent.agent_id
         served: set[str] | None = None
         while True:
-            avail = free.allocatable_to(role) if agent.has_reserved else free
-            if not avail:
-                break
+            if agent.has_reserved:
+                avail = free.allocatable_to(role)
+                if not avail:
+                    break
+            else:
+                avail = free
             cache = agent.free_scalars
             scal = cache[1] if cache is not None and cache[0] is avail else avail.scalars()
-            if not meets_minimum(scal, minimum):
-                break
+            if minimum:  # meets_minimum, inlined
+                for alt in minimum:
+                    for name, need in alt.items():
+                        if scal.get(name, 0.0) + 1e-9 < need:
+                            break
+                    else:
+                        break  # this alternative is met
+                else:
+                    break  # none is: nothing to offer on this agent
             made = None
             for key in sorter.first_keys():
                 fid = key[2]
@@ -272,7 +284,7 @@ def _regular_one_role(ledger: Ledger, role: str, agents: Iterable[AgentState], n
                 if fw.reusable:
                     append(give(ledger, fw, role, agent, avail, EMPTY, now, _DRF_REASON, scalars=scal))
                 else:
-                    append(OfferCreated(create(fw, role, agent, avail, scal, now), _DRF_REASON))
+                    append(_new_record(OfferCreated, (create(fw, role, agent, avail, scal, now), _DRF_REASON)))
                 made = fid
                 break
             free = agent.free

@@ -164,7 +164,33 @@ class DRFSorter:
                 else:
                     alloc.pop(key, None)
             if grew:
-                self._grown(client, best)
+                # ``_grown`` + ``_place`` inlined (one offer made = one call here)
+                if len(self._clients) == 1:
+                    self._lazy = True
+                    return
+                if self._lazy or self._version != totals.version:
+                    self._reposition(client)
+                    return
+                old_key = client.key
+                weight = client.weight
+                old = old_key[0] * weight
+                if old > best:
+                    best = old
+                new_key = (best / weight if weight > 0 else float("inf"), client.seq, name)
+                client.key = new_key
+                if client.active and new_key != old_key:
+                    keys = self._keys
+                    if keys and keys[0] is old_key:  # DRF serves the first client: no search
+                        del keys[0]
+                    else:
+                        i = bisect_left(keys, old_key)
+                        if i < len(keys) and keys[i] == old_key:
+                            del keys[i]
+                        else:
+                            client.key = old_key
+                            self._drop_key(client)
+                            client.key = new_key
+                    insort(keys, new_key)
                 return
         else:
             for key, value in scalars.items():
@@ -212,18 +238,6 @@ class DRFSorter:
                     best = share
         self._place(client, best)
 
-    def _grown(self, client: _Client, best: float) -> None:
-        """Reposition a client whose allocation only grew; ``best`` is the largest share among
-        the grown names (the dominant share is the larger of it and the old one)."""
-        if len(self._clients) == 1:
-            self._lazy = True
-            return
-        if self._lazy or self._version != self._totals.version:
-            self._reposition(client)
-            return
-        old = client.key[0] * client.weight
-        self._place(client, best if best > old else old)
-
     def _place(self, client: _Client, best: float) -> None:
         """Give the client the key of (unweighted) dominant share ``best`` and move it there."""
         weight = client.weight
@@ -251,7 +265,8 @@ class DRFSorter:
 
     def first_keys(self) -> list[tuple[float, int, str]]:
         """The live ordered key list (do not mutate); callers must re-read after updates."""
-        self._refresh()
+        if self._lazy or self._version != self._totals.version:
+            self._refresh()
         return self._keys
 
     # --- internals ------------------------------------------------------------------------

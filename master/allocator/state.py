@@ -196,7 +196,15 @@ class OfferState:
     )
 
     def __init__(
-        self, offer_id: str, framework_id: str, role: str, agent_id: str, created: float, reusable: bool
+        self,
+        offer_id: str,
+        framework_id: str,
+        role: str,
+        agent_id: str,
+        created: float,
+        reusable: bool,
+        regular: Resources = EMPTY,
+        scalars: dict[str, float] | None = None,
     ) -> None:
         self.offer_id = offer_id
         self.framework_id = framework_id
@@ -205,8 +213,8 @@ class OfferState:
         self.created = created
         self.idle_since: float | None = created
         self.reusable = reusable
-        self.regular = EMPTY
-        self.scalars: dict[str, float] | None = None  # of ``regular``, when known
+        self.regular = regular
+        self.scalars = scalars  # of ``regular``, when known
         self.revocable = EMPTY
         # created only when used (most offers are classic and never hold tasks or demand units)
         self.tasks: set[str] | None = set() if reusable else None
