@@ -540,7 +540,8 @@ class BatchCore:
             rel.hold_cooldown_until = now + self.gang_timeout
         used = set(by_offer)
         keep = set(p.held_offers) if p.released_job is None else set()
-        idle = [o.offer_id for o in offers if o.offer_id not in used and o.offer_id not in keep]
+        # (An offer with nothing left, every resource in use by our tasks, is not idle.)
+        idle = [o.offer_id for o in offers if o.resources and o.offer_id not in used and o.offer_id not in keep]
         if idle and not self._retry_pending():
             effects.append(Decline(tuple(idle), self.decline_seconds))
         if touched:

@@ -36,7 +36,7 @@ class OfferView:
     agent_id: str
     hostname: str
     role: str  # the role the offer is allocated to
-    resources: Resources  # what is available in it now
+    resources: Resources  # what is available in it now (empty: all of it is in use by our tasks)
     attributes: Mapping[str, str] = attrs.field(factory=dict)
 
 
@@ -105,6 +105,8 @@ def shortfall(spec: JobSpec, offers: Sequence[OfferView], free: Mapping[str, Res
             wanted = ", ".join(f"{k}={v}" for k, v in spec.constraints)
             return f"no offered agent matches {wanted}"
         return f"no offers for queue {spec.queue!r}"
+    if not any(free[o.offer_id] for o in eligible):
+        return "all held resources in use"
     want = spec.resources()
     for name, amount in want.scalars().items():
         best = 0.0
@@ -187,7 +189,7 @@ def plan(
             reasons[job.job_id] = shortfall(spec, offers, free)
             continue
         # A gang that cannot start: it becomes the head gang and holds what it could use.
-        if not any(matches(spec, o) for o in offers):
+        if not any(o.resources and matches(spec, o) for o in offers):
             # Demand-driven allocation offers a gang whole or not at all (REQUEST with gang_min).
             shape = ";".join(f"{k}:{v:g}" for k, v in sorted(spec.resources().scalars().items()))
             why = f"gang 0/{gang} placed; waiting for {gang} x [{shape}] to be offered together"

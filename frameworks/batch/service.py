@@ -242,9 +242,9 @@ class BatchService(Service, Scheduler):
         if driver.connected:
             views = []
             for cached in driver.offers:
+                # Offers whose resources are all in use stay in view (empty): the planner can
+                # then say "all held resources in use" rather than "no offers".
                 avail = cached.available
-                if not avail:
-                    continue
                 views.append(
                     OfferView(
                         offer_id=cached.offer_id,
@@ -261,22 +261,18 @@ class BatchService(Service, Scheduler):
     async def _execute(self, effects: list[Effect]) -> None:
         driver = self.driver
         assert driver is not None
+        launches: list[Launch] = []
         for e in effects:
             if isinstance(e, Persist):
                 self._mark_dirty(e.job_ids)
             elif not driver.connected:
                 continue
             elif isinstance(e, Launch):
-                infos = [self._task_info(t, e.agent_id) for t in e.tasks]
-                try:
-                    await driver.launch(e.offer_id, infos)
-                except OfferCacheError as exc:
-                    # The offer changed between planning and sending (rescinded, regrown, declined).
-                    log.info("batch: launch on %s not sent: %s", e.offer_id, exc)
-                    back = self.core.launch_not_sent([t.task_id for t in e.tasks], self.now())
-                    self._mark_dirty(i for b in back if isinstance(b, Persist) for i in b.job_ids)
-                    self._wake.set()
-            elif isinstance(e, Kill):
+                launches.append(e)  # sent together with the launches next to it
+                continue
+            await self._launch_all(launches)
+            launches = []
+            if isinstance(e, Kill):
                 await driver.kill(e.task_id, e.agent_id)
             elif isinstance(e, Decline):
                 await driver.decline(e.offer_ids, e.refuse_seconds)
@@ -287,6 +283,31 @@ class BatchService(Service, Scheduler):
             elif isinstance(e, DeclareDemand):
                 driver.demands.replace(e.demands)
                 await driver.send_demand()
+        await self._launch_all(launches)
+
+    async def _launch_all(self, launches: list[Launch]) -> None:
+        """ACCEPT on several offers at once (each on its own agent; one call each): a round waits
+        for the slowest answer, not for the sum of them."""
+        if len(launches) == 1:
+            await self._launch(launches[0])
+        elif launches:
+            results = await asyncio.gather(*(self._launch(e) for e in launches), return_exceptions=True)
+            for r in results:
+                if isinstance(r, BaseException):
+                    raise r
+
+    async def _launch(self, e: Launch) -> None:
+        driver = self.driver
+        assert driver is not None
+        infos = [self._task_info(t, e.agent_id) for t in e.tasks]
+        try:
+            await driver.launch(e.offer_id, infos)
+        except OfferCacheError as exc:
+            # The offer changed between planning and sending (rescinded, regrown, declined).
+            log.info("batch: launch on %s not sent: %s", e.offer_id, exc)
+            back = self.core.launch_not_sent([t.task_id for t in e.tasks], self.now())
+            self._mark_dirty(i for b in back if isinstance(b, Persist) for i in b.job_ids)
+            self._wake.set()
 
     def _absorb(self, effects: list[Effect]) -> None:
         """Effects produced in a callback or an HTTP handler: the scheduling loop runs them, in

@@ -130,3 +130,18 @@ def test_reserved_resources_are_used_by_their_queue() -> None:
 def test_gang_with_no_offers_says_it_waits_for_a_whole_gang() -> None:
     p = plan([job(1).cpus(1).mem(16).count(4).gang(4).build()], [], now=0)
     assert p.reasons[1] == "gang 0/4 placed; waiting for 4 x [cpus:1;mem:16] to be offered together"
+
+
+def test_reason_says_held_resources_are_in_use_rather_than_that_there_are_no_offers() -> None:
+    busy = offer("a")  # held, every resource of it in use by running tasks
+    p = plan([job(1).cpus(1).count(3).build()], [busy.build()], now=0)
+    assert p.placements == () and p.reasons == {1: "all held resources in use"}
+    p = plan([job(1).cpus(1).count(3).build()], [], now=0)
+    assert p.reasons == {1: "no offers for queue '*'"}
+    # Used up by this plan's own placements: the rest of the array waits on them too.
+    p = plan([job(1).cpus(1).mem(128).count(3).build()], [offer("b").cpus(2).mem(256).build()], now=0)
+    assert _where(p) == [(1, 0, "b"), (1, 1, "b")]
+    assert p.reasons == {1: "2 of 3 pending tasks placed; all held resources in use"}
+    # A gang whose offers are all busy waits to be offered together (REQUEST with gang_min).
+    p = plan([job(1).cpus(1).count(2).gang(2).build()], [busy.build()], now=0)
+    assert p.reasons[1] == "gang 0/2 placed; waiting for 2 x [cpus:1;mem:128] to be offered together"

@@ -271,3 +271,15 @@ def test_worth_declaring() -> None:
     assert worth_declaring(d(10), ())
     assert worth_declaring((), d(1))
     assert worth_declaring(d(10), (("job-2", d(10)[0][1]),))
+
+
+def test_an_offer_with_every_resource_in_use_is_kept_not_declined() -> None:
+    core = BatchCore()
+    jid, _ = core.submit(spec(count=2), now=0)
+    busy = OfferView("o1", "agent-o1", "host-o1", "*", Resources.empty())
+    eff = core.schedule([busy, offer("o2", cpus=0.5)], now=0)
+    assert Decline(("o2",), 5.0) in eff
+    assert not any(isinstance(e, Decline) and "o1" in e.offer_ids for e in eff)
+    assert core.job(jid).reason == "waiting for 1 cpus; largest free offer has 0.5"
+    core.schedule([busy], now=1)
+    assert core.job(jid).reason == "all held resources in use"
