@@ -14,6 +14,7 @@ import asyncio
 import contextlib
 import itertools
 import logging
+import typing
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING
 
@@ -66,7 +67,7 @@ class AgentConn:
             self.wake.set()
 
     def _frames(self, bodies: list[ac.Body]) -> list[bytes]:
-        data = codec.encode_msgpack(ac.frame(*bodies, epoch=self.epoch))
+        data = ac.encode_frame(bodies, self.epoch)
         if len(data) <= self.max_frame or len(bodies) == 1:
             return [data]
         mid = len(bodies) // 2
@@ -144,18 +145,18 @@ class AgentChannelServer:
                 conn.last_frame = svc.clock.now()
                 if msg.type is WSMsgType.BINARY:
                     try:
-                        frame = codec.decode_msgpack(ac.Frame, msg.data)
-                        bodies = [(m, m.body()) for m in frame.messages]
-                        if any(b is None for _, b in bodies):
+                        _, got = ac.decode_frame(msg.data)
+                        if any(b is None for b in got):
                             raise codec.DecodeError("", "message body missing for its type")
+                        bodies = typing.cast(list[ac.Body], got)
                     except codec.DecodeError as e:
                         svc.metrics_inc("invalid_messages_total")
                         log.warning("agent connection %d: malformed frame: %s", conn_id, e)
                         await ws.close(code=CLOSE_INVALID, message=b"malformed frame")
                         break
-                    rest = frame.messages
+                    rest = bodies
                     if not registered and bodies:
-                        body = bodies[0][1]
+                        body = bodies[0]
                         if not isinstance(body, ac.Register):
                             svc.metrics_inc("invalid_messages_total")
                             await ws.close(code=CLOSE_POLICY, message=b"first message must be REGISTER")
@@ -164,10 +165,10 @@ class AgentChannelServer:
                         await svc.dispatch(AgentConnected(conn_id=conn_id, register=body))
                         rest = rest[1:]
                     if len(rest) == 1:
-                        await svc.dispatch(AgentMessageReceived(conn_id=conn_id, message=rest[0]))
+                        await svc.dispatch(AgentMessageReceived(conn_id=conn_id, body=rest[0]))
                     elif rest:
                         # the rest of the frame is one fact: its offer updates coalesce
-                        await svc.dispatch(AgentMessagesReceived(conn_id=conn_id, messages=tuple(rest)))
+                        await svc.dispatch(AgentMessagesReceived(conn_id=conn_id, bodies=tuple(rest)))
                     if ws.closed:
                         break
                 elif msg.type is WSMsgType.TEXT:

@@ -259,13 +259,12 @@ class AgentRules(CoreBase):
         if ag.in_allocator:
             self._alloc_event(ae.AgentDeactivated(agent_id=ag.agent_id, reason="agent disconnected"), now, fx)
 
-    def _agent_message(self, conn_id: int, msg: ac.AgentMessage, now: float, fx: list[Effect]) -> None:
+    def _agent_message(self, conn_id: int, body: ac.Body, now: float, fx: list[Effect]) -> None:
         ag = self._agent_of_conn(conn_id)
         if ag is None:
             self.counters["dropped_messages"] += 1
             return
         ag.last_seen = now
-        body = msg.body()
         match body:
             case ac.Pong():
                 pass

@@ -54,8 +54,10 @@ class AgentConnected:
 
 @attrs.frozen
 class AgentMessageReceived:
+    """One message from an agent (its body; the channel's envelope is not kept)."""
+
     conn_id: int
-    message: ac.AgentMessage
+    body: ac.Body
 
 
 @attrs.frozen
@@ -64,7 +66,7 @@ class AgentMessagesReceived:
     offer updates coalesce: a lease changed by several of them is sent once, in its latest form)."""
 
     conn_id: int
-    messages: tuple[ac.AgentMessage, ...]
+    bodies: tuple[ac.Body, ...]
 
 
 @attrs.frozen

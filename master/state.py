@@ -143,10 +143,10 @@ class MasterState(AgentRules, AcceptRules):
             case AgentConnected():
                 self._agent_register(event.conn_id, event.register, now, fx)
             case AgentMessageReceived():
-                self._agent_message(event.conn_id, event.message, now, fx)
+                self._agent_message(event.conn_id, event.body, now, fx)
             case AgentMessagesReceived():
-                for m in event.messages:
-                    self._agent_message(event.conn_id, m, now, fx)
+                for body in event.bodies:
+                    self._agent_message(event.conn_id, body, now, fx)
             case AgentConnectionLost():
                 self._agent_conn_lost(event.conn_id, now, fx)
             case Tick():

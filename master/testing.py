@@ -115,7 +115,7 @@ class Harness:
         return regd[0].agent_id.value, self._conn
 
     def agent_says(self, conn: int, body: ac.Body) -> list[Effect]:
-        return self.feed(AgentMessageReceived(conn, ac.envelope(body)))
+        return self.feed(AgentMessageReceived(conn, body))
 
     def status(self, conn: int, fid: str, tid: str, state: TaskState, uuid: bytes = b"u" * 16) -> list[Effect]:
         st = mesos.TaskStatus(task_id=mesos.TaskID(tid), state=state, source=mesos.Source.SOURCE_EXECUTOR, uuid=uuid)

@@ -20,10 +20,10 @@ def _launch(h: Harness, fid: str, sid: str, o: mesos.Offer, n: int) -> list[str]
     return [t.task_id.value for t in tasks]
 
 
-def _status(fid: str, tid: str, state: TS, n: int) -> ac.AgentMessage:
+def _status(fid: str, tid: str, state: TS, n: int) -> ac.StatusUpdateMsg:
     st = mesos.TaskStatus(task_id=mesos.TaskID(tid), state=state, source=mesos.Source.SOURCE_EXECUTOR,
                           uuid=bytes([n]) * 16)
-    return ac.envelope(ac.StatusUpdateMsg(framework_id=mesos.FrameworkID(fid), status=st))
+    return ac.StatusUpdateMsg(framework_id=mesos.FrameworkID(fid), status=st)
 
 
 def test_frame_of_updates_sends_one_offer_update() -> None:
@@ -59,7 +59,7 @@ def test_same_as_one_message_at_a_time() -> None:
             h.feed(AgentMessagesReceived(conn, tuple(msgs)))
         else:
             for m in msgs:
-                h.agent_says(conn, m.body())  # type: ignore[arg-type]
+                h.agent_says(conn, m)
         fx = h.allocate()
         state = h.state
         fw = state.frameworks[fid]
