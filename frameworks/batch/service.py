@@ -61,14 +61,19 @@ from protocol.mesos import (
     Environment,
     FrameworkInfo,
     Offer,
+    Resource,
     TaskInfo,
     TaskStatus,
+    Variable,
+    VariableType,
 )
 from protocol.mesos_common import FrameworkID, TaskID
+from protocol.resources import Resources
 
 log = logging.getLogger(__name__)
 
 MAX_BODY = 1024 * 1024
+COMMAND_CACHE = 256  # jobs whose shared TaskInfo parts are kept; resource shapes likewise
 
 
 class BatchService(Service, Scheduler):
@@ -107,6 +112,8 @@ class BatchService(Service, Scheduler):
         self._persist = asyncio.Event()  # set when a job turns dirty: the flusher writes it
         self.rounds = 0  # scheduling rounds run
         self.flushes = 0  # store writes of task progress
+        self._commands: dict[int, tuple[Variable, ...]] = {}
+        self._mesos_resources: dict[tuple[Resources, str], tuple[Resource, ...]] = {}
         self._queued: list[Effect] = []  # effects from callbacks, run by the one scheduling loop
         self._runner: web.AppRunner | None = None
         self._http: aiohttp.ClientSession | None = None
@@ -342,24 +349,29 @@ class BatchService(Service, Scheduler):
 
     def _task_info(self, t: TaskLaunch, agent_id: str) -> TaskInfo:
         spec = t.spec
-        env = dict(spec.env)
-        env.update(
-            AGORA_JOB_ID=str(t.job_id),
-            AGORA_TASK_INDEX=str(t.index),
-            AGORA_ARRAY_SIZE=str(spec.count),
-        )
+        shared = self._commands.get(t.job_id)
+        if shared is None:
+            # What every task of the job shares, built once per job (not once per task).
+            env = dict(spec.env)
+            env.update(AGORA_JOB_ID=str(t.job_id), AGORA_TASK_INDEX="", AGORA_ARRAY_SIZE=str(spec.count))
+            variables = Environment.of(env).variables
+            shared = tuple(v for v in variables if v.name != "AGORA_TASK_INDEX")
+            if len(self._commands) >= COMMAND_CACHE:
+                del self._commands[next(iter(self._commands))]
+            self._commands[t.job_id] = shared
+        env_info = Environment((*shared, Variable(name="AGORA_TASK_INDEX", value=str(t.index), type=VariableType.VALUE)))
         if spec.shell is not None:
-            command = CommandInfo(value=spec.shell, shell=True, environment=Environment.of(env))
+            command = CommandInfo(value=spec.shell, shell=True, environment=env_info)
         else:
-            command = CommandInfo(
-                value=spec.argv[0], arguments=spec.argv, shell=False, environment=Environment.of(env)
-            )
-        return TaskInfo(
-            name=t.name,
-            task_id=TaskID(t.task_id),
-            resources=t.resources.to_mesos(allocation_role=spec.queue),
-            command=command,
-        )
+            command = CommandInfo(value=spec.argv[0], arguments=spec.argv, shell=False, environment=env_info)
+        key = (t.resources, spec.queue)
+        resources = self._mesos_resources.get(key)
+        if resources is None:
+            resources = t.resources.to_mesos(allocation_role=spec.queue)
+            if len(self._mesos_resources) >= COMMAND_CACHE:
+                del self._mesos_resources[next(iter(self._mesos_resources))]
+            self._mesos_resources[key] = resources
+        return TaskInfo(name=t.name, task_id=TaskID(t.task_id), resources=resources, command=command)
 
     # --- HTTP API --------------------------------------------------------------------------------
 
