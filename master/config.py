@@ -39,7 +39,8 @@ class MasterConfig:
     # limits
     max_connections: int = 1000  # schedulers, operators, not-yet-upgraded connections
     # agent channel connections, counted apart; 0 = from the process' open-file limit (raised to
-    # its hard limit at start): that limit minus max_connections minus 256 spare descriptors
+    # its hard limit at start): that limit minus 256 spare descriptors minus max_connections
+    # (counted as at most a tenth of the limit)
     max_agent_connections: int = 0
     read_timeout: float = 30.0  # per connection, for a request head/body (slowloris)
     # per principal (framework principal, else framework id); a call costs one token

@@ -72,11 +72,14 @@ def raise_open_file_limit() -> int:
 
 
 def agent_connection_cap(cfg: MasterConfig) -> int:
-    """``max_agent_connections``, or (0) what the open-file limit leaves after the general pool
-    and 256 spare descriptors (registry, logs, listening socket), at least 100."""
+    """``max_agent_connections``, or (0) what the open-file limit leaves after 256 spare
+    descriptors (registry, logs, listening socket) and the general pool (``max_connections``,
+    counted as at most a tenth of the limit, so a config that lifts that cap far above the file
+    limit does not starve the agents), at least 100."""
     if cfg.max_agent_connections > 0:
         return cfg.max_agent_connections
-    return max(100, raise_open_file_limit() - cfg.max_connections - 256)
+    soft = raise_open_file_limit()
+    return max(100, soft - 256 - min(cfg.max_connections, soft // 10))
 
 
 class MasterService(Service):

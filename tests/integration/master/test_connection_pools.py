@@ -54,7 +54,9 @@ def test_default_caps_scale_with_the_open_file_limit() -> None:
     assert cfg.max_agent_connections == 0 and cfg.max_connections == 1000
     cap = agent_connection_cap(cfg)
     soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)  # raised by agent_connection_cap
-    assert cap == max(100, soft - 1000 - 256)
+    assert cap == max(100, soft - 256 - min(1000, soft // 10))
+    # a config lifting the general cap far above the file limit does not starve the agents
+    assert agent_connection_cap(cfg.replace(max_connections=10 * soft)) == max(100, soft - 256 - soft // 10)
     assert agent_connection_cap(cfg.replace(max_agent_connections=7)) == 7
     # one framework may use what the master serves (~5,000 calls/s), bounded all the same
     assert cfg.rate_limit_qps == 5000.0 and cfg.rate_limit_burst == 10000.0
