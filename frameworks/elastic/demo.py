@@ -38,7 +38,7 @@ DEMO_JOB: dict[str, Any] = {
     "worker": {
         "command": "{python} -m frameworks.elastic.examples.digits worker --step-delay 0.005",
         "cpus": 0.25,
-        "mem": 128,
+        "mem": 192,  # a digits worker (numpy + scikit-learn) uses ~130 MB; the agent enforces the limit
     },
     "scaling": {"min_workers": 1, "max_workers": 3, "revocable_ok": True},
     "data": {"dataset": "sklearn-digits", "num_shards": 24, "epochs": 6},

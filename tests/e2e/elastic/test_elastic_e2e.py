@@ -35,7 +35,7 @@ name = "digits-e2e"
 [worker]
 command = "{python} -m frameworks.elastic.examples.digits worker --step-delay 0.01"
 cpus = 0.5
-mem = 128
+mem = 192  # a digits worker uses ~130 MB; the agent kills it above its limit
 
 [scaling]
 min_workers = 1
