@@ -287,8 +287,10 @@ def _regular_one_role(ledger: Ledger, role: str, agents: Iterable[AgentState], n
                     append(_new_record(OfferCreated, (create(fw, role, agent, avail, scal, now), _DRF_REASON)))
                 made = fid
                 break
+            if made is None:
+                break
             free = agent.free
-            if made is None or not free:
+            if free is EMPTY or not free:  # (usually all of it was offered: EMPTY)
                 break
             if served is None:
                 served = set()

@@ -45,6 +45,7 @@ class RoleNode:
     __slots__ = (
         "alloc",
         "children",
+        "fanout",
         "frameworks",
         "guarantee",
         "limit",
@@ -62,8 +63,10 @@ class RoleNode:
         self.weight = 1.0
         self.alloc: Scalars = {}
         self.children = DRFSorter(totals)
+        self.fanout = 0  # clients of ``children``
         if parent is not None:  # the root holds no frameworks of its own
             self.children.add(SELF)
+            self.fanout = 1
         self.frameworks = DRFSorter(totals)
         self.guarantee: Scalars = {}
         self.limit: Scalars | None = None
@@ -104,6 +107,7 @@ class RoleTree:
                     parent.children.update(SELF, parent.alloc)
                     parent.nested = True
                 parent.children.add(short, alloc=existing.alloc)  # shares the node's dict
+                parent.fanout += 1
             parent = existing
         return parent
 
@@ -146,8 +150,9 @@ class RoleTree:
                     alloc.pop(key, None)
             parent = node.parent
             assert parent is not None  # only the root has none
-            # the parent's sorter shares ``node.alloc``: only the position may change
-            parent.children.moved(node.short, scalars, sign)
+            if parent.fanout > 1:  # (alone, the order does not change)
+                # the parent's sorter shares ``node.alloc``: only the position may change
+                parent.children.moved(node.short, scalars, sign)
             node = parent
 
     def set_weight(self, role: str, weight: float) -> None:

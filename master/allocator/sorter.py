@@ -22,17 +22,24 @@ class Totals:
     """Cluster totals per scalar name, shared by every sorter, plus the names excluded from
     fair sharing. ``version`` bumps on every change so sorters know they are stale."""
 
-    __slots__ = ("excluded", "values", "version")
+    __slots__ = ("excluded", "fair", "values", "version")
 
     def __init__(self, excluded: Iterable[str] = ()) -> None:
         self.values: Scalars = {}
         self.excluded = frozenset(excluded)
+        # the positive totals of the names that count for fairness (what shares divide by)
+        self.fair: Scalars = {}
         self.version = 0
 
     def add(self, scalars: Mapping[str, float], sign: float = 1.0) -> None:
         values = self.values
+        fair = self.fair
         for name, value in scalars.items():
-            values[name] = values.get(name, 0.0) + sign * value
+            total = values[name] = values.get(name, 0.0) + sign * value
+            if total > 0.0 and name not in self.excluded:
+                fair[name] = total
+            else:
+                fair.pop(name, None)
         self.version += 1
 
     def share(self, alloc: Mapping[str, float]) -> float:
@@ -89,7 +96,8 @@ class DRFSorter:
         call ``moved`` instead of ``update`` after changing it)."""
         if name in self._clients:
             return
-        self._refresh(force=self._lazy)
+        # a lone client's key may be stale (``moved`` need not be called while it is alone)
+        self._refresh(force=self._lazy or len(self._clients) == 1)
         self._seq += 1
         client = _Client(name, self._seq, weight)
         if alloc is not None:
@@ -147,8 +155,7 @@ class DRFSorter:
             # the hot path (an offer made): only the grown names can raise the dominant share,
             # so it is computed in the same loop that updates the allocation
             totals = self._totals
-            values = totals.values
-            excluded = totals.excluded
+            fair = totals.fair
             grew = True
             best = 0.0
             for key, value in scalars.items():
@@ -157,10 +164,11 @@ class DRFSorter:
                 new = get(key, 0.0) + sign * value
                 if new > 1e-9:
                     alloc[key] = new
-                    if key not in excluded:
-                        total = values.get(key, 0.0)
-                        if total > 0.0 and new / total > best:
-                            best = new / total
+                    total = fair.get(key)
+                    if total is not None:
+                        share = new / total
+                        if share > best:
+                            best = share
                 else:
                     alloc.pop(key, None)
             if grew:
@@ -202,7 +210,8 @@ class DRFSorter:
         self._move(client, False, scalars)
 
     def moved(self, name: str, scalars: Mapping[str, float], sign: float = 1.0) -> None:
-        """A client with a caller-owned ``alloc`` changed by ``sign * scalars``: reposition."""
+        """A client with a caller-owned ``alloc`` changed by ``sign * scalars``: reposition.
+        Optional while the client is alone (``add`` re-keys a lone client first)."""
         if len(self._clients) == 1:
             self._lazy = True
             return
