@@ -541,7 +541,37 @@ def _compile_message_decoder(cls: type, binary: bool, limits: Limits) -> _Decode
         f"        raise _Fail('invalid {cls_name}: %s' % (e,)) from None",
     ]
     exec(compile("\n".join(lines), f"<codec decoder {cls_name}>", "exec"), ns)
-    return typing.cast(_Decoder, ns["dec_message"])
+    dec = typing.cast(_Decoder, ns["dec_message"])
+    if names == ["value"] and specs[0][2] and _split_optional(hints["value"])[0] is str:
+        return _id_decoder(cls, dec, limits)
+    return dec
+
+
+ID_CACHE_SIZE = 4096
+
+
+def _id_decoder(cls: type, generic: _Decoder, limits: Limits) -> _Decoder:
+    """Ids (``{"value": str}``: TaskID, AgentID, FrameworkID, ...) are most of the messages a
+    master decodes and the same few agent and framework ids recur in every update: a short path
+    for the plain form, and a bounded table of recent ids (they are frozen, so sharing one
+    object is safe). Anything else goes through the generic decoder (same result, same error)."""
+    cache: dict[str, Any] = {}
+    max_str = limits.max_str_len
+    max_depth = limits.max_depth
+
+    def dec_id(v: Any, depth: int) -> Any:
+        if v.__class__ is dict and len(v) == 1 and depth < max_depth:
+            s = v.get("value")
+            if s.__class__ is str and len(s) <= max_str:
+                o = cache.get(s)
+                if o is None:
+                    if len(cache) >= ID_CACHE_SIZE:
+                        cache.clear()
+                    o = cache[s] = cls(s)
+                return o
+        return generic(v, depth)
+
+    return dec_id
 
 
 # --- encoders -------------------------------------------------------------------------------

@@ -340,3 +340,28 @@ def test_first_compile_from_many_threads() -> None:
 
     with ThreadPoolExecutor(8) as pool:
         assert all(pool.map(work, range(64)))
+
+
+def test_ids_take_a_short_path_and_recent_ones_are_shared() -> None:
+    from protocol import codec as c
+    from protocol.mesos import Acknowledge
+    from protocol.mesos_common import AgentID, TaskID
+
+    raw = {"agent_id": {"value": "a1"}, "task_id": {"value": "t1"}, "uuid": b"u" * 16}
+    one = c.from_builtins(Acknowledge, raw, True)
+    two = c.from_builtins(Acknowledge, raw, True)
+    assert one == Acknowledge(AgentID("a1"), TaskID("t1"), b"u" * 16)
+    assert one.agent_id is two.agent_id  # frozen, so one object serves both
+    # anything but the plain form goes the generic way, with its errors
+    with pytest.raises(c.DecodeError, match="unknown field"):
+        c.from_builtins(AgentID, {"value": "a", "x": 1}, True)
+    with pytest.raises(c.DecodeError, match="missing required field 'value'"):
+        c.from_builtins(AgentID, {"value": None}, True)
+    with pytest.raises(c.DecodeError, match="expected string"):
+        c.from_builtins(AgentID, {"value": 3}, True)
+    assert c.from_builtins(AgentID, {"value": "a", "x": 1}) == AgentID("a")  # JSON ignores extras
+    with pytest.raises(c.DecodeError, match="exceeds the limit"):
+        c.from_builtins(AgentID, {"value": "a" * 20}, True, c.Limits(max_str_len=10))
+    # the table is bounded
+    for i in range(c.ID_CACHE_SIZE + 10):
+        assert c.from_builtins(TaskID, {"value": f"t{i}"}, True).value == f"t{i}"
