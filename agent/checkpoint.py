@@ -21,13 +21,25 @@ JSON files (``agent.json``, ``framework.json``) are ``{"crc32": C, "data": {...}
 the CRC-32 of the canonical JSON of ``data``, written atomically: ``name.tmp``, fdatasync,
 ``os.replace``, fsync of the directory.
 
-Group commit: updates must be durable before they are sent; ``commit()`` fdatasyncs each file
-that got one, once per batch, and fsyncs the directories that got new entries since the last
-durable commit. The service writes a whole batch, commits, and only then spawns or sends. A task
-record is *written* before its process is spawned (so an agent ``kill -9`` at any point leaves it
-in the page cache for recovery) and becomes *durable* together with the task's first update (same
-file, one fdatasync) before that update is sent: only a power loss could lose it, and then the task
-died too and nothing about it had been reported. Not synced, on purpose: pid and kill records (after a reboot no task survives and the boot
+Group commit: every update is *written* before it is sent, and a *terminal* update is also
+*durable* (``append_update(..., sync=True)``): ``commit()`` fdatasyncs each file that got a
+durable update, once per batch, and fsyncs the directories that got new entries since the last
+durable commit. The service writes a whole batch, commits, and only then sends.
+
+Why only terminal updates are synced. Un-synced data is lost only by a machine crash (an agent
+``kill -9`` keeps the page cache, and recovery reads it back), and a machine crash kills every
+task too (the boot id changes; nothing is adopted). So a non-terminal update (RUNNING, KILLING)
+lost that way is superseded by the truth the master learns next — the agent reports the task
+LOST (its log survived without the update) or the master reports it GONE (the log did not
+survive: "Task not on the agent") — a valid path for the framework in either case. A terminal
+update lost that way could instead be contradicted: the framework saw FINISHED, and after the
+reboot the agent, knowing only RUNNING, would report a second terminal state (LOST); so it is
+fdatasynced before it is sent (RELIABILITY.md A9.1, I1). Its fdatasync also makes everything
+written to the same file before it durable (task record, pid, the earlier updates).
+
+A task record is *written* before its process is spawned (so an agent ``kill -9`` at any point
+leaves it in the page cache for recovery); it becomes durable with the task's terminal update.
+Also not synced, on purpose: pid and kill records (after a reboot no task survives and the boot
 id differs; within one boot the page cache survives an agent ``kill -9``), acks (a lost ack only
 makes the update be sent again, which at-least-once allows), exit files (written by ``/bin/sh``;
 a missing one is reported LOST).
@@ -40,6 +52,7 @@ import contextlib
 import json
 import os
 import shutil
+import stat
 import struct
 import zlib
 from pathlib import Path
@@ -126,7 +139,7 @@ class Recovery:
 # --- low-level file helpers -----------------------------------------------------------------
 
 
-def fsync_dir(path: Path) -> None:
+def fsync_dir(path: Path | str) -> None:
     fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
     try:
         os.fsync(fd)
@@ -230,9 +243,13 @@ class Checkpoint:
         self.meta = self.work_dir / "meta"
         self.sandboxes = self.work_dir / "sandboxes"
         self.fsync = fsync
-        self._pending: dict[Path, int] = {}  # files written in this batch -> open fd
-        self._sync: set[Path] = set()  # files that must be fdatasync'd at commit
-        self._dirs: set[Path] = set()  # directories that got new entries
+        # hot paths build paths as strings (pathlib's joins cost more than the syscalls here)
+        self._fw_root = str(self.meta / "frameworks")
+        self._sb_root = str(self.sandboxes)
+        self._valid: set[str] = set()  # ids already checked by ``valid_path_id``
+        self._pending: dict[str, int] = {}  # files written in this batch -> open fd
+        self._sync: set[str] = set()  # files that must be fdatasync'd at commit
+        self._dirs: set[str] = set()  # directories that got new entries
         self._syncers = concurrent.futures.ThreadPoolExecutor(max_workers=8, thread_name_prefix="ckpt-sync")
 
     def init(self) -> None:
@@ -241,40 +258,54 @@ class Checkpoint:
 
     # paths (every id must be path-safe; the resolved path must stay under the root)
 
-    def _under(self, root: Path, *parts: str) -> Path:
-        for p in parts:
-            if not valid_path_id(p):
-                raise CheckpointError(root, f"invalid id {p!r} for a path")
-        path = root.joinpath(*parts)
-        if not str(path.resolve()).startswith(str(root.resolve()) + os.sep):
-            raise CheckpointError(path, "escapes its root")
-        return path
-
-    @staticmethod
-    def _check(*ids: str) -> None:
+    def _check(self, *ids: str) -> None:
         for i in ids:
-            if not valid_path_id(i):
-                raise CheckpointError(i, f"invalid id {i!r} for a path")
+            if i not in self._valid:
+                if not valid_path_id(i):
+                    raise CheckpointError(i, f"invalid id {i!r} for a path")
+                if len(self._valid) > 100_000:
+                    self._valid.clear()
+                self._valid.add(i)
 
     def framework_dir(self, fid: str) -> Path:
         self._check(fid)
         return self.meta / "frameworks" / fid
 
-    def task_log(self, fid: str, tid: str) -> Path:
+    def _log(self, fid: str, tid: str) -> str:
         self._check(fid, tid)
-        return self.meta / "frameworks" / fid / "tasks" / f"{tid}.log"
+        return f"{self._fw_root}/{fid}/tasks/{tid}.log"
+
+    def _exit(self, fid: str, tid: str) -> str:
+        self._check(fid, tid)
+        return f"{self._fw_root}/{fid}/exits/{tid}"
+
+    def task_log(self, fid: str, tid: str) -> Path:
+        return Path(self._log(fid, tid))
 
     def exit_status_path(self, fid: str, tid: str) -> Path:
-        self._check(fid, tid)
-        return self.meta / "frameworks" / fid / "exits" / tid
+        return Path(self._exit(fid, tid))
 
     def executor_exit_path(self, fid: str, eid: str) -> Path:
         self._check(fid, eid)
         return self.meta / "frameworks" / fid / "executors" / f"{eid}.exit"
 
     def sandbox(self, fid: str, tid: str) -> Path:
-        """The sandbox path, resolved and prefix-checked (a symlink cannot redirect it)."""
-        return self._under(self.sandboxes, fid, tid)
+        """The sandbox path, checked so that a symlink cannot redirect it: the root is resolved
+        and the ids are single path components (``valid_path_id``), so the path can only leave
+        the root through a symlink at ``<fid>`` or ``<fid>/<tid>``; both are ``lstat``ed and
+        must be real directories when they exist (two syscalls where ``resolve()`` takes one
+        per path component)."""
+        self._check(fid, tid)
+        fdir = f"{self._sb_root}/{fid}"
+        path = f"{fdir}/{tid}"
+        for p in (fdir, path):
+            try:
+                mode = os.lstat(p).st_mode
+            except FileNotFoundError:
+                break  # not created yet (nor, then, anything below it)
+            if not stat.S_ISDIR(mode):
+                raise CheckpointError(p, "escapes its root" if stat.S_ISLNK(mode) else "is not a directory")
+        return Path(path)
 
     # agent
 
@@ -303,7 +334,7 @@ class Checkpoint:
         if self.fsync:
             fsync_dir(d.parent)
 
-    def _append(self, path: Path, payload: dict[str, Any], sync: bool, create: bool = False) -> None:
+    def _append(self, path: str, payload: dict[str, Any], sync: bool, create: bool = False) -> None:
         fd = self._pending.get(path)
         if fd is None:
             flags = os.O_WRONLY | os.O_APPEND | (os.O_CREAT | os.O_EXCL if create else 0)
@@ -311,14 +342,15 @@ class Checkpoint:
                 fd = os.open(path, flags, 0o644)
             except FileNotFoundError:
                 if create:
-                    path.parent.mkdir(parents=True, exist_ok=True)
-                    self._dirs.add(path.parent.parent)
+                    parent = os.path.dirname(path)
+                    os.makedirs(parent, exist_ok=True)
+                    self._dirs.add(os.path.dirname(parent))
                     fd = os.open(path, flags, 0o644)
                 else:
                     raise CheckpointError(path, "task log missing") from None
             self._pending[path] = fd
             if create:
-                self._dirs.add(path.parent)
+                self._dirs.add(os.path.dirname(path))
         os.write(fd, encode_record(payload))
         if sync:
             self._sync.add(path)
@@ -331,23 +363,26 @@ class Checkpoint:
             "executor": codec.to_builtins(rec.executor, binary=True) if rec.executor is not None else None,
             "killing_state": rec.killing_state,
         }
-        path = self.task_log(rec.framework_id, rec.task.task_id.value)
+        path = self._log(rec.framework_id, rec.task.task_id.value)
         try:
             self._append(path, {"t": data}, sync=False, create=True)
         except FileExistsError:
             raise CheckpointError(path, "task log already exists") from None
 
     def write_pid(self, fid: str, tid: str, rec: PidRecord) -> None:
-        self._append(self.task_log(fid, tid), {"p": attrs.asdict(rec)}, sync=False)
+        pid = {"pid": rec.pid, "create_time": rec.create_time, "boot_id": rec.boot_id}
+        self._append(self._log(fid, tid), {"p": pid}, sync=False)
 
     def write_kill(self, fid: str, tid: str, reason: str, deadline: float | None = None) -> None:
-        self._append(self.task_log(fid, tid), {"k": {"reason": reason, "deadline": deadline}}, sync=False)
+        self._append(self._log(fid, tid), {"k": {"reason": reason, "deadline": deadline}}, sync=False)
 
-    def append_update(self, fid: str, tid: str, status: TaskStatus) -> None:
-        self._append(self.task_log(fid, tid), {"u": codec.to_builtins(status, binary=True)}, sync=True)
+    def append_update(self, fid: str, tid: str, status: TaskStatus, sync: bool = True) -> None:
+        """Append a status update; with ``sync`` it is fdatasync'd at the next ``commit`` (the
+        service asks for that for terminal updates only — see the module docstring)."""
+        self._append(self._log(fid, tid), {"u": codec.to_builtins(status, binary=True)}, sync=sync)
 
     def append_ack(self, fid: str, tid: str, uuid: bytes) -> None:
-        self._append(self.task_log(fid, tid), {"a": uuid}, sync=False)
+        self._append(self._log(fid, tid), {"a": uuid}, sync=False)
 
     def commit(self) -> None:
         """End a batch. If it holds records that must be durable (updates), fdatasync each such
@@ -381,26 +416,27 @@ class Checkpoint:
 
     def read_exit_status(self, fid: str, tid: str) -> int | None:
         try:
-            return parse_exit_status(self.exit_status_path(fid, tid).read_bytes())
+            with open(self._exit(fid, tid), "rb") as f:
+                return parse_exit_status(f.read())
         except FileNotFoundError:
             return None
 
     def remove_task(self, fid: str, tid: str) -> None:
         """Drop a finished task's checkpoint (after its terminal acknowledgement)."""
-        path = self.task_log(fid, tid)
+        path = self._log(fid, tid)
         fd = self._pending.pop(path, None)
         if fd is not None:
             os.close(fd)
             self._sync.discard(path)
-        for p in (path, self.exit_status_path(fid, tid)):
+        for p in (path, self._exit(fid, tid)):
             with contextlib.suppress(FileNotFoundError):
-                p.unlink()
+                os.unlink(p)
 
     def unlink_task(self, fid: str, tid: str) -> None:
         """Remove a finished task's files (safe from another thread than the batch's)."""
-        for p in (self.task_log(fid, tid), self.exit_status_path(fid, tid)):
+        for p in (self._log(fid, tid), self._exit(fid, tid)):
             with contextlib.suppress(FileNotFoundError):
-                p.unlink()
+                os.unlink(p)
 
     def remove_framework_if_empty(self, fid: str) -> bool:
         d = self.framework_dir(fid)

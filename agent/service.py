@@ -133,6 +133,19 @@ def _task_key(fid: str, tid: str) -> str:
     return f"t/{fid}/{tid}"
 
 
+def _needs_thread(effects: list[object]) -> bool:
+    """Whether a disk batch has slow work (a spawn, a file creation, an fsync) that must not run
+    on the event loop. A batch of plain appends (acks, pid and kill records, non-durable updates)
+    costs a few tens of microseconds, less than the hop to the checkpoint thread and back."""
+    for e in effects:
+        if isinstance(e, su.CheckpointUpdate):
+            if e.durable:
+                return True
+        elif isinstance(e, (tk.SpawnTask, tk.CheckpointTask, _WriteFramework)):
+            return True
+    return False
+
+
 __all__ = ["AgentService", "StartupError"]
 
 
@@ -350,9 +363,14 @@ class AgentService(Service):
                     rest = [e for e in self._work if not isinstance(e, _DISK)]
                     self._work.clear()
                     self._work.extend(rest)
-                    results = await asyncio.get_running_loop().run_in_executor(self._disk, self._do_disk, batch)
-                    for r in results:
-                        self._spawned(r)
+                    if _needs_thread(batch):
+                        results = await asyncio.get_running_loop().run_in_executor(self._disk, self._do_disk, batch)
+                        for r in results:
+                            self._spawned(r)
+                    else:
+                        # No batch is in the thread now (this loop awaits each one), so the
+                        # checkpoint's batch state is ours; appends go to the page cache.
+                        self._do_disk(batch)
                     continue
                 eff = self._work.popleft()
                 try:
@@ -365,9 +383,11 @@ class AgentService(Service):
             self.timer_wake.set()
 
     def _do_disk(self, batch: list[object]) -> list[_SpawnResult]:
-        """Runs in the checkpoint thread. Group commit: every write and drop of the batch in
-        queue order, the spawns (their task records are written by then), then one ``commit``
-        (each file with a new update fdatasync'd once) — an update is durable before it is sent."""
+        """Runs in the checkpoint thread (or inline on the loop for a batch of plain appends,
+        see ``_needs_thread``). Group commit: every write and drop of the batch in queue order,
+        the spawns (their task records are written by then), then one ``commit`` (each file
+        with a new durable update fdatasync'd once) — a terminal update is durable before it is
+        sent, any update is written before it is sent."""
         cp = self.checkpoint
         spawned: list[_SpawnResult] = []
         spawns = [e for e in batch if isinstance(e, tk.SpawnTask)]
@@ -399,7 +419,7 @@ class AgentService(Service):
                 elif isinstance(eff, su.CheckpointUpdate):
                     u = eff.update
                     if (u.framework_id, u.task_id) not in self.ephemeral:
-                        cp.append_update(u.framework_id, u.task_id, u.status)
+                        cp.append_update(u.framework_id, u.task_id, u.status, sync=eff.durable)
                 elif isinstance(eff, su.CheckpointAck):
                     if (eff.framework_id, eff.task_id) not in self.ephemeral:
                         cp.append_ack(eff.framework_id, eff.task_id, eff.uuid)

@@ -4,7 +4,13 @@ Every status update the agent produces for a task enters that task's *stream*. T
 guarantees (RELIABILITY.md A9.1):
 
 - **checkpoint before send**: an update is returned as a ``CheckpointUpdate`` effect before any
-  ``SendUpdate`` effect for it; the shell runs effects in order and awaits the fsync;
+  ``SendUpdate`` effect for it; the shell runs effects in order. A *terminal* update is
+  ``durable`` (the shell awaits its fdatasync before sending); a non-terminal one need only be
+  *written* (page cache) before it is sent: an agent crash keeps the page cache, so recovery
+  still finds and resends it, and only a machine crash can lose it — which kills the task as
+  well, so the update that matters next is a terminal one (LOST/GONE), never a contradiction.
+  A lost *terminal* update could be contradicted after a reboot (a second, different terminal
+  update), hence its fsync;
 - **ordered, one in flight**: only the stream's head is sent; later updates wait until the head is
   acknowledged (``SendUpdate.latest_state`` tells the master the newest known state meanwhile);
 - **at least once**: the head is resent with capped exponential backoff (jitter injected through
@@ -101,9 +107,11 @@ Event = UpdateGenerated | Acknowledged | Tick | Paused | Resumed | Recovered
 
 @attrs.frozen
 class CheckpointUpdate:
-    """Append the update to the task's update log and fsync, before anything is sent."""
+    """Append the update to the task's update log before anything is sent; ``durable``: also
+    fdatasync it first (terminal updates; see the module docstring)."""
 
     update: Update
+    durable: bool = True
 
 
 @attrs.frozen
@@ -252,7 +260,7 @@ class StatusUpdateManager:
         s.seen.add(u.uuid)
         s.terminal_seen = is_terminal(u.state)
         s.pending.append(u)
-        out: list[Effect] = [CheckpointUpdate(u)]
+        out: list[Effect] = [CheckpointUpdate(u, durable=s.terminal_seen)]
         if len(s.pending) == 1:
             s.attempt = 0
             out.extend(self._send_head(s, now))

@@ -25,8 +25,15 @@ from protocol.task_states import check_transition, is_terminal
 pytestmark = pytest.mark.slow
 
 
-def task_pid(wrapper: int) -> psutil.Process:
-    kids = psutil.Process(wrapper).children()
+async def task_pid(wrapper: int, within: float = 10.0) -> psutil.Process:
+    """The task under ``wrapper``. TASK_RUNNING means the wrapper was spawned; the wrapper forks
+    the task a moment later, so wait for the child."""
+    deadline = asyncio.get_running_loop().time() + within
+    while True:
+        kids = psutil.Process(wrapper).children()
+        if kids or asyncio.get_running_loop().time() >= deadline:
+            break
+        await asyncio.sleep(0.01)  # polling a condition with a deadline
     assert len(kids) == 1, kids
     return kids[0]
 
@@ -71,7 +78,7 @@ async def test_r1_agent_killed_mid_task_task_survives(master: Any, agent_procs: 
     await master.run("t", gate(tmp_path, "go"))
     st = await master.wait_state("t", S.TASK_RUNNING)
     wrapper = wrapper_of(st)
-    proc = task_pid(wrapper)
+    proc = await task_pid(wrapper)
     ident = (proc.pid, proc.create_time())
     agent_id = master.registrations[0]
     await agent.kill9()
@@ -153,7 +160,7 @@ async def test_r7_wrapper_crash_kills_task(master: Any, agent_procs: Any) -> Non
     await master.wait_connected()
     await master.run("t", "sleep 60")
     st = await master.wait_state("t", S.TASK_RUNNING)
-    task = task_pid(wrapper_of(st))
+    task = await task_pid(wrapper_of(st))
     os.kill(wrapper_of(st), signal.SIGKILL)
     st = await master.wait_terminal("t")
     assert st.state is S.TASK_FAILED and st.reason is not None and st.reason.name == "REASON_EXECUTOR_TERMINATED"
@@ -312,7 +319,7 @@ async def test_wrapper_killed_while_agent_is_down_leaves_no_task_behind(master: 
     await master.run("orphan", "sleep 60")
     st = await master.wait_state("orphan", S.TASK_RUNNING)
     wrapper = psutil.Process(wrapper_of(st))
-    task = task_pid(wrapper.pid)
+    task = await task_pid(wrapper.pid)
     await agent.kill9()
     wrapper.kill()  # the wrapper dies while the agent is down; its task lives on, orphaned
     await gone(wrapper, 10)

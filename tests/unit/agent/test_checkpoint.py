@@ -139,6 +139,41 @@ def test_ids_are_path_checked(tmp_path: Path) -> None:
             cp.exit_status_path("f1", bad)
 
 
+def test_a_symlink_cannot_redirect_a_sandbox(tmp_path: Path) -> None:
+    cp = Checkpoint(tmp_path / "work")
+    cp.init()
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    assert cp.sandbox("f1", "t1") == cp.sandboxes / "f1" / "t1"  # nothing exists yet: fine
+    (cp.sandboxes / "f1").symlink_to(outside)
+    with pytest.raises(CheckpointError, match="escapes"):
+        cp.sandbox("f1", "t1")
+    (cp.sandboxes / "f1").unlink()
+    (cp.sandboxes / "f1").mkdir()
+    (cp.sandboxes / "f1" / "t1").symlink_to(outside)
+    with pytest.raises(CheckpointError, match="escapes"):
+        cp.sandbox("f1", "t1")
+    (cp.sandboxes / "f1" / "t2").mkdir()
+    assert cp.sandbox("f1", "t2") == cp.sandboxes / "f1" / "t2"
+
+
+def test_only_updates_asked_durable_are_fdatasynced(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    cp = filled(tmp_path)
+    synced: list[int] = []
+    monkeypatch.setattr("agent.checkpoint.os.fdatasync", synced.append)
+    cp.write_task(TaskRecordFile("f1", task("t3")))
+    cp.commit()
+    cp.append_update("f1", "t3", status("t3", 1), sync=False)
+    cp.append_ack("f1", "t3", bytes([1]) * 16)
+    cp.commit()
+    assert synced == []  # written (page cache) but not synced
+    cp.append_update("f1", "t3", status("t3", 2, S.TASK_FINISHED), sync=True)
+    cp.commit()
+    assert len(synced) == 1
+    _, log, _, _ = cp.read_task_log(cp.task_log("f1", "t3"))
+    assert [u.state for u in log.updates] == [S.TASK_RUNNING, S.TASK_FINISHED]
+
+
 def test_remove_task_and_empty_framework(tmp_path: Path) -> None:
     cp = filled(tmp_path)
     cp.exit_status_path("f1", "t1").write_bytes(b"0\n")

@@ -15,7 +15,7 @@ import pytest
 
 from agent.environment import task_environment
 from agent.isolation import MonitorIsolator, detect
-from agent.launcher import Launcher, find_wrappers
+from agent.launcher import Launcher, boot_time, find_wrappers, proc_start, start_time
 
 pytestmark = pytest.mark.slow
 
@@ -142,6 +142,17 @@ async def test_adopt_after_restart_and_pid_reuse_guard(env: tuple[Launcher, Exit
     la2.signal("long", "TERM")
     assert await exits2.wait("long") == 143  # read from the exit_status file
     reap(proc.pid)
+
+
+def test_start_time_is_psutils_create_time() -> None:
+    """The pid-reuse guard reads /proc/PID/stat itself; its figure must equal psutil's, with
+    which older pid records (and recovery's checks) were written."""
+    me = psutil.Process()
+    assert start_time(os.getpid()) == me.create_time()
+    assert proc_start(os.getpid())[1] in "RS"
+    assert boot_time() == psutil.boot_time()
+    with pytest.raises(OSError):
+        start_time(2**22 + 12345)  # above pid_max: no such process
 
 
 async def test_memory_limit_is_detected(env: tuple[Launcher, Exits, Path]) -> None:

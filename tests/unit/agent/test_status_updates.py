@@ -44,6 +44,14 @@ def test_checkpoint_comes_before_send() -> None:
     assert eff[0].update == eff[1].update == upd(1)
 
 
+def test_only_terminal_updates_must_be_durable_before_sending() -> None:
+    m = mgr()
+    running = m.handle(UpdateGenerated(upd(1)), 0.0)
+    finished = m.handle(UpdateGenerated(upd(2, S.TASK_FINISHED)), 0.1)
+    assert running[0] == CheckpointUpdate(upd(1), durable=False)
+    assert finished[0] == CheckpointUpdate(upd(2, S.TASK_FINISHED), durable=True)
+
+
 def test_later_updates_are_held_until_ack_then_sent_in_order() -> None:
     m = mgr()
     m.handle(UpdateGenerated(upd(1)), 0.0)
