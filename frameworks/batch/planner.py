@@ -125,18 +125,20 @@ def _fmt(x: float) -> str:
 
 
 def _place_one(
-    spec: JobSpec, offers: Sequence[OfferView], free: dict[str, Resources]
+    spec: JobSpec, want: Resources, offers: Sequence[OfferView], free: dict[str, Resources]
 ) -> tuple[OfferView, Resources] | None:
     """Best fit: the eligible offer with the least cpus left after placing the task."""
-    want = spec.resources()
     best: tuple[float, OfferView, Resources] | None = None
     for o in offers:
         if not matches(spec, o):
             continue
-        got = carve(free[o.offer_id], want, spec.queue, spec.preemptible)
+        left_in_offer = free[o.offer_id]
+        if not left_in_offer:
+            continue
+        got = carve(left_in_offer, want, spec.queue, spec.preemptible)
         if got is None:
             continue
-        left = free[o.offer_id].scalar("cpus") - got.scalar("cpus")
+        left = left_in_offer.scalar("cpus") - got.scalar("cpus")
         if best is None or left < best[0]:
             best = (left, o, got)
     return None if best is None else (best[1], best[2])
@@ -168,8 +170,9 @@ def plan(
             continue
         trial = dict(free)
         tentative: list[Placement] = []
+        want = spec.resources()
         for index in job.pending:
-            found = _place_one(spec, offers, trial)
+            found = _place_one(spec, want, offers, trial)
             if found is None:
                 break
             offer, got = found

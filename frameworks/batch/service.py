@@ -9,7 +9,8 @@ HTTP API (JSON by default, msgpack with ``Content-Type``/``Accept: application/x
 
 - ``POST /api/v1/jobs`` (a job spec, see ``model.spec_from_dict``) -> ``201 {"id": N}``
 - ``GET /api/v1/jobs[?state=PENDING]`` -> ``{"jobs": [summary, ...]}``
-- ``GET /api/v1/jobs/{id}`` -> the job with its tasks, attempts and reason
+- ``GET /api/v1/jobs/{id}`` -> the job with its tasks, attempts and reason (``?summary=1``:
+  without the tasks, for pollers; ``?task=I``: with task ``I`` only)
 - ``POST /api/v1/jobs/{id}/cancel``
 - ``GET /api/v1/jobs/{id}/logs?task=I&stream=stdout|stderr&offset=O&length=L`` -> read from the
   agent's sandbox (``/files/read``), ``{"data": str, "offset": int}``
@@ -24,7 +25,7 @@ import getpass
 import json
 import logging
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +46,7 @@ from frameworks.batch.core import (
     Revive,
     Suppress,
     TaskLaunch,
+    TaskRecord,
 )
 from frameworks.batch.model import SpecError, spec_from_dict, spec_to_dict
 from frameworks.batch.planner import OfferView
@@ -419,9 +421,21 @@ class BatchService(Service, Scheduler):
         return _reply(request, {"jobs": jobs})
 
     async def _show(self, request: web.Request) -> web.Response:
+        """The job with every task; ``?summary=1``: without tasks (O(1), for pollers);
+        ``?task=I``: with task ``I`` only."""
         job = self._job(request)
         if isinstance(job, web.Response):
             return job
+        if request.query.get("summary", "") in ("1", "true"):
+            return _reply(request, job_summary(job))
+        if "task" in request.query:
+            try:
+                index = int(request.query["task"])
+            except ValueError:
+                return _error(request, 400, "task must be an integer")
+            if not 0 <= index < len(job.tasks):
+                return _error(request, 404, f"job {job.job_id} has no task {index}")
+            return _reply(request, job_detail(job, [job.tasks[index]]))
         return _reply(request, job_detail(job))
 
     async def _cancel(self, request: web.Request) -> web.Response:
@@ -512,7 +526,8 @@ def job_summary(job: JobRecord) -> dict[str, Any]:
     }
 
 
-def job_detail(job: JobRecord) -> dict[str, Any]:
+def job_detail(job: JobRecord, tasks: Sequence[TaskRecord] | None = None) -> dict[str, Any]:
+    """The summary, the spec and ``tasks`` (default: all of them) with their attempts."""
     out = job_summary(job)
     out["spec"] = spec_to_dict(job.spec)
     out["task_list"] = [
@@ -523,7 +538,7 @@ def job_detail(job: JobRecord) -> dict[str, Any]:
             "failures": t.failures,
             "history": [attempt_to_dict(a) for a in t.history],
         }
-        for t in job.tasks
+        for t in (job.tasks if tasks is None else tasks)
     ]
     return out
 

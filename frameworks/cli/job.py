@@ -255,6 +255,7 @@ def logs(ctx: click.Context, job_id: int, index: int, stderr: bool, follow: bool
     """Print a task's stdout (or stderr) from the agent's sandbox."""
     stream = "stderr" if stderr else "stdout"
     offset = 0
+    ended = False
     while True:
         chunk = _get(ctx, f"/jobs/{job_id}/logs?task={index}&stream={stream}&offset={offset}")
         data = chunk.get("data", "")
@@ -265,10 +266,14 @@ def logs(ctx: click.Context, job_id: int, index: int, stderr: bool, follow: bool
         if not follow:
             return
         if not data:
-            job_state = _get(ctx, f"/jobs/{job_id}")
-            phase = job_state["task_list"][index]["phase"]
+            if ended:
+                return  # read to the end after the task ended
+            # Only that task (a service that ignores ?task= sends them all; pick it by index).
+            job_state = _get(ctx, f"/jobs/{job_id}?task={index}")
+            phase = next(t["phase"] for t in job_state["task_list"] if t["index"] == index)
             if phase in TERMINAL:
-                return
+                ended = True  # what it wrote just before it ended is still to be read
+                continue
             time.sleep(POLL)
 
 
@@ -293,7 +298,8 @@ def wait(ctx: click.Context, job_id: int, timeout: float | None) -> None:
         progress.start()
     try:
         while True:
-            d = _get(ctx, f"/jobs/{job_id}")
+            # The summary: counts and reason, not every task (a poll costs O(1), whatever the size).
+            d = _get(ctx, f"/jobs/{job_id}?summary=1")
             done = d["tasks"].get("SUCCEEDED", 0)
             if bar is not None:
                 progress.update(bar, total=d["count"], completed=done, reason=d.get("reason") or "")
@@ -308,6 +314,8 @@ def wait(ctx: click.Context, job_id: int, timeout: float | None) -> None:
     finally:
         if show_bar:
             progress.stop()
+    if ctx.obj["json"]:
+        d = _get(ctx, f"/jobs/{job_id}")  # the whole job, once
     _out(
         ctx,
         d,

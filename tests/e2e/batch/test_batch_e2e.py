@@ -53,6 +53,20 @@ def test_array_job_of_50_tasks(cluster: LocalCluster) -> None:
     assert {t["history"][-1]["exit_code"] for t in d["task_list"]} == {0}
 
 
+def test_logs_follow_prints_a_tasks_output_until_it_ends(cluster: LocalCluster) -> None:
+    jid = submit(
+        cluster, "--count", "2", "--cpus", "0.1", "--mem", "16", "--shell", "--",
+        "echo start $AGORA_TASK_INDEX; sleep 0.5; echo end $AGORA_TASK_INDEX",
+    )
+    wait_until(lambda: show(cluster, jid)["task_list"][1]["phase"] != "PENDING", 60, "task 1 launched")
+    wait_until(
+        lambda: show(cluster, jid)["task_list"][1]["phase"] in ("RUNNING", "SUCCEEDED"), 60, "task 1 running"
+    )
+    code, out = cli(cluster, "logs", str(jid), "--task", "1", "-f")
+    assert code == 0 and out.splitlines() == ["start 1", "end 1"]
+    succeeds(cluster, jid)
+
+
 def test_dependent_job_runs_after_its_parent(cluster: LocalCluster) -> None:
     parent = submit(cluster, "--cpus", "0.1", "--mem", "16", "--", "sleep", "0.5")
     child = submit(cluster, "--cpus", "0.1", "--mem", "16", "--after", str(parent), "--", "true")

@@ -44,4 +44,6 @@ async def test_cli_round_trip(tmp_path: Path) -> None:
         code, out = await cli("wait", "1")
         assert code == 1 and "cancelled" in out
         code, out = await cli("wait", "2", "--json")
-        assert code == 1 and json.loads(out)["reason"] == "dependency job 1 cancelled"
+        waited = json.loads(out)
+        assert code == 1 and waited["reason"] == "dependency job 1 cancelled"
+        assert [t["phase"] for t in waited["task_list"]] == ["CANCELLED"]  # the whole job at the end
