@@ -88,8 +88,16 @@ async def test_training_survives_kill_9_add_and_sigterm(tmp_path: Path) -> None:
             await start("w2")
             await wait_for(coord.url, lambda st: st["world_size"] == 2, "two workers")
             await wait_for(coord.url, lambda st: st["shards"]["progress"] >= 0.15, "some progress")
-            st = await wait_for(coord.url, holds_lease("w1"), "w1 holding a lease")
-
+            # freeze w1 while it holds a lease (a status seen before the kill may be stale: under
+            # load w1 could finish its shard in between and die holding nothing), then SIGKILL it
+            for _ in range(100):
+                await wait_for(coord.url, holds_lease("w1"), "w1 holding a lease")
+                procs["w1"].send_signal(signal.SIGSTOP)
+                if holds_lease("w1")(await asyncio.to_thread(_status, coord.url)):
+                    break
+                procs["w1"].send_signal(signal.SIGCONT)
+            else:
+                raise AssertionError("never caught w1 holding a lease")
             procs["w1"].kill()  # SIGKILL: no goodbye, the heartbeat timeout must notice
             await procs["w1"].wait()
             await start("w3")
