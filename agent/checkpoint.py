@@ -67,6 +67,7 @@ from protocol.mesos import ExecutorInfo, FrameworkInfo, TaskInfo, TaskStatus
 
 _HEADER = struct.Struct(">II")
 MAX_RECORD = 4 * 1024 * 1024
+OPEN_LOGS = 256  # task logs kept open between batches (a task appends ~5 records in its life)
 
 
 class CheckpointError(Exception):
@@ -247,12 +248,15 @@ class Checkpoint:
         self._fw_root = str(self.meta / "frameworks")
         self._sb_root = str(self.sandboxes)
         self._valid: set[str] = set()  # ids already checked by ``valid_path_id``
+        self._frameworks: set[str] = set()  # frameworks whose framework.json is known to exist
         self._pending: dict[str, int] = {}  # files written in this batch -> open fd
+        self._open: dict[str, int] = {}  # logs kept open after their batch, oldest first
         self._sync: set[str] = set()  # files that must be fdatasync'd at commit
         self._dirs: set[str] = set()  # directories that got new entries
         self._syncers = concurrent.futures.ThreadPoolExecutor(max_workers=8, thread_name_prefix="ckpt-sync")
 
     def init(self) -> None:
+        self._frameworks.clear()
         for d in (self.meta / "frameworks", self.sandboxes):
             d.mkdir(parents=True, exist_ok=True)
 
@@ -333,9 +337,27 @@ class Checkpoint:
         atomic_write(d / "framework.json", dump_json(codec.to_builtins(info)), self.fsync)
         if self.fsync:
             fsync_dir(d.parent)
+        self._frameworks.add(fid)
+
+    def has_framework(self, fid: str) -> bool:
+        """Whether ``framework.json`` exists (remembered once seen; forgotten when the framework's
+        directory is removed)."""
+        if fid in self._frameworks:
+            return True
+        if (self.framework_dir(fid) / "framework.json").exists():
+            self._frameworks.add(fid)
+            return True
+        return False
 
     def _append(self, path: str, payload: dict[str, Any], sync: bool, create: bool = False) -> None:
         fd = self._pending.get(path)
+        if fd is None:
+            fd = self._open.pop(path, None)
+            if fd is not None and create:  # a stale descriptor of a removed log
+                os.close(fd)
+                fd = None
+            elif fd is not None:
+                self._pending[path] = fd
         if fd is None:
             flags = os.O_WRONLY | os.O_APPEND | (os.O_CREAT | os.O_EXCL if create else 0)
             try:
@@ -385,10 +407,10 @@ class Checkpoint:
         self._append(self._log(fid, tid), {"a": uuid}, sync=False)
 
     def commit(self) -> None:
-        """End a batch. If it holds records that must be durable (updates), fdatasync each such
-        file once and fsync every directory that got a new entry since the last durable commit;
-        otherwise just close the files (a task record becomes durable with its task's first
-        update, which is in the same file — see the module docstring)."""
+        """End a batch. If it holds records that must be durable (terminal updates), fdatasync each
+        such file once and fsync every directory that got a new entry since the last durable
+        commit (a task record becomes durable with its task's terminal update, which is in the
+        same file — see the module docstring). The logs stay open for their next records."""
         try:
             if self.fsync and self._sync:
                 fds = [fd for fd in (self._pending.get(p) for p in self._sync) if fd is not None]
@@ -405,13 +427,27 @@ class Checkpoint:
             elif not self.fsync:
                 self._dirs.clear()
         finally:
-            for fd in self._pending.values():
-                os.close(fd)
+            # keep the batch's logs open for the next records (most recent last), up to a cap
+            self._open.update(self._pending)
             self._pending.clear()
             self._sync.clear()
+            while len(self._open) > OPEN_LOGS:
+                os.close(self._open.pop(next(iter(self._open))))
+
+    def release(self, fid: str, tid: str) -> None:
+        """The task's log gets no more records (its stream is done): close it if it is open."""
+        path = self._log(fid, tid)
+        for fds in (self._pending, self._open):
+            fd = fds.pop(path, None)
+            if fd is not None:
+                os.close(fd)
+        self._sync.discard(path)
 
     def close(self) -> None:
         self.commit()
+        for fd in self._open.values():
+            os.close(fd)
+        self._open.clear()
         self._syncers.shutdown(wait=True)
 
     def read_exit_status(self, fid: str, tid: str) -> int | None:
@@ -423,17 +459,14 @@ class Checkpoint:
 
     def remove_task(self, fid: str, tid: str) -> None:
         """Drop a finished task's checkpoint (after its terminal acknowledgement)."""
-        path = self._log(fid, tid)
-        fd = self._pending.pop(path, None)
-        if fd is not None:
-            os.close(fd)
-            self._sync.discard(path)
-        for p in (path, self._exit(fid, tid)):
+        self.release(fid, tid)
+        for p in (self._log(fid, tid), self._exit(fid, tid)):
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(p)
 
     def unlink_task(self, fid: str, tid: str) -> None:
-        """Remove a finished task's files (safe from another thread than the batch's)."""
+        """Remove a finished task's files (safe from another thread than the batch's; the batch
+        side has ``release``d the log)."""
         for p in (self._log(fid, tid), self._exit(fid, tid)):
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(p)
@@ -445,6 +478,7 @@ class Checkpoint:
                 return False
         except FileNotFoundError:
             pass
+        self._frameworks.discard(fid)
         shutil.rmtree(d, ignore_errors=True)
         return True
 

@@ -289,16 +289,22 @@ def spawn(
     no shared state, so it may run in a worker thread; hand the result to ``Launcher.watch``."""
     if not argv:
         raise LaunchError("empty command")
-    sandbox.mkdir(parents=True, exist_ok=True)
+    sb, ex = str(sandbox), str(exit_status)
+    try:
+        os.mkdir(sb)
+    except FileExistsError:
+        pass
+    except FileNotFoundError:
+        os.makedirs(sb, exist_ok=True)
     with contextlib.suppress(FileNotFoundError):
-        exit_status.unlink()
+        os.unlink(ex)  # a reused task id: never read the previous task's code
     procs_file = str(cgroup / "cgroup.procs") if cgroup is not None else "-"
-    args = [SH, "-c", WRAPPER_SCRIPT, str(exit_status), str(sandbox), procs_file, *argv]
+    args = [SH, "-c", WRAPPER_SCRIPT, ex, sb, procs_file, *argv]
     flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND
     actions = [
         (os.POSIX_SPAWN_OPEN, 0, "/dev/null", os.O_RDONLY, 0),
-        (os.POSIX_SPAWN_OPEN, 1, str(sandbox / "stdout"), flags, 0o644),
-        (os.POSIX_SPAWN_OPEN, 2, str(sandbox / "stderr"), flags, 0o644),
+        (os.POSIX_SPAWN_OPEN, 1, sb + "/stdout", flags, 0o644),
+        (os.POSIX_SPAWN_OPEN, 2, sb + "/stderr", flags, 0o644),
     ]
     try:
         pid = os.posix_spawn(SH, args, dict(env), file_actions=actions, setsid=True)
@@ -313,9 +319,15 @@ def spawn(
 
 def read_exit_status(path: Path) -> int | None:
     try:
-        return parse_exit_status(path.read_bytes())
+        fd = os.open(path, os.O_RDONLY)
     except OSError:
         return None
+    try:
+        return parse_exit_status(os.read(fd, 64))
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
 
 
 def kill_leftovers(groups: dict[int, tuple[float, str]]) -> int:

@@ -129,6 +129,9 @@ _DISK = (
 )
 
 
+_DISK_TYPES = frozenset(_DISK)
+
+
 def _task_key(fid: str, tid: str) -> str:
     return f"t/{fid}/{tid}"
 
@@ -355,12 +358,14 @@ class AgentService(Service):
     async def _run_work(self) -> None:
         try:
             while self._work:
-                if isinstance(self._work[0], _DISK):
-                    # Pull every queued disk effect forward (in order) into one thread hop:
-                    # writing a checkpoint earlier than planned is always safe, and each
-                    # non-disk effect still finds everything queued before it on disk.
-                    batch: list[object] = [e for e in self._work if isinstance(e, _DISK)]
-                    rest = [e for e in self._work if not isinstance(e, _DISK)]
+                if type(self._work[0]) in _DISK_TYPES:
+                    # Pull every queued disk effect forward (in order) into one batch: writing
+                    # a checkpoint earlier than planned is always safe, and each non-disk
+                    # effect still finds everything queued before it on disk.
+                    batch: list[object] = []
+                    rest: list[object] = []
+                    for e in self._work:
+                        (batch if type(e) in _DISK_TYPES else rest).append(e)
                     self._work.clear()
                     self._work.extend(rest)
                     if _needs_thread(batch):
@@ -398,6 +403,8 @@ class AgentService(Service):
                 if (w.framework_id, w.task_id) in self.ephemeral:
                     self.ephemeral.discard((w.framework_id, w.task_id))
                     continue
+                with contextlib.suppress(CheckpointError, OSError):
+                    cp.release(w.framework_id, w.task_id)
                 # unlinking is slow on this kind of file system: it happens later, off this
                 # thread (``_reap_dropped``); a finished log left behind is harmless on recovery
                 with self._drops_lock:
@@ -411,7 +418,7 @@ class AgentService(Service):
                         if self._drops.pop((s.framework_id, s.task_id), 0) is None:
                             cp.remove_task(s.framework_id, s.task_id)
                     fi = self.frameworks.get(s.framework_id)
-                    if fi is not None and not (cp.framework_dir(s.framework_id) / "framework.json").exists():
+                    if fi is not None and not cp.has_framework(s.framework_id):
                         cp.write_framework(s.framework_id, fi)
                     assert s.info is not None
                     group_ex = self.group_executors.get((s.framework_id, s.task_id))

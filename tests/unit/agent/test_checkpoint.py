@@ -174,6 +174,31 @@ def test_only_updates_asked_durable_are_fdatasynced(tmp_path: Path, monkeypatch:
     assert [u.state for u in log.updates] == [S.TASK_RUNNING, S.TASK_FINISHED]
 
 
+def test_logs_stay_open_between_batches_up_to_a_cap(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("agent.checkpoint.OPEN_LOGS", 2)
+    cp = Checkpoint(tmp_path)
+    cp.init()
+    cp.write_framework("f1", FrameworkInfo(user="u", name="fw", id=FrameworkID("f1")))
+    for tid in ("a", "b", "c"):
+        cp.write_task(TaskRecordFile("f1", task(tid)))
+        cp.commit()
+    assert len(cp._open) == 2  # the oldest was closed
+    for tid in ("a", "b", "c"):  # appends after a commit land in the same files
+        cp.append_update("f1", tid, status(tid, 1), sync=False)
+        cp.commit()
+        _, log, _, _ = cp.read_task_log(cp.task_log("f1", tid))
+        assert [u.state for u in log.updates] == [S.TASK_RUNNING]
+    cp.release("f1", "c")
+    assert str(cp.task_log("f1", "c")) not in cp._open
+    cp.remove_task("f1", "b")
+    cp.write_task(TaskRecordFile("f1", task("b")))  # a reused id starts a fresh log
+    cp.commit()
+    _, log, _, _ = cp.read_task_log(cp.task_log("f1", "b"))
+    assert log.updates == ()
+    cp.close()
+    assert cp._open == {}
+
+
 def test_remove_task_and_empty_framework(tmp_path: Path) -> None:
     cp = filled(tmp_path)
     cp.exit_status_path("f1", "t1").write_bytes(b"0\n")
