@@ -18,7 +18,7 @@ __pure__ = True
 Key = tuple[str, str]  # (framework_id, role)
 
 
-class _Filter:
+class Filter:
     __slots__ = ("expires", "resources", "seq")
 
     def __init__(self, expires: float, resources: Resources, seq: int) -> None:
@@ -31,7 +31,9 @@ class FilterIndex:
     def __init__(self) -> None:
         # (framework, role) -> agent -> filter; no empty inner maps. Read-only outside this class
         # (the DRF stage looks filters up here directly: it is the hot path)
-        self.by_key: dict[Key, dict[str, _Filter]] = {}
+        self.by_key: dict[Key, dict[str, Filter]] = {}
+        # the same agent -> filter maps by role, then framework (no tuple key to build)
+        self.by_role: dict[str, dict[str, dict[str, Filter]]] = {}
         self._by_agent: dict[str, set[Key]] = {}
         self._heap: list[tuple[float, int, str, str, str]] = []
         self._seq = 0
@@ -43,10 +45,13 @@ class FilterIndex:
     def add(self, framework_id: str, role: str, agent_id: str, resources: Resources, expires: float) -> None:
         self._seq += 1
         key = (framework_id, role)
-        filters = self.by_key.setdefault(key, {})
+        filters = self.by_key.get(key)
+        if filters is None:
+            filters = self.by_key[key] = {}
+            self.by_role.setdefault(role, {})[framework_id] = filters
         if agent_id not in filters:
             self._count += 1
-        filters[agent_id] = _Filter(expires, resources, self._seq)
+        filters[agent_id] = Filter(expires, resources, self._seq)
         self._by_agent.setdefault(agent_id, set()).add(key)
         heapq.heappush(self._heap, (expires, self._seq, framework_id, role, agent_id))
         if len(self._heap) > 2 * self._count + 1024:
@@ -56,7 +61,7 @@ class FilterIndex:
         filters = self.by_key.get((framework_id, role))
         return len(filters) if filters else 0
 
-    def of(self, framework_id: str, role: str) -> dict[str, _Filter] | None:
+    def of(self, framework_id: str, role: str) -> dict[str, Filter] | None:
         """The live agent -> filter map of a (framework, role), or None (hot path)."""
         return self.by_key.get((framework_id, role))
 
@@ -101,6 +106,7 @@ class FilterIndex:
         touched: list[str] = []
         for key in [k for k in self.by_key if k[0] == framework_id and (roles is None or k[1] in roles)]:
             filters = self.by_key.pop(key)
+            self._unlink(key)
             self._count -= len(filters)
             for agent in filters:
                 touched.append(agent)
@@ -133,6 +139,7 @@ class FilterIndex:
                     self._count -= 1
                 if not filters:
                     del self.by_key[key]
+                    self._unlink(key)
 
     def _compact(self) -> None:
         """Drop heap entries of filters replaced, cleared or removed (lazy deletion leftovers)."""
@@ -155,8 +162,18 @@ class FilterIndex:
             self._count -= 1
         if not filters:
             del self.by_key[key]
+            self._unlink(key)
         keys = self._by_agent.get(agent)
         if keys is not None:
             keys.discard(key)
             if not keys:
                 del self._by_agent[agent]
+
+    def _unlink(self, key: Key) -> None:
+        """Forget an emptied (framework, role) map in ``by_role`` too."""
+        fid, role = key
+        of_role = self.by_role.get(role)
+        if of_role is not None:
+            of_role.pop(fid, None)
+            if not of_role:
+                del self.by_role[role]

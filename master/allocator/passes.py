@@ -12,6 +12,7 @@ from collections.abc import Iterable
 
 from master.allocator.decisions import Decision, OfferCreated
 from master.allocator.eligibility import available_to, filtered
+from master.allocator.filters import Filter
 from master.allocator.ledger import Ledger
 from master.allocator.offering import give
 from master.allocator.quantities import meets_minimum, shrink
@@ -154,6 +155,7 @@ def quota_stage(ledger: Ledger, agents: Iterable[AgentState], now: float, out: l
 
 
 _DRF_REASON = "DRF: lowest weighted dominant share"
+_NO_FILTERS: dict[str, dict[str, Filter]] = {}
 
 
 def regular_stage(
@@ -241,7 +243,7 @@ def _regular_one_role(ledger: Ledger, role: str, agents: Iterable[AgentState], n
     sorter = ledger.roles.nodes[role].frameworks
     frameworks = ledger.frameworks
     minimum = ledger.config.min_allocatable
-    by_key = ledger.filters.by_key
+    by_role = ledger.filters.by_role
     create = ledger.create_classic
     append = out.append
     for agent in agents:
@@ -251,6 +253,7 @@ def _regular_one_role(ledger: Ledger, role: str, agents: Iterable[AgentState], n
         if not free:
             continue
         agent_id = agent.agent_id
+        of_role = by_role.get(role) or _NO_FILTERS  # framework -> agent -> filter
         served: set[str] | None = None
         while True:
             if agent.has_reserved:
@@ -275,7 +278,7 @@ def _regular_one_role(ledger: Ledger, role: str, agents: Iterable[AgentState], n
                 fid = key[2]
                 if served is not None and fid in served:
                     continue
-                flt = by_key.get((fid, role))
+                flt = of_role.get(fid)
                 if flt is not None:
                     f = flt.get(agent_id)
                     if f is not None and (f.resources is avail or f.resources.contains(avail)):

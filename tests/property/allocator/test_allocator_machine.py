@@ -327,6 +327,16 @@ class AllocatorMachine(RuleBasedStateMachine):
     def filter_index_counts(self) -> None:
         f = self.ledger.filters
         assert len(f) == sum(len(v) for v in f.by_key.values())
+        assert all(f.by_key.values()), "empty (framework, role) map left in the index"
+        # by_role holds the very same maps as by_key, nothing more
+        assert {(fid, role): id(m) for role, of in f.by_role.items() for fid, m in of.items()} == {
+            key: id(m) for key, m in f.by_key.items()
+        }
+
+    @invariant()
+    def lenders_are_exact(self) -> None:
+        l_ = self.ledger
+        assert set(l_.lenders) == {a.agent_id for a in l_.agents.values() if a.lent}
 
     @invariant()
     def roles_count_regular_only(self) -> None:
