@@ -768,24 +768,37 @@ class AgentService(Service):
     # --- timers and monitoring ---------------------------------------------------------------------
 
     async def _timer_loop(self) -> None:
-        while True:
-            deadlines = [d for d in (self.tracker.next_deadline(), self.updates.next_deadline()) if d is not None]
-            self.timer_wake.clear()
-            if deadlines:
-                delay = max(0.0, min(deadlines) - self.clock.now())
-                sleeper = asyncio.ensure_future(self.clock.sleep(delay))
-                waker = asyncio.ensure_future(self.timer_wake.wait())
-                try:
-                    await asyncio.wait({sleeper, waker}, return_when=asyncio.FIRST_COMPLETED)
-                finally:
-                    sleeper.cancel()
-                    waker.cancel()
-            else:
+        """Delivers ``Tick``s to the two cores when their earliest deadline is due. ``timer_wake``
+        is set whenever something may have moved a deadline (a message, the end of a work run);
+        most such wake-ups change nothing, so the sleeper is re-armed only when the earliest
+        deadline changed, and a ``Tick`` is delivered only when a deadline is due."""
+        sleeper: asyncio.Future[None] | None = None
+        armed: float | None = None
+        try:
+            while True:
+                self.timer_wake.clear()
+                deadlines = [d for d in (self.tracker.next_deadline(), self.updates.next_deadline()) if d is not None]
+                deadline = min(deadlines) if deadlines else None
+                now = self.clock.now()
+                if deadline is not None and deadline <= now:
+                    self.submit(self.tracker.handle(tk.Tick(), now))
+                    self.submit(self.updates.handle(su.Tick(), now))
+                    await asyncio.sleep(0)  # let the tick's effects run before looking again
+                    continue
+                if deadline != armed or (sleeper is not None and sleeper.done()):
+                    if sleeper is not None:
+                        sleeper.cancel()
+                    sleeper, armed = None, deadline
+                    if deadline is not None:
+                        sleeper = asyncio.ensure_future(self._wake_after(deadline - now))
                 await self.timer_wake.wait()
-                continue
-            now = self.clock.now()
-            self.submit(self.tracker.handle(tk.Tick(), now))
-            self.submit(self.updates.handle(su.Tick(), now))
+        finally:
+            if sleeper is not None:
+                sleeper.cancel()
+
+    async def _wake_after(self, delay: float) -> None:
+        await self.clock.sleep(delay)
+        self.timer_wake.set()
 
     async def _monitor_loop(self) -> None:
         cfg = self.config
