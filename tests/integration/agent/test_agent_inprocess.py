@@ -215,3 +215,31 @@ async def test_finished_sandbox_is_collected_after_the_delay(master: Any, make_a
     sandbox = agent.checkpoint.sandbox("fw1", "gc")
     assert (sandbox / "stdout").read_text() == "bye\n"  # readable right after the end
     await master.wait_for(lambda: not sandbox.exists())
+
+
+async def test_resends_follow_the_agents_clock(master: Any, tmp_path: Path) -> None:
+    """The timer loop sleeps on the agent's clock until the earliest resend deadline, re-arms
+    when that deadline moves, and resends the unacknowledged head each time it is due."""
+    from agent.service import AgentService
+    from protocol.clock import FakeClock
+    from tests.integration.agent.conftest import agent_config, kill_leftovers
+
+    master.drop_acks = True
+    clock = FakeClock()
+    cfg = agent_config(master, tmp_path / "agent", resend_initial=5.0, resend_max=5.0, monitor_interval=3600.0)
+    svc = AgentService(cfg, clock=clock)
+    await svc.start()
+    try:
+        await master.wait_connected()
+        await master.run("t", "sleep 60")
+        first = await master.wait_state("t", S.TASK_RUNNING)
+        for sends in (2, 3):
+            deadline = svc.updates.next_deadline()
+            assert deadline is not None and deadline > clock.now()
+            await master.wait_for(lambda d=deadline: clock.next_deadline() == d)  # the timer sleeps until it
+            clock.set(deadline)
+            await master.wait_for(lambda n=sends: len(master.statuses("t")) == n)
+        assert {s.uuid for s in master.statuses("t")} == {first.uuid}  # the same update, resent
+    finally:
+        await svc.stop()
+        await kill_leftovers(tmp_path)
