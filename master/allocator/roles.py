@@ -134,12 +134,21 @@ class RoleTree:
         if not scalars:
             return
         leaf = self.nodes.get(role) or self.node(role)
-        leaf.frameworks.update(framework_id, scalars, sign)
+        # the framework's allocation and, in the same loop, the role's (``leaf.alloc``)
+        leaf.frameworks.update(framework_id, scalars, sign, leaf.alloc)
         if leaf.nested:  # with no child roles the "." entry is not kept up to date
             leaf.children.update(SELF, scalars, sign)
         node = leaf
         root = self.root
-        while node is not root:
+        while True:
+            parent = node.parent
+            assert parent is not None  # only the root has none
+            if parent.fanout > 1:  # (alone, the order does not change)
+                # the parent's sorter shares ``node.alloc``: only the position may change
+                parent.children.moved(node.short, scalars, sign)
+            if parent is root:
+                return
+            node = parent
             alloc = node.alloc
             get = alloc.get
             for key, value in scalars.items():
@@ -148,12 +157,6 @@ class RoleTree:
                     alloc[key] = new
                 else:
                     alloc.pop(key, None)
-            parent = node.parent
-            assert parent is not None  # only the root has none
-            if parent.fanout > 1:  # (alone, the order does not change)
-                # the parent's sorter shares ``node.alloc``: only the position may change
-                parent.children.moved(node.short, scalars, sign)
-            node = parent
 
     def set_weight(self, role: str, weight: float) -> None:
         node = self.node(role)

@@ -57,6 +57,16 @@ class Totals:
         return best
 
 
+def _add_into(acc: Scalars, scalars: Mapping[str, float], sign: float) -> None:
+    get = acc.get
+    for key, value in scalars.items():
+        new = get(key, 0.0) + sign * value
+        if new > 1e-9:
+            acc[key] = new
+        else:
+            acc.pop(key, None)
+
+
 class _Client:
     __slots__ = ("active", "alloc", "key", "name", "seq", "weight")
 
@@ -144,10 +154,16 @@ class DRFSorter:
             return 0.0
         return self._totals.share(client.alloc) / client.weight if client.weight > 0 else float("inf")
 
-    def update(self, name: str, scalars: Mapping[str, float], sign: float = 1.0) -> None:
-        """Add (``sign=1``) or remove (``sign=-1``) an allocation and reposition the client."""
+    def update(
+        self, name: str, scalars: Mapping[str, float], sign: float = 1.0, also: Scalars | None = None
+    ) -> None:
+        """Add (``sign=1``) or remove (``sign=-1``) an allocation and reposition the client.
+        ``also`` (the owner's sum over its clients, e.g. a role's allocation) gets the same
+        change, in the same loop."""
         client = self._clients.get(name)
         if client is None:
+            if also is not None:
+                _add_into(also, scalars, sign)
             return
         alloc = client.alloc
         get = alloc.get
@@ -158,6 +174,8 @@ class DRFSorter:
             fair = totals.fair
             grew = True
             best = 0.0
+            also_d: Scalars = also if also is not None else {}
+            also_get = also_d.get if also is not None else None
             for key, value in scalars.items():
                 if value < 0:
                     grew = False
@@ -171,6 +189,12 @@ class DRFSorter:
                             best = share
                 else:
                     alloc.pop(key, None)
+                if also_get is not None:
+                    new = also_get(key, 0.0) + sign * value
+                    if new > 1e-9:
+                        also_d[key] = new
+                    else:
+                        also_d.pop(key, None)
             if grew:
                 # ``_grown`` + ``_place`` inlined (one offer made = one call here)
                 if len(self._clients) == 1:
@@ -207,6 +231,8 @@ class DRFSorter:
                     alloc[key] = new
                 else:
                     alloc.pop(key, None)
+            if also is not None:
+                _add_into(also, scalars, sign)
         self._move(client, False, scalars)
 
     def moved(self, name: str, scalars: Mapping[str, float], sign: float = 1.0) -> None:
