@@ -36,7 +36,7 @@ from master.allocator.events import (
 )
 from master.allocator.ledger import Ledger
 from master.allocator.offering import take_back
-from master.allocator.revocable import enforce
+from master.allocator.revocable import enforce, revocable_back
 from master.allocator.roles import check_role
 from master.allocator.state import EMPTY, AgentState, DemandState, FrameworkState, TaskAlloc
 
@@ -241,14 +241,19 @@ def _recovered(ledger: Ledger, ev: ResourcesRecovered, now: float) -> list[Decis
         or not agent.active
         or lease.framework_id != fw.framework_id
         or lease.role in fw.suppressed
-        or not task.regular
     ):
         return []
-    back = agent.free.allocatable_to(lease.role) if agent.has_reserved else agent.free
-    back = back - (back - task.regular)
-    if not back:
+    back = EMPTY
+    if task.regular:
+        avail = agent.free.allocatable_to(lease.role) if agent.has_reserved else agent.free
+        back = avail - (avail - task.regular)
+        if back:
+            l_.offer_grow(lease, back, EMPTY, now)
+    rev_back = revocable_back(l_, fw, agent, task) if task.revocable else EMPTY
+    if rev_back:
+        l_.offer_grow(lease, EMPTY, rev_back, now)
+    if not back and not rev_back:
         return []
-    l_.offer_grow(lease, back, EMPTY, now)
     return [OfferUpdated(l_.snapshot(lease), f"task {task.task_id} ended; its resources are back in the lease")]
 
 def _allocation_recovered(ledger: Ledger, ev: AllocationRecovered, now: float) -> list[Decision]:

@@ -83,6 +83,26 @@ def revocable_stage(ledger: Ledger, agents: Iterable[AgentState], now: float, ou
             break
 
 
+def revocable_back(ledger: Ledger, fw: FrameworkState, agent: AgentState, task: TaskAlloc) -> Resources:
+    """The part of an ended revocable task's resources (flat) that may go back into the lease
+    it was launched from: what its backing still covers, as the revocable stage would offer it
+    (usage slack first, then allocation slack lent again unless its owner wants it back).
+    Nothing for a framework that cannot take revocable resources or a task being revoked."""
+    if not fw.revocable_ok or task.revoking:
+        return EMPTY
+    want = task.revocable
+    spare = ledger.revocable_capacity(agent)
+    need = {n: v - spare.scalar(n) for n, v in want.scalars().items() if v > spare.scalar(n) + 1e-9}
+    if need:
+        lend = lendable(ledger, agent)
+        if lend:
+            ledger.lend(agent, take(lend, need))
+            if owner_wants(ledger, agent) is not None:  # its owner wants it: lend nothing
+                ledger.settle_lent(agent)
+    capacity = ledger.revocable_capacity(agent)
+    return want - (want - capacity)
+
+
 def owner_wants(ledger: Ledger, agent: AgentState) -> str | None:
     """Why the lent resources of this agent must come back (None when nobody wants them)."""
     if not agent.lent:

@@ -161,3 +161,82 @@ def test_owner_demand_reclaims_lent_reservation(sim):
     sim.finish("be", "n1", "r1")
     out = sim.allocate()
     assert sim.summary(out) == [("created", "ml", "n1", "cpus(ml):3; mem(ml):300")]
+
+
+# --- a finished revocable task's resources flow back into its lease ---------------------------
+
+
+def _revocable_lease(sim, slack: str):
+    """n1 fully used by a plain task, usage slack ``slack``, and a reusable revocable framework
+    "be" holding a lease of all of it."""
+    sim.agent("n1").cpus(4).mem(400).add()
+    sim.framework("plain").add()
+    o = sim.created(sim.allocate())[0]
+    sim.accept("plain", o.offer_id, sim.launch("t1", "cpus:4;mem:400"))
+    sim.handle(AgentSlackEstimated("n1", sim.R(slack)))
+    sim.framework("be").reusable().revocable().add()
+    [lease] = sim.created(sim.allocate())
+    assert lease.framework_id == "be" and lease.reusable and lease.revocable == sim.R(slack).as_revocable()
+    return lease
+
+
+def test_finished_revocable_task_flows_back_into_its_lease(sim):
+    lease = _revocable_lease(sim, "cpus:2;mem:200")
+    res = sim.accept("be", lease.offer_id, sim.launch("r1", "cpus{REV}:1;mem{REV}:100"))
+    assert isinstance(res, Accepted)
+    assert sim.offer_on("be", "n1").revocable == sim.R("cpus:1;mem:100").as_revocable()
+    out = sim.finish("be", "n1", "r1")
+    [back] = sim.updated(out)
+    assert back.offer_id == lease.offer_id
+    assert back.revocable == sim.R("cpus:2;mem:200").as_revocable()
+    assert back.resources == back.revocable
+    view = sim.alloc.agent_view("n1")
+    assert view.revocable_offered == sim.R("cpus:2;mem:200") and view.revocable_allocated == sim.R("")
+
+
+def test_revoked_task_does_not_flow_back(sim):
+    lease = _revocable_lease(sim, "cpus:2;mem:200")
+    sim.accept("be", lease.offer_id, sim.launch("r1", "cpus{REV}:2;mem{REV}:200"))
+    out = sim.handle(AgentSlackEstimated("n1", sim.R("cpus:1;mem:100")))
+    assert [(d.framework_id, d.task_ids) for d in out if isinstance(d, Revoke)] == [("be", ("r1",))]
+    assert sim.updated(sim.finish("be", "n1", "r1")) == []
+    assert sim.alloc.agent_view("n1").revocable_offered == sim.R("")
+
+
+def test_only_what_is_still_backed_flows_back(sim):
+    lease = _revocable_lease(sim, "cpus:2;mem:200")
+    rev = "cpus{REV}:1;mem{REV}:100"
+    sim.accept("be", lease.offer_id, sim.launch("r1", rev, priority=1), sim.launch("r2", rev))
+    out = sim.handle(AgentSlackEstimated("n1", sim.R("cpus:1.5;mem:150")))
+    assert [d.task_ids for d in out if isinstance(d, Revoke)] == [("r2",)]
+    # r2 still holds 1 cpu until it ends: only 0.5 cpu / 50 MB of r1's go back
+    [back] = sim.updated(sim.finish("be", "n1", "r1"))
+    assert back.revocable == sim.R("cpus:0.5;mem:50").as_revocable()
+    assert sim.updated(sim.finish("be", "n1", "r2")) == []
+    view = sim.alloc.agent_view("n1")
+    assert view.revocable_offered == sim.R("cpus:0.5;mem:50") and view.revocable_allocated == sim.R("")
+
+
+def test_lent_resources_flow_back_unless_the_owner_wants_them(sim):
+    sim.agent("n1").cpus(1).mem(100).reserved("ml", "cpus:4;mem:400").add()
+    sim.framework("ml").role("ml").add()
+    sim.framework("be").role("web").reusable().revocable().add()
+    out = sim.allocate()
+    ml_offer = next(o for o in sim.created(out) if o.framework_id == "ml")
+    sim.decline("ml", ml_offer.offer_id, refuse=100)  # ml is not using its reservation
+    out = sim.allocate()
+    [lease] = [o for o in sim.created(out) + sim.updated(out) if o.framework_id == "be" and o.revocable]
+    assert lease.revocable == sim.R("cpus:4;mem:400").as_revocable()
+    sim.accept("be", lease.offer_id, sim.launch("r1", "cpus{REV}:1;mem{REV}:100"))
+    [back] = sim.updated(sim.finish("be", "n1", "r1"))  # nobody wants them: lent again
+    assert back.revocable == sim.R("cpus:4;mem:400").as_revocable()
+    assert sim.alloc.agent_view("n1").lent == sim.R("cpus(ml):4;mem(ml):400")
+    sim.accept("be", lease.offer_id, sim.launch("r2", "cpus{REV}:1;mem{REV}:100"))
+    from master.allocator import Revived
+
+    sim.handle(Revived("ml"))  # now the owner wants its reservation
+    out = sim.finish("be", "n1", "r2")
+    assert all(not o.revocable or o.revocable == sim.R("cpus:3;mem:300").as_revocable() for o in sim.updated(out))
+    view = sim.alloc.agent_view("n1")
+    assert view.lent == sim.R("cpus(ml):3;mem(ml):300")  # r2's part went back to ml's free pool
+    assert view.revocable_allocated == sim.R("")
