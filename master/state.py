@@ -481,7 +481,7 @@ class MasterState(AgentRules, AcceptRules):
             self.counters["dropped_messages"] += 1
             return  # not this framework's task on that agent (S17): ignored
         if ack.uuid == task.status_update_uuid:
-            task.acked_uuid = ack.uuid
+            task.acked_uuid = task.status_update_uuid  # (the object already held, not a copy)
             # its last update is acknowledged: forgotten now, like an evicted completed task
             fw.awaiting_ack.pop(tid, None)
         self._to_agent(

@@ -544,7 +544,38 @@ def _compile_message_decoder(cls: type, binary: bool, limits: Limits) -> _Decode
     dec = typing.cast(_Decoder, ns["dec_message"])
     if names == ["value"] and specs[0][2] and _split_optional(hints["value"])[0] is str:
         return _id_decoder(cls, dec, limits)
+    memo_key = getattr(cls, "__codec_memo_key__", None)
+    if memo_key is not None:
+        return _memo_decoder(memo_key, dec, limits)
     return dec
+
+
+MEMO_SIZE = 4096
+MEMO_DEPTH = 4  # levels a memoized message may span below itself
+
+
+def _memo_decoder(key_of: Callable[[Any], Any], generic: _Decoder, limits: Limits) -> _Decoder:
+    """A class may name a ``__codec_memo_key__(raw) -> key | None``: the raw forms it keys decode
+    once and the frozen result is shared (a bounded table). The key function must key only
+    shapes whose decoding depends on nothing but the key (exact types included); others get
+    ``None`` and the generic decoder. Only successful decodings are kept."""
+    cache: dict[Any, Any] = {}
+    max_depth = limits.max_depth - MEMO_DEPTH
+
+    def dec_memo(v: Any, depth: int) -> Any:
+        if depth <= max_depth:
+            k = key_of(v)
+            if k is not None:
+                o = cache.get(k)
+                if o is None:
+                    o = generic(v, depth)
+                    if len(cache) >= MEMO_SIZE:
+                        cache.clear()
+                    cache[k] = o
+                return o
+        return generic(v, depth)
+
+    return dec_memo
 
 
 ID_CACHE_SIZE = 4096

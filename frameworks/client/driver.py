@@ -40,7 +40,6 @@ from protocol.backoff import Backoff
 from protocol.clock import Clock, SystemClock
 from protocol.lifecycle import Service
 from protocol.mesos import (
-    MAX_ACKNOWLEDGEMENTS,
     Call,
     CapabilityType,
     Event,
@@ -63,6 +62,11 @@ from protocol.resources import Resources
 from protocol.task_states import TaskState, is_terminal
 
 log = logging.getLogger(__name__)
+
+# acknowledgements per ACKNOWLEDGE_MANY call (the protocol allows MAX_ACKNOWLEDGEMENTS): a
+# few hundred already make the per-call cost negligible, and a call of thousands would hold the
+# master's loop (and the ACCEPTs queued behind it) for tens of milliseconds
+ACKS_PER_CALL = 500
 
 
 class Scheduler:
@@ -479,7 +483,7 @@ class SchedulerDriver(Service):
         while True:
             first = await self._acks.get()
             batch = [first]
-            while len(batch) < MAX_ACKNOWLEDGEMENTS and not self._acks.empty():
+            while len(batch) < ACKS_PER_CALL and not self._acks.empty():
                 batch.append(self._acks.get_nowait())
             try:
                 if self.connected and not self._terminal:
@@ -704,8 +708,8 @@ class SchedulerDriver(Service):
         subscription and sends the acknowledgements one by one."""
         if len(statuses) > 1 and self.acknowledge_many_supported:
             fid = self._fid()
-            for i in range(0, len(statuses), MAX_ACKNOWLEDGEMENTS):
-                chunk = statuses[i : i + MAX_ACKNOWLEDGEMENTS]
+            for i in range(0, len(statuses), ACKS_PER_CALL):
+                chunk = statuses[i : i + ACKS_PER_CALL]
                 try:
                     self.ack_calls += 1
                     self.acks_sent += len(chunk)

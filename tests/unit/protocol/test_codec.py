@@ -365,3 +365,28 @@ def test_ids_take_a_short_path_and_recent_ones_are_shared() -> None:
     # the table is bounded
     for i in range(c.ID_CACHE_SIZE + 10):
         assert c.from_builtins(TaskID, {"value": f"t{i}"}, True).value == f"t{i}"
+
+
+def test_plain_scalar_resources_decode_once_and_are_shared() -> None:
+    from protocol import codec as c
+    from protocol.mesos_common import Resource, Scalar, ValueType
+
+    raw = {"name": "cpus", "type": "SCALAR", "scalar": {"value": 0.5}, "role": "*"}
+    one = c.from_builtins(Resource, raw, True)
+    assert one == Resource(name="cpus", type=ValueType.SCALAR, scalar=Scalar(0.5), role="*")
+    assert c.from_builtins(Resource, dict(raw), True) is one
+    assert c.from_builtins(Resource, {"name": "cpus", "type": "SCALAR", "scalar": {"value": 0.5}}, True).role is None
+    # other shapes and types take the generic path: the same results and errors as before
+    assert c.from_builtins(Resource, {**raw, "scalar": {"value": 1}}, True).scalar == Scalar(1)
+    for bad, why in [
+        ({**raw, "type": "BOGUS"}, "unknown enum name"),
+        ({**raw, "scalar": {"value": True}}, "expected"),
+        ({**raw, "role": 3}, "expected string"),
+        ({**raw, "scalar": [["value", 0.5]]}, "expected Scalar object"),
+        ({**raw, "name": "x" * 50}, "exceeds the limit"),
+    ]:
+        for _ in range(2):  # a failure is never remembered as a success
+            with pytest.raises(c.DecodeError, match=why):
+                c.from_builtins(Resource, bad, True, c.Limits(max_str_len=40))
+    many = c.from_builtins(tuple[Resource, ...], [raw] * 3, True)
+    assert many[0] is many[1] is many[2]
