@@ -69,7 +69,8 @@ class Allocator:
             self._next_sweep = now + self.config.sweep_interval
             self._l.full_pass = False
         else:
-            agents = [l_.agents[a] for a in l_.dirty if a in l_.agents]
+            by_id = l_.agents
+            agents = [by_id[a] for a in l_.dirty if a in by_id]
         l_.dirty.clear()
         self.passes += 1
         if len(agents) > 1:

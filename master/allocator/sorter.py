@@ -170,6 +170,8 @@ class DRFSorter:
         if sign > 0:
             # the hot path (an offer made): only the grown names can raise the dominant share,
             # so it is computed in the same loop that updates the allocation
+            if sign != 1.0:
+                scalars = {key: sign * value for key, value in scalars.items()}
             totals = self._totals
             fair = totals.fair
             grew = True
@@ -179,7 +181,7 @@ class DRFSorter:
             for key, value in scalars.items():
                 if value < 0:
                     grew = False
-                new = get(key, 0.0) + sign * value
+                new = get(key, 0.0) + value
                 if new > 1e-9:
                     alloc[key] = new
                     total = fair.get(key)
@@ -190,7 +192,7 @@ class DRFSorter:
                 else:
                     alloc.pop(key, None)
                 if also_get is not None:
-                    new = also_get(key, 0.0) + sign * value
+                    new = also_get(key, 0.0) + value
                     if new > 1e-9:
                         also_d[key] = new
                     else:
