@@ -2,8 +2,8 @@
 
 A filter says: do not offer framework F in role R resources on agent A that are contained in
 ``resources`` until ``expires`` (Mesos refused-resources semantics: if more becomes free on the
-agent, the larger offer goes through). Indexed per (framework, role) -> agent, per agent, and
-in an expiry heap, so expiry is O(log n), a REVIVE touches only that framework's filters and a
+agent, the larger offer goes through). Indexed per (framework, role) -> agent (and the same
+maps per role -> framework), per agent, and in an expiry heap, so expiry is O(log n), a REVIVE touches only that framework's filters and a
 framework filtered on every agent can be skipped without looking at any agent.
 """
 
