@@ -225,9 +225,29 @@ class RoleTree:
         return share / node.weight if node.weight > 0 else float("inf")
 
     def unmet_guarantees(self) -> Scalars:
-        """Sum over quota roles of what their guarantee still lacks."""
+        """What the quota guarantees still lack in the cluster, per resource name.
+
+        A guarantee covers its role's whole subtree (as in Mesos: ``eng`` guaranteed 10 cpus
+        with ``eng/ml`` guaranteed 4 needs 10, not 14): a role lacks the larger of its own
+        deficit and the sum of what its nearest guaranteed sub-roles lack; unrelated roles add.
+        """
+        quota = self.quota_roles
+        if not quota:
+            return {}
         out: Scalars = {}
-        for role in self.quota_roles:
-            for name, value in self.nodes[role].deficit().items():
-                out[name] = out.get(name, 0.0) + value
+        below: dict[str, Scalars] = {}  # role -> what its nearest guaranteed sub-roles lack
+        for role in sorted(quota, key=lambda r: (-r.count("/"), r)):  # deepest first
+            need = self.nodes[role].deficit()
+            for name, value in below.pop(role, {}).items():
+                if value > need.get(name, 0.0):
+                    need[name] = value
+            if not need:
+                continue
+            into = out
+            for path in reversed(ancestors(role)[:-1]):  # the nearest guaranteed ancestor
+                if path in quota:
+                    into = below.setdefault(path, {})
+                    break
+            for name, value in need.items():
+                into[name] = into.get(name, 0.0) + value
         return out

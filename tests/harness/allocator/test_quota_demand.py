@@ -151,3 +151,24 @@ def test_quota_of_parent_role_served_to_its_subroles(sim):
     got = [(o.framework_id, o.role) for o in sim.created(out)]
     assert got.count(("ml", "eng/ml")) == 2 and got.count(("big", "other")) == 1
     assert sim.alloc.quota_consumed("eng") == {"cpus": 2.0, "mem": 200.0}
+
+
+def test_nested_guarantees_are_not_counted_twice_for_headroom(sim):
+    # eng's guarantee covers eng/ml's: 10 cpus are held for the subtree, not 10 + 4
+    sim.handle(QuotaSet("eng", sim.R("cpus:10;mem:1000")))
+    sim.handle(QuotaSet("eng/ml", sim.R("cpus:4;mem:400")))
+    sim.framework("web").role("web").add()
+    sim.agent("n1").cpus(12).mem(1200).add()
+    assert sim.summary(sim.allocate()) == [("created", "web", "n1", "cpus:2; mem:200")]
+
+
+def test_sub_role_guarantees_beyond_the_parents_are_held(sim):
+    # eng/a and eng/b need 6 between them, more than eng's own 4: 6 are held
+    sim.handle(QuotaSet("eng", sim.R("cpus:4;mem:400")))
+    sim.handle(QuotaSet("eng/a", sim.R("cpus:3;mem:300")))
+    sim.handle(QuotaSet("eng/b", sim.R("cpus:3;mem:300")))
+    sim.handle(QuotaSet("ops", sim.R("cpus:1;mem:100")))  # unrelated: adds
+    sim.framework("web").role("web").add()
+    sim.agent("n1").cpus(10).mem(1000).add()
+    assert sim.summary(sim.allocate()) == [("created", "web", "n1", "cpus:3; mem:300")]
+    assert sim.alloc.ledger.roles.unmet_guarantees() == {"cpus": 7.0, "mem": 700.0}
