@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import time
+import urllib.request
 from typing import Any
 
 import psutil
@@ -40,9 +41,18 @@ def wait(cluster: LocalCluster, job_id: int, timeout: float = 120) -> int:
 
 
 def succeeds(cluster: LocalCluster, job_id: int, timeout: float = 120) -> None:
-    """Wait for the job; on anything but success fail with its whole story (tasks, reasons)."""
+    """Wait for the job; on anything but success fail with its whole story (tasks, reasons) and
+    what the master offers and holds at that moment."""
     if wait(cluster, job_id, timeout) != 0:
-        pytest.fail(json.dumps(show(cluster, job_id), indent=1))
+        story = show(cluster, job_id)
+        try:
+            with urllib.request.urlopen(f"{cluster.master_url}/api/v1/offers", timeout=10) as r:
+                story["master_offers"] = json.loads(r.read())
+            with urllib.request.urlopen(f"{cluster.master_url}/state-summary", timeout=10) as r:
+                story["master_state_summary"] = json.loads(r.read())
+        except (OSError, ValueError) as exc:
+            story["master"] = f"unreadable: {exc}"
+        pytest.fail(json.dumps(story, indent=1))
 
 
 def test_array_job_of_50_tasks(cluster: LocalCluster) -> None:
