@@ -128,7 +128,7 @@ class Ledger:
         agent.offers[oid] = None
         free = agent.free
         agent.free = EMPTY if regular is free else free - regular
-        self.roles.update(role, fid, scalars, 1.0)
+        self.roles.grow(role, fid, scalars)
         if self._offer_timeout is not None:
             heapq.heappush(self.offer_timers, (now + self._offer_timeout, oid, now))
         # ``tuple.__new__`` is what ``Offer(...)`` calls, minus its Python-level ``__new__``
@@ -166,7 +166,7 @@ class Ledger:
             else:
                 o.regular = regular
                 o.scalars = scalars
-            self.roles.update(o.role, o.framework_id, scalars, 1.0)
+            self.roles.grow(o.role, o.framework_id, scalars)
         if revocable:
             agent.rev_offered = agent.rev_offered + revocable
             o.revocable = o.revocable + revocable
@@ -247,7 +247,7 @@ class Ledger:
         if task.regular:
             agent.free = agent.free - task.regular
             agent.allocated = agent.allocated + task.regular
-            self.roles.update(task.role, task.framework_id, task.regular.scalars(), 1.0)
+            self.roles.grow(task.role, task.framework_id, task.regular.scalars())
         if task.revocable:
             agent.rev_allocated = agent.rev_allocated + task.revocable
             self.rev_sorter.update(task.framework_id, task.revocable.scalars(), 1.0)

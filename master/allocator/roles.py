@@ -134,10 +134,27 @@ class RoleTree:
         if not scalars:
             return
         leaf = self.nodes.get(role) or self.node(role)
-        # the framework's allocation and, in the same loop, the role's (``leaf.alloc``)
+        # the framework's allocation and the role's (``leaf.alloc``)
         leaf.frameworks.update(framework_id, scalars, sign, leaf.alloc)
         if leaf.nested:  # with no child roles the "." entry is not kept up to date
             leaf.children.update(SELF, scalars, sign)
+        self._propagate(leaf, scalars, sign)
+
+    def grow(self, role: str, framework_id: str, quantities: Mapping[str, float]) -> None:
+        """``update(role, framework_id, quantities, +1)`` for non-negative quantities (an offer
+        made, a task started: the hot path)."""
+        if not quantities:
+            return
+        leaf = self.nodes.get(role) or self.node(role)
+        leaf.frameworks.grow(framework_id, quantities, leaf.alloc)  # and the role's, same loop
+        if leaf.nested:
+            leaf.children.update(SELF, quantities, 1.0)
+        parent = leaf.parent
+        if parent is not self.root or parent.fanout > 1:  # (a lone top-level role: nothing above)
+            self._propagate(leaf, quantities, 1.0)
+
+    def _propagate(self, leaf: RoleNode, scalars: Mapping[str, float], sign: float) -> None:
+        """Reposition ``leaf`` in its parent's sorter and update every ancestor's allocation."""
         node = leaf
         root = self.root
         while True:

@@ -159,83 +159,77 @@ class DRFSorter:
     ) -> None:
         """Add (``sign=1``) or remove (``sign=-1``) an allocation and reposition the client.
         ``also`` (the owner's sum over its clients, e.g. a role's allocation) gets the same
-        change, in the same loop."""
+        change."""
+        if sign > 0:
+            if sign != 1.0:
+                scalars = {key: sign * value for key, value in scalars.items()}
+                sign = 1.0
+            if min(scalars.values(), default=0.0) >= 0:
+                self.grow(name, scalars, also if also is not None else {})
+                return
+        client = self._clients.get(name)
+        if also is not None:
+            _add_into(also, scalars, sign)
+        if client is None:
+            return
+        _add_into(client.alloc, scalars, sign)
+        self._move(client, False, scalars)
+
+    def grow(self, name: str, quantities: Mapping[str, float], also: Scalars) -> None:
+        """``update(name, quantities, +1, also)`` for non-negative quantities (an offer made, a
+        task started: the hot path). Only the grown names can raise the dominant share, so it is
+        computed in the same loop that updates the allocations, and the key is moved at once."""
         client = self._clients.get(name)
         if client is None:
-            if also is not None:
-                _add_into(also, scalars, sign)
+            _add_into(also, quantities, 1.0)
             return
         alloc = client.alloc
         get = alloc.get
-        if sign > 0:
-            # the hot path (an offer made): only the grown names can raise the dominant share,
-            # so it is computed in the same loop that updates the allocation
-            if sign != 1.0:
-                scalars = {key: sign * value for key, value in scalars.items()}
-            totals = self._totals
-            fair = totals.fair
-            grew = True
-            best = 0.0
-            also_d: Scalars = also if also is not None else {}
-            also_get = also_d.get if also is not None else None
-            for key, value in scalars.items():
-                if value < 0:
-                    grew = False
-                new = get(key, 0.0) + value
-                if new > 1e-9:
-                    alloc[key] = new
-                    total = fair.get(key)
-                    if total is not None:
-                        share = new / total
-                        if share > best:
-                            best = share
+        also_get = also.get
+        fair = self._totals.fair
+        best = 0.0
+        for key, value in quantities.items():
+            new = get(key, 0.0) + value
+            if new > 1e-9:
+                alloc[key] = new
+                total = fair.get(key)
+                if total is not None:
+                    share = new / total
+                    if share > best:
+                        best = share
+            else:
+                alloc.pop(key, None)
+            new = also_get(key, 0.0) + value
+            if new > 1e-9:
+                also[key] = new
+            else:
+                also.pop(key, None)
+        if len(self._clients) == 1:
+            self._lazy = True
+            return
+        if self._lazy or self._version != self._totals.version:
+            self._reposition(client)
+            return
+        old_key = client.key
+        weight = client.weight
+        old = old_key[0] * weight
+        if old > best:
+            best = old
+        new_key = (best / weight if weight > 0 else float("inf"), client.seq, name)
+        client.key = new_key
+        if client.active and new_key != old_key:
+            keys = self._keys
+            if keys and keys[0] is old_key:  # DRF serves the first client: no search
+                del keys[0]
+            else:
+                i = bisect_left(keys, old_key)
+                if i < len(keys) and keys[i] == old_key:
+                    del keys[i]
                 else:
-                    alloc.pop(key, None)
-                if also_get is not None:
-                    new = also_get(key, 0.0) + value
-                    if new > 1e-9:
-                        also_d[key] = new
-                    else:
-                        also_d.pop(key, None)
-            if grew:
-                # ``_grown`` + ``_place`` inlined (one offer made = one call here)
-                if len(self._clients) == 1:
-                    self._lazy = True
-                    return
-                if self._lazy or self._version != totals.version:
-                    self._reposition(client)
-                    return
-                old_key = client.key
-                weight = client.weight
-                old = old_key[0] * weight
-                if old > best:
-                    best = old
-                new_key = (best / weight if weight > 0 else float("inf"), client.seq, name)
-                client.key = new_key
-                if client.active and new_key != old_key:
-                    keys = self._keys
-                    if keys and keys[0] is old_key:  # DRF serves the first client: no search
-                        del keys[0]
-                    else:
-                        i = bisect_left(keys, old_key)
-                        if i < len(keys) and keys[i] == old_key:
-                            del keys[i]
-                        else:
-                            client.key = old_key
-                            self._drop_key(client)
-                            client.key = new_key
-                    insort(keys, new_key)
-                return
-        else:
-            for key, value in scalars.items():
-                new = get(key, 0.0) + sign * value
-                if new > 1e-9:
-                    alloc[key] = new
-                else:
-                    alloc.pop(key, None)
-            if also is not None:
-                _add_into(also, scalars, sign)
-        self._move(client, False, scalars)
+                    client.key = old_key
+                    self._drop_key(client)
+                    client.key = new_key
+            insort(keys, new_key)
 
     def moved(self, name: str, scalars: Mapping[str, float], sign: float = 1.0) -> None:
         """A client with a caller-owned ``alloc`` changed by ``sign * scalars``: reposition.
