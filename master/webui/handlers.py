@@ -1,0 +1,334 @@
+"""The web UI's aiohttp handlers (shell): gather the operator views, render with
+``master.webui.pages``, and fetch sandbox listings and logs from the task's agent.
+
+The agent's address is the one the master knows from its registration (``hostname:port`` in
+``/state``'s ``slaves``); its ``/files/browse``, ``/files/read`` and ``/files/download`` endpoints
+(``agent/files.py``) are asked with the query built by aiohttp (never by pasting strings), a short
+timeout, and an unreachable agent becomes a page that says so (502), not a 500.
+"""
+
+from __future__ import annotations
+
+import logging
+import posixpath
+from typing import TYPE_CHECKING, Any
+
+import aiohttp
+from aiohttp import web
+
+from master.views import _legacy
+from master.webui import pages
+from master.webui.html import Html, error_page
+from protocol import codec
+from protocol.resources import Resources
+
+if TYPE_CHECKING:
+    from master.service import MasterService
+
+log = logging.getLogger("agora.master.webui")
+
+TAIL_BYTES = 64 * 1024
+AGENT_TIMEOUT = aiohttp.ClientTimeout(total=5.0, connect=2.0)
+
+
+def webui_routes(svc: MasterService) -> list[web.RouteDef]:
+    """The UI's routes for the master's app: ``app.add_routes(webui_routes(self))``."""
+    return WebUI(svc).routes()
+
+
+def _html(body: Html, status: int = 200) -> web.Response:
+    return web.Response(text=body, status=status, content_type="text/html", charset="utf-8",
+                        headers={"Cache-Control": "no-store", "X-Content-Type-Options": "nosniff"})
+
+
+class _AgentError(Exception):
+    """The agent could not be asked, or refused; ``status`` is what the UI answers."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+def sandbox_subpath(raw: str) -> str | None:
+    """A path inside the task's sandbox as the UI accepts it: relative, no ``..`` component, no
+    NUL; normalized (``a//b/`` -> ``a/b``, empty for the sandbox itself). ``None`` if refused."""
+    if "\x00" in raw or raw.startswith("/"):
+        return None
+    parts = [p for p in raw.split("/") if p not in ("", ".")]
+    if ".." in parts:
+        return None
+    return posixpath.join(*parts) if parts else ""
+
+
+class WebUI:
+    def __init__(self, svc: MasterService) -> None:
+        self.svc = svc
+
+    def routes(self) -> list[web.RouteDef]:
+        task = "/ui/tasks/{framework_id}/{task_id}/files"
+        return [
+            web.get("/", self.summary),
+            web.get("/ui", self.summary),
+            web.get("/ui/", self.summary),
+            web.get("/ui/agents", self.agents),
+            web.get("/ui/agents/{agent_id}", self.agent),
+            web.get("/ui/frameworks", self.frameworks),
+            web.get("/ui/frameworks/{framework_id}", self.framework),
+            web.get("/ui/tasks", self.tasks),
+            web.get("/ui/offers", self.offers),
+            web.get("/ui/roles", self.roles),
+            web.get(task, self.browse),
+            web.get(task + "/read", self.read),
+            web.get(task + "/download", self.download),
+            web.get(task + "/view", self.view),
+            web.get(task + "/{stream:stdout|stderr}", self.view),
+        ]
+
+    # --- the operator views ---------------------------------------------------------------------
+
+    def _not_ready(self) -> web.Response | None:
+        if self.svc.ready:
+            return None
+        return _html(error_page(503, "Master is recovering", "The master is recovering its state; try again shortly."),
+                     503)
+
+    def _state(self) -> dict[str, Any]:
+        return self.svc.operator_api.state_dict()
+
+    def _offers(self) -> list[dict[str, Any]]:
+        """What ``GET /api/v1/offers`` serves."""
+        assert self.svc.allocator is not None
+        now = self.svc.clock.now()
+        return [
+            {
+                "id": o.offer_id,
+                "framework_id": o.framework_id,
+                "agent_id": o.agent_id,
+                "hostname": o.hostname,
+                "role": o.role,
+                "resources": _legacy(o.resources.non_revocable()),
+                "revocable_resources": _legacy(o.revocable.flatten()) if o.revocable else {},
+                "age_secs": round(max(0.0, now - o.created), 3),
+            }
+            for o in self.svc.allocator.outstanding_offers()
+        ]
+
+    def _roles(self, offers: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """GET_ROLES joined with GET_QUOTA and the offered resources per role."""
+        api = self.svc.operator_api
+        quotas = {
+            c["role"]: c
+            for c in codec.to_builtins(api._get_quota()).get("status", {}).get("configs", [])
+        }
+        out = []
+        for r in api._get_roles().roles:
+            q = quotas.get(r.name, {})
+            limits = q.get("limits")
+            out.append(
+                {
+                    "name": r.name,
+                    "weight": r.weight,
+                    "frameworks": [f.value for f in r.frameworks],
+                    "allocated": _legacy(Resources.from_mesos(r.allocated)),
+                    "offered": pages.sum_resources(o["resources"] for o in offers if o["role"] == r.name),
+                    "guarantee": {k: v["value"] for k, v in q.get("guarantees", {}).items()},
+                    "limit": {k: v["value"] for k, v in limits.items()} if limits else None,
+                }
+            )
+        return out
+
+    # --- pages ----------------------------------------------------------------------------------
+
+    async def summary(self, request: web.Request) -> web.Response:
+        if (r := self._not_ready()) is not None:
+            return r
+        return _html(pages.summary_page(self._state(), self.svc.operator_api.snapshot(), self._offers()))
+
+    async def agents(self, request: web.Request) -> web.Response:
+        if (r := self._not_ready()) is not None:
+            return r
+        return _html(pages.agents_page(self._state()))
+
+    async def agent(self, request: web.Request) -> web.Response:
+        if (r := self._not_ready()) is not None:
+            return r
+        aid = request.match_info["agent_id"]
+        return self._or_404(pages.agent_page(self._state(), aid), "agent", aid)
+
+    async def frameworks(self, request: web.Request) -> web.Response:
+        if (r := self._not_ready()) is not None:
+            return r
+        return _html(pages.frameworks_page(self._state()))
+
+    async def framework(self, request: web.Request) -> web.Response:
+        if (r := self._not_ready()) is not None:
+            return r
+        fid = request.match_info["framework_id"]
+        return self._or_404(pages.framework_page(self._state(), fid), "framework", fid)
+
+    async def tasks(self, request: web.Request) -> web.Response:
+        if (r := self._not_ready()) is not None:
+            return r
+        return _html(pages.tasks_page(self._state(), request.query.get("state") or None))
+
+    async def offers(self, request: web.Request) -> web.Response:
+        if (r := self._not_ready()) is not None:
+            return r
+        return _html(pages.offers_page(self._offers()))
+
+    async def roles(self, request: web.Request) -> web.Response:
+        if (r := self._not_ready()) is not None:
+            return r
+        return _html(pages.roles_page(self._roles(self._offers())))
+
+    @staticmethod
+    def _or_404(body: Html | None, what: str, ident: str) -> web.Response:
+        return _html(pages.not_found_page(what, ident), 404) if body is None else _html(body)
+
+    # --- sandbox --------------------------------------------------------------------------------
+
+    def _task_and_agent(
+        self, request: web.Request
+    ) -> tuple[dict[str, Any], dict[str, Any] | None, str] | web.Response:
+        """The task, its agent's ``/state`` entry (None if the master no longer has it) and the
+        requested sandbox sub-path; or the error page to answer."""
+        if (r := self._not_ready()) is not None:
+            return r
+        fid, tid = request.match_info["framework_id"], request.match_info["task_id"]
+        state = self._state()
+        task = pages.find_task(state, fid, tid)
+        if task is None:
+            return _html(pages.not_found_page("task", f"{fid}/{tid}"), 404)
+        raw = request.match_info.get("stream") or request.query.get("path", "")
+        sub = sandbox_subpath(raw)
+        if sub is None:
+            return _html(error_page(400, "Bad path", f"{raw!r} is not a path inside the task's sandbox."), 400)
+        agent = pages.find_agent(state, str(task.get("slave_id", "")))
+        return dict(task), (dict(agent) if agent is not None else None), sub
+
+    @staticmethod
+    def _agent_url(task: dict[str, Any], agent: dict[str, Any] | None) -> str:
+        if agent is None:
+            raise _AgentError(502, f"Agent {task.get('slave_id')} of this task is no longer known to the master; "
+                                   "its sandbox cannot be reached from here.")
+        host, port = str(agent.get("hostname", "")), agent.get("port")
+        if not host or not isinstance(port, int) or port <= 0:
+            raise _AgentError(502, f"Agent {agent.get('id')} did not register an address to reach it at.")
+        if ":" in host and not host.startswith("["):
+            host = f"[{host}]"
+        return f"http://{host}:{port}"
+
+    async def _agent_json(self, task: dict[str, Any], agent: dict[str, Any] | None, endpoint: str,
+                          params: dict[str, str]) -> Any:
+        base = self._agent_url(task, agent)
+        try:
+            async with aiohttp.ClientSession(timeout=AGENT_TIMEOUT) as http, \
+                    http.get(f"{base}/files/{endpoint}", params=params) as resp:
+                if resp.status != 200:
+                    detail = (await resp.text())[:500]
+                    status = resp.status if resp.status in (400, 403, 404) else 502
+                    raise _AgentError(status, f"The agent at {base} answered {resp.status}: {detail}")
+                return await resp.json()
+        except (aiohttp.ClientError, TimeoutError, ValueError) as e:
+            raise _AgentError(
+                502, f"The agent at {base} is unreachable ({type(e).__name__}: {e or 'no answer in time'})."
+            ) from e
+
+    @staticmethod
+    def _agent_path(task: dict[str, Any], sub: str) -> str:
+        base = f"{task.get('framework_id')}/{task.get('id')}"
+        return f"{base}/{sub}" if sub else base
+
+    async def browse(self, request: web.Request) -> web.Response:
+        got = self._task_and_agent(request)
+        if isinstance(got, web.Response):
+            return got
+        task, agent, sub = got
+        try:
+            entries = await self._agent_json(task, agent, "browse", {"path": self._agent_path(task, sub)})
+        except _AgentError as e:
+            return _html(pages.browse_page(task, agent, sub, None, e.message), e.status)
+        if not isinstance(entries, list):
+            entries = []
+        return _html(pages.browse_page(task, agent, sub, [e for e in entries if isinstance(e, dict)], None))
+
+    async def view(self, request: web.Request) -> web.Response:
+        got = self._task_and_agent(request)
+        if isinstance(got, web.Response):
+            return got
+        task, agent, sub = got
+        if not sub:
+            return _html(error_page(400, "Bad path", "Which file? Give ?path=<file in the sandbox>."), 400)
+        agent_path = self._agent_path(task, sub)
+        try:
+            end = await self._agent_json(task, agent, "read", {"path": agent_path, "offset": "-1"})
+            size = int(end.get("offset", 0)) if isinstance(end, dict) else 0
+            start = max(0, size - TAIL_BYTES)
+            got_data = await self._agent_json(
+                task, agent, "read", {"path": agent_path, "offset": str(start), "length": str(size - start)}
+            )
+        except _AgentError as e:
+            return _html(pages.log_page(task, agent, sub, None, 0, 0, e.message), e.status)
+        data = str(got_data.get("data", "")) if isinstance(got_data, dict) else ""
+        return _html(pages.log_page(task, agent, sub, data, start, start + len(data.encode()), None))
+
+    async def read(self, request: web.Request) -> web.Response:
+        """JSON for the log tailer: ``{"data", "offset", "next_offset"}`` from ``offset``."""
+        got = self._task_and_agent(request)
+        if isinstance(got, web.Response):
+            return got
+        task, agent, sub = got
+        try:
+            offset = max(0, int(request.query.get("offset", "0")))
+        except ValueError:
+            return web.json_response({"error": "offset must be an integer"}, status=400)
+        try:
+            out = await self._agent_json(
+                task, agent, "read", {"path": self._agent_path(task, sub), "offset": str(offset),
+                                      "length": str(TAIL_BYTES)}
+            )
+        except _AgentError as e:
+            return web.json_response({"error": e.message}, status=e.status)
+        data = str(out.get("data", "")) if isinstance(out, dict) else ""
+        start = int(out.get("offset", offset)) if isinstance(out, dict) else offset
+        return web.json_response({"data": data, "offset": start, "next_offset": start + len(data.encode())})
+
+    async def download(self, request: web.Request) -> web.StreamResponse:
+        """The whole file, streamed through from the agent's ``/files/download``."""
+        got = self._task_and_agent(request)
+        if isinstance(got, web.Response):
+            return got
+        task, agent, sub = got
+        try:
+            base = self._agent_url(task, agent)
+        except _AgentError as e:
+            return _html(error_page(e.status, "Agent unreachable", e.message), e.status)
+        name = sub.rsplit("/", 1)[-1] or "download"
+        resp: web.StreamResponse | None = None
+        timeout = aiohttp.ClientTimeout(total=None, connect=2.0, sock_read=10.0)
+        try:
+            async with aiohttp.ClientSession(timeout=timeout) as http, \
+                    http.get(f"{base}/files/download", params={"path": self._agent_path(task, sub)}) as up:
+                if up.status != 200:
+                    detail = (await up.text())[:500]
+                    status = up.status if up.status in (400, 403, 404) else 502
+                    return _html(error_page(status, "Agent refused", f"The agent at {base} answered {up.status}: "
+                                                                      f"{detail}"), status)
+                resp = web.StreamResponse(headers={
+                    "Content-Type": "application/octet-stream",
+                    "Content-Disposition": up.headers.get("Content-Disposition", f'attachment; filename="{name}"'),
+                })
+                if up.content_length is not None:
+                    resp.content_length = up.content_length
+                await resp.prepare(request)
+                async for chunk in up.content.iter_chunked(64 * 1024):
+                    await resp.write(chunk)
+                await resp.write_eof()
+                return resp
+        except (aiohttp.ClientError, TimeoutError) as e:
+            msg = f"The agent at {base} is unreachable ({type(e).__name__}: {e or 'no answer in time'})."
+            log.info("sandbox download of %s failed: %s", sub, msg)
+            if resp is not None and resp.prepared:
+                return resp  # the headers are out: the client sees a short body
+            return _html(error_page(502, "Agent unreachable", msg), 502)
