@@ -197,16 +197,16 @@ pre.log{background:#11151c;color:#dfe6ee;padding:.8em;overflow:auto;max-height:7
 """
 
 # Optional behaviour, the page works without it: an auto-refresh toggle (remembered per browser)
-# and, on a log page, appending what the file grew by every two seconds.
+# and, on a log page while "follow" is ticked, appending what the file grew by every two seconds.
 SCRIPT = """
 (function(){
 var box=document.getElementById('autorefresh');
 if(box){box.checked=localStorage.getItem('agora-autorefresh')==='1';
 box.addEventListener('change',function(){localStorage.setItem('agora-autorefresh',box.checked?'1':'0');});
 setInterval(function(){if(box.checked&&!document.getElementById('log'))location.reload();},5000);}
-var log=document.getElementById('log');
-if(log&&log.dataset.src){var off=parseInt(log.dataset.offset,10);
-setInterval(function(){if(box&&!box.checked)return;
+var log=document.getElementById('log'),follow=document.getElementById('follow');
+if(log&&log.dataset.src&&follow){follow.disabled=false;var off=parseInt(log.dataset.offset,10);
+setInterval(function(){if(!follow.checked)return;
 fetch(log.dataset.src+'&offset='+off).then(function(r){return r.ok?r.json():null;}).then(function(d){
 if(d&&d.data){log.appendChild(document.createTextNode(d.data));off=d.next_offset;
 log.scrollTop=log.scrollHeight;}}).catch(function(){});},2000);}

@@ -27,6 +27,7 @@ from master.webui.html import (
     framework_link,
     join,
     link,
+    number,
     page,
     path,
     resources_text,
@@ -456,7 +457,7 @@ def roles_page(roles: Sequence[Mapping[str, Any]]) -> Html:
     rows = [
         (
             r["name"],
-            r.get("weight", 1.0),
+            number(r.get("weight", 1.0)),
             resources_text(r.get("guarantee")),
             resources_text(r.get("limit")) if r.get("limit") is not None else "no limit",
             resources_text(r.get("allocated")),
@@ -537,8 +538,12 @@ def log_page(task: Mapping[str, Any], agent: Mapping[str, Any] | None, sub: str,
         note = f"bytes {start}-{end} of {end}" + (" (earlier output cut, download for all of it)" if start else "")
         body += [
             tag("p", note, " ", link(path("ui", "tasks", fid, tid, "files", "download", query={"path": sub}),
-                                     "download"), cls="note"),
-            tag("pre", data or "", cls="log", id="log", data_src=src, data_offset=end),
+                                     "download"), " ",
+                # enabled by the page's script: without it there is nothing to follow with
+                tag("label", Html('<input type="checkbox" id="follow" checked disabled> '), "follow"),
+                cls="note"),
+            # the newline after <pre> is eaten by the HTML parser, so a log's own first one is kept
+            tag("pre", Html("\n"), data or "", cls="log", id="log", data_src=src, data_offset=end),
         ]
     return page(f"{sub} of {tid}", join(body))
 

@@ -21,6 +21,7 @@ from frameworks.client.driver import SchedulerDriver
 from frameworks.client.testing import SimAgent
 from frameworks.client.transport import HttpTransport
 from master.config import MasterConfig
+from master.events import QuotaUpdated, WeightUpdated
 from master.service import MasterService
 from master.webui import webui_routes
 from master.webui.handlers import sandbox_subpath
@@ -166,10 +167,15 @@ async def test_summary_splits_allocated_and_offered(cluster: Cluster) -> None:
     (row,) = Tables(offers).with_header("offer")
     assert row[1:6] == [c.framework_id, c.agent.agent_id, "127.0.0.1", "analytics", "cpus 1, mem 896 MB, disk 2 GB"]
 
-    roles = {r[0]: r for r in Tables(await get(c, "/ui/roles")).with_header("role")}
-    assert roles["analytics"][4] == "cpus 1, mem 128 MB"  # allocated
-    assert roles["analytics"][5] == "cpus 1, mem 896 MB, disk 2 GB"  # offered
-    assert roles["analytics"][6] == c.framework_id
+    await c.master.dispatch(WeightUpdated(role="analytics", weight=2.5))
+    await c.master.dispatch(QuotaUpdated(role="analytics", guarantee=Resources.parse("cpus:1;mem:256"),
+                                         limit=Resources.parse("cpus:2;mem:512")))
+    await c.master.dispatch(QuotaUpdated(role="batch", guarantee=Resources.parse("cpus:0.5"), limit=None))
+    roles = {r[0]: r[1:] for r in Tables(await get(c, "/ui/roles")).with_header("role")}
+    # weight, quota guarantee, quota limit, allocated, offered, frameworks
+    assert roles["analytics"] == ["2.5", "cpus 1, mem 256 MB", "cpus 2, mem 512 MB", "cpus 1, mem 128 MB",
+                                  "cpus 1, mem 896 MB, disk 2 GB", c.framework_id]
+    assert roles["batch"] == ["1", "cpus 0.5", "no limit", "-", "-", "-"]
 
 
 async def test_task_on_framework_agent_and_tasks_pages(cluster: Cluster) -> None:
