@@ -81,9 +81,16 @@ def all_frameworks(state: State) -> Iterator[tuple[Mapping[str, Any], bool]]:
 
 def all_tasks(state: State) -> Iterator[Mapping[str, Any]]:
     """Every task the master knows: live, unreachable and completed, of every framework."""
+    for task, _ in tasks_with_kind(state):
+        yield task
+
+
+def tasks_with_kind(state: State) -> Iterator[tuple[Mapping[str, Any], str]]:
+    """Every task with the list it is in: ``tasks``, ``unreachable_tasks`` or ``completed_tasks``."""
     for fw, _ in all_frameworks(state):
         for kind in ("tasks", "unreachable_tasks", "completed_tasks"):
-            yield from fw.get(kind, ())
+            for task in fw.get(kind, ()):
+                yield task, kind
 
 
 def find_framework(state: State, framework_id: str) -> tuple[Mapping[str, Any], bool] | None:
@@ -158,8 +165,6 @@ def tasks_table(tasks: Iterable[Mapping[str, Any]], *, show_framework: bool = Tr
     rows = []
     for t in sorted(tasks, key=lambda t: (str(t.get("framework_id")), str(t.get("id")))):
         fid, tid = str(t.get("framework_id", "")), str(t.get("id", ""))
-        statuses = t.get("statuses") or []
-        last = statuses[-1].get("timestamp") if statuses else None
         row: list[object] = [tid, t.get("name", ""), state_badge(t.get("state", ""))]
         if show_framework:
             row.append(framework_link(fid))
@@ -168,7 +173,7 @@ def tasks_table(tasks: Iterable[Mapping[str, Any]], *, show_framework: bool = Tr
         row += [
             t.get("role", ""),
             resources_text(t.get("resources")),
-            timestamp(last),
+            timestamp(_last_update(t)),
             join(
                 (
                     link(path("ui", "tasks", fid, tid, "files"), "files"),
@@ -317,9 +322,9 @@ def agent_page(state: State, agent_id: str) -> Html | None:
     )
     attrs = table(("attribute", "value"), sorted(a.get("attributes", {}).items()), empty="no attributes")
     reserved_rows = [(role, resources_text(r)) for role, r in sorted(reserved.items())]
-    tasks = [t for t in all_tasks(state) if t.get("slave_id") == agent_id]
-    live = [t for t in tasks if not _is_completed(state, t)]
-    done = [t for t in tasks if _is_completed(state, t)]
+    tasks = [(t, kind) for t, kind in tasks_with_kind(state) if t.get("slave_id") == agent_id]
+    live = [t for t, kind in tasks if kind != "completed_tasks"]
+    done = [t for t, kind in tasks if kind == "completed_tasks"]
     body = [
         facts,
         section("Resources", split_table(resource_split(res, used, off))),
@@ -329,13 +334,6 @@ def agent_page(state: State, agent_id: str) -> Html | None:
         section(f"Completed tasks ({len(done)})", tasks_table(done, show_agent=False)),
     ]
     return page(f"Agent {agent_id}", join(body), subtitle=tag("p", a.get("hostname", ""), cls="note"))
-
-
-def _is_completed(state: State, task: Mapping[str, Any]) -> bool:
-    found = find_framework(state, str(task.get("framework_id", "")))
-    if found is None:
-        return False
-    return any(t is task for t in found[0].get("completed_tasks", ()))
 
 
 def frameworks_page(state: State) -> Html:
@@ -420,7 +418,7 @@ def _framework_offers_table(offers: Sequence[Mapping[str, Any]]) -> Html:
     )
 
 
-def tasks_page(state: State, state_filter: str | None) -> Html:
+def tasks_page(state: State, state_filter: str | None, limit: int = 1000) -> Html:
     tasks = list(all_tasks(state))
     present = sorted({str(t.get("state", "")) for t in tasks})
     chosen = [t for t in tasks if state_filter in (None, "", t.get("state"))]
@@ -438,7 +436,19 @@ def tasks_page(state: State, state_filter: str | None) -> Html:
         cls="filters",
     )
     title = f"Tasks ({state_filter})" if state_filter else "Tasks"
-    return page(title, join([filters, tasks_table(chosen)]))
+    shown: list[object] = [filters]
+    if len(chosen) > limit:
+        shown.append(tag("p", f"Showing {limit} of {len(chosen)} tasks (newest updates first); "
+                              "filter by state to narrow the list.", cls="note"))
+        chosen = sorted(chosen, key=_last_update, reverse=True)[:limit]
+    shown.append(tasks_table(chosen))
+    return page(title, join(shown))
+
+
+def _last_update(task: Mapping[str, Any]) -> float:
+    statuses = task.get("statuses") or []
+    ts = statuses[-1].get("timestamp") if statuses else None
+    return float(ts) if isinstance(ts, int | float) else 0.0
 
 
 def offers_page(offers: Sequence[Mapping[str, Any]]) -> Html:

@@ -26,7 +26,7 @@ from master.service import MasterService
 from master.webui import webui_routes
 from master.webui.handlers import sandbox_subpath
 from master.webui.html import esc, megabytes, path, resources_text
-from master.webui.pages import resource_split
+from master.webui.pages import resource_split, tasks_page
 from protocol.backoff import Backoff
 from protocol.mesos import Capability, CapabilityType, CommandInfo, FrameworkInfo, TaskInfo
 from protocol.mesos_common import TaskID
@@ -316,3 +316,16 @@ def test_pure_parts() -> None:
     assert [sandbox_subpath(p) for p in ("", "stdout", "a//b/./c/", "../x", "a/../b", "/etc", "a\x00")] == [
         "", "stdout", "a/b/c", None, None, None, None,
     ]
+
+
+def test_task_list_is_capped_newest_first() -> None:
+    def t(tid: str, state: str, ts: float) -> dict[str, object]:
+        return {"id": tid, "framework_id": "f", "slave_id": "a", "state": state, "statuses": [{"timestamp": ts}]}
+
+    state = {"frameworks": [{"id": "f", "tasks": [t("old", "TASK_RUNNING", 1.0), t("new", "TASK_RUNNING", 3.0)],
+                             "completed_tasks": [t("mid", "TASK_FINISHED", 2.0)]}]}
+    page = tasks_page(state, None, limit=2)
+    assert "Showing 2 of 3 tasks" in page
+    assert [r[0] for r in Tables(page).with_header("task")] == ["mid", "new"]  # the newest two, by id
+    page = tasks_page(state, "TASK_RUNNING", limit=2)
+    assert "Showing" not in page and [r[0] for r in Tables(page).with_header("task")] == ["new", "old"]
