@@ -29,6 +29,7 @@ log = logging.getLogger("agora.master.webui")
 
 TAIL_BYTES = 64 * 1024
 AGENT_TIMEOUT = aiohttp.ClientTimeout(total=5.0, connect=2.0)
+WILDCARDS = frozenset({"0.0.0.0", "::", "[::]"})
 
 
 def webui_routes(svc: MasterService) -> list[web.RouteDef]:
@@ -215,6 +216,9 @@ class WebUI:
         host, port = str(agent.get("hostname", "")), agent.get("port")
         if not host or not isinstance(port, int) or port <= 0:
             raise _AgentError(502, f"Agent {agent.get('id')} did not register an address to reach it at.")
+        if host in WILDCARDS:
+            raise _AgentError(502, f"Agent {agent.get('id')} registered the wildcard address {host}, which does "
+                                   "not say where to reach it; start it with --host <its reachable address>.")
         if ":" in host and not host.startswith("["):
             host = f"[{host}]"
         return f"http://{host}:{port}"

@@ -24,7 +24,7 @@ from master.config import MasterConfig
 from master.events import QuotaUpdated, WeightUpdated
 from master.service import MasterService
 from master.webui import webui_routes
-from master.webui.handlers import sandbox_subpath
+from master.webui.handlers import WebUI, _AgentError, sandbox_subpath
 from master.webui.html import esc, megabytes, path, resources_text
 from master.webui.pages import resource_split, tasks_page
 from protocol.backoff import Backoff
@@ -329,3 +329,17 @@ def test_task_list_is_capped_newest_first() -> None:
     assert [r[0] for r in Tables(page).with_header("task")] == ["mid", "new"]  # the newest two, by id
     page = tasks_page(state, "TASK_RUNNING", limit=2)
     assert "Showing" not in page and [r[0] for r in Tables(page).with_header("task")] == ["new", "old"]
+
+
+def test_agent_address() -> None:
+    task = {"slave_id": "a1"}
+    assert WebUI._agent_url(task, {"id": "a1", "hostname": "10.0.0.7", "port": 5051}) == "http://10.0.0.7:5051"
+    assert WebUI._agent_url(task, {"id": "a1", "hostname": "fd00::7", "port": 5051}) == "http://[fd00::7]:5051"
+    for agent, says in (
+        ({"id": "a1", "hostname": "0.0.0.0", "port": 5051}, "registered the wildcard address 0.0.0.0"),
+        ({"id": "a1", "hostname": "h", "port": 0}, "did not register an address"),
+        (None, "no longer known to the master"),
+    ):
+        with pytest.raises(_AgentError, match=says) as e:
+            WebUI._agent_url(task, agent)
+        assert e.value.status == 502
