@@ -25,7 +25,7 @@ from master.events import QuotaUpdated, WeightUpdated
 from master.service import MasterService
 from master.webui import webui_routes
 from master.webui.handlers import WebUI, _AgentError, sandbox_subpath
-from master.webui.html import esc, megabytes, path, resources_text
+from master.webui.html import esc, external_link, megabytes, path, resources_text
 from master.webui.pages import resource_split, tasks_page
 from protocol.backoff import Backoff
 from protocol.mesos import Capability, CapabilityType, CommandInfo, FrameworkInfo, TaskInfo
@@ -312,6 +312,12 @@ def test_pure_parts() -> None:
     assert [megabytes(v) for v in (512, 1536, 3 * 1024 * 1024)] == ["512 MB", "1.5 GB", "3 TB"]
     assert resources_text({"cpus": 0.5, "mem": 0, "ports": "[31000-31010]"}) == "cpus 0.5, ports [31000-31010]"
     assert path("ui", "agents", "a/b?c") == "/ui/agents/a%2Fb%3Fc"
+    # a framework's web UI URL becomes a link only when it is http(s)
+    assert external_link("https://fw.example/ui?a=1&b=2") == (
+        '<a href="https://fw.example/ui?a=1&amp;b=2" rel="noopener noreferrer">https://fw.example/ui?a=1&amp;b=2</a>'
+    )
+    assert external_link("javascript:alert(1)") == "javascript:alert(1)"
+    assert external_link('"><script>') == "&quot;&gt;&lt;script&gt;"
     assert path("ui", "tasks", query={"state": "TASK_RUNNING", "x": ""}) == "/ui/tasks?state=TASK_RUNNING"
     assert [sandbox_subpath(p) for p in ("", "stdout", "a//b/./c/", "../x", "a/../b", "/etc", "a\x00")] == [
         "", "stdout", "a/b/c", None, None, None, None,
