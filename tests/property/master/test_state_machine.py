@@ -1,8 +1,10 @@
 """A stateful hypothesis machine over MasterState with the real allocator: random subscribes,
 ACCEPTs (fresh, replayed, over-claiming, stale), status updates, kills, agent drops and returns,
-time passing. Invariants: nothing is launched twice, agents are never over-committed, the
-allocator and the master agree on live tasks, master updates carry no uuid and every reliable
-update carries its agent id."""
+time passing, batched acknowledgements (ACKNOWLEDGE_MANY) mixing real and foreign entries.
+Invariants: nothing is launched twice, agents are never over-committed, the allocator and the
+master agree on live tasks, master updates carry no uuid and every reliable update carries its
+agent id, an acknowledgement is forwarded only for the framework's own task on its agent, and
+terminal tasks awaiting acknowledgement stay bounded."""
 
 from __future__ import annotations
 
@@ -33,6 +35,7 @@ class MasterMachine(RuleBasedStateMachine):
         self.known_offers: list[mesos.Offer] = []
         self.seq = 0
         self.seen = 0
+        self.reliable: dict[str, list[tuple[str, str, bytes]]] = {}  # stream -> (agent, task, uuid)
         # start from a small running cluster so most steps exercise offers and tasks
         self.subscribe(partition_aware=True, reusable=False)
         self.subscribe(partition_aware=False, reusable=True)
@@ -54,6 +57,7 @@ class MasterMachine(RuleBasedStateMachine):
                     assert s.source is mesos.Source.SOURCE_MASTER
                 else:
                     assert s.agent_id is not None
+                    self.reliable.setdefault(e.stream_id, []).append((s.agent_id.value, s.task_id.value, s.uuid))
 
     @rule(partition_aware=st.booleans(), reusable=st.booleans())
     def subscribe(self, partition_aware: bool, reusable: bool) -> None:
@@ -155,6 +159,56 @@ class MasterMachine(RuleBasedStateMachine):
         _, sid = data.draw(st.sampled_from(self.frameworks))
         self.h.feed(StreamClosed(sid))
         self._collect()
+
+    @rule(data=st.data(), foreign=st.booleans())
+    def acknowledge_many(self, data: st.DataObject, foreign: bool) -> None:
+        if not self.frameworks:
+            return
+        fid, sid = data.draw(st.sampled_from(self.frameworks))
+        fw = self.h.state.frameworks.get(fid)
+        # a fresh reliable update first (RUNNING again is a no-op transition), so there is
+        # always something of this framework's to acknowledge
+        live = [t for t in (fw.tasks.values() if fw is not None else ()) if self.agents.get(t.agent_id, 0) > 0
+                and t.state in (TS.TASK_STAGING, TS.TASK_RUNNING)]
+        if live:
+            t = data.draw(st.sampled_from(live))
+            self.seq += 1
+            self.h.status(self.agents[t.agent_id], fid, t.task_id, TS.TASK_RUNNING, uuid=self.seq.to_bytes(16, "big"))
+            self._collect()
+        seen = self.reliable.get(sid, [])
+        real = data.draw(st.lists(st.sampled_from(seen), max_size=4)) if seen else []
+        junk = [("no-such-agent", t, u) for (_, t, u) in real[:1]] + [(a, "ghost", b"g" * 16) for (a, _, _) in real[:1]]
+        entries = real + (junk if foreign else [])
+        if not entries:
+            return
+        acks = tuple(mesos.Acknowledge(mesos.AgentID(a), mesos.TaskID(t), u) for a, t, u in entries)
+        call = mesos.Call(
+            type=mesos.CallType.ACKNOWLEDGE_MANY,
+            framework_id=mesos.FrameworkID(fid),
+            acknowledge_many=mesos.AcknowledgeMany(acknowledgements=acks),
+        )
+        expected = []
+        if fw is not None and (
+            (fw.connected and fw.stream_id == sid)
+            # the stream that just closed, while no new one exists: acknowledgements still go
+            or (fw.phase is FrameworkPhase.DISCONNECTED and fw.last_stream_id == sid)
+        ):
+            for a, t, u in real:
+                task_rec = fw.tasks.get(t) or fw.finished(t)
+                ag = self.h.state.agents.get(a)
+                if task_rec is not None and task_rec.agent_id == a and ag is not None and ag.conn_id is not None and ag.reachable:
+                    expected.append((t, u))
+        fx = self.h.call(fid, sid, call)
+        forwarded = [(m.task_id.value, m.uuid) for m in to_agent(fx, ac.AcknowledgeMsg)]
+        assert all(m.framework_id.value == fid for m in to_agent(fx, ac.AcknowledgeMsg))
+        assert forwarded == expected, (forwarded, expected)
+        self._collect()
+
+    @invariant()
+    def awaiting_ack_bounded(self) -> None:
+        for f in self.h.state.frameworks.values():
+            assert len(f.awaiting_ack) <= self.h.state.cfg.awaiting_ack_per_framework
+            assert not set(f.awaiting_ack) & set(f.completed)
 
     @invariant()
     def nothing_launched_twice(self) -> None:
