@@ -349,3 +349,19 @@ def test_agent_address() -> None:
         with pytest.raises(_AgentError, match=says) as e:
             WebUI._agent_url(task, agent)
         assert e.value.status == 502
+
+
+async def test_the_master_itself_serves_the_ui(cluster: Cluster) -> None:
+    """The routes are wired into the master's own app (the tests above use a separate app)."""
+    import aiohttp
+
+    async with aiohttp.ClientSession() as s:
+        async with s.get(cluster.master.url + "/") as r:
+            assert r.status == 200
+            assert r.content_type == "text/html"
+            body = await r.text()
+        assert "Cluster summary" in body and "/ui/agents" in body
+        async with s.get(cluster.master.url + "/ui/frameworks/no-such-framework") as r:
+            assert r.status == 404
+        async with s.get(cluster.master.url + "/state") as r:
+            assert r.status == 200 and r.content_type == "application/json"
