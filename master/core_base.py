@@ -38,7 +38,6 @@ CT = mesos.CallType
 MT = ac.MessageType
 EMPTY = Resources()
 _MEMO_MAX = 4096  # entries in each of the core's small memos before they are cleared
-GPU_REFUSE_SECONDS = 300.0  # how long a GPU agent stays filtered for a framework without GPU_RESOURCES
 OFFER_PROBLEMS = frozenset(
     {
         ad.RejectCode.UNKNOWN_FRAMEWORK,
@@ -140,7 +139,6 @@ class CoreBase:
         # offers re-send the same few resource sets over and over (a lease shrinking and growing
         # by one task's worth): their Mesos form is built once (bounded memo, values immutable)
         self._mesos_res: dict[tuple[Resources, str], tuple[mesos_common.Resource, ...]] = {}
-        self._gpu_total: dict[Resources, bool] = {}
         self._agent_urls: dict[tuple[str, int], mesos.URL] = {}
         # while one fact is handled: per framework, the offers to send at its end, by id (a lease
         # updated several times is sent once, latest form); None outside ``handle``
@@ -264,7 +262,6 @@ class CoreBase:
         own = batch is None
         if batch is None:
             batch = self._offer_batch = {}
-        refuse: list[tuple[str, str, bool]] = []  # (framework, offer, already sent to it)
         try:
             for d in decisions:
                 match d:
@@ -272,12 +269,9 @@ class CoreBase:
                         fw = self.frameworks.get(d.offer.framework_id)
                         if fw is None or not fw.connected:
                             continue
+                        # (an agent with GPUs is never offered to a framework without
+                        # GPU_RESOURCES: the allocator skips that pair, see ``gpu_blocked``)
                         oid = d.offer.offer_id
-                        if "GPU_RESOURCES" not in fw.capabilities and self._has_gpus(d.offer.agent_id):
-                            # Mesos never offers a GPU agent to a framework without GPU_RESOURCES
-                            # (it could hold the GPUs it cannot use): decline on its behalf
-                            refuse.append((fw.framework_id, oid, isinstance(d, ad.OfferUpdated)))
-                            continue
                         pending = batch.get(fw.framework_id)
                         if pending is None:
                             pending = batch[fw.framework_id] = {}
@@ -308,12 +302,6 @@ class CoreBase:
                             ),
                             fx,
                         )
-            for fid, oid, sent in refuse:
-                if sent:
-                    self._send(self.frameworks[fid], mesos.Event.make_rescind(mesos.OfferID(oid)), fx)
-                self._alloc_event(
-                    ae.OffersDeclined(framework_id=fid, offer_ids=(oid,), refuse_seconds=GPU_REFUSE_SECONDS), now, fx
-                )
         finally:
             if own:
                 self._offer_batch = None
@@ -332,17 +320,6 @@ class CoreBase:
             offers = [self._mesos_offer(o, fw) for o in pending.values()]
             for i in range(0, len(offers), OFFERS_PER_EVENT):
                 self._send(fw, mesos.Event.make_offers(tuple(offers[i : i + OFFERS_PER_EVENT])), fx)
-
-    def _has_gpus(self, agent_id: str) -> bool:
-        ag = self.agents.get(agent_id)
-        if ag is None:
-            return False
-        has = self._gpu_total.get(ag.total)
-        if has is None:
-            if len(self._gpu_total) >= _MEMO_MAX:
-                self._gpu_total.clear()
-            has = self._gpu_total[ag.total] = ag.total.flatten().scalar("gpus") > 0
-        return has
 
     def _offer_resources(self, resources: Resources, role: str) -> tuple[mesos_common.Resource, ...]:
         key = (resources, role)

@@ -12,7 +12,7 @@ from master.allocator.accept import accept as accept_offers
 from master.allocator.config import AllocatorConfig
 from master.allocator.decisions import AcceptResult, Decision, Offer
 from master.allocator.demand import demand_stage, fairness_rescind
-from master.allocator.eligibility import fully_filtered, refresh_all, refresh_some
+from master.allocator.eligibility import GPU_REASON, fully_filtered, gpu_blocked, refresh_all, refresh_some
 from master.allocator.errors import AllocatorError
 from master.allocator.events import Event, OffersAccepted
 from master.allocator.handlers import HANDLERS
@@ -245,10 +245,13 @@ class Allocator:
             return "no unmet demand (REQUEST) is outstanding"
         if all(fully_filtered(l_, fw, r) for r in open_roles):
             return "every agent is filtered after DECLINE/ACCEPT (refuse_seconds); send REVIVE"
-        if not any(
-            (a.free.allocatable_to(r) if a.has_reserved else a.free) for a in l_.agents.values() if a.active
-            for r in open_roles
-        ):
+        usable = [
+            a for a in l_.agents.values()
+            if a.active and any((a.free.allocatable_to(r) if a.has_reserved else a.free) for r in open_roles)
+        ]
+        if usable and all(gpu_blocked(fw, a) for a in usable):
+            return f"every agent with free resources is excluded: {GPU_REASON} (Mesos semantics)"
+        if not usable:
             return "no free resources usable by its roles; other frameworks hold them"
         if fw.offers:
             return f"holds {len(fw.offers)} outstanding offer(s)"

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from master.allocator.decisions import Decision
-from master.allocator.eligibility import available_to, filtered
+from master.allocator.eligibility import GPU_REASON, available_to, filtered, gpu_blocked
 from master.allocator.ledger import Ledger
 from master.allocator.offering import give, take_back
 from master.allocator.passes import Headroom
@@ -63,8 +63,12 @@ def demand_stage(
         quota_room = headroom.room_for(d.role) if headroom is not None and headroom.active else None
         plan: list[tuple[AgentState, int]] = []
         planned = 0
+        gpu_skipped = 0  # agents passed over because they have GPUs the framework cannot take
         for agent in agents:
             if not agent.active or not agent.free:
+                continue
+            if gpu_blocked(fw, agent):
+                gpu_skipped += 1
                 continue
             avail = available_to(agent, d.role)
             if not avail:
@@ -90,9 +94,11 @@ def demand_stage(
                 add_into(quota_room, {n: v * k for n, v in d.shape_scalars.items() if n in quota_room}, -1.0)
             if planned >= need:
                 break
+        gpu_note = f"; {gpu_skipped} agent(s) skipped: {GPU_REASON}" if gpu_skipped else ""
         if gang_need and planned < gang_need:
             why[fw.framework_id] = (
                 f"gang {d.gang_id}: insufficient resources ({planned} of {gang_need} units placeable at once)"
+                + gpu_note
             )
             still.append(d)
             continue
@@ -103,7 +109,9 @@ def demand_stage(
             label = f"gang {d.gang_id}" if d.gang_id is not None else "demand"
             out.append(give(ledger, fw, d.role, agent, exact, EMPTY, now, f"{label}: {k} x {d.shape}", d, k))
         if d.unmet() > 0:
-            why.setdefault(fw.framework_id, f"demand: {d.unmet()} of {d.count} units of {d.shape} unplaced")
+            why.setdefault(
+                fw.framework_id, f"demand: {d.unmet()} of {d.count} units of {d.shape} unplaced" + gpu_note
+            )
             still.append(d)
     return still
 

@@ -49,6 +49,16 @@ def refresh_some(ledger: Ledger) -> None:
     ledger.activity_of.clear()
 
 
+GPU_REASON = "agent has GPUs and the framework lacks the GPU_RESOURCES capability"
+
+
+def gpu_blocked(fw: FrameworkState, agent: AgentState) -> bool:
+    """Mesos: resources of an agent with GPUs are offered only to GPU_RESOURCES frameworks (one
+    that cannot use the GPUs could otherwise hold the rest of the agent and starve GPU work).
+    Every stage skips such a (framework, agent) pair; the hot loops inline this test."""
+    return agent.has_gpus and not fw.gpu_ok
+
+
 def available_to(agent: AgentState, role: str) -> Resources:
     """Free resources of the agent this role may be offered (reservations of other roles out)."""
     return agent.free.allocatable_to(role) if agent.has_reserved else agent.free

@@ -11,7 +11,7 @@ from typing import Any
 
 from master.allocator.accept import accept as accept_offers
 from master.allocator.decisions import Decision, OfferRescinded, OfferUpdated
-from master.allocator.eligibility import refresh_activity
+from master.allocator.eligibility import GPU_REASON, gpu_blocked, refresh_activity
 from master.allocator.errors import AllocatorError
 from master.allocator.events import (
     AgentAdded,
@@ -99,6 +99,8 @@ def _agent_updated(ledger: Ledger, ev: AgentUpdated, now: float) -> list[Decisio
     agent.set_total(ev.total)
     l_.totals.add(agent.total_scalars)
     agent.free = agent.total.non_revocable() - agent.allocated - l_.agent_offered(agent)
+    if agent.has_gpus:  # (it may have gained GPUs) revocable parts go too where GPUs exclude them
+        out.extend(_take_back_gpu_blocked(l_, agent.offers))
     l_.mark_dirty(agent.agent_id)
     return out
 
@@ -147,9 +149,7 @@ def _framework_added(ledger: Ledger, ev: FrameworkAdded, now: float) -> list[Dec
     else:  # re-subscription (or a placeholder from recovered allocations)
         fw.roles = tuple(dict.fromkeys(fw.roles + roles))
         fw.offer_roles = roles
-        fw.capabilities = ev.capabilities
-        fw.reusable = "REUSABLE_OFFERS" in ev.capabilities
-        fw.revocable_ok = "REVOCABLE_RESOURCES" in ev.capabilities
+        fw.set_capabilities(ev.capabilities)
         fw.active = ev.active
     fw.suppressed = set(ev.suppressed_roles)
     for role in fw.roles:
@@ -158,7 +158,21 @@ def _framework_added(ledger: Ledger, ev: FrameworkAdded, now: float) -> list[Dec
         l_.rev_sorter.add(fw.framework_id)
     refresh_activity(l_, fw)
     ledger.full_pass = True
-    return []
+    # re-subscribed without GPU_RESOURCES: what it holds on agents with GPUs goes back
+    return [] if fw.gpu_ok else _take_back_gpu_blocked(l_, fw.offers)
+
+
+def _take_back_gpu_blocked(ledger: Ledger, offer_ids: dict[str, None]) -> list[Decision]:
+    """Take back the idle parts of those offers that ``gpu_blocked`` now excludes (a lease with
+    running tasks stays, emptied; its tasks' resources do not flow back into it)."""
+    out: list[Decision] = []
+    for oid in list(offer_ids):
+        o = ledger.offers[oid]
+        if gpu_blocked(ledger.frameworks[o.framework_id], ledger.agents[o.agent_id]):
+            d = take_back(ledger, o, GPU_REASON)
+            if d is not None:
+                out.append(d)
+    return out
 
 def _framework_removed(ledger: Ledger, ev: FrameworkRemoved, now: float) -> list[Decision]:
     l_ = ledger
@@ -241,6 +255,7 @@ def _recovered(ledger: Ledger, ev: ResourcesRecovered, now: float) -> list[Decis
         or not agent.active
         or lease.framework_id != fw.framework_id
         or lease.role in fw.suppressed
+        or gpu_blocked(fw, agent)
     ):
         return []
     back = EMPTY

@@ -11,7 +11,7 @@ import heapq
 from collections.abc import Iterable
 
 from master.allocator.decisions import Decision, OfferCreated
-from master.allocator.eligibility import available_to, filtered
+from master.allocator.eligibility import available_to, filtered, gpu_blocked
 from master.allocator.filters import Filter
 from master.allocator.ledger import Ledger
 from master.allocator.offering import give
@@ -139,7 +139,7 @@ def quota_stage(ledger: Ledger, agents: Iterable[AgentState], now: float, out: l
             chosen = None
             for fw_role, fid in roles.iter_frameworks(node):  # the role's subtree, in DRF order
                 fw = ledger.frameworks[fid]
-                if not filtered(ledger, fw, fw_role, agent, candidate):
+                if not gpu_blocked(fw, agent) and not filtered(ledger, fw, fw_role, agent, candidate):
                     chosen = (fw_role, fw)
                     break
             if chosen is None:
@@ -176,6 +176,8 @@ def regular_stage(
 
     def try_offer(agent: AgentState, role: str, fid: str) -> bool:
         nonlocal held
+        if agent.has_gpus and not frameworks[fid].gpu_ok:
+            return False
         avail = agent.free.allocatable_to(role) if agent.has_reserved else agent.free
         if not avail:
             return False
@@ -253,6 +255,7 @@ def _regular_one_role(ledger: Ledger, role: str, agents: Iterable[AgentState], n
         if not free:
             continue
         agent_id = agent.agent_id
+        gpus = agent.has_gpus  # then only GPU_RESOURCES frameworks (``gpu_blocked``)
         of_role = by_role.get(role) or _NO_FILTERS  # framework -> agent -> filter
         served: set[str] | None = None
         while True:
@@ -284,6 +287,8 @@ def _regular_one_role(ledger: Ledger, role: str, agents: Iterable[AgentState], n
                     if f is not None and (f.resources is avail or f.resources.contains(avail)):
                         continue
                 fw = frameworks[fid]
+                if gpus and not fw.gpu_ok:
+                    continue
                 if fw.reusable:
                     append(give(ledger, fw, role, agent, avail, EMPTY, now, _DRF_REASON, scalars=scal))
                 else:

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from master.allocator.decisions import Decision, Revoke
-from master.allocator.eligibility import filtered
+from master.allocator.eligibility import filtered, gpu_blocked
 from master.allocator.ledger import Ledger
 from master.allocator.offering import give, take_back
 from master.allocator.quantities import meets_minimum, take, units_that_fit
@@ -54,6 +54,8 @@ def revocable_stage(ledger: Ledger, agents: Iterable[AgentState], now: float, ou
             continue
         for key in sorter.first_keys():
             fw = ledger.frameworks[key[2]]
+            if gpu_blocked(fw, agent):
+                continue
             role = next((r for r in fw.offer_roles if r not in fw.suppressed), None)
             if role is None:
                 continue
@@ -88,7 +90,7 @@ def revocable_back(ledger: Ledger, fw: FrameworkState, agent: AgentState, task: 
     it was launched from: what its backing still covers, as the revocable stage would offer it
     (usage slack first, then allocation slack lent again unless its owner wants it back).
     Nothing for a framework that cannot take revocable resources or a task being revoked."""
-    if not fw.revocable_ok or task.revoking:
+    if not fw.revocable_ok or task.revoking or gpu_blocked(fw, agent):
         return EMPTY
     want = task.revocable
     spare = ledger.revocable_capacity(agent)

@@ -14,6 +14,7 @@ __pure__ = True
 EMPTY = Resources()
 REUSABLE_OFFERS = "REUSABLE_OFFERS"
 REVOCABLE_RESOURCES = "REVOCABLE_RESOURCES"
+GPU_RESOURCES = "GPU_RESOURCES"
 
 
 class AgentState:
@@ -24,6 +25,7 @@ class AgentState:
         "attributes",
         "free",
         "free_scalars",
+        "has_gpus",
         "has_reserved",
         "hostname",
         "lent",
@@ -47,6 +49,8 @@ class AgentState:
         self.total = total
         self.total_scalars = total.non_revocable().scalars()
         self.has_reserved = bool(total.reserved())
+        # Mesos: an agent with GPUs is offered only to GPU_RESOURCES frameworks
+        self.has_gpus = self.total_scalars.get("gpus", 0.0) > 0
         # regular ledger: allocated + offered (sum of its offers) + free == total;
         # allocated includes lent
         self.allocated = EMPTY
@@ -66,6 +70,7 @@ class AgentState:
         self.total = total
         self.total_scalars = total.non_revocable().scalars()
         self.has_reserved = bool(total.reserved())
+        self.has_gpus = self.total_scalars.get("gpus", 0.0) > 0
 
 
 class DemandState:
@@ -125,6 +130,7 @@ class FrameworkState:
         "capabilities",
         "demands",
         "framework_id",
+        "gpu_ok",
         "offer_roles",
         "offers",
         "reusable",
@@ -143,8 +149,10 @@ class FrameworkState:
         self.roles = roles  # every role it has state in (sorter membership)
         self.offer_roles = roles  # the roles it is subscribed with (offers go only to these)
         self.capabilities = capabilities
-        self.reusable = REUSABLE_OFFERS in capabilities
-        self.revocable_ok = REVOCABLE_RESOURCES in capabilities
+        self.reusable = False
+        self.revocable_ok = False
+        self.gpu_ok = False
+        self.set_capabilities(capabilities)
         self.active = active
         self.seq = seq
         self.suppressed: set[str] = set()
@@ -152,6 +160,13 @@ class FrameworkState:
         self.tasks: dict[str, None] = {}
         self.demands: list[DemandState] = []
         self.uses_demand = False
+
+    def set_capabilities(self, capabilities: frozenset[str]) -> None:
+        self.capabilities = capabilities
+        self.reusable = REUSABLE_OFFERS in capabilities
+        self.revocable_ok = REVOCABLE_RESOURCES in capabilities
+        # may be offered resources of agents with GPUs (Mesos' GPU_RESOURCES)
+        self.gpu_ok = GPU_RESOURCES in capabilities
 
 
 class TaskAlloc:

@@ -1,7 +1,7 @@
 """The allocator scheduling harness: fluent builders and a driver over a fake clock.
 
     sim.agent("a1").cpus(8).gpus(2).add()
-    sim.framework("f1").role("ml").capabilities("REUSABLE_OFFERS").add()
+    sim.framework("f1").role("ml").capabilities("REUSABLE_OFFERS").gpu().add()
     decisions = sim.allocate()
 
 No network, no threads: events go straight into the pure allocator core and the tests assert the
@@ -109,6 +109,10 @@ class FrameworkBuilder:
 
     def revocable(self) -> FrameworkBuilder:
         return self.capabilities("REVOCABLE_RESOURCES")
+
+    def gpu(self) -> FrameworkBuilder:
+        """GPU_RESOURCES: may be offered agents with GPUs (others never are, as in Mesos)."""
+        return self.capabilities("GPU_RESOURCES")
 
     def inactive(self) -> FrameworkBuilder:
         self._active = False

@@ -66,8 +66,8 @@ def test_hierarchical_roles_share_at_each_level(sim):
 
 
 def test_gpus_excluded_from_fair_share(sim):
-    sim.framework("f1").add()
-    sim.framework("f2").add()
+    sim.framework("f1").gpu().add()
+    sim.framework("f2").gpu().add()
     sim.agent("gpu").cpus(1).mem(100).gpus(8).add()
     sim.agent("cpu1").cpus(1).mem(100).add()
     out = sim.allocate()
@@ -201,8 +201,8 @@ def test_min_allocatable(sim):
 
 def test_static_reservation_only_to_its_role(sim):
     sim.agent("a1").cpus(2).mem(256).reserved("ml", "cpus:4;gpus:1").add()
-    sim.framework("web").role("web").add()
-    sim.framework("ml").role("ml").add()
+    sim.framework("web").role("web").gpu().add()
+    sim.framework("ml").role("ml").gpu().add()
     out = sim.allocate()
     got = {o.framework_id: str(o.resources) for o in sim.created(out)}
     assert got["web"] == "cpus:2; mem:256"

@@ -87,8 +87,8 @@ def test_demand_consumed_by_launch_and_reissued(sim):
 def test_two_gangs_needing_all_gpus_never_both_hold_part(sim):
     sim.agent("g1").cpus(8).mem(1000).gpus(2).add()
     sim.agent("g2").cpus(8).mem(1000).gpus(2).add()
-    sim.framework("jobA").add()
-    sim.framework("jobB").add()
+    sim.framework("jobA").gpu().add()
+    sim.framework("jobB").gpu().add()
     shape = sim.R("gpus:1;cpus:1;mem:100")
     sim.demand("jobA", Demand(shape, count=4, gang_id="A", gang_min=4))
     sim.demand("jobB", Demand(shape, count=4, gang_id="B", gang_min=4))
@@ -109,8 +109,8 @@ def test_two_gangs_needing_all_gpus_never_both_hold_part(sim):
 
 def test_gang_priority_then_age(sim):
     sim.agent("g1").cpus(4).mem(1000).gpus(2).add()
-    sim.framework("old").add()
-    sim.framework("new").add()
+    sim.framework("old").gpu().add()
+    sim.framework("new").gpu().add()
     shape = sim.R("gpus:1;cpus:1;mem:100")
     sim.demand("old", Demand(shape, count=2, gang_id="old", gang_min=2))
     sim.demand("new", Demand(shape, count=2, gang_id="new", gang_min=2, priority=5))
@@ -120,7 +120,7 @@ def test_gang_priority_then_age(sim):
 
 def test_gang_minimum_met_partially_of_count(sim):
     sim.agent("g1").cpus(4).mem(1000).gpus(3).add()
-    sim.framework("elastic").add()
+    sim.framework("elastic").gpu().add()
     sim.demand("elastic", Demand(sim.R("gpus:1;cpus:1;mem:100"), count=5, gang_id="e", gang_min=2))
     out = sim.allocate()
     [offer] = sim.created(out)

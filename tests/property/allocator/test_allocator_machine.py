@@ -123,20 +123,25 @@ class AllocatorMachine(RuleBasedStateMachine):
         roles=st.lists(st.sampled_from(ROLES), min_size=1, max_size=2, unique=True),
         reusable=st.booleans(),
         revocable=st.booleans(),
+        gpu=st.booleans(),
     )
-    def add_framework(self, roles: list[str], reusable: bool, revocable: bool) -> None:
+    def add_framework(self, roles: list[str], reusable: bool, revocable: bool, gpu: bool) -> None:
         self.n_fws += 1
         caps = set()
         if reusable:
             caps.add("REUSABLE_OFFERS")
         if revocable:
             caps.add("REVOCABLE_RESOURCES")
+        if gpu:
+            caps.add("GPU_RESOURCES")
         self.alloc.handle(FrameworkAdded(f"f{self.n_fws}", tuple(roles), frozenset(caps)), self.now)
 
     @precondition(lambda self: bool(self.ledger.frameworks))
     @rule(
         data=st.data(),
-        kind=st.sampled_from(["remove", "deactivate", "activate", "suppress", "revive", "demand", "quota"]),
+        kind=st.sampled_from(
+            ["remove", "deactivate", "activate", "suppress", "revive", "demand", "quota", "toggle_gpu"]
+        ),
     )
     def framework_event(self, data: st.DataObject, kind: str) -> None:
         l_ = self.ledger
@@ -152,6 +157,11 @@ class AllocatorMachine(RuleBasedStateMachine):
             out = self.alloc.handle(Suppressed(fid), self.now)
         elif kind == "revive":
             out = self.alloc.handle(Revived(fid), self.now)
+        elif kind == "toggle_gpu":  # re-subscription gaining or losing GPU_RESOURCES
+            caps = fw.capabilities ^ {"GPU_RESOURCES"}
+            out = self.alloc.handle(
+                FrameworkAdded(fid, fw.offer_roles or fw.roles, frozenset(caps), fw.active), self.now
+            )
         elif kind == "demand":
             count = data.draw(st.integers(0, 4))
             gang = data.draw(st.booleans())
@@ -274,12 +284,12 @@ class AllocatorMachine(RuleBasedStateMachine):
         assert sum(a.total.scalar("cpus") for a in self.ledger.agents.values()) == totals_before
 
     @precondition(lambda self: bool(self.ledger.agents))
-    @rule(data=st.data(), extra=st.integers(0, 4))
-    def agent_updated(self, data: st.DataObject, extra: int) -> None:
+    @rule(data=st.data(), extra=st.integers(0, 4), gpus=st.integers(0, 1))
+    def agent_updated(self, data: st.DataObject, extra: int, gpus: int) -> None:
         agent_id = data.draw(st.sampled_from(sorted(self.ledger.agents)))
         agent = self.ledger.agents[agent_id]
         # a new total that still holds what runs there (tasks cannot be un-allocated)
-        total = agent.allocated + Resources.of(cpus=extra, mem=128 * extra)
+        total = agent.allocated + Resources.of(cpus=extra, mem=128 * extra, gpus=gpus)
         out = self.alloc.handle(AgentUpdated(agent_id, total), self.now)
         self._check_new_offers(out)
 
@@ -365,6 +375,8 @@ class AllocatorMachine(RuleBasedStateMachine):
             fw = l_.frameworks[o.framework_id]
             assert oid in fw.offers
             assert not o.revocable or fw.revocable_ok
+            # an agent with GPUs: only GPU_RESOURCES frameworks hold (non-empty) offers on it
+            assert o.is_empty() or not l_.agents[o.agent_id].has_gpus or fw.gpu_ok, f"GPU agent offer {oid}"
             if not o.reusable:
                 assert not o.is_empty(), f"empty classic offer {oid}"
 
