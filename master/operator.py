@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 from prometheus_client import CollectorRegistry, generate_latest
@@ -105,9 +105,14 @@ class OperatorApi(OperatorV1):
     async def offers(self, request: web.Request) -> web.Response:
         if (r := self._not_ready()) is not None:
             return r
+        return web.json_response({"offers": self.offers_list(), "time": time.time()})
+
+    def offers_list(self) -> list[dict[str, Any]]:
+        """The outstanding offers as ``GET /api/v1/offers`` serves them (and the web UI shows):
+        holder, agent, role, legacy flattened resources, ages in seconds."""
         assert self.svc.allocator is not None
         now = self.svc.clock.now()
-        out = [
+        return [
             {
                 "id": o.offer_id,
                 "framework_id": o.framework_id,
@@ -122,7 +127,6 @@ class OperatorApi(OperatorV1):
             }
             for o in self.svc.allocator.outstanding_offers()
         ]
-        return web.json_response({"offers": out, "time": time.time()})
 
     # --- operator API v1 --------------------------------------------------------------------------
 

@@ -65,7 +65,7 @@ class OperatorV1(StateViews):
                 ),
             )
         if t is OT.GET_ROLES:
-            return mesos.OperatorResponse(type=RT.GET_ROLES, get_roles=self._get_roles())
+            return mesos.OperatorResponse(type=RT.GET_ROLES, get_roles=self.get_roles())
         if t is OT.GET_WEIGHTS:
             infos = tuple(mesos.WeightInfo(weight=w, role=r) for r, w in sorted(svc.state.weights.items()))
             return mesos.OperatorResponse(type=RT.GET_WEIGHTS, get_weights=mesos.GetWeights(infos))
@@ -78,7 +78,7 @@ class OperatorV1(StateViews):
                 await svc.dispatch(WeightUpdated(role=wi.role or "*", weight=float(wi.weight)))
             return None
         if t is OT.GET_QUOTA:
-            return mesos.OperatorResponse(type=RT.GET_QUOTA, get_quota=self._get_quota())
+            return mesos.OperatorResponse(type=RT.GET_QUOTA, get_quota=self.get_quota())
         if t in (OT.UPDATE_QUOTA, OT.SET_QUOTA):
             if call.update_quota is None:
                 raise _Bad("Expecting 'update_quota' to be present")
@@ -139,7 +139,8 @@ class OperatorV1(StateViews):
             raise _Bad(f"quota guarantee exceeds its limit for role {qc.role!r}")
         return g, lim
 
-    def _get_quota(self) -> mesos.GetQuota:
+    def get_quota(self) -> mesos.GetQuota:
+        """GET_QUOTA's answer (also read by the web UI's roles page)."""
         configs = []
         infos = []
         for role, (g, lim) in sorted(self.svc.state.quotas.items()):
@@ -155,7 +156,8 @@ class OperatorV1(StateViews):
             infos.append(mesos.QuotaInfo(role=role, guarantee=g.to_mesos()))
         return mesos.GetQuota(status=mesos.QuotaStatus(infos=tuple(infos), configs=tuple(configs)))
 
-    def _get_roles(self) -> mesos.GetRoles:
+    def get_roles(self) -> mesos.GetRoles:
+        """GET_ROLES's answer (also read by the web UI's roles page)."""
         st = self.svc.state
         roles: dict[str, list[str]] = {}
         for fw in st.frameworks.values():

@@ -98,32 +98,17 @@ class WebUI:
         return self.svc.operator_api.state_dict()
 
     def _offers(self) -> list[dict[str, Any]]:
-        """What ``GET /api/v1/offers`` serves."""
-        assert self.svc.allocator is not None
-        now = self.svc.clock.now()
-        return [
-            {
-                "id": o.offer_id,
-                "framework_id": o.framework_id,
-                "agent_id": o.agent_id,
-                "hostname": o.hostname,
-                "role": o.role,
-                "resources": _legacy(o.resources.non_revocable()),
-                "revocable_resources": _legacy(o.revocable.flatten()) if o.revocable else {},
-                "age_secs": round(max(0.0, now - o.created), 3),
-            }
-            for o in self.svc.allocator.outstanding_offers()
-        ]
+        return self.svc.operator_api.offers_list()  # what ``GET /api/v1/offers`` serves
 
     def _roles(self, offers: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """GET_ROLES joined with GET_QUOTA and the offered resources per role."""
         api = self.svc.operator_api
         quotas = {
             c["role"]: c
-            for c in codec.to_builtins(api._get_quota()).get("status", {}).get("configs", [])
+            for c in codec.to_builtins(api.get_quota()).get("status", {}).get("configs", [])
         }
         out = []
-        for r in api._get_roles().roles:
+        for r in api.get_roles().roles:
             q = quotas.get(r.name, {})
             limits = q.get("limits")
             out.append(
