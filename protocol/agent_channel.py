@@ -345,6 +345,8 @@ def _decode_fast(raw: Any, limits: codec.Limits) -> tuple[int, list[Body | None]
     elif epoch.__class__ is not int or not 0 <= epoch <= 0xFFFFFFFFFFFFFFFF:
         return None
     msgs = raw.get("messages")
+    if msgs is None:  # an empty frame: the encoder omits the (repeated) field
+        return epoch, []
     if msgs.__class__ is not list or len(msgs) > limits.max_list_len or limits.max_depth < 4:
         return None
     out: list[Body | None] = []

@@ -3,7 +3,9 @@
 The schema is the message classes themselves: their resolved type hints say how every field is
 encoded. Allowed field types: ``str``, ``int``, ``float``, ``bool``, ``bytes``, an ``Enum``, another
 message class, ``tuple[X, ...]``, ``dict[str, X]`` and ``X | None``. A field with a default is
-optional (missing or ``null`` → the default); a field without one is required.
+optional (missing or ``null`` → the default); a field without one is required, except a repeated
+or map field, which is never required: missing or ``null`` it is empty (protobuf has no required
+repeated fields, and the encoder omits empty ones, so ``Frame(messages=())`` must come back).
 
 JSON follows stout's mapping, i.e. what Mesos itself reads and writes:
 
@@ -461,13 +463,19 @@ def _compile_message_decoder(cls: type, binary: bool, limits: Limits) -> _Decode
         name = a.name
         names.append(name)
         inner, _ = _split_optional(tp)
-        required = a.default is attrs.NOTHING
+        origin = typing.get_origin(inner)
+        # A repeated or map field is never required: absent (as the encoder writes it when
+        # empty, like stout) or null, it is empty -- also when the class gives it no default.
+        required = a.default is attrs.NOTHING and origin is not tuple and origin is not dict
         f = f"f{i}"
         is_factory = False
         if required:
             missing = [f"        raise _Fail({('missing required field ' + repr(name))!r})"]
         else:
-            is_factory, default = _field_default(a)
+            if a.default is attrs.NOTHING:
+                is_factory, default = (False, ()) if origin is tuple else (True, dict)
+            else:
+                is_factory, default = _field_default(a)
             ns[f"DEFAULT{i}"] = default
             missing = [f"        {f} = DEFAULT{i}()" if is_factory else f"        {f} = DEFAULT{i}"]
         body: list[str] = []

@@ -190,6 +190,29 @@ def test_required_fields_and_paths() -> None:
     assert err(decode_json, Inner, b'{"id":null}').reason == "missing required field 'id'"
 
 
+@attrs.frozen
+class Batch:
+    """Repeated and map fields without defaults (``agent_channel.Frame.messages`` is one)."""
+
+    items: tuple[Inner, ...]
+    index: dict[str, int]
+    name: str
+
+
+def test_repeated_and_map_fields_are_never_required() -> None:
+    empty = Batch((), {}, "b")
+    assert encode_json(empty) == b'{"name":"b"}'  # empty repeated fields are omitted (stout)
+    for raw in (b'{"name":"b"}', b'{"name":"b","items":null,"index":null}', b'{"name":"b","items":[]}'):
+        assert decode_json(Batch, raw) == empty
+    assert decode_msgpack(Batch, encode_msgpack(empty)) == empty
+    assert decode_msgpack(Batch, msgpack.packb({"name": "b", "items": None})) == empty
+    # a map read back empty is its own object, never one shared between messages
+    a, b = decode_json(Batch, b'{"name":"b"}'), decode_json(Batch, b'{"name":"b"}')
+    assert a.index is not b.index
+    # the scalar next to them stays required
+    assert err(decode_json, Batch, b'{"items":[]}').reason == "missing required field 'name'"
+
+
 def test_top_level_type_checked() -> None:
     assert "expected Inner object" in err(decode_json, Inner, b"[1]").reason
     assert err(decode_msgpack, Inner, msgpack.packb(3)).path == ""
