@@ -155,8 +155,10 @@ class AgentChannelServer:
                         await ws.close(code=CLOSE_INVALID, message=b"malformed frame")
                         break
                     rest = bodies
-                    if not registered and bodies:
-                        body = bodies[0]
+                    if not registered:
+                        # (an empty frame decodes -- its repeated field is omitted -- but the first
+                        # frame must still carry REGISTER: no idle unregistered connections)
+                        body = bodies[0] if bodies else None
                         if not isinstance(body, ac.Register):
                             svc.metrics_inc("invalid_messages_total")
                             await ws.close(code=CLOSE_POLICY, message=b"first message must be REGISTER")

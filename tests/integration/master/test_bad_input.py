@@ -64,6 +64,9 @@ async def test_malformed_agent_frames_close_only_that_agent(master: MasterServic
         # text frames and a non-REGISTER first message are refused too
         code = await _closed_code(master.url, codec.encode_msgpack(ac.frame(ac.Pong(seq=1))), register_first=False)
         assert code == 1008
+        # an empty frame is well formed (no messages) but is not a REGISTER either
+        code = await _closed_code(master.url, ac.encode_frame([]), register_first=False)
+        assert code == 1008
         # the good agent is untouched and still answers pings through the master
         assert not good.closed.is_set()
         assert good.agent_id in master.state.agents and master.state.agents[good.agent_id].conn_id is not None
