@@ -452,6 +452,8 @@ class BatchCore:
         for job in self.live.values():
             if job.hold_since is not None:
                 times.append(job.hold_since + self.gang_timeout)
+            if job.hold_cooldown_until > now:
+                times.append(job.hold_cooldown_until)  # the gang may hold again then
             for i in job.backoff:
                 if job.tasks[i].not_before > now:
                     times.append(job.tasks[i].not_before)
@@ -540,6 +542,12 @@ class BatchCore:
             rel.hold_cooldown_until = now + self.gang_timeout
         used = set(by_offer)
         keep = set(p.held_offers) if p.released_job is None else set()
+        if p.holding_job is not None and p.released_job is None:
+            # A head gang waits: an offer on an agent where our own tasks run grows back as they
+            # end (reusable offers), perhaps enough to start the gang. Declining it would hand
+            # those resources to the master, which offers a gang's demand only whole.
+            busy = self._agents_running_ours()
+            keep.update(o.offer_id for o in offers if o.agent_id in busy)
         # (An offer with nothing left, every resource in use by our tasks, is not idle.)
         idle = [o.offer_id for o in offers if o.resources and o.offer_id not in used and o.offer_id not in keep]
         if idle and not self._retry_pending():
@@ -561,6 +569,15 @@ class BatchCore:
         return effects
 
     # --- helpers -------------------------------------------------------------------------------
+
+    def _agents_running_ours(self) -> set[str]:
+        agents: set[str] = set()
+        for job in self.live.values():
+            for i in job.active:
+                cur = job.tasks[i].current
+                if cur is not None and cur.agent_id is not None:
+                    agents.add(cur.agent_id)
+        return agents
 
     def _retry_pending(self) -> bool:
         """Keep idle offers while pending tasks are only waiting on a retry backoff (they will fit

@@ -175,6 +175,7 @@ def test_gang_demand_and_hold_timeout_cooldown() -> None:
     assert core.job(jid).hold_since is None
     core.schedule([offer(cpus=4)], now=32)
     assert core.job(jid).reason == "gang hold released; waiting before holding again"
+    assert core.next_wakeup(32) == 61  # the end of the cooldown wakes the scheduling loop
     eff = core.schedule([offer(cpus=8)], now=62)
     assert launches(eff) == ["j1-0-0", "j1-1-0", "j1-2-0", "j1-3-0"]
 
@@ -283,3 +284,28 @@ def test_an_offer_with_every_resource_in_use_is_kept_not_declined() -> None:
     assert core.job(jid).reason == "waiting for 1 cpus; largest free offer has 0.5"
     core.schedule([busy], now=1)
     assert core.job(jid).reason == "all held resources in use"
+
+
+def test_a_waiting_gang_keeps_offers_on_agents_where_our_tasks_run() -> None:
+    core = BatchCore()
+    core.submit(spec(count=5, gang=5), now=0)
+    core.submit(spec(count=5, gang=5), now=0)
+    # The first gang takes all of o1 and one cpu of o2; the second holds the rest of o2.
+    eff = core.schedule([offer("o1", cpus=4), offer("o2", cpus=4)], now=0)
+    assert len(launches(eff)) == 5
+    for i in range(5):
+        core.on_update(f"j1-{i}-0", S.TASK_RUNNING, 1)
+    left = [offer("o1", cpus=0.5), offer("o2", cpus=3)]
+    eff = core.schedule(left, now=1)
+    assert core.job(2).reason == "gang 3/5 placed; waiting for 1 cpus; largest free offer has 0.5"
+    # o1 (0.5 cpus left; the first gang runs there) is kept: it grows back as those tasks end.
+    assert not any(isinstance(e, Decline) for e in eff)
+    for i in range(5):
+        core.on_update(f"j1-{i}-0", S.TASK_FINISHED, 2)
+    assert launches(core.schedule([offer("o1", cpus=4), offer("o2", cpus=4)], now=2)) == [
+        f"j2-{i}-0" for i in range(5)
+    ]
+    # Without a gang holding, an idle offer is declined as before.
+    core.submit(spec(count=1, cpus=8), now=3)
+    eff = core.schedule([offer("o3", cpus=1)], now=3)
+    assert Decline(("o3",), 5.0) in eff
