@@ -270,7 +270,14 @@ async def main(args: argparse.Namespace) -> int:
                 bspy = PySpy(batch.pid, base / "profile-batch.txt") if args.profile and i == 0 else None
                 if bspy is not None:
                     await bspy.start()
+                bcpu0 = {p.name: p.cpu_seconds() for p in procs}
                 b = await run_batch(batch.url, args.tasks, args.task_cpus, args.task_mem, args.timeout)
+                bcpu = {p.name: p.cpu_seconds() - bcpu0[p.name] for p in procs}
+                row.update(
+                    batch_service_cpu_ms_per_task=bcpu[batch.name] * per_task,
+                    batch_master_cpu_ms_per_task=bcpu["master"] * per_task,
+                    batch_agents_cpu_ms_per_task=sum(v for k, v in bcpu.items() if k.startswith("agent")) * per_task,
+                )
                 if bspy is not None:
                     await bspy.stop()
                     profiles["batch framework"] = bspy.summary()
@@ -305,6 +312,9 @@ async def main(args: argparse.Namespace) -> int:
         ("master_cpu_ms_per_task", "native: master CPU per task (ms)"),
         ("agents_cpu_ms_per_task", "native: agents CPU per task (ms, w/o tasks)"),
         ("framework_cpu_ms_per_task", "native: framework CPU per task (ms)"),
+        ("batch_service_cpu_ms_per_task", "batch: batch service CPU per task (ms)"),
+        ("batch_master_cpu_ms_per_task", "batch: master CPU per task (ms)"),
+        ("batch_agents_cpu_ms_per_task", "batch: agents CPU per task (ms, w/o tasks)"),
     ]
     table = [(label, agg[k].median, agg[k].min, agg[k].max) for k, label in labels if k in agg]
     print_table(
