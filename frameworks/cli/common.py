@@ -353,3 +353,60 @@ def console() -> Any:
 
 def clock_time(t: float | None) -> str:
     return time.strftime("%H:%M:%S", time.localtime(t)) if t else "-"
+
+
+@attrs.frozen
+class ServiceApi:
+    """The HTTP API (``<base>/api/v1``) of a bundled framework service as a CLI group's commands use
+    it. The base URL is found once per invocation — ``ctx.obj[option]`` (the group's ``--batch`` /
+    ``--elastic``), the ``env_var`` environment variable, or the master's ``/state`` (``name``) — and
+    kept in ``ctx.obj``; a failure becomes a ``click.ClickException`` carrying the service's own
+    ``{"error": ...}`` text."""
+
+    name: str  # the service's FrameworkInfo.name, e.g. "agora-batch"
+    option: str  # the ctx.obj key of an explicit address, e.g. "batch"
+    env_var: str  # e.g. "AGORA_BATCH"
+
+    def base(self, explicit: str | None, master: str | None) -> str:
+        return framework_url(self.name, explicit, self.env_var, master)
+
+    def url(self, ctx: Any) -> str:
+        if "url" not in ctx.obj:
+            ctx.obj["url"] = self._call(lambda: self.base(ctx.obj[self.option], ctx.obj["master"]) + "/api/v1")
+        return str(ctx.obj["url"])
+
+    def get(self, ctx: Any, path: str) -> Any:
+        return self._call(lambda: http_get_json(self.url(ctx) + path))
+
+    def post(self, ctx: Any, path: str, body: Any) -> Any:
+        return self._call(lambda: http_post_json(self.url(ctx) + path, body))
+
+    @staticmethod
+    def _call(f: Callable[[], Any]) -> Any:
+        import click
+
+        try:
+            return f()
+        except CliError as exc:
+            raise click.ClickException(error_text(str(exc))) from exc
+
+
+def error_text(msg: str) -> str:
+    """``... HTTP 404 {"error": "no elastic job 9"}`` -> ``... HTTP 404: no elastic job 9``."""
+    head, sep, tail = msg.partition(" {")
+    if sep:
+        try:
+            return f"{head}: {json.loads('{' + tail)['error']}"
+        except (ValueError, KeyError, TypeError):
+            pass
+    return msg
+
+
+def emit(ctx: Any, data: Any, render: Callable[[Any], None]) -> None:
+    """``data`` as indented JSON under ``--json``, else ``render(data)`` (a table)."""
+    import click
+
+    if ctx.obj["json"]:
+        click.echo(json.dumps(data, indent=2, sort_keys=True))
+    else:
+        render(data)

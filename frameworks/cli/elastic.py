@@ -20,11 +20,10 @@ from rich.table import Table
 
 from frameworks.cli.common import (
     CliError,
+    ServiceApi,
     clock_time,
     console,
-    framework_url,
-    http_get_json,
-    http_post_json,
+    emit,
     json_flag,
 )
 
@@ -40,8 +39,11 @@ SHORT = {
 }
 
 
+API = ServiceApi(FRAMEWORK_NAME, "elastic", "AGORA_ELASTIC")
+
+
 def elastic_url(elastic: str | None, master: str | None) -> str:
-    return framework_url(FRAMEWORK_NAME, elastic, "AGORA_ELASTIC", master)
+    return API.base(elastic, master)
 
 
 def post_toml(url: str, text: str, timeout: float = 10.0) -> Any:
@@ -82,47 +84,6 @@ def elastic(ctx: click.Context, elastic: str | None, master: str | None, as_json
     """Submit and manage elastic training jobs (workers grow and shrink between min and max)."""
     ctx.ensure_object(dict)
     ctx.obj.update(elastic=elastic, master=master, json=as_json)
-
-
-def _api(ctx: click.Context) -> str:
-    if "url" not in ctx.obj:
-        try:
-            ctx.obj["url"] = elastic_url(ctx.obj["elastic"], ctx.obj["master"]) + "/api/v1"
-        except CliError as exc:
-            raise click.ClickException(str(exc)) from exc
-    return str(ctx.obj["url"])
-
-
-def _get(ctx: click.Context, path: str) -> Any:
-    try:
-        return http_get_json(_api(ctx) + path)
-    except CliError as exc:
-        raise click.ClickException(_clean(str(exc))) from exc
-
-
-def _post(ctx: click.Context, path: str, body: Any) -> Any:
-    try:
-        return http_post_json(_api(ctx) + path, body)
-    except CliError as exc:
-        raise click.ClickException(_clean(str(exc))) from exc
-
-
-def _clean(msg: str) -> str:
-    """``... HTTP 404 {"error": "no elastic job 9"}`` -> ``... HTTP 404: no elastic job 9``."""
-    head, sep, tail = msg.partition(" {")
-    if sep:
-        try:
-            return f"{head}: {json.loads('{' + tail)['error']}"
-        except (ValueError, KeyError, TypeError):
-            pass
-    return msg
-
-
-def _out(ctx: click.Context, data: Any, render: Any) -> None:
-    if ctx.obj["json"]:
-        click.echo(json.dumps(data, indent=2, sort_keys=True))
-    else:
-        render(data)
 
 
 @elastic.command()
@@ -176,13 +137,13 @@ def submit(
             raise click.ClickException(f"{where}: invalid TOML: {exc}") from exc
         except SpecError as exc:
             raise click.ClickException(f"{where}: {exc}") from exc
-        result = _post(ctx, "/jobs", body)
+        result = API.post(ctx, "/jobs", body)
     else:
         try:
-            result = post_toml(_api(ctx) + "/jobs", text)
+            result = post_toml(API.url(ctx) + "/jobs", text)
         except CliError as exc:
             raise click.ClickException(str(exc)) from exc
-    _out(ctx, result, lambda r: click.echo(r["id"]))
+    emit(ctx, result, lambda r: click.echo(r["id"]))
 
 
 @elastic.command(name="list")
@@ -191,7 +152,7 @@ def submit(
 @click.pass_context
 def list_jobs(ctx: click.Context, state: str | None) -> None:
     """List elastic jobs with their workers, progress and the reason they are not at their maximum."""
-    data = _get(ctx, "/jobs" + (f"?state={state.upper()}" if state else ""))
+    data = API.get(ctx, "/jobs" + (f"?state={state.upper()}" if state else ""))
 
     def render(d: dict[str, Any]) -> None:
         table = Table(box=None, header_style="bold")
@@ -226,7 +187,7 @@ def list_jobs(ctx: click.Context, state: str | None) -> None:
             )
         console().print(table)
 
-    _out(ctx, data, render)
+    emit(ctx, data, render)
 
 
 @elastic.command()
@@ -235,7 +196,7 @@ def list_jobs(ctx: click.Context, state: str | None) -> None:
 @click.pass_context
 def show(ctx: click.Context, job_id: int) -> None:
     """Show a job: workers, generation, progress (samples/s, loss, accuracy) and why it is not at max."""
-    data = _get(ctx, f"/jobs/{job_id}")
+    data = API.get(ctx, f"/jobs/{job_id}")
 
     def render(d: dict[str, Any]) -> None:
         con = console()
@@ -295,7 +256,7 @@ def show(ctx: click.Context, job_id: int) -> None:
         if counts:
             con.print("workers so far: " + "  ".join(f"{k} {v}" for k, v in sorted(counts.items())))
 
-    _out(ctx, data, render)
+    emit(ctx, data, render)
 
 
 @elastic.command()
@@ -313,8 +274,8 @@ def scale(ctx: click.Context, job_id: int, max_workers: int | None, min_workers:
         body["max_workers"] = max_workers
     if min_workers is not None:
         body["min_workers"] = min_workers
-    data = _post(ctx, f"/jobs/{job_id}/scale", body)
-    _out(ctx, data, lambda d: click.echo(f"job {d['id']}: {d['min_workers']}..{d['max_workers']} workers"))
+    data = API.post(ctx, f"/jobs/{job_id}/scale", body)
+    emit(ctx, data, lambda d: click.echo(f"job {d['id']}: {d['min_workers']}..{d['max_workers']} workers"))
 
 
 @elastic.command()
@@ -323,8 +284,8 @@ def scale(ctx: click.Context, job_id: int, max_workers: int | None, min_workers:
 @click.pass_context
 def cancel(ctx: click.Context, job_id: int) -> None:
     """Cancel a job: its workers are killed."""
-    data = _post(ctx, f"/jobs/{job_id}/cancel", {})
-    _out(ctx, data, lambda d: click.echo(f"job {d['id']} {d['state'].lower()}"))
+    data = API.post(ctx, f"/jobs/{job_id}/cancel", {})
+    emit(ctx, data, lambda d: click.echo(f"job {d['id']} {d['state'].lower()}"))
 
 
 @elastic.command()
@@ -339,7 +300,7 @@ def logs(ctx: click.Context, job_id: int, index: int | None, stderr: bool, follo
     offset = 0
     worker = "" if index is None else f"&worker={index}"
     while True:
-        chunk = _get(ctx, f"/jobs/{job_id}/logs?stream={stream}&offset={offset}{worker}")
+        chunk = API.get(ctx, f"/jobs/{job_id}/logs?stream={stream}&offset={offset}{worker}")
         if not worker:  # stay with the worker picked first
             worker = f"&worker={chunk['worker']}"
         data = chunk.get("data", "")
@@ -350,6 +311,6 @@ def logs(ctx: click.Context, job_id: int, index: int | None, stderr: bool, follo
         if not follow:
             return
         if not data:
-            if _get(ctx, f"/jobs/{job_id}")["state"] in ("SUCCEEDED", "FAILED", "CANCELLED"):
+            if API.get(ctx, f"/jobs/{job_id}")["state"] in ("SUCCEEDED", "FAILED", "CANCELLED"):
                 return
             time.sleep(0.5)

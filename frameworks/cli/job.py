@@ -7,7 +7,6 @@ its API address as its ``webui_url``.
 
 from __future__ import annotations
 
-import json
 import sys
 import time
 import urllib.parse
@@ -18,29 +17,21 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from frameworks.cli.common import (
-    CliError,
+    ServiceApi,
     clock_time,
     console,
-    framework_url,
-    http_get_json,
-    http_post_json,
+    emit,
     json_flag,
 )
 
 TERMINAL = {"SUCCEEDED", "FAILED", "CANCELLED"}
 SHORT = {"PENDING": "PD", "RUNNING": "R", "SUCCEEDED": "CD", "FAILED": "F", "CANCELLED": "CA"}
 POLL = 0.25  # seconds between polls while waiting or following (a CLI loop, not a test)
+API = ServiceApi("agora-batch", "batch", "AGORA_BATCH")
 
 
 def batch_url(batch: str | None, master: str | None) -> str:
-    return framework_url("agora-batch", batch, "AGORA_BATCH", master)
-
-
-def _out(ctx: click.Context, data: Any, render: Any) -> None:
-    if ctx.obj["json"]:
-        click.echo(json.dumps(data, indent=2, sort_keys=True))
-    else:
-        render(data)
+    return API.base(batch, master)
 
 
 def _tasks_summary(counts: dict[str, int]) -> str:
@@ -60,29 +51,6 @@ def job(ctx: click.Context, batch: str | None, master: str | None, as_json: bool
     """Submit and manage batch jobs."""
     ctx.ensure_object(dict)
     ctx.obj.update(batch=batch, master=master, json=as_json)
-
-
-def _api(ctx: click.Context) -> str:
-    if "url" not in ctx.obj:
-        try:
-            ctx.obj["url"] = batch_url(ctx.obj["batch"], ctx.obj["master"]) + "/api/v1"
-        except CliError as exc:
-            raise click.ClickException(str(exc)) from exc
-    return str(ctx.obj["url"])
-
-
-def _get(ctx: click.Context, path: str) -> Any:
-    try:
-        return http_get_json(_api(ctx) + path)
-    except CliError as exc:
-        raise click.ClickException(str(exc)) from exc
-
-
-def _post(ctx: click.Context, path: str, body: Any) -> Any:
-    try:
-        return http_post_json(_api(ctx) + path, body)
-    except CliError as exc:
-        raise click.ClickException(str(exc)) from exc
 
 
 def _pairs(values: tuple[str, ...], what: str) -> dict[str, str]:
@@ -166,8 +134,8 @@ def submit(
         body["shell"] = " ".join(command)
     else:
         body["argv"] = list(command)
-    result = _post(ctx, "/jobs", body)
-    _out(ctx, result, lambda r: click.echo(r["id"]))
+    result = API.post(ctx, "/jobs", body)
+    emit(ctx, result, lambda r: click.echo(r["id"]))
 
 
 @job.command(name="list")
@@ -177,7 +145,7 @@ def submit(
 def list_jobs(ctx: click.Context, state: str | None) -> None:
     """List jobs (like squeue, with the reason a job waits)."""
     query = f"?state={urllib.parse.quote(state.upper())}" if state else ""
-    data = _get(ctx, "/jobs" + query)
+    data = API.get(ctx, "/jobs" + query)
 
     def render(d: dict[str, Any]) -> None:
         table = Table(box=None, header_style="bold")
@@ -195,7 +163,7 @@ def list_jobs(ctx: click.Context, state: str | None) -> None:
             )
         console().print(table)
 
-    _out(ctx, data, render)
+    emit(ctx, data, render)
 
 
 @job.command()
@@ -204,7 +172,7 @@ def list_jobs(ctx: click.Context, state: str | None) -> None:
 @click.pass_context
 def show(ctx: click.Context, job_id: int) -> None:
     """Show a job: its spec, state, reason, and every task attempt."""
-    data = _get(ctx, f"/jobs/{job_id}")
+    data = API.get(ctx, f"/jobs/{job_id}")
 
     def render(d: dict[str, Any]) -> None:
         con = console()
@@ -232,7 +200,7 @@ def show(ctx: click.Context, job_id: int) -> None:
             )
         con.print(table)
 
-    _out(ctx, data, render)
+    emit(ctx, data, render)
 
 
 @job.command()
@@ -241,8 +209,8 @@ def show(ctx: click.Context, job_id: int) -> None:
 @click.pass_context
 def cancel(ctx: click.Context, job_id: int) -> None:
     """Cancel a job: pending tasks are dropped, running ones killed."""
-    data = _post(ctx, f"/jobs/{job_id}/cancel", {})
-    _out(ctx, data, lambda d: click.echo(f"job {d['id']} {d['state'].lower()}"))
+    data = API.post(ctx, f"/jobs/{job_id}/cancel", {})
+    emit(ctx, data, lambda d: click.echo(f"job {d['id']} {d['state'].lower()}"))
 
 
 @job.command()
@@ -257,7 +225,7 @@ def logs(ctx: click.Context, job_id: int, index: int, stderr: bool, follow: bool
     offset = 0
     ended = False
     while True:
-        chunk = _get(ctx, f"/jobs/{job_id}/logs?task={index}&stream={stream}&offset={offset}")
+        chunk = API.get(ctx, f"/jobs/{job_id}/logs?task={index}&stream={stream}&offset={offset}")
         data = chunk.get("data", "")
         if data:
             sys.stdout.write(data)
@@ -269,7 +237,7 @@ def logs(ctx: click.Context, job_id: int, index: int, stderr: bool, follow: bool
             if ended:
                 return  # read to the end after the task ended
             # Only that task (a service that ignores ?task= sends them all; pick it by index).
-            job_state = _get(ctx, f"/jobs/{job_id}?task={index}")
+            job_state = API.get(ctx, f"/jobs/{job_id}?task={index}")
             phase = next(t["phase"] for t in job_state["task_list"] if t["index"] == index)
             if phase in TERMINAL:
                 ended = True  # what it wrote just before it ended is still to be read
@@ -299,7 +267,7 @@ def wait(ctx: click.Context, job_id: int, timeout: float | None) -> None:
     try:
         while True:
             # The summary: counts and reason, not every task (a poll costs O(1), whatever the size).
-            d = _get(ctx, f"/jobs/{job_id}?summary=1")
+            d = API.get(ctx, f"/jobs/{job_id}?summary=1")
             done = d["tasks"].get("SUCCEEDED", 0)
             if bar is not None:
                 progress.update(bar, total=d["count"], completed=done, reason=d.get("reason") or "")
@@ -315,8 +283,8 @@ def wait(ctx: click.Context, job_id: int, timeout: float | None) -> None:
         if show_bar:
             progress.stop()
     if ctx.obj["json"]:
-        d = _get(ctx, f"/jobs/{job_id}")  # the whole job, once
-    _out(
+        d = API.get(ctx, f"/jobs/{job_id}")  # the whole job, once
+    emit(
         ctx,
         d,
         lambda x: click.echo(

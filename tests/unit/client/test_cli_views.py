@@ -110,3 +110,13 @@ def test_master_url_and_share(monkeypatch: pytest.MonkeyPatch) -> None:
         master_url("zk://a:2181/mesos")
     assert agent_share(2, cpus=4, mem_mb=8192).startswith("cpus:2;mem:4096;disk:")
     assert agent_share(8, cpus=2, mem_mb=1024).startswith("cpus:1;mem:256;")
+
+
+def test_service_errors_carry_the_services_own_text() -> None:
+    from frameworks.cli.common import error_text
+
+    assert error_text('GET http://b/api/v1/jobs/9: HTTP 404 {"error": "no job 9"}') == (
+        "GET http://b/api/v1/jobs/9: HTTP 404: no job 9"
+    )
+    assert error_text("GET http://b/x: HTTP 500 {not json") == "GET http://b/x: HTTP 500 {not json"
+    assert error_text("cannot reach http://b/x: refused") == "cannot reach http://b/x: refused"
