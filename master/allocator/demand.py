@@ -18,7 +18,7 @@ from master.allocator.offering import give, take_back
 from master.allocator.passes import Headroom
 from master.allocator.quantities import add_into, shrink, take, units_that_fit
 from master.allocator.sorter import Scalars
-from master.allocator.state import EMPTY, AgentState, DemandState
+from master.allocator.state import EMPTY, AgentState, DemandState, OfferState
 from protocol.resources import Resources
 
 __pure__ = True
@@ -62,9 +62,10 @@ def demand_stage(
         room = dict(room) if room else None
         quota_room = headroom.room_for(d.role) if headroom is not None and headroom.active else None
         plan: list[tuple[AgentState, int]] = []
-        planned = 0
+        held = _held_units(ledger, d, need) if gang_need else []
+        planned = sum(k for _, k in held)
         gpu_skipped = 0  # agents passed over because they have GPUs the framework cannot take
-        for agent in agents:
+        for agent in agents if planned < need else ():
             if not agent.active or not agent.free:
                 continue
             if gpu_blocked(fw, agent):
@@ -96,12 +97,18 @@ def demand_stage(
                 break
         gpu_note = f"; {gpu_skipped} agent(s) skipped: {GPU_REASON}" if gpu_skipped else ""
         if gang_need and planned < gang_need:
+            held_note = f", {planned - sum(k for _, k in plan)} of them in offers it holds" if held else ""
             why[fw.framework_id] = (
-                f"gang {d.gang_id}: insufficient resources ({planned} of {gang_need} units placeable at once)"
-                + gpu_note
+                f"gang {d.gang_id}: insufficient resources ({planned} of {gang_need} units placeable at once"
+                f"{held_note})" + gpu_note
             )
             still.append(d)
             continue
+        for o, k in held:  # the held units now belong to the gang (a launch from them consumes one)
+            if o.demand_units is None:
+                o.demand_units = {}
+            o.demand_units[d.seq] = o.demand_units.get(d.seq, 0) + k
+            d.in_offers += k
         for agent, k in plan:
             exact = _shaped(available_to(agent, d.role), d, k)
             if headroom is not None and headroom.active:
@@ -114,6 +121,40 @@ def demand_stage(
             )
             still.append(d)
     return still
+
+
+def _held_units(ledger: Ledger, d: DemandState, cap: int) -> list[tuple[OfferState, int]]:
+    """Units of a gang's shape that fit in the idle regular part of the offers its framework
+    already holds in the gang's role (beyond the units those offers carry for its demands), at
+    most ``cap`` in all. They count toward ``gang_min``: a framework holding 4 units on one agent
+    is offered just the missing unit elsewhere, not 5 whole ones (which could never come while it
+    holds the 4). Only the holder's own offers count, so a gang held by nobody still gets all of
+    ``gang_min`` at once or nothing. Scalar shapes only."""
+    if cap <= 0 or d.shape.names() - set(d.shape_scalars):
+        return []
+    fw = ledger.frameworks[d.framework_id]
+    out: list[tuple[OfferState, int]] = []
+    total = 0
+    for oid in fw.offers:
+        o = ledger.offers[oid]
+        if o.role != d.role or not o.regular:
+            continue
+        agent = ledger.agents.get(o.agent_id)
+        if agent is None or not agent.active:
+            continue
+        idle = dict(o.regular.scalars())
+        if o.demand_units:
+            for seq, units in o.demand_units.items():
+                other = ledger.demand_by_seq(fw.framework_id, seq)
+                if other is not None and units > 0:
+                    add_into(idle, {n: v * units for n, v in other.shape_scalars.items()}, -1.0)
+        k = units_that_fit(idle, d.shape_scalars, cap - total)
+        if k > 0:
+            out.append((o, k))
+            total += k
+            if total >= cap:
+                break
+    return out
 
 
 def _shaped(avail: Resources, d: DemandState, k: int) -> Resources:
