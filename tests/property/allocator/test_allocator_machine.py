@@ -185,6 +185,25 @@ class AllocatorMachine(RuleBasedStateMachine):
             )
         self._check_new_offers(out)
 
+    @precondition(lambda self: bool(self.ledger.offers))
+    @rule(data=st.data(), extra=st.integers(0, 3))
+    def gang_over_held_offers(self, data: st.DataObject, extra: int) -> None:
+        """A framework holding offers declares a gang of up to ``extra`` units beyond what they
+        hold: the held units count toward gang_min (the allocate rule checks the gang is never
+        partial)."""
+        oid = data.draw(st.sampled_from(sorted(self.ledger.offers)))
+        o = self.ledger.offers[oid]
+        fw = self.ledger.frameworks[o.framework_id]
+        if not fw.offer_roles or o.role not in fw.offer_roles:
+            return
+        held = int(o.regular.scalars().get("cpus", 0.0) // 1)
+        count = held + extra
+        if count <= 0:
+            return
+        shape = Resources.of(cpus=1, mem=1)
+        demand = Demand(shape, count, gang_id="h", gang_min=count, role=o.role)
+        self.alloc.handle(DemandDeclared(fw.framework_id, (demand,)), self.now)
+
     # --- time and offers --------------------------------------------------------------
 
     @rule(dt=st.sampled_from([0.0, 0.001, 1.0, 5.0, 30.0]))
