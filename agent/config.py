@@ -53,10 +53,13 @@ class AgentConfig:
     reconnect_initial: float = 0.1
     reconnect_max: float = 5.0
     fsync: bool = True
+    sync_updates: str = "terminal"  # "terminal": fdatasync terminal updates before sending; "all": every update
     allow_root_tasks: bool = False
     sandbox_gc_delay: float = 3600.0  # seconds a finished task's sandbox stays readable  # let a task ask for CommandInfo.user = root (uid 0)
 
     def __attrs_post_init__(self) -> None:
+        if self.sync_updates not in ("terminal", "all"):
+            raise ConfigError(f"--sync-updates must be terminal or all, not {self.sync_updates!r}")
         if not 0 <= self.port < 65536:
             raise ConfigError(f"--port out of range: {self.port}")
         if self.resources is not None:

@@ -64,6 +64,14 @@ async def _serve(config: AgentConfig) -> int:
 @click.option("--qos-controller", default="noop", show_default=True, type=click.Choice(["noop", "load"]))
 @click.option("--qos-threshold", default=None, type=float, help="load controller: overload threshold (load1 per core).")
 @click.option("--qos-window", default=None, type=float, help="load controller: seconds the overload must last.")
+@click.option(
+    "--sync-updates",
+    default="terminal",
+    show_default=True,
+    type=click.Choice(["terminal", "all"]),
+    help="Status updates fdatasync'd before they are sent: terminal ones (non-terminal ones are written, "
+    "which survives an agent crash), or all (also survives a machine crash; one more fsync per launch).",
+)
 @click.option("--fsync/--no-fsync", default=True, show_default=True, help="--no-fsync is unsafe (loses updates on power loss); for measurements only.")
 @click.option("--sandbox-gc-delay", default=3600.0, show_default=True, type=float, help="Seconds a finished task's sandbox is kept.")
 @click.option("--allow-root-tasks", is_flag=True, default=False, help="Allow tasks to ask to run as root (uid 0).")

@@ -165,6 +165,7 @@ class AgentService(Service):
         self.updates = su.StatusUpdateManager(
             su.RetryPolicy(initial=config.resend_initial, maximum=config.resend_max, jitter=0.2),
             rng=self._rng.random,
+            durable_all=config.sync_updates == "all",
         )
         self.launcher = Launcher(self._on_process_exit)
         self.isolator: Isolator = detect(config.isolation)

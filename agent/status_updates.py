@@ -10,7 +10,8 @@ guarantees (RELIABILITY.md A9.1):
   still finds and resends it, and only a machine crash can lose it — which kills the task as
   well, so the update that matters next is a terminal one (LOST/GONE), never a contradiction.
   A lost *terminal* update could be contradicted after a reboot (a second, different terminal
-  update), hence its fsync;
+  update), hence its fsync. ``durable_all`` (the agent's ``--sync-updates all``) makes every
+  update durable before it is sent;
 - **ordered, one in flight**: only the stream's head is sent; later updates wait until the head is
   acknowledged (``SendUpdate.latest_state`` tells the master the newest known state meanwhile);
 - **at least once**: the head is resent with capped exponential backoff (jitter injected through
@@ -197,9 +198,14 @@ class StatusUpdateManager:
     when to deliver the next ``Tick``."""
 
     def __init__(
-        self, policy: RetryPolicy | None = None, rng: Callable[[], float] | None = None
+        self,
+        policy: RetryPolicy | None = None,
+        rng: Callable[[], float] | None = None,
+        *,
+        durable_all: bool = False,
     ) -> None:
         self.policy = policy or RetryPolicy()
+        self.durable_all = durable_all  # fdatasync every update before sending, not only terminal ones
         self._rng = rng or (lambda: 0.0)
         self._streams: dict[StreamKey, _Stream] = {}
         self.paused = True  # nothing is sent until the agent has registered
@@ -260,7 +266,7 @@ class StatusUpdateManager:
         s.seen.add(u.uuid)
         s.terminal_seen = is_terminal(u.state)
         s.pending.append(u)
-        out: list[Effect] = [CheckpointUpdate(u, durable=s.terminal_seen)]
+        out: list[Effect] = [CheckpointUpdate(u, durable=s.terminal_seen or self.durable_all)]
         if len(s.pending) == 1:
             s.attempt = 0
             out.extend(self._send_head(s, now))

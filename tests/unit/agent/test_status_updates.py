@@ -52,6 +52,24 @@ def test_only_terminal_updates_must_be_durable_before_sending() -> None:
     assert finished[0] == CheckpointUpdate(upd(2, S.TASK_FINISHED), durable=True)
 
 
+def test_sync_updates_all_makes_every_update_durable_before_sending() -> None:
+    m = StatusUpdateManager(RetryPolicy(initial=1.0, maximum=8.0), durable_all=True)
+    m.handle(Resumed(), 0.0)
+    running = m.handle(UpdateGenerated(upd(1)), 0.0)
+    assert running[0] == CheckpointUpdate(upd(1), durable=True)
+    assert sends(running) == [upd(1)]
+
+
+def test_sync_updates_is_validated() -> None:
+    import pytest
+
+    from agent.config import AgentConfig, ConfigError
+
+    assert AgentConfig("127.0.0.1:5050", "/tmp/w", sync_updates="all").sync_updates == "all"
+    with pytest.raises(ConfigError, match="--sync-updates"):
+        AgentConfig("127.0.0.1:5050", "/tmp/w", sync_updates="sometimes")
+
+
 def test_later_updates_are_held_until_ack_then_sent_in_order() -> None:
     m = mgr()
     m.handle(UpdateGenerated(upd(1)), 0.0)
