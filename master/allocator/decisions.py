@@ -7,7 +7,7 @@ rescinded or a revocable task evicted.
 from __future__ import annotations
 
 import enum
-from typing import NamedTuple
+from typing import NamedTuple, TypeVar
 
 import attrs
 
@@ -30,6 +30,22 @@ def _record_hash(self: tuple[object, ...]) -> int:
     return hash((self.__class__.__name__, tuple.__hash__(self)))
 
 
+def _record_ne(self: tuple[object, ...], other: object) -> bool:
+    return not _record_eq(self, other)
+
+
+_R = TypeVar("_R", bound=type)
+
+
+def _class_strict(cls: _R) -> _R:
+    """Equality and hash of a record class: equal only to a record of the same class."""
+    cls.__eq__ = _record_eq  # type: ignore[method-assign,assignment]
+    cls.__ne__ = _record_ne  # type: ignore[method-assign,assignment]
+    cls.__hash__ = _record_hash  # type: ignore[method-assign,assignment]
+    return cls
+
+
+@_class_strict
 class Offer(NamedTuple):
     """A snapshot of one offer in the book.
 
@@ -49,45 +65,20 @@ class Offer(NamedTuple):
     revocable: Resources
     reusable: bool
 
-    def __eq__(self, other: object) -> bool:
-        return _record_eq(self, other)
 
-    def __ne__(self, other: object) -> bool:
-        return not _record_eq(self, other)
-
-    def __hash__(self) -> int:
-        return _record_hash(self)
-
-
+@_class_strict
 class OfferCreated(NamedTuple):
     offer: Offer
     reason: str
 
-    def __eq__(self, other: object) -> bool:
-        return _record_eq(self, other)
 
-    def __ne__(self, other: object) -> bool:
-        return not _record_eq(self, other)
-
-    def __hash__(self) -> int:
-        return _record_hash(self)
-
-
+@_class_strict
 class OfferUpdated(NamedTuple):
     """Same offer id, new resources (a lease regrew, kept its remainder, or lost its idle part).
     Send it to the framework as an OFFERS event carrying the same offer id."""
 
     offer: Offer
     reason: str
-
-    def __eq__(self, other: object) -> bool:
-        return _record_eq(self, other)
-
-    def __ne__(self, other: object) -> bool:
-        return not _record_eq(self, other)
-
-    def __hash__(self) -> int:
-        return _record_hash(self)
 
 
 @attrs.frozen
