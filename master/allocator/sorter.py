@@ -210,26 +210,8 @@ class DRFSorter:
         if self._lazy or self._version != self._totals.version:
             self._reposition(client)
             return
-        old_key = client.key
-        weight = client.weight
-        old = old_key[0] * weight
-        if old > best:
-            best = old
-        new_key = (best / weight if weight > 0 else float("inf"), client.seq, name)
-        client.key = new_key
-        if client.active and new_key != old_key:
-            keys = self._keys
-            if keys and keys[0] is old_key:  # DRF serves the first client: no search
-                del keys[0]
-            else:
-                i = bisect_left(keys, old_key)
-                if i < len(keys) and keys[i] == old_key:
-                    del keys[i]
-                else:
-                    client.key = old_key
-                    self._drop_key(client)
-                    client.key = new_key
-            insort(keys, new_key)
+        old = client.key[0] * client.weight
+        self._place(client, best if best > old else old)
 
     def moved(self, name: str, scalars: Mapping[str, float], sign: float = 1.0) -> None:
         """A client with a caller-owned ``alloc`` changed by ``sign * scalars``: reposition.
