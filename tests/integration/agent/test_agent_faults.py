@@ -38,6 +38,17 @@ async def task_pid(wrapper: int, within: float = 10.0) -> psutil.Process:
     return kids[0]
 
 
+async def task_child(task: psutil.Process, name: str, within: float = 10.0) -> psutil.Process:
+    """The child of ``task`` called ``name``, once the task has started it."""
+    deadline = asyncio.get_running_loop().time() + within
+    while True:
+        kids = [k for k in task.children() if k.name() == name]
+        if kids:
+            return kids[0]
+        assert asyncio.get_running_loop().time() < deadline, f"{task.pid} started no {name}"
+        await asyncio.sleep(0.01)  # polling a condition with a deadline
+
+
 def wrapper_of(st: TaskStatus) -> int:
     return int((st.message or "pid 0").split()[1])
 
@@ -284,6 +295,9 @@ async def test_kill_under_way_survives_an_agent_restart(master: Any, agent_procs
     await master.run("stubborn", "trap '' TERM; sleep 60 & wait", grace=1.5)
     st = await master.wait_state("stubborn", S.TASK_RUNNING)
     wrapper = psutil.Process(wrapper_of(st))
+    # TASK_RUNNING means the wrapper was spawned: wait until the task has run its `trap` (its
+    # `sleep` child exists), or a SIGTERM sent earlier would end it before it ignores TERM
+    await task_child(await task_pid(wrapper.pid), "sleep")
     await master.kill("stubborn")
     await master.wait_state("stubborn", S.TASK_KILLING)  # SIGTERM sent, kill recorded
     await agent.kill9()
