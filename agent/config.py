@@ -31,6 +31,7 @@ class AgentConfig:
     master: str = attrs.field(converter=_master)  # "host:port"
     work_dir: Path = attrs.field(converter=Path)
     host: str = "127.0.0.1"
+    advertise_host: str | None = None  # how the master and frameworks reach us; see advertised_host
     port: int = 0
     hostname: str = attrs.field(factory=socket.gethostname)
     resources: str | None = None  # Mesos resource string; None: probe the machine
@@ -56,6 +57,18 @@ class AgentConfig:
     sync_updates: str = "terminal"  # "terminal": fdatasync terminal updates before sending; "all": every update
     allow_root_tasks: bool = False
     sandbox_gc_delay: float = 3600.0  # seconds a finished task's sandbox stays readable  # let a task ask for CommandInfo.user = root (uid 0)
+
+    @property
+    def advertised_host(self) -> str:
+        """The host the agent registers with (the master, its web UI and frameworks reach the agent's
+        HTTP endpoint there): ``advertise_host`` if given, else the bind address ``host`` — unless
+        that is a wildcard (``0.0.0.0``, ``::``), which nobody can connect to from elsewhere; then
+        the machine's ``hostname``."""
+        if self.advertise_host:
+            return self.advertise_host
+        if self.host in ("0.0.0.0", "::", ""):
+            return self.hostname
+        return self.host
 
     def __attrs_post_init__(self) -> None:
         if self.sync_updates not in ("terminal", "all"):

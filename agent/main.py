@@ -53,7 +53,12 @@ async def _serve(config: AgentConfig) -> int:
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--master", required=True, help="The master, host:port (a redirect to the leader is followed).")
 @click.option("--port", default=0, show_default=True, type=int, help="HTTP port (0 picks a free one).")
-@click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind and advertise.")
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind (and advertise, unless a wildcard).")
+@click.option(
+    "--advertise-host",
+    default=None,
+    help="Host the master and frameworks use to reach this agent (default: --host, or the hostname when --host is 0.0.0.0/::).",
+)
 @click.option("--work-dir", required=True, type=click.Path(file_okay=False, path_type=Path))
 @click.option("--resources", default=None, help='Mesos resources, e.g. "cpus:4;mem:4096;ports:[31000-32000]".')
 @click.option("--attributes", default=None, help='e.g. "rack:r1;zone:a".')

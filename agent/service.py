@@ -626,7 +626,7 @@ class AgentService(Service):
 
     def agent_info(self) -> AgentInfo:
         return AgentInfo(
-            hostname=self.config.host,
+            hostname=self.config.advertised_host,
             port=self.port,
             resources=self.resources.to_mesos(),
             attributes=attributes_to_mesos(self.attributes),
@@ -658,7 +658,7 @@ class AgentService(Service):
             )
             fids.add(fid)
         return Register(
-            hostname=self.config.host,
+            hostname=self.config.advertised_host,
             port=self.port,
             resources=self.resources.to_mesos(),
             agent_id=AgentID(self.agent_id) if self.agent_id else None,
