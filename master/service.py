@@ -316,19 +316,13 @@ class MasterService(Service):
                 await self._changed.wait()
 
     async def _execute(self, fx: list[Effect]) -> None:
+        """Run effects in order, awaiting each registry write (recovery, outside the pipeline)."""
         for e in fx:
-            match e:
-                case Persist():
-                    assert self.registry is not None
-                    await self.registry.apply(e.ops)
-                case SendEvent():
-                    self.scheduler_api.send(e.stream_id, e.event)
-                case CloseStream():
-                    self.scheduler_api.close(e.stream_id, e.reason)
-                case SendToAgent():
-                    self.agent_server.send(e.conn_id, e.body)
-                case CloseAgent():
-                    self.agent_server.close(e.conn_id, e.reason)
+            if isinstance(e, Persist):
+                assert self.registry is not None
+                await self.registry.apply(e.ops)
+            else:
+                self._act_one(e)
 
     async def _timer_loop(self) -> None:
         while True:
