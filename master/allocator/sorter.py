@@ -204,11 +204,7 @@ class DRFSorter:
                 also[key] = new
             else:
                 also.pop(key, None)
-        if len(self._clients) == 1:
-            self._lazy = True
-            return
-        if self._lazy or self._version != self._totals.version:
-            self._reposition(client)
+        if self._deferred(client):
             return
         old = client.key[0] * client.weight
         self._place(client, best if best > old else old)
@@ -224,11 +220,7 @@ class DRFSorter:
             self._move(client, sign > 0 and min(scalars.values(), default=0.0) >= 0, scalars)
 
     def _move(self, client: _Client, grew: bool, scalars: Mapping[str, float]) -> None:
-        if len(self._clients) == 1:
-            self._lazy = True
-            return
-        if self._lazy or self._version != self._totals.version:
-            self._reposition(client)
+        if self._deferred(client):
             return
         alloc = client.alloc
         # recompute the weighted dominant share and move the key
@@ -250,6 +242,17 @@ class DRFSorter:
                 if share > best:
                     best = share
         self._place(client, best)
+
+    def _deferred(self, client: _Client) -> bool:
+        """Handle a move the cheap way when one exists: a lone client is re-keyed lazily (by the
+        next ``add``), and stale totals need a full ``_reposition``. True when handled."""
+        if len(self._clients) == 1:
+            self._lazy = True
+            return True
+        if self._lazy or self._version != self._totals.version:
+            self._reposition(client)
+            return True
+        return False
 
     def _place(self, client: _Client, best: float) -> None:
         """Give the client the key of (unweighted) dominant share ``best`` and move it there."""
