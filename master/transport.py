@@ -116,7 +116,7 @@ class GuardedServer:
         self.agents = 0  # connections upgraded to the agent channel (not in ``active``)
         self.agents_refused = 0
         self.read_timeout = read_timeout
-        self.live: dict[asyncio.Transport, _Guard] = {}
+        self.live: dict[asyncio.BaseTransport, _Guard] = {}
         self.refused = 0
         self.timeouts = 0
         self.active = 0  # protocols created and not yet lost (accepts come in batches)
@@ -136,7 +136,7 @@ class GuardedServer:
     def admit_agent(self, transport: asyncio.BaseTransport | None) -> bool:
         """Move a connection that is becoming an agent channel out of the general pool into the
         agent pool; False (refuse it) when the agent pool is full."""
-        g = self.live.get(transport) if transport is not None else None  # type: ignore[call-overload]
+        g = self.live.get(transport) if transport is not None else None
         if g is None or g.agent:
             return True
         if self.agents >= self.max_agent_connections:

@@ -354,7 +354,8 @@ def _decode_fast(raw: Any, limits: codec.Limits) -> tuple[int, list[Body | None]
     for m in msgs:
         if m.__class__ is not dict or len(m) != 2:
             return None
-        spec = _BODY_OF.get(m.get("type"))  # type: ignore[arg-type]
+        t = m.get("type")
+        spec = _BODY_OF.get(t) if isinstance(t, str) else None
         if spec is None:
             return None
         value = m.get(spec[0])

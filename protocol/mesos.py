@@ -2036,10 +2036,10 @@ def validate_call(call: Call) -> str | None:
         if t is CallType.REQUEST and call.requests:
             return None
         return f"Expecting '{key}' to be present"
-    if t is CallType.ACKNOWLEDGE and len(call.acknowledge.uuid) != UUID_BYTES:  # type: ignore[union-attr]
+    if isinstance(body, Acknowledge) and len(body.uuid) != UUID_BYTES:
         return "Invalid UUID in 'acknowledge.uuid': expected 16 bytes"
-    if t is CallType.ACKNOWLEDGE_MANY:
-        acks = call.acknowledge_many.acknowledgements  # type: ignore[union-attr]
+    if isinstance(body, AcknowledgeMany):
+        acks = body.acknowledgements
         if not acks:
             return "Expecting 'acknowledge_many.acknowledgements' to be non-empty"
         if len(acks) > MAX_ACKNOWLEDGEMENTS:

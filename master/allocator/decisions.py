@@ -39,9 +39,9 @@ _R = TypeVar("_R", bound=type)
 
 def _class_strict(cls: _R) -> _R:
     """Equality and hash of a record class: equal only to a record of the same class."""
-    cls.__eq__ = _record_eq  # type: ignore[method-assign,assignment]
-    cls.__ne__ = _record_ne  # type: ignore[method-assign,assignment]
-    cls.__hash__ = _record_hash  # type: ignore[method-assign,assignment]
+    setattr(cls, "__eq__", _record_eq)  # noqa: B010 (mypy refuses a method assigned on the class)
+    setattr(cls, "__ne__", _record_ne)  # noqa: B010 (mypy refuses a method assigned on the class)
+    setattr(cls, "__hash__", _record_hash)  # noqa: B010 (mypy refuses a method assigned on the class)
     return cls
 
 
