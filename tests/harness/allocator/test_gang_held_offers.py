@@ -7,12 +7,14 @@ from __future__ import annotations
 
 import pytest
 
-from master.allocator import Demand, Revived
+from master.allocator import Demand, Offer, Revived
+
+from .conftest import Sim
 
 SHAPE = "cpus:1;mem:100"
 
 
-def _stalled_setup(sim, refuse: float | None):  # type: ignore[no-untyped-def]
+def _stalled_setup(sim: Sim, refuse: float | None) -> Offer:
     """Gang A runs 4 tasks on a1 and 1 on a2 (from whole-agent leases: no REQUEST yet); gang B
     (5) is declared; a2's task ends (its cpus flow back into the framework's lease on a2: 4 idle,
     held, not tagged for B); the framework declines its lease on a1 while A still runs there; then
@@ -32,12 +34,13 @@ def _stalled_setup(sim, refuse: float | None):  # type: ignore[no-untyped-def]
     sim.decline("batch", sim.offer_on("batch", "a1").offer_id, refuse=refuse)
     for i in range(4):
         sim.finish("batch", "a1", f"A{i}")
-    assert sim.alloc.agent_view("a1").free.scalar("cpus") == 4
+    view = sim.alloc.agent_view("a1")
+    assert view is not None and view.free.scalar("cpus") == 4
     return held
 
 
 @pytest.mark.parametrize("refuse", [None, 1000.0])
-def test_gang_counts_its_held_offer_and_is_offered_only_the_missing_unit(sim, refuse) -> None:  # type: ignore[no-untyped-def]
+def test_gang_counts_its_held_offer_and_is_offered_only_the_missing_unit(sim: Sim, refuse: float | None) -> None:
     held = _stalled_setup(sim, refuse)
     out = sim.allocate()
     assert sim.summary(out) == [("created", "batch", "a1", "cpus:1; mem:100")]
@@ -49,7 +52,7 @@ def test_gang_counts_its_held_offer_and_is_offered_only_the_missing_unit(sim, re
     assert "no unmet demand" in sim.alloc.why_not_offered("batch")
 
 
-def test_held_offer_alone_short_of_the_gang_offers_nothing(sim) -> None:  # type: ignore[no-untyped-def]
+def test_held_offer_alone_short_of_the_gang_offers_nothing(sim: Sim) -> None:
     sim.agent("a1").cpus(4).mem(1000).add()
     sim.agent("a2").cpus(4).mem(1000).add()
     sim.framework("batch").reusable().add()
@@ -62,7 +65,7 @@ def test_held_offer_alone_short_of_the_gang_offers_nothing(sim) -> None:  # type
     assert "gang G: insufficient resources (4 of 9" in sim.alloc.why_not_offered("batch")
 
 
-def test_another_frameworks_held_offer_never_counts(sim) -> None:  # type: ignore[no-untyped-def]
+def test_another_frameworks_held_offer_never_counts(sim: Sim) -> None:
     """Two gangs each needing more than half: a held offer counts only for its holder, so they
     never both hold part."""
     sim.agent("a1").cpus(4).mem(1000).add()
@@ -79,7 +82,7 @@ def test_another_frameworks_held_offer_never_counts(sim) -> None:  # type: ignor
     assert "gang B: insufficient resources" in sim.alloc.why_not_offered("jobB")
 
 
-def test_a_filter_covering_the_missing_unit_holds_until_revive(sim) -> None:  # type: ignore[no-untyped-def]
+def test_a_filter_covering_the_missing_unit_holds_until_revive(sim: Sim) -> None:
     """A DECLINE filter that contains the free resources still applies to a later REQUEST (Mesos:
     only REVIVE or expiry clears it); the reason names the held units."""
     sim.agent("a1").cpus(4).mem(1000).add()
