@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import posixpath
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 import aiohttp
@@ -62,37 +63,45 @@ def sandbox_subpath(raw: str) -> str | None:
     return posixpath.join(*parts) if parts else ""
 
 
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
 class WebUI:
     def __init__(self, svc: MasterService) -> None:
         self.svc = svc
 
     def routes(self) -> list[web.RouteDef]:
+        """Every page answers 503 while the master recovers (``_when_ready``)."""
         task = "/ui/tasks/{framework_id}/{task_id}/files"
-        return [
-            web.get("/", self.summary),
-            web.get("/ui", self.summary),
-            web.get("/ui/", self.summary),
-            web.get("/ui/agents", self.agents),
-            web.get("/ui/agents/{agent_id}", self.agent),
-            web.get("/ui/frameworks", self.frameworks),
-            web.get("/ui/frameworks/{framework_id}", self.framework),
-            web.get("/ui/tasks", self.tasks),
-            web.get("/ui/offers", self.offers),
-            web.get("/ui/roles", self.roles),
-            web.get(task, self.browse),
-            web.get(task + "/read", self.read),
-            web.get(task + "/download", self.download),
-            web.get(task + "/view", self.view),
-            web.get(task + "/{stream:stdout|stderr}", self.view),
+        pages: list[tuple[str, Handler]] = [
+            ("/", self.summary),
+            ("/ui", self.summary),
+            ("/ui/", self.summary),
+            ("/ui/agents", self.agents),
+            ("/ui/agents/{agent_id}", self.agent),
+            ("/ui/frameworks", self.frameworks),
+            ("/ui/frameworks/{framework_id}", self.framework),
+            ("/ui/tasks", self.tasks),
+            ("/ui/offers", self.offers),
+            ("/ui/roles", self.roles),
+            (task, self.browse),
+            (task + "/read", self.read),
+            (task + "/download", self.download),
+            (task + "/view", self.view),
+            (task + "/{stream:stdout|stderr}", self.view),
         ]
+        return [web.get(path, self._when_ready(handler)) for path, handler in pages]
+
+    def _when_ready(self, handler: Handler) -> Handler:
+        async def guarded(request: web.Request) -> web.StreamResponse:
+            if not self.svc.ready:
+                page = error_page(503, "Master is recovering", "The master is recovering its state; try again shortly.")
+                return _html(page, 503)
+            return await handler(request)
+
+        return guarded
 
     # --- the operator views ---------------------------------------------------------------------
-
-    def _not_ready(self) -> web.Response | None:
-        if self.svc.ready:
-            return None
-        return _html(error_page(503, "Master is recovering", "The master is recovering its state; try again shortly."),
-                     503)
 
     def _state(self) -> dict[str, Any]:
         return self.svc.operator_api.state_dict()
@@ -127,45 +136,29 @@ class WebUI:
     # --- pages ----------------------------------------------------------------------------------
 
     async def summary(self, request: web.Request) -> web.Response:
-        if (r := self._not_ready()) is not None:
-            return r
         return _html(pages.summary_page(self._state(), self.svc.operator_api.snapshot(), self._offers()))
 
     async def agents(self, request: web.Request) -> web.Response:
-        if (r := self._not_ready()) is not None:
-            return r
         return _html(pages.agents_page(self._state()))
 
     async def agent(self, request: web.Request) -> web.Response:
-        if (r := self._not_ready()) is not None:
-            return r
         aid = request.match_info["agent_id"]
         return self._or_404(pages.agent_page(self._state(), aid), "agent", aid)
 
     async def frameworks(self, request: web.Request) -> web.Response:
-        if (r := self._not_ready()) is not None:
-            return r
         return _html(pages.frameworks_page(self._state()))
 
     async def framework(self, request: web.Request) -> web.Response:
-        if (r := self._not_ready()) is not None:
-            return r
         fid = request.match_info["framework_id"]
         return self._or_404(pages.framework_page(self._state(), fid), "framework", fid)
 
     async def tasks(self, request: web.Request) -> web.Response:
-        if (r := self._not_ready()) is not None:
-            return r
         return _html(pages.tasks_page(self._state(), request.query.get("state") or None))
 
     async def offers(self, request: web.Request) -> web.Response:
-        if (r := self._not_ready()) is not None:
-            return r
         return _html(pages.offers_page(self._offers()))
 
     async def roles(self, request: web.Request) -> web.Response:
-        if (r := self._not_ready()) is not None:
-            return r
         return _html(pages.roles_page(self._roles(self._offers())))
 
     @staticmethod
@@ -179,8 +172,6 @@ class WebUI:
     ) -> tuple[dict[str, Any], dict[str, Any] | None, str] | web.Response:
         """The task, its agent's ``/state`` entry (None if the master no longer has it) and the
         requested sandbox sub-path; or the error page to answer."""
-        if (r := self._not_ready()) is not None:
-            return r
         fid, tid = request.match_info["framework_id"], request.match_info["task_id"]
         state = self._state()
         task = pages.find_task(state, fid, tid)
