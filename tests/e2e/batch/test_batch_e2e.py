@@ -139,9 +139,40 @@ def test_two_gangs_each_over_half_the_cluster_both_finish(cluster: LocalCluster)
     b = submit(cluster, "--count", "5", "--gang", "5", "--cpus", "1", "--mem", "16", "--", "sleep", "1")
     succeeds(cluster, a, timeout=180)
     succeeds(cluster, b, timeout=180)
-    da, db = show(cluster, a), show(cluster, b)
-    # Never both running at once: one gang's start is after the other's end.
-    assert db["started_at"] >= da["ended_at"] or da["started_at"] >= db["ended_at"]
+    runs = {jid: _attempt_spans(cluster, jid) for jid in (a, b)}
+    # Each gang ran whole: all five of its tasks were running at one moment.
+    for jid, spans in runs.items():
+        last = [task_spans[-1] for task_spans in spans]
+        assert max(s for s, _ in last) < min(e for _, e in last), (jid, last)
+    # The cluster never ran more than its 8 one-cpu tasks: b starts once enough of a has ended
+    # (it may overlap a's last tasks; that is room, not a deadlock or an overcommit).
+    # At equal times an end counts before a start (key False < True).
+    edges = sorted(
+        (t, is_start)
+        for spans in runs.values()
+        for task_spans in spans
+        for start, end in task_spans
+        for t, is_start in ((start, True), (end, False))
+    )
+    running = peak = 0
+    for _, is_start in edges:
+        running += 1 if is_start else -1
+        peak = max(peak, running)
+    assert peak <= 8, runs
+
+
+def _attempt_spans(cluster: LocalCluster, job_id: int) -> list[list[tuple[float, float]]]:
+    """Per task, the (started, ended) times of its attempts that ran, as the service saw them."""
+    out = []
+    for task in show(cluster, job_id)["task_list"]:
+        spans = [
+            (h["started_at"], h["ended_at"])
+            for h in task["history"]
+            if h.get("started_at") is not None and h.get("ended_at") is not None
+        ]
+        assert spans, task
+        out.append(spans)
+    return out
 
 
 @pytest.mark.slow
