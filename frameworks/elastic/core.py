@@ -88,19 +88,22 @@ class CoordinatorCore:
             a, change = self.membership.join(req.worker_id, req.address, now)
         except MembershipError as e:
             raise CoordinatorError("bad_worker", str(e)) from None
+        self.shards.worker_back(req.worker_id)  # alive after all: its silence counts for nothing
         self._note_change(change, now)
         return self._assignment(a)
 
     def leave(self, req: m.WorkerRequest, now: float) -> m.AckReply:
         change = self.membership.leave(req.worker_id, now)
         returned = self.shards.release_worker(req.worker_id, f"{req.worker_id} left")
+        self.shards.worker_back(req.worker_id)  # a clean exit: nothing counts against its shards
         self._note_returns(returned, now)
         self._note_change(change, now)
         return m.AckReply(change is not None, f"{len(returned)} lease(s) returned")
 
     def worker_died(self, worker_id: str, reason: str, now: float) -> None:
-        """The worker died (its process failed; the service or a heartbeat timeout says so): it
-        leaves, and the shards it held count a death each (set aside after repeated deaths)."""
+        """The worker's process died (the service's terminal update for its task): it leaves, and
+        the shards it held - now, or when it went silent before - count a death each (set aside
+        after repeated deaths). A heartbeat timeout alone (``tick``) counts no death."""
         change = self.membership.leave(worker_id, now)
         returned, aside = self.shards.worker_died(worker_id, f"{worker_id} died: {reason}")
         self._note_returns(returned, now)
@@ -231,10 +234,8 @@ class CoordinatorCore:
         """Expire silent members (returning their leases) and overdue leases."""
         change = self.membership.expire(now)
         if change is not None:
-            for w in change.left:
-                returned, aside = self.shards.worker_died(w, f"{w} died (heartbeat timeout)")
-                self._note_returns(returned, now)
-                self._note_set_aside(aside, now)
+            for w in change.left:  # silent, not known dead: no death counts against its shards
+                self._note_returns(self.shards.worker_timed_out(w, f"{w} missed its heartbeats"), now)
         self._note_change(change, now)
         self._note_returns(self.shards.expire(now), now)
 

@@ -3,8 +3,12 @@
 A worker *leases* a shard for ``lease_timeout`` seconds (renewed by its heartbeats), then
 completes or fails it. An expired lease, or the leases of a worker that left or died, go back to
 to-do. A shard that fails ``max_failures`` times is *set aside* with the last reason and skipped
-in later epochs; so is a shard whose holders *died* (crashed, heartbeat timeout) ``max_failures``
-times in a row without anyone completing it - a shard that crashes its workers outright. Epoch ``e+1`` starts when every shard of epoch ``e`` is done or set aside; the
+in later epochs; so is a shard whose holders *died* (their process ended: the service's terminal
+update for it) ``max_failures`` times in a row without anyone completing it - a shard that crashes
+its workers outright. A holder that merely went silent (missed heartbeats: descheduled, a network
+hiccup) returns its leases without counting a death (``worker_timed_out``); the shards it held are
+remembered against it, and count then only if its death is reported afterwards. Epoch ``e+1``
+starts when every shard of epoch ``e`` is done or set aside; the
 queue is finished after ``epochs`` epochs. Every lease has a unique id, so a late completion from
 a worker whose lease was taken back is refused as stale (each shard is done exactly once per
 epoch). Pure: time is an argument.
@@ -79,6 +83,8 @@ class ShardQueue:
     _failures: dict[int, int] = attrs.field(factory=dict)
     _deaths: dict[int, int] = attrs.field(factory=dict)  # holders that died since it was last done
     _set_aside: dict[int, SetAside] = attrs.field(factory=dict)
+    # worker -> shards it held when it went silent (a death reported later counts against them)
+    _silent: dict[str, tuple[int, ...]] = attrs.field(factory=dict)
     _next_lease_id: int = 1
     completed_total: int = 0
 
@@ -166,6 +172,7 @@ class ShardQueue:
         del self._leases[lease_id]
         self._done.add(lease.shard)
         self._deaths.pop(lease.shard, None)
+        self._forget_silent(lease.shard)
         self.completed_total += 1
         self._maybe_next_epoch()
         return Outcome.ACCEPTED
@@ -197,27 +204,67 @@ class ShardQueue:
         """Return every lease of a worker that left or died."""
         return tuple(self._return(lease, reason) for lease in self.leases_of(worker_id))
 
+    def worker_timed_out(self, worker_id: str, reason: str) -> tuple[LeaseReturned, ...]:
+        """The worker missed its heartbeats: its leases go back to to-do *without* counting a death
+        (it may only have been descheduled). The shards are remembered against it, so a death
+        reported later (``worker_died``) still counts against them."""
+        held = self.leases_of(worker_id)
+        if held:
+            self._silent[worker_id] = self._silent.get(worker_id, ()) + tuple(le.shard for le in held)
+        return tuple(self._return(lease, reason) for lease in held)
+
+    def worker_back(self, worker_id: str) -> None:
+        """A silent worker showed it is alive (it rejoined): forget the shards held against it."""
+        self._silent.pop(worker_id, None)
+
     def worker_died(
         self, worker_id: str, reason: str
     ) -> tuple[tuple[LeaseReturned, ...], tuple[SetAside, ...]]:
-        """The worker died holding leases: they go back to to-do, and a shard
-        whose holders died ``max_failures`` times in a row is set aside instead."""
+        """The worker's process died holding leases: they go back to to-do, and a shard whose
+        holders died ``max_failures`` times in a row is set aside instead. Shards it held when it
+        went silent before count too (a death each), unless they were completed since."""
         back: list[LeaseReturned] = []
         aside: list[SetAside] = []
         for lease in self.leases_of(worker_id):
             del self._leases[lease.lease_id]
-            n = self._deaths.get(lease.shard, 0) + 1
-            self._deaths[lease.shard] = n
-            if n >= self.max_failures:
-                a = SetAside(lease.shard, n, f"{n} workers died holding it; last: {reason}")
-                self._set_aside[lease.shard] = a
+            a = self._count_death(lease.shard, reason)
+            if a is not None:
                 aside.append(a)
             else:
                 self._todo.insert(0, lease.shard)
                 back.append(LeaseReturned(lease, reason))
+        for shard in self._silent.pop(worker_id, ()):
+            if shard in self._set_aside:
+                continue
+            a = self._count_death(shard, reason)
+            if a is not None:
+                if shard in self._todo:
+                    self._todo.remove(shard)
+                else:  # leased by another worker now: its lease ends with the shard set aside
+                    for lid in [lid for lid, le in self._leases.items() if le.shard == shard]:
+                        del self._leases[lid]
+                aside.append(a)
         if aside:
             self._maybe_next_epoch()
         return tuple(back), tuple(aside)
+
+    def _forget_silent(self, shard: int) -> None:
+        """Someone completed ``shard``: earlier silent holders no longer count against it."""
+        for w, shards in list(self._silent.items()):
+            left = tuple(x for x in shards if x != shard)
+            if left:
+                self._silent[w] = left
+            else:
+                del self._silent[w]
+
+    def _count_death(self, shard: int, reason: str) -> SetAside | None:
+        n = self._deaths.get(shard, 0) + 1
+        self._deaths[shard] = n
+        if n < self.max_failures:
+            return None
+        a = SetAside(shard, n, f"{n} workers died holding it; last: {reason}")
+        self._set_aside[shard] = a
+        return a
 
     def expire(self, now: float) -> tuple[LeaseReturned, ...]:
         """Return every lease past its expiry."""

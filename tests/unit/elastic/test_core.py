@@ -28,7 +28,7 @@ def test_dead_worker_lease_returns_on_heartbeat_timeout() -> None:
     st = c.status(3.5)
     assert [w["worker_id"] for w in st["workers"]] == ["b"] and st["generation"] == 3
     assert st["lease_returns"] == 1 and st["shards"]["todo"] == 2
-    assert any("a died" in e["text"] for e in st["log"])
+    assert any("a missed its heartbeats" in e["text"] for e in st["log"])
     assert c.complete(m.LeaseDone("a", la.lease_id or 0), 4.0).accepted is False
     assert c.lease(m.WorkerRequest("a"), 4.0).status is m.LeaseStatus.REJOIN
 
@@ -146,3 +146,41 @@ def test_a_worker_that_died_counts_against_the_shards_it_held() -> None:
     assert any(e["kind"] == "set_aside" and "memory limit" in e["text"] for e in st["log"])
     ck = c.snapshot(2.0)
     assert wire.decode(m.Checkpoint, wire.encode(ck)).shards.set_aside == ck.shards.set_aside
+
+
+def test_heartbeat_timeouts_do_not_count_as_deaths_of_the_shard() -> None:
+    """Workers that merely went silent (descheduled) give their leases back without setting the
+    shard aside, however often it happens; a worker that comes back rejoins and the shard is done."""
+    c = core(max_failures=2)
+    t = 0.0
+    for w in ("a", "b", "c"):
+        c.join(m.JoinRequest(w), t)
+        assert c.lease(m.WorkerRequest(w), t).shard == 0
+        t += 4.0
+        c.tick(t)  # silent for 4 s > 3 s: out, shard 0 back to to-do
+    st = c.status(t)
+    assert st["shards"]["set_aside"] == 0 and st["shards"]["todo"] == 2 and st["world_size"] == 0
+    assert c.heartbeat(m.WorkerRequest("a"), t).known is False  # a was only descheduled: it rejoins
+    c.join(m.JoinRequest("a"), t)
+    le = c.lease(m.WorkerRequest("a"), t)
+    assert le.shard == 0 and c.complete(m.LeaseDone("a", le.lease_id or 0), t).accepted
+    c.worker_died("b", "exit -9", t)  # a later death report: shard 0 was completed since
+    assert c.status(t)["shards"]["set_aside"] == 0
+
+
+def test_a_silent_worker_whose_death_is_reported_later_counts_against_its_shard() -> None:
+    """The service's terminal update for a worker that first timed out still counts a death
+    against the shard it held then: two such deaths set it aside."""
+    c = core(max_failures=2)
+    t = 0.0
+    for w in ("a", "b"):
+        c.join(m.JoinRequest(w), t)
+        assert c.lease(m.WorkerRequest(w), t).shard == 0
+        t += 4.0
+        c.tick(t)  # heartbeat timeout: no death counted yet
+        assert c.status(t)["shards"]["set_aside"] == 0
+        c.worker_died(w, "exit -11", t)  # its agent says the process died
+    st = c.status(t)
+    assert st["shards"]["set_aside"] == 1
+    (detail,) = st["shards"]["set_aside_detail"]
+    assert detail["shard"] == 0 and "2 workers died holding it" in detail["reason"]

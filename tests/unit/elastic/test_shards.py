@@ -149,3 +149,26 @@ def test_a_completed_shard_forgets_its_holders_deaths() -> None:
     assert le is not None
     _, aside = r.worker_died("a", "crash")
     assert [a.shard for a in aside] == [0] and r.finished  # deaths survived the checkpoint
+
+
+def test_timed_out_holders_return_the_shard_without_a_death() -> None:
+    s = q(n=1, max_failures=1)
+    le = s.lease("a", 0.0)
+    assert le is not None
+    (back,) = s.worker_timed_out("a", "a missed its heartbeats")
+    assert back.lease == le and s.state_of(0) is ShardState.TODO and s.set_aside() == ()
+    s.worker_back("a")  # it rejoined: a later death report no longer counts the old shard
+    assert s.worker_died("a", "crash") == ((), ())
+    assert s.state_of(0) is ShardState.TODO
+
+
+def test_a_death_reported_after_a_timeout_sets_aside_even_a_re_leased_shard() -> None:
+    s = q(n=2, max_failures=1)
+    le = s.lease("a", 0.0)
+    assert le is not None and le.shard == 0
+    s.worker_timed_out("a", "silent")
+    other = s.lease("b", 0.0)
+    assert other is not None and other.shard == 0
+    back, aside = s.worker_died("a", "exit -11")
+    assert back == () and [x.shard for x in aside] == [0]
+    assert s.state_of(0) is ShardState.SET_ASIDE and s.complete(other.lease_id, "b") is Outcome.STALE
