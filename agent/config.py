@@ -56,6 +56,7 @@ class AgentConfig:
     fsync: bool = True
     sync_updates: str = "terminal"  # "terminal": fdatasync terminal updates before sending; "all": every update
     allow_root_tasks: bool = False
+    switch_user: bool = True  # run a task without CommandInfo.user as its FrameworkInfo.user (Mesos --switch_user)
     sandbox_gc_delay: float = 3600.0  # seconds a finished task's sandbox stays readable  # let a task ask for CommandInfo.user = root (uid 0)
 
     @property

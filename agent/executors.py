@@ -11,6 +11,7 @@ import attrs
 
 from agent import status_updates as su
 from agent import tasks as tk
+from agent import users
 from agent.checkpoint import CheckpointError
 from agent.environment import task_environment
 from agent.launcher import LaunchError
@@ -69,7 +70,14 @@ class ExecutorGlue:
             )
             exit_path = self.svc.checkpoint.executor_exit_path(fid, eid)
             exit_path.parent.mkdir(parents=True, exist_ok=True)
-            proc = self.svc.launcher.launch(key, command_spec(info.command).argv, env, sandbox, exit_path)
+            argv = command_spec(info.command).argv
+            cfg = self.svc.config
+            run_as = users.resolve_task(info.command.user, fi.user, allow_root=cfg.allow_root_tasks, switch_user=cfg.switch_user)
+            if run_as is not None:  # the executor runs as the task's user, like a command task
+                sandbox.mkdir(parents=True, exist_ok=True)
+                os.chown(sandbox, run_as.uid, run_as.gid)
+                argv = run_as.wrap(argv, self.svc.setpriv)
+            proc = self.svc.launcher.launch(key, argv, env, sandbox, exit_path)
         except (LaunchError, CheckpointError, SpecError, OSError, ValueError) as e:
             log.warning("executor %s/%s failed to start: %s", fid, eid, e)
             self.svc.submit(self.svc.tracker.handle(tk.ExecutorTerminated(fid, eid, None, f"Executor failed to start: {e}"), now))

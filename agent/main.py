@@ -80,6 +80,10 @@ async def _serve(config: AgentConfig) -> int:
 @click.option("--fsync/--no-fsync", default=True, show_default=True, help="--no-fsync is unsafe (loses updates on power loss); for measurements only.")
 @click.option("--sandbox-gc-delay", default=3600.0, show_default=True, type=float, help="Seconds a finished task's sandbox is kept.")
 @click.option("--allow-root-tasks", is_flag=True, default=False, help="Allow tasks to ask to run as root (uid 0).")
+@click.option(
+    "--switch-user/--no-switch-user", default=True, show_default=True,
+    help="Run a task without CommandInfo.user as its framework's FrameworkInfo.user (when the agent is root and the user exists).",
+)
 @click.option("--isolation", default="auto", show_default=True, type=click.Choice(["auto", "cgroups-v2", "psutil"]))
 @click.option("--ping-timeout", default=15.0, show_default=True, type=float, help="Reconnect after this long without a frame.")
 @click.option("--default-grace", default=3.0, show_default=True, type=float, help="Kill grace period when none is given.")

@@ -740,7 +740,10 @@ class AgentService(Service):
             try:
                 spec = task_spec(fid, info, rt.executor if rt.group else None, killing_state=killing)
                 if spec.command is not None:
-                    run_as = users.resolve(spec.command.user, self.config.allow_root_tasks)
+                    run_as = users.resolve_task(
+                        spec.command.user, fi.user, allow_root=self.config.allow_root_tasks,
+                        switch_user=self.config.switch_user,
+                    )
                     if run_as is not None:
                         self.run_as[(fid, spec.task_id)] = run_as
                 specs.append(spec)

@@ -1,7 +1,11 @@
 """Which user a task runs as (shell: reads the user database).
 
-A task runs as the agent's own user unless its ``CommandInfo.user`` names another one. Rules
-(RELIABILITY.md B3, S14): an unknown user is refused; uid 0 is refused unless the operator passed
+A task runs as its ``CommandInfo.user``, else as its framework's ``FrameworkInfo.user`` (as Mesos'
+``--switch_user``; ``--no-switch-user`` turns the fallback off), else as the agent's own user. The
+framework's user is a default, not a demand: it is used only when the agent can switch to it (the
+agent runs as root and the user exists here; otherwise the task runs as the agent's user, with a
+log line), and naming the agent's own user is no switch at all. An explicit ``CommandInfo.user`` is
+a demand. Rules (RELIABILITY.md B3, S14): an unknown user is refused; uid 0 is refused unless the operator passed
 ``--allow-root-tasks`` — even when the master let the task through; switching to another user
 needs the agent to run as root, and is done by ``setpriv`` (util-linux) in front of the command,
 after the sandbox has been handed to that user.
@@ -9,11 +13,14 @@ after the sandbox has been handed to that user.
 
 from __future__ import annotations
 
+import logging
 import os
 import pwd
 import shutil
 
 import attrs
+
+log = logging.getLogger(__name__)
 
 
 class UserError(ValueError):
@@ -50,6 +57,31 @@ def resolve(user: str | None, allow_root: bool) -> RunAs | None:
     if shutil.which("setpriv") is None:
         raise UserError(f"cannot switch to user {user!r}: setpriv is not installed")
     return RunAs(user, pw.pw_uid, pw.pw_gid)
+
+
+def resolve_task(
+    command_user: str | None, framework_user: str | None, *, allow_root: bool, switch_user: bool = True
+) -> RunAs | None:
+    """The identity a task (or executor) runs as: its ``CommandInfo.user`` (a demand: refused
+    if it cannot be honoured), else the framework's ``FrameworkInfo.user`` when ``switch_user``
+    (a default: root still needs ``allow_root``, but a user this agent cannot switch to - absent
+    here, or the agent is not root - means the agent's own user), else None (the agent's user)."""
+    if command_user:
+        return resolve(command_user, allow_root)
+    if not switch_user or not framework_user:
+        return None
+    try:
+        pw = pwd.getpwnam(framework_user)
+    except KeyError:
+        log.warning("framework user %r does not exist here: the task runs as the agent's user", framework_user)
+        return None
+    me = os.geteuid()
+    if pw.pw_uid == me:
+        return None  # the agent's own identity: nothing to switch
+    if me != 0:
+        log.debug("the agent (uid %d) cannot switch to framework user %r", me, framework_user)
+        return None
+    return resolve(framework_user, allow_root)
 
 
 def setpriv_path() -> str:

@@ -207,6 +207,40 @@ async def test_task_user_rules(master: Any, make_agent: Any) -> None:
     assert st.state is S.TASK_ERROR and "unknown user" in (st.message or "")
 
 
+async def test_framework_user_is_the_default_task_user(master: Any, make_agent: Any) -> None:
+    """A task without CommandInfo.user runs as its FrameworkInfo.user (Mesos --switch_user), when
+    the agent can switch to it (it runs as root); CommandInfo.user still wins; a framework user
+    this host lacks means the agent's user."""
+    import os
+    import pwd
+
+    import attrs
+
+    from protocol.mesos import CommandInfo, TaskInfo
+    from protocol.mesos_common import TaskID
+
+    nobody = pwd.getpwnam("nobody").pw_uid
+    me = os.geteuid()
+    expected = nobody if me == 0 else me  # a non-root agent cannot switch: the agent's user
+
+    def task(tid: str, user: str | None = None) -> TaskInfo:
+        return TaskInfo(name=tid, task_id=TaskID(tid), command=CommandInfo(value="id -u", user=user))
+
+    agent = await make_agent()
+    await master.wait_connected()
+    master.framework = attrs.evolve(master.framework, user="nobody")
+    await master.run_many([task("fw-user"), task("cmd-user", "daemon")])
+    master.framework = attrs.evolve(master.framework, user="no-such-user-here")
+    await master.run_many([task("ghost-fw-user")])
+    daemon = pwd.getpwnam("daemon").pw_uid
+    st = await master.wait_terminal("cmd-user")
+    if me != 0:  # an explicit CommandInfo.user the agent cannot switch to is refused
+        assert st.state is S.TASK_ERROR and st.reason is not None and st.reason.name == "REASON_TASK_UNAUTHORIZED"
+    for tid, uid in (("fw-user", expected), ("cmd-user", daemon), ("ghost-fw-user", me))[:: 1 if me == 0 else 2]:
+        assert (await master.wait_terminal(tid)).state is S.TASK_FINISHED, tid
+        assert (agent.checkpoint.sandbox("fw1", tid) / "stdout").read_text() == f"{uid}\n", tid
+
+
 async def test_finished_sandbox_is_collected_after_the_delay(master: Any, make_agent: Any) -> None:
     agent = await make_agent(sandbox_gc_delay=0.3)
     await master.wait_connected()
