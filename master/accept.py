@@ -172,7 +172,7 @@ class AcceptRules(CoreBase):
             if not tasks:
                 continue
             for tk in tasks:
-                self._add_task(fw, ag, tk, executor, now, res_of.get(tk.task_id.value))
+                self._add_task(fw, ag, tk, executor, now, fx, res_of.get(tk.task_id.value))
             # the agent is connected (checked above, nothing in between can disconnect it)
             self._to_agent(
                 offer_agent,

@@ -149,6 +149,7 @@ class AgentRules(CoreBase):
         if ag.draining:
             ag.phase = AgentPhase.DRAINING
             self._alloc_event(ae.AgentDeactivated(agent_id=aid, reason="agent draining (maintenance)"), now, fx)
+        self._op_agent_added(ag, fx)
         self._merge_tasks(ag, reg, was_unreachable, same_conn, now, fx)
         if self.recovery_deadline is not None and not self.recovering():
             self.recovery_deadline = None
@@ -180,6 +181,7 @@ class AgentRules(CoreBase):
                 deadline = now + max(float(info.failover_timeout or 0.0), self.cfg.agent_reregister_timeout)
                 fw = self._new_framework(fid, info, FrameworkPhase.RECOVERED, now, deadline)
                 self.frameworks[fid] = fw
+                self._op_framework_added(fw, fx)
             try:
                 res = Resources.from_mesos(rt.resources)
             except (ResourceError, TypeError, ValueError):
@@ -188,6 +190,7 @@ class AgentRules(CoreBase):
             if is_terminal(rt.state):
                 continue
             task = fw.tasks.get(tid)
+            added = False
             if task is None:
                 task = TaskRec(
                     framework_id=fid,
@@ -200,6 +203,7 @@ class AgentRules(CoreBase):
                     executor_id=rt.executor_id.value if rt.executor_id else None,
                 )
                 fw.tasks[tid] = task
+                added = True
             elif task.state is TS.TASK_UNREACHABLE:
                 if not fw.partition_aware:
                     # it was reported LOST already: kill it (Mesos policy for non-partition-aware)
@@ -209,10 +213,16 @@ class AgentRules(CoreBase):
                     self._master_update(
                         fw, tid, rt.state, R.REASON_AGENT_REREGISTERED, "Agent re-registered", now, fx, ag.agent_id, task.executor_id
                     )
+                self._op_task_updated(task, rt.state, rt.status, now, fx)
             else:
+                moved = task.state is not rt.state
                 task.state = rt.state
+                if moved:
+                    self._op_task_updated(task, rt.state, rt.status, now, fx)
             if rt.status is not None:
                 task.statuses.append(rt.status)
+            if added:
+                self._op_task_added(task, fx)
             if rt.executor_id is not None:
                 fw.executors.setdefault(
                     (ag.agent_id, rt.executor_id.value), mesos.ExecutorInfo(executor_id=rt.executor_id)
@@ -322,6 +332,7 @@ class AgentRules(CoreBase):
             )
             fw.tasks[tid] = task
             ag.tasks.add((fid, tid))
+            self._op_task_added(task, fx)
         if task.task_id in fw.tasks and task.state is not new_state:
             if can_transition(task.state, new_state):
                 self.counters["valid_status_updates"] += 1
@@ -330,6 +341,7 @@ class AgentRules(CoreBase):
                     self._finish_task(fw, task, new_state, now, fx, recover=True, status=status)
                 else:
                     task.state = new_state
+                    self._op_task_updated(task, new_state, status, now, fx)
             else:
                 self.counters["invalid_status_updates"] += 1
         else:
@@ -352,6 +364,8 @@ class AgentRules(CoreBase):
 
     def _remove_agent(self, ag: AgentRec, now: float, fx: list[Effect]) -> None:
         fx.append(Persist((ops.AgentRemoved(ag.agent_id),)))
+        if ag.phase is not AgentPhase.UNREACHABLE:  # (its unreachability was published already)
+            self._op_agent_removed(ag.agent_id, fx)
         check_agent(ag.phase, AgentPhase.REMOVED)
         ag.phase = AgentPhase.REMOVED
         for fid, tid in sorted(ag.tasks):
@@ -371,6 +385,7 @@ class AgentRules(CoreBase):
         ag.unreachable_since = now
         self._touch(now + self.cfg.unreachable_gc)
         self.counters["slave_removals"] += 1
+        self._op_agent_removed(ag.agent_id, fx)
         if ag.conn_id is not None:
             self.conns.pop(ag.conn_id, None)
             fx.append(CloseAgent(ag.conn_id, reason))
@@ -384,7 +399,8 @@ class AgentRules(CoreBase):
             if fw is None or task is None or task.state is TS.TASK_UNREACHABLE:
                 continue
             task.state = TS.TASK_UNREACHABLE
-            self._master_update(fw, tid, TS.TASK_UNREACHABLE, R.REASON_AGENT_REMOVED, f"Agent {ag.agent_id} is unreachable: {reason}", now, fx, ag.agent_id, task.executor_id)
+            status = self._master_update(fw, tid, TS.TASK_UNREACHABLE, R.REASON_AGENT_REMOVED, f"Agent {ag.agent_id} is unreachable: {reason}", now, fx, ag.agent_id, task.executor_id)
+            self._op_task_updated(task, TS.TASK_UNREACHABLE, status, now, fx)
         for fw in self.frameworks.values():
             if fw.connected:
                 self._send(fw, mesos.Event.make_failure(mesos.AgentID(ag.agent_id)), fx)

@@ -21,6 +21,7 @@ from master.events import (
     SendToAgent,
 )
 from master.lifecycles import AgentPhase, FrameworkPhase
+from master.operator_events import OperatorFeed
 from master.ratelimit import TokenBucket
 from master.records import AgentRec, FrameworkRec, TaskRec
 from master.validation import task_resources
@@ -103,7 +104,7 @@ def _attrs_from_string(text: str) -> tuple[mesos.Attribute, ...]:
 
 
 
-class CoreBase:
+class CoreBase(OperatorFeed):
     """Frameworks, agents, tasks and the allocator; the helpers the rules share."""
 
     def __init__(
@@ -162,6 +163,8 @@ class CoreBase:
         self.calls: dict[str, int] = {}
         self.allocator_errors: list[str] = []
         self.finished_counts: dict[TaskState, int] = {}
+        self.operator_streams: set[str] = set()  # open operator event streams (master.operator_events)
+        self.operator_seq = 0
 
     # --- recovery -------------------------------------------------------------------------------
 
@@ -384,6 +387,7 @@ class CoreBase:
         tk: mesos.TaskInfo,
         group_executor: mesos.ExecutorInfo | None,
         now: float,
+        fx: list[Effect],
         resources: Resources | None = None,
     ) -> None:
         executor = group_executor or tk.executor
@@ -409,6 +413,7 @@ class CoreBase:
         ag.tasks.add((fw.framework_id, rec.task_id))
         if executor is not None:
             fw.executors[(ag.agent_id, executor.executor_id.value)] = executor
+        self._op_task_added(rec, fx)
 
     def _finish_task(
         self,
@@ -436,6 +441,7 @@ class CoreBase:
                 timestamp=now,
             )
             task.statuses.append(status)
+        self._op_task_updated(task, state, status, now, fx)
         fw.tasks.pop(task.task_id, None)
         fw.completed[task.task_id] = task
         while len(fw.completed) > self.cfg.completed_tasks_per_framework:

@@ -124,6 +124,19 @@ class TeardownRequested:
     framework_id: str
 
 
+@attrs.frozen
+class OperatorStreamOpened:
+    """An operator opened an event stream (``SUBSCRIBE`` on ``/api/v1``); ``stream_id`` is the
+    shell's name for it. While any is open the core publishes operator events."""
+
+    stream_id: str
+
+
+@attrs.frozen
+class OperatorStreamClosed:
+    stream_id: str
+
+
 MasterEvent = (
     SubscribeReceived
     | CallReceived
@@ -138,6 +151,8 @@ MasterEvent = (
     | AgentDrainRequested
     | ReservationRequested
     | TeardownRequested
+    | OperatorStreamOpened
+    | OperatorStreamClosed
 )
 
 # --- outputs --------------------------------------------------------------------------------
@@ -174,4 +189,13 @@ class CloseAgent:
     reason: str = ""
 
 
-Effect = Persist | SendEvent | CloseStream | SendToAgent | CloseAgent
+@attrs.frozen
+class PublishOperatorEvent:
+    """Fan ``event`` out to the open operator streams; ``seq`` numbers the core's operator events
+    (a stream whose snapshot was taken at seq N gets only those after N)."""
+
+    seq: int
+    event: mesos.OperatorEvent
+
+
+Effect = Persist | SendEvent | CloseStream | SendToAgent | CloseAgent | PublishOperatorEvent

@@ -44,6 +44,8 @@ from master.events import (
     CloseStream,
     Effect,
     MasterEvent,
+    OperatorStreamClosed,
+    OperatorStreamOpened,
     Persist,
     QuotaUpdated,
     ReservationRequested,
@@ -169,6 +171,8 @@ class MasterState(AgentRules, AcceptRules):
                 fw = self.frameworks.get(event.framework_id)
                 if fw is not None:
                     self._remove_framework(fw, now, "Framework torn down by the operator", fx)
+            case OperatorStreamOpened() | OperatorStreamClosed():
+                self._operator_stream(event.stream_id, isinstance(event, OperatorStreamOpened))
 
     def _schedule_allocation(self, now: float) -> None:
         d = self.alloc.next_deadline(now)
@@ -237,6 +241,7 @@ class MasterState(AgentRules, AcceptRules):
         info = attrs.evolve(info, id=mesos.FrameworkID(fid))
         failover = float(info.failover_timeout or 0.0)
         fx.append(Persist((ops.FrameworkAdded(fid, codec.encode_msgpack(info), failover, now),)))
+        added = fw is None
         if fw is None:
             fw = self._new_framework(fid, info, FrameworkPhase.SUBSCRIBED, now)
             self.frameworks[fid] = fw
@@ -254,6 +259,10 @@ class MasterState(AgentRules, AcceptRules):
             fw.deadline = None
         fw.stream_id = ev.stream_id
         self.streams[ev.stream_id] = fid
+        if added:
+            self._op_framework_added(fw, fx)
+        else:
+            self._op_framework_updated(fw, fx)
         fx.append(
             SendEvent(
                 ev.stream_id,
@@ -311,6 +320,7 @@ class MasterState(AgentRules, AcceptRules):
         fw.deadline = now + fw.failover_timeout
         self._touch(fw.deadline)
         fx.append(Persist((ops.FrameworkDisconnected(fid, fw.deadline),)))
+        self._op_framework_updated(fw, fx)
         self._alloc_event(ae.FrameworkDeactivated(framework_id=fid), now, fx)
 
     def _remove_framework(self, fw: FrameworkRec, now: float, reason: str, fx: list[Effect]) -> None:
@@ -337,6 +347,7 @@ class MasterState(AgentRules, AcceptRules):
         self.removed_framework_ids.add(fid)
         self.completed_frameworks.append(fw)
         self.counters["frameworks_removed"] += 1
+        self._op_framework_removed(fw, fx)
 
     # --- scheduler calls ------------------------------------------------------------------------
 
