@@ -7,6 +7,13 @@ executes the effects it returns: ``Launch`` on an offer, ``Kill`` a task, ``Decl
 
 Task ids on the wire are ``<job>-<index>-<attempt>`` (``j12-3-0``), so an update names its
 attempt and a late update from an old attempt cannot touch the new one.
+
+A task id is launched at most once. Launches are *write-first*: the shell makes the LAUNCHING
+attempt (with its task id) durable before the ACCEPT leaves, so a restart finds it LAUNCHING,
+never PENDING under the same id. After every (re)subscription the shell reconciles the active
+attempts (``active_attempts``) explicitly with the master: RUNNING and FINISHED answers are
+adopted, and a LAUNCHING attempt the master answers LOST, UNKNOWN, GONE or DROPPED for never ran:
+it is retried under a *new* attempt id (no retry spent).
 """
 
 from __future__ import annotations
@@ -38,7 +45,9 @@ PREEMPTED_REASON = "REASON_CONTAINER_PREEMPTED"
 MAX_FREE_RELAUNCHES = 10
 # A launch that ends in one of these before the task ever ran did not run the user's command
 # (a stale offer, an agent gone meanwhile): relaunch it without spending a retry.
-NEVER_RAN = frozenset({TaskState.TASK_DROPPED, TaskState.TASK_LOST, TaskState.TASK_GONE})
+# TASK_UNKNOWN is the master's reconciliation answer for a task it never heard of on an agent it
+# does not know (the ACCEPT was lost with a framework crash).
+NEVER_RAN = frozenset({TaskState.TASK_DROPPED, TaskState.TASK_LOST, TaskState.TASK_GONE, TaskState.TASK_UNKNOWN})
 ACTIVE = frozenset({TaskPhase.LAUNCHING, TaskPhase.RUNNING})
 
 
@@ -243,6 +252,16 @@ class BatchCore:
         for job in self.live.values():
             for i in sorted(job.active):
                 yield job.tasks[i]
+
+    def active_attempts(self) -> list[tuple[str, str | None]]:
+        """``(task_id, agent_id)`` of every LAUNCHING or RUNNING attempt: what to reconcile
+        explicitly with the master after a (re)subscription (a launch lost with a crash of this
+        framework is then answered for, and retried under a new id)."""
+        out = []
+        for task in self.active_tasks():
+            cur = task.current
+            out.append((task.task_id, cur.agent_id if cur is not None else None))
+        return out
 
     def has_pending_work(self) -> bool:
         return any(j.pending for j in self.live.values())

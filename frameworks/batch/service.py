@@ -51,7 +51,7 @@ from frameworks.batch.core import (
 from frameworks.batch.model import SpecError, spec_from_dict, spec_to_dict
 from frameworks.batch.planner import OfferView
 from frameworks.batch.store import JobStore, attempt_to_dict
-from frameworks.client.driver import Scheduler, SchedulerDriver
+from frameworks.client.driver import KnownTask, Scheduler, SchedulerDriver
 from frameworks.client.offers import OfferCacheError
 from frameworks.client.transport import HttpTransport, TransportError
 from protocol.codec import JSON, MSGPACK
@@ -71,6 +71,7 @@ from protocol.mesos import (
 )
 from protocol.mesos_common import FrameworkID, TaskID
 from protocol.resources import Resources
+from protocol.task_states import TaskState
 
 log = logging.getLogger(__name__)
 
@@ -186,6 +187,12 @@ class BatchService(Service, Scheduler):
 
     def subscribed(self, driver: SchedulerDriver, framework_id: str, master_info: object) -> None:
         self.store.open().set_meta("framework_id", framework_id)
+        # Every attempt we launched (or were launching when we crashed) is reconciled explicitly
+        # by the driver right after this: a launch the master never got is answered LOST/UNKNOWN/
+        # GONE and retried under a new id; a running or finished one is adopted.
+        for task_id, agent_id in self.core.active_attempts():
+            if task_id not in driver.tasks:
+                driver.tasks[task_id] = KnownTask(task_id, agent_id, TaskState.TASK_STAGING)
         self._wake.set()
 
     def offers(self, driver: SchedulerDriver, offers: list[Offer]) -> None:
@@ -275,6 +282,8 @@ class BatchService(Service, Scheduler):
             if isinstance(e, Persist):
                 self._mark_dirty(e.job_ids)
             elif not driver.connected:
+                if isinstance(e, Launch):  # never sent: back to PENDING (same id, nothing left)
+                    self._absorb(self.core.launch_not_sent([t.task_id for t in e.tasks], self.now()))
                 continue
             elif isinstance(e, Launch):
                 launches.append(e)  # sent together with the launches next to it
@@ -296,7 +305,21 @@ class BatchService(Service, Scheduler):
 
     async def _launch_all(self, launches: list[Launch]) -> None:
         """ACCEPT on several offers at once (each on its own agent; one call each): a round waits
-        for the slowest answer, not for the sum of them."""
+        for the slowest answer, not for the sum of them.
+
+        Write-first: the LAUNCHING attempts are made durable (one flush for the whole round)
+        before any ACCEPT leaves, so a crash right after the send can never bring the task back
+        as PENDING under the same task id (a duplicate launch of an id the agent may run)."""
+        if not launches:
+            return
+        self._mark_dirty(t.job_id for e in launches for t in e.tasks)
+        try:
+            await self._flush()
+        except Exception:
+            log.exception("batch: could not save launches; not sending them")
+            back = self.core.launch_not_sent([t.task_id for e in launches for t in e.tasks], self.now())
+            self._mark_dirty(i for b in back if isinstance(b, Persist) for i in b.job_ids)
+            return
         if len(launches) == 1:
             await self._launch(launches[0])
         elif launches:
