@@ -53,10 +53,11 @@ class AgentRules(CoreBase):
         fx.append(Persist((ops.ReservationsSet(agent_id, str(ag.reservations)),)))
         self._alloc_event(ae.AgentUpdated(agent_id=agent_id, total=self._alloc_total(ag)), now, fx)
 
-    def _drain(self, agent_id: str, draining: bool, now: float, fx: list[Effect]) -> None:
+    def _drain(self, agent_id: str, draining: bool, now: float, fx: list[Effect], reason: str | None = None) -> None:
         ag = self.agents.get(agent_id)
         if ag is None or ag.phase in (AgentPhase.REMOVED, AgentPhase.UNREACHABLE):
             return
+        ag.drain_reason = reason if draining else None
         fx.append(Persist((ops.AgentDrainSet(agent_id, draining),)))
         ag.draining = draining
         if ag.phase is AgentPhase.RECOVERED:

@@ -104,6 +104,7 @@ class AgentDrainRequested:
 
     agent_id: str
     draining: bool
+    reason: str | None = None  # the operator's words, shown with the agent (not persisted)
 
 
 @attrs.frozen

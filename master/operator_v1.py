@@ -96,7 +96,8 @@ class OperatorV1(StateViews):
             aid = body.agent_id.value
             if aid not in svc.state.agents:
                 raise _Bad(f"Unknown agent {aid}")
-            await svc.dispatch(AgentDrainRequested(agent_id=aid, draining=t is not OT.REACTIVATE_AGENT))
+            reason = call.drain_agent.reason if call.drain_agent is not None else None
+            await svc.dispatch(AgentDrainRequested(agent_id=aid, draining=t is not OT.REACTIVATE_AGENT, reason=reason))
             return None
         if t in (OT.RESERVE_RESOURCES, OT.UNRESERVE_RESOURCES):
             body_r = call.reserve_resources or call.unreserve_resources

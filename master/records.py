@@ -95,6 +95,7 @@ class AgentRec:
     reservations: Resources = EMPTY  # dynamic reservations (registry)
     slack: Resources = EMPTY
     draining: bool = False
+    drain_reason: str | None = None  # the operator's, in memory only (a new master shows none)
     tasks: set[tuple[str, str]] = attrs.field(factory=set)  # (framework_id, task_id)
     in_allocator: bool = False
 

@@ -164,7 +164,7 @@ class MasterState(AgentRules, AcceptRules):
                 fx.append(Persist((ops.WeightSet(event.role, event.weight),)))
                 self._set_weight(event.role, event.weight, now, fx)
             case AgentDrainRequested():
-                self._drain(event.agent_id, event.draining, now, fx)
+                self._drain(event.agent_id, event.draining, now, fx, event.reason)
             case ReservationRequested():
                 self._operator_reservation(event.agent_id, event.resources, event.reserve, now, fx)
             case TeardownRequested():

@@ -132,6 +132,8 @@ class StateViews:
             "revocable_resources": _legacy(ag.slack),
             "active": ag.reachable and ag.conn_id is not None,
             "deactivated": not ag.reachable,
+            "draining": ag.draining,
+            "drain_reason": ag.drain_reason,
             "version": ag.version,
             "capabilities": list(ag.capabilities),
             "phase": ag.phase.value,

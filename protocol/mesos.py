@@ -1687,6 +1687,7 @@ class DrainAgent:
     agent_id: AgentID
     max_grace_period: DurationInfo | None = None
     mark_gone: bool | None = None
+    reason: str | None = None  # Agora extension: why (``agora agent list`` shows it)
 
 
 @attrs.frozen
