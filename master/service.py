@@ -42,7 +42,7 @@ from master.ratelimit import RateLimiter
 from master.registry import Registry, RegistryError
 from master.state import MasterState, StateConfig
 from master.transport import GuardedServer
-from master.webui import webui_routes
+from master.webui import add_webui
 from protocol import mesos
 from protocol.clock import Clock, SystemClock
 from protocol.ids import new_uuid
@@ -136,7 +136,7 @@ class MasterService(Service):
         app.add_routes(self.scheduler_api.routes())
         app.add_routes(self.agent_server.routes())
         app.add_routes(self.operator_api.routes())
-        app.add_routes(webui_routes(self))
+        add_webui(app, self)
         # keep-alive connections are never closed for idleness (pymesos' call connection would
         # die); GuardedServer evicts idle ones only when the connection cap is reached
         self._runner = web.AppRunner(

@@ -24,6 +24,11 @@ def _legacy(r: Resources) -> dict[str, float | str]:
     return r.to_legacy_dict()
 
 
+def legacy_resources(r: Resources) -> dict[str, float | str]:
+    """Resources as ``/state`` shows them: the legacy flattened dict (``{"cpus": 2.0, ...}``)."""
+    return r.to_legacy_dict()
+
+
 def _ti(t: float | None) -> mesos.TimeInfo | None:
     return None if t is None else mesos.TimeInfo(nanoseconds=int(t * 1e9))
 
@@ -138,6 +143,36 @@ class StateViews:
             "capabilities": list(ag.capabilities),
             "phase": ag.phase.value,
         }
+
+    # --- parts of /state, for callers that show one page of it (the web UI) ----------------------
+
+    def master_json(self) -> dict[str, Any]:
+        """The master's own ``/state`` fields (id, version, leader, hostname, start time, epoch)."""
+        svc, mi = self.svc, self.svc.state.master_info
+        return {"id": svc.master_id, "version": VERSION, "leader": mi.pid, "hostname": mi.hostname,
+                "start_time": svc.start_time, "epoch": svc.epoch}
+
+    def agents_json(self, agent_id: str | None = None) -> list[dict[str, Any]]:
+        """``/state``'s ``slaves`` (all, or only ``agent_id``'s) without building the rest."""
+        st = self.svc.state
+        offered = self._offered_by_agent()
+        return [
+            self._agent_json(a, offered.get(a.agent_id, EMPTY))
+            for a in st.agents.values()
+            if a.phase is not AgentPhase.RECOVERED and agent_id in (None, a.agent_id)
+        ]
+
+    def frameworks_json(
+        self, framework_id: str | None = None
+    ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        """``/state``'s ``frameworks`` and ``completed_frameworks`` (all, or only ``framework_id``'s)."""
+        st = self.svc.state
+        offered = self._offered_by_framework()
+        live = [self._framework_json(f, offered.get(f.framework_id, []))
+                for f in st.frameworks.values() if framework_id in (None, f.framework_id)]
+        done = [self._framework_json(f, []) for f in st.completed_frameworks
+                if framework_id in (None, f.framework_id)]
+        return live, done
 
     def state_dict(self) -> dict[str, Any]:
         svc = self.svc

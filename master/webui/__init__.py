@@ -1,5 +1,5 @@
 """The master's web UI (server-rendered HTML at ``/`` and ``/ui/...``); see README.md."""
 
-from master.webui.handlers import webui_routes
+from master.webui.handlers import WebUI, add_webui
 
-__all__ = ["webui_routes"]
+__all__ = ["WebUI", "add_webui"]

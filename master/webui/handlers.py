@@ -4,7 +4,13 @@
 The agent's address is the one the master knows from its registration (``hostname:port`` in
 ``/state``'s ``slaves``); its ``/files/browse``, ``/files/read`` and ``/files/download`` endpoints
 (``agent/files.py``) are asked with the query built by aiohttp (never by pasting strings), a short
-timeout, and an unreachable agent becomes a page that says so (502), not a 500.
+timeout, and an unreachable agent becomes a page that says so (502), not a 500. One aiohttp
+``ClientSession`` serves every such request; it is opened on first use and closed with the app
+(``add_webui`` hooks it to the app's cleanup).
+
+Each page asks the operator views only for what it shows (``master.views`` ``master_json``,
+``agents_json``, ``frameworks_json``): an agent's page does not build the offers of every
+framework, a log poll builds one framework and one agent.
 """
 
 from __future__ import annotations
@@ -17,8 +23,9 @@ from typing import TYPE_CHECKING, Any
 import aiohttp
 from aiohttp import web
 
-from master.views import _legacy
-from master.webui import pages
+from master.lifecycles import AgentPhase
+from master.views import legacy_resources
+from master.webui import model, pages, sandbox
 from master.webui.html import Html, error_page
 from protocol import codec
 from protocol.resources import Resources
@@ -33,9 +40,12 @@ AGENT_TIMEOUT = aiohttp.ClientTimeout(total=5.0, connect=2.0)
 WILDCARDS = frozenset({"0.0.0.0", "::", "[::]"})
 
 
-def webui_routes(svc: MasterService) -> list[web.RouteDef]:
-    """The UI's routes for the master's app: ``app.add_routes(webui_routes(self))``."""
-    return WebUI(svc).routes()
+def add_webui(app: web.Application, svc: MasterService) -> WebUI:
+    """Mount the UI on the master's ``app``; its HTTP client to the agents closes with the app."""
+    ui = WebUI(svc)
+    app.add_routes(ui.routes())
+    app.on_cleanup.append(ui.on_cleanup)
+    return ui
 
 
 def _html(body: Html, status: int = 200) -> web.Response:
@@ -69,6 +79,22 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 class WebUI:
     def __init__(self, svc: MasterService) -> None:
         self.svc = svc
+        self._http: aiohttp.ClientSession | None = None
+
+    def _client(self) -> aiohttp.ClientSession:
+        """The one session to the agents (opened lazily: it needs the running loop)."""
+        if self._http is None or self._http.closed:
+            self._http = aiohttp.ClientSession(timeout=AGENT_TIMEOUT)
+        return self._http
+
+    async def close(self) -> None:
+        """Close the session to the agents (idempotent)."""
+        http, self._http = self._http, None
+        if http is not None and not http.closed:
+            await http.close()
+
+    async def on_cleanup(self, _app: web.Application) -> None:
+        await self.close()
 
     def routes(self) -> list[web.RouteDef]:
         """Every page answers 503 while the master recovers (``_when_ready``)."""
@@ -84,6 +110,8 @@ class WebUI:
             ("/ui/tasks", self.tasks),
             ("/ui/offers", self.offers),
             ("/ui/roles", self.roles),
+            ("/ui/maintenance", self.maintenance),
+            ("/ui/tasks/{framework_id}/{task_id}", self.task),
             (task, self.browse),
             (task + "/read", self.read),
             (task + "/download", self.download),
@@ -103,8 +131,23 @@ class WebUI:
 
     # --- the operator views ---------------------------------------------------------------------
 
-    def _state(self) -> dict[str, Any]:
-        return self.svc.operator_api.state_dict()
+    def _state(self, *, master: bool = False, agents: bool | str = False,
+               frameworks: bool | str = False) -> dict[str, Any]:
+        """The part of ``/state`` a page shows: the master's own fields, the agents (all, or the
+        one with that id) and the frameworks (all, or the one with that id)."""
+        views = self.svc.operator_api
+        out: dict[str, Any] = views.master_json() if master else {}
+        if agents is not False:
+            out["slaves"] = views.agents_json(None if agents is True else agents)
+            if agents is True:
+                out["recovered_slaves"] = [
+                    {"id": a.agent_id, "hostname": a.hostname, "port": a.port}
+                    for a in self.svc.state.agents.values() if a.phase is AgentPhase.RECOVERED
+                ]
+        if frameworks is not False:
+            out["frameworks"], out["completed_frameworks"] = views.frameworks_json(
+                None if frameworks is True else frameworks)
+        return out
 
     def _offers(self) -> list[dict[str, Any]]:
         return self.svc.operator_api.offers_list()  # what ``GET /api/v1/offers`` serves
@@ -125,8 +168,8 @@ class WebUI:
                     "name": r.name,
                     "weight": r.weight,
                     "frameworks": [f.value for f in r.frameworks],
-                    "allocated": _legacy(Resources.from_mesos(r.allocated)),
-                    "offered": pages.sum_resources(o["resources"] for o in offers if o["role"] == r.name),
+                    "allocated": legacy_resources(Resources.from_mesos(r.allocated)),
+                    "offered": model.sum_resources(o["resources"] for o in offers if o["role"] == r.name),
                     "guarantee": {k: v["value"] for k, v in q.get("guarantees", {}).items()},
                     "limit": {k: v["value"] for k, v in limits.items()} if limits else None,
                 }
@@ -136,24 +179,25 @@ class WebUI:
     # --- pages ----------------------------------------------------------------------------------
 
     async def summary(self, request: web.Request) -> web.Response:
-        return _html(pages.summary_page(self._state(), self.svc.operator_api.snapshot(), self._offers()))
+        state = self._state(master=True, agents=True, frameworks=True)
+        return _html(pages.summary_page(state, self.svc.operator_api.snapshot(), self._offers()))
 
     async def agents(self, request: web.Request) -> web.Response:
-        return _html(pages.agents_page(self._state()))
+        return _html(pages.agents_page(self._state(agents=True)))
 
     async def agent(self, request: web.Request) -> web.Response:
         aid = request.match_info["agent_id"]
-        return self._or_404(pages.agent_page(self._state(), aid), "agent", aid)
+        return self._or_404(pages.agent_page(self._state(agents=aid, frameworks=True), aid), "agent", aid)
 
     async def frameworks(self, request: web.Request) -> web.Response:
-        return _html(pages.frameworks_page(self._state()))
+        return _html(pages.frameworks_page(self._state(frameworks=True)))
 
     async def framework(self, request: web.Request) -> web.Response:
         fid = request.match_info["framework_id"]
-        return self._or_404(pages.framework_page(self._state(), fid), "framework", fid)
+        return self._or_404(pages.framework_page(self._state(frameworks=fid), fid), "framework", fid)
 
     async def tasks(self, request: web.Request) -> web.Response:
-        return _html(pages.tasks_page(self._state(), request.query.get("state") or None))
+        return _html(pages.tasks_page(self._state(frameworks=True), request.query.get("state") or None))
 
     async def offers(self, request: web.Request) -> web.Response:
         return _html(pages.offers_page(self._offers()))
@@ -161,11 +205,29 @@ class WebUI:
     async def roles(self, request: web.Request) -> web.Response:
         return _html(pages.roles_page(self._roles(self._offers())))
 
+    async def maintenance(self, request: web.Request) -> web.Response:
+        return _html(pages.maintenance_page(self._state(agents=True, frameworks=True)))
+
+    async def task(self, request: web.Request) -> web.Response:
+        fid, tid = request.match_info["framework_id"], request.match_info["task_id"]
+        found = self._find_task(fid, tid)
+        if found is None:
+            return _html(pages.not_found_page("task", f"{fid}/{tid}"), 404)
+        return _html(sandbox.task_page(*found))
+
     @staticmethod
     def _or_404(body: Html | None, what: str, ident: str) -> web.Response:
         return _html(pages.not_found_page(what, ident), 404) if body is None else _html(body)
 
     # --- sandbox --------------------------------------------------------------------------------
+
+    def _find_task(self, fid: str, tid: str) -> tuple[dict[str, Any], dict[str, Any] | None] | None:
+        """The task's ``/state`` entry and its agent's (None if the master no longer has it)."""
+        task = model.find_task(self._state(frameworks=fid), fid, tid)
+        if task is None:
+            return None
+        agent = model.find_agent(self._state(agents=str(task.get("slave_id", ""))), str(task.get("slave_id", "")))
+        return dict(task), (dict(agent) if agent is not None else None)
 
     def _task_and_agent(
         self, request: web.Request
@@ -173,16 +235,15 @@ class WebUI:
         """The task, its agent's ``/state`` entry (None if the master no longer has it) and the
         requested sandbox sub-path; or the error page to answer."""
         fid, tid = request.match_info["framework_id"], request.match_info["task_id"]
-        state = self._state()
-        task = pages.find_task(state, fid, tid)
-        if task is None:
+        found = self._find_task(fid, tid)
+        if found is None:
             return _html(pages.not_found_page("task", f"{fid}/{tid}"), 404)
         raw = request.match_info.get("stream") or request.query.get("path", "")
         sub = sandbox_subpath(raw)
         if sub is None:
             return _html(error_page(400, "Bad path", f"{raw!r} is not a path inside the task's sandbox."), 400)
-        agent = pages.find_agent(state, str(task.get("slave_id", "")))
-        return dict(task), (dict(agent) if agent is not None else None), sub
+        task, agent = found
+        return task, agent, sub
 
     @staticmethod
     def _agent_url(task: dict[str, Any], agent: dict[str, Any] | None) -> str:
@@ -203,8 +264,7 @@ class WebUI:
                           params: dict[str, str]) -> Any:
         base = self._agent_url(task, agent)
         try:
-            async with aiohttp.ClientSession(timeout=AGENT_TIMEOUT) as http, \
-                    http.get(f"{base}/files/{endpoint}", params=params) as resp:
+            async with self._client().get(f"{base}/files/{endpoint}", params=params) as resp:
                 if resp.status != 200:
                     detail = (await resp.text())[:500]
                     status = resp.status if resp.status in (400, 403, 404) else 502
@@ -228,10 +288,10 @@ class WebUI:
         try:
             entries = await self._agent_json(task, agent, "browse", {"path": self._agent_path(task, sub)})
         except _AgentError as e:
-            return _html(pages.browse_page(task, agent, sub, None, e.message), e.status)
+            return _html(sandbox.browse_page(task, agent, sub, None, e.message), e.status)
         if not isinstance(entries, list):
             entries = []
-        return _html(pages.browse_page(task, agent, sub, [e for e in entries if isinstance(e, dict)], None))
+        return _html(sandbox.browse_page(task, agent, sub, [e for e in entries if isinstance(e, dict)], None))
 
     async def view(self, request: web.Request) -> web.Response:
         got = self._task_and_agent(request)
@@ -249,9 +309,10 @@ class WebUI:
                 task, agent, "read", {"path": agent_path, "offset": str(start), "length": str(size - start)}
             )
         except _AgentError as e:
-            return _html(pages.log_page(task, agent, sub, None, 0, 0, e.message), e.status)
+            return _html(sandbox.log_page(task, agent, sub, None, 0, 0, e.message), e.status)
         data = str(got_data.get("data", "")) if isinstance(got_data, dict) else ""
-        return _html(pages.log_page(task, agent, sub, data, start, start + len(data.encode()), None))
+        return _html(sandbox.log_page(task, agent, sub, data, start, start + len(data.encode()), None,
+                                      chunk=TAIL_BYTES))
 
     async def read(self, request: web.Request) -> web.Response:
         """JSON for the log tailer: ``{"data", "offset", "next_offset"}`` from ``offset``."""
@@ -288,8 +349,8 @@ class WebUI:
         resp: web.StreamResponse | None = None
         timeout = aiohttp.ClientTimeout(total=None, connect=2.0, sock_read=10.0)
         try:
-            async with aiohttp.ClientSession(timeout=timeout) as http, \
-                    http.get(f"{base}/files/download", params={"path": self._agent_path(task, sub)}) as up:
+            async with self._client().get(f"{base}/files/download", params={"path": self._agent_path(task, sub)},
+                                          timeout=timeout) as up:
                 if up.status != 200:
                     detail = (await up.text())[:500]
                     status = up.status if up.status in (400, 403, 404) else 502

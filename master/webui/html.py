@@ -170,6 +170,7 @@ NAV = (
     ("/ui/tasks", "Tasks"),
     ("/ui/offers", "Offers"),
     ("/ui/roles", "Roles"),
+    ("/ui/maintenance", "Maintenance"),
     ("/metrics/snapshot", "Metrics (JSON)"),
     ("/state", "State (JSON)"),
 )
@@ -194,22 +195,50 @@ dl.facts dt{font-weight:600}dl.facts dd{margin:0}
 .error{background:#fdecea;border:1px solid #f5c2c0;padding:.6em 1em}
 pre.log{background:#11151c;color:#dfe6ee;padding:.8em;overflow:auto;max-height:70vh;white-space:pre-wrap}
 .filters a{margin-right:.6em}
+.logs a{margin-right:.4em}
+.pailer-bar{display:flex;gap:1em;align-items:center;flex-wrap:wrap}
+#pailer-status{color:#555;font-size:.9em}
+ul.roles{list-style:none;padding-left:1.2em;margin:.2em 0}ul.roles>li{margin:.15em 0}
+ul.roles .role-name{font-weight:600}ul.roles .implicit{color:#777;font-style:italic}
+form.operator-call{display:inline;margin:0}form.operator-call .result{color:#a00;margin-left:.5em}
 """
 
-# Optional behaviour, the page works without it: an auto-refresh toggle (remembered per browser)
-# and, on a log page while "follow" is ticked, appending what the file grew by every two seconds.
+# Optional behaviour, the pages work without it (the pailer and the maintenance buttons need it):
+# - an auto-refresh toggle (remembered per browser);
+# - the pailer, an in-browser ``tail -f``: while "follow" is ticked, ask the master's ``read``
+#   route (which asks the task's agent ``/files/read``) for what the file grew by from the last
+#   offset, append it as text (never as markup), and ask again at once while a whole chunk came;
+# - maintenance buttons: a form with ``data-call`` (DRAIN_AGENT / REACTIVATE_AGENT) and
+#   ``data-agent`` POSTs that operator call as JSON to ``/api/v1``, then reloads the page.
 SCRIPT = """
 (function(){
 var box=document.getElementById('autorefresh');
 if(box){box.checked=localStorage.getItem('agora-autorefresh')==='1';
 box.addEventListener('change',function(){localStorage.setItem('agora-autorefresh',box.checked?'1':'0');});
 setInterval(function(){if(box.checked&&!document.getElementById('log'))location.reload();},5000);}
-var log=document.getElementById('log'),follow=document.getElementById('follow');
-if(log&&log.dataset.src&&follow){follow.disabled=false;var off=parseInt(log.dataset.offset,10);
-setInterval(function(){if(!follow.checked)return;
-fetch(log.dataset.src+'&offset='+off).then(function(r){return r.ok?r.json():null;}).then(function(d){
-if(d&&d.data){log.appendChild(document.createTextNode(d.data));off=d.next_offset;
-log.scrollTop=log.scrollHeight;}}).catch(function(){});},2000);}
+var log=document.getElementById('log'),follow=document.getElementById('follow'),
+status=document.getElementById('pailer-status');
+if(log&&log.dataset.src&&follow){follow.disabled=false;var busy=false;
+var say=function(t){if(status)status.textContent=t;};
+var poll=function(){if(busy||!follow.checked)return;busy=true;var off=log.dataset.offset;
+fetch(log.dataset.src+'&offset='+off,{cache:'no-store'}).then(function(r){
+return r.json().then(function(d){if(!r.ok)throw new Error(d.error||('HTTP '+r.status));return d;});
+}).then(function(d){busy=false;var more=false;if(d.data){
+var end=log.scrollTop+log.clientHeight>=log.scrollHeight-8;
+log.appendChild(document.createTextNode(d.data));log.dataset.offset=String(d.next_offset);
+if(end)log.scrollTop=log.scrollHeight;more=d.next_offset-d.offset>=parseInt(log.dataset.chunk||'0',10);}
+say('following: '+log.dataset.offset+' bytes');if(more)poll();
+}).catch(function(e){busy=false;say('not following: '+e.message);});};
+follow.addEventListener('change',function(){say(follow.checked?'following':'paused');poll();});
+say('following: '+log.dataset.offset+' bytes');setInterval(poll,1000);}
+var forms=document.querySelectorAll('form.operator-call');
+for(var i=0;i<forms.length;i++){(function(f){f.addEventListener('submit',function(ev){ev.preventDefault();
+var call=f.dataset.call,body={type:call},out=f.querySelector('.result');
+body[call.toLowerCase()]={agent_id:{value:f.dataset.agent}};
+fetch('/api/v1',{method:'POST',headers:{'Content-Type':'application/json'},body:JSON.stringify(body)})
+.then(function(r){if(r.ok){location.reload();return;}
+return r.text().then(function(t){if(out)out.textContent='HTTP '+r.status+': '+t;});})
+.catch(function(e){if(out)out.textContent=String(e);});});})(forms[i]);}
 })();
 """
 

@@ -1,9 +1,11 @@
-"""The web UI's pages as pure functions of the operator views.
+"""The web UI's cluster pages as pure functions of the operator views (the task, sandbox and
+pailer pages are in ``master.webui.sandbox``).
 
-Inputs are the plain data the operator endpoints serve: ``state`` is ``OperatorApi.state_dict()``
-(``/state``), ``snapshot`` is ``/metrics/snapshot``, ``offers`` the ``/api/v1/offers`` list and
-``roles`` the role rows ``master.webui.handlers`` builds from GET_ROLES/GET_QUOTA. Each function
-returns a whole page (``Html``) or ``None`` for an unknown id (the shell answers 404).
+Inputs are the plain data the operator endpoints serve, or the part of it a page shows: ``state``
+is shaped like ``OperatorApi.state_dict()`` (``/state``) but holds only the keys the page reads,
+``snapshot`` is ``/metrics/snapshot``, ``offers`` the ``/api/v1/offers`` list and ``roles`` the
+role rows ``master.webui.handlers`` builds from GET_ROLES/GET_QUOTA. Each function returns a whole
+page (``Html``) or ``None`` for an unknown id (the shell answers 404).
 
 Vocabulary on every resource table: *total* is what the reachable agents have, *allocated* what
 running tasks hold, *offered* what sits in outstanding offers (not in use: a framework may still
@@ -12,7 +14,7 @@ decline it) and *idle* the rest. Offered and allocated are never added together.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from master.webui.html import (
@@ -37,110 +39,50 @@ from master.webui.html import (
     tag,
     timestamp,
 )
+from master.webui.model import (
+    RoleNode,
+    State,
+    active_and_completed,
+    agent_label,
+    all_frameworks,
+    all_tasks,
+    find_agent,
+    find_framework,
+    framework_label,
+    last_update,
+    maintenance_rows,
+    resource_split,
+    role_tree,
+    sum_resources,
+    task_states,
+    tasks_with_kind,
+)
+from master.webui.model import scalar as _scalar
 
 __pure__ = True
 
-State = Mapping[str, Any]
+HOME_TASKS = 25  # newest active / completed tasks on the summary page
 
 
-# --- view models ----------------------------------------------------------------------------------
+def task_url(framework_id: str, task_id: str, *rest: str, query: Mapping[str, object] | None = None) -> str:
+    return path("ui", "tasks", framework_id, task_id, *rest, query=query)
 
 
-def resource_split(
-    total: Mapping[str, Any], allocated: Mapping[str, Any], offered: Mapping[str, Any]
-) -> list[tuple[str, float, float, float, float]]:
-    """``(name, total, allocated, offered, idle)`` for cpus, mem, disk, gpus; idle is what is
-    neither allocated nor offered (never below zero)."""
-    rows = []
-    for name in RESOURCE_NAMES:
-        t, a, o = (_scalar(d, name) for d in (total, allocated, offered))
-        rows.append((name, t, a, o, max(0.0, t - a - o)))
-    return rows
+def task_link(task: Mapping[str, Any], text: object | None = None) -> Html:
+    tid = str(task.get("id", ""))
+    return link(task_url(str(task.get("framework_id", "")), tid), tid if text is None else text)
 
 
-def _scalar(d: Mapping[str, Any], name: str) -> float:
-    v = d.get(name, 0.0)
-    return float(v) if isinstance(v, int | float) else 0.0
-
-
-def sum_resources(items: Iterable[Mapping[str, Any]]) -> dict[str, float]:
-    out = dict.fromkeys(RESOURCE_NAMES, 0.0)
-    for res in items:
-        for name in RESOURCE_NAMES:
-            out[name] += _scalar(res, name)
-    return out
-
-
-def all_frameworks(state: State) -> Iterator[tuple[Mapping[str, Any], bool]]:
-    """Every framework with whether it is completed (torn down / failed over for good)."""
-    for fw in state.get("frameworks", ()):
-        yield fw, False
-    for fw in state.get("completed_frameworks", ()):
-        yield fw, True
-
-
-def all_tasks(state: State) -> Iterator[Mapping[str, Any]]:
-    """Every task the master knows: live, unreachable and completed, of every framework."""
-    for task, _ in tasks_with_kind(state):
-        yield task
-
-
-def tasks_with_kind(state: State) -> Iterator[tuple[Mapping[str, Any], str]]:
-    """Every task with the list it is in: ``tasks``, ``unreachable_tasks`` or ``completed_tasks``."""
-    for fw, _ in all_frameworks(state):
-        for kind in ("tasks", "unreachable_tasks", "completed_tasks"):
-            for task in fw.get(kind, ()):
-                yield task, kind
-
-
-def find_framework(state: State, framework_id: str) -> tuple[Mapping[str, Any], bool] | None:
-    for fw, completed in all_frameworks(state):
-        if fw.get("id") == framework_id:
-            return fw, completed
-    return None
-
-
-def find_agent(state: State, agent_id: str) -> Mapping[str, Any] | None:
-    for ag in state.get("slaves", ()):
-        if ag.get("id") == agent_id:
-            return ag
-    return None
-
-
-def find_task(state: State, framework_id: str, task_id: str) -> Mapping[str, Any] | None:
-    found = find_framework(state, framework_id)
-    if found is None:
-        return None
-    fw, _ = found
-    for kind in ("tasks", "unreachable_tasks", "completed_tasks"):
-        for t in fw.get(kind, ()):
-            if t.get("id") == task_id:
-                return t
-    return None
-
-
-def task_states(snapshot: Mapping[str, float]) -> list[tuple[str, int]]:
-    """``[("TASK_RUNNING", 3), ...]`` from the ``master/tasks_<state>`` metrics, non-zero first."""
-    out = [
-        ("TASK_" + key.removeprefix("master/tasks_").upper(), int(v))
-        for key, v in snapshot.items()
-        if key.startswith("master/tasks_")
-    ]
-    return sorted(out, key=lambda kv: (kv[1] == 0, kv[0]))
-
-
-def agent_label(agent: Mapping[str, Any]) -> str:
-    if agent.get("active"):
-        return "draining" if agent.get("phase") == "DRAINING" else "active"
-    return str(agent.get("phase", "inactive")).lower()
-
-
-def framework_label(fw: Mapping[str, Any], completed: bool) -> str:
-    if completed:
-        return "completed"
-    if fw.get("active"):
-        return "active"
-    return "recovered" if fw.get("recovered") else "disconnected"
+def logs_links(framework_id: str, task_id: str) -> Html:
+    """stdout / stderr (the pailer), their downloads, and the sandbox: a task's logs in one click."""
+    f = (framework_id, task_id, "files")
+    return tag("span", join((
+        link(task_url(*f, "stdout"), "stdout"),
+        link(task_url(*f, "stderr"), "stderr"),
+        tag("a", "⤓stdout", href=task_url(*f, "download", query={"path": "stdout"}), title="download stdout"),
+        tag("a", "⤓stderr", href=task_url(*f, "download", query={"path": "stderr"}), title="download stderr"),
+        link(task_url(*f), "sandbox"),
+    ), " "), cls="logs")
 
 
 # --- shared fragments -----------------------------------------------------------------------------
@@ -155,17 +97,21 @@ def split_table(rows: Sequence[tuple[str, float, float, float, float]]) -> Html:
 
 
 def tasks_table(tasks: Iterable[Mapping[str, Any]], *, show_framework: bool = True,
-                show_agent: bool = True) -> Html:
+                show_agent: bool = True, newest_first: bool = False) -> Html:
+    """One row per task (sorted by framework and id, or as given with ``newest_first``); the
+    task id links to the task's page and the last column to its logs."""
     headers: list[str] = ["task", "name", "state"]
     if show_framework:
         headers.append("framework")
     if show_agent:
         headers.append("agent")
-    headers += ["role", "resources", "last update", "sandbox"]
+    headers += ["role", "resources", "last update", "logs"]
     rows = []
-    for t in sorted(tasks, key=lambda t: (str(t.get("framework_id")), str(t.get("id")))):
+    ordered = list(tasks) if newest_first else sorted(tasks, key=lambda t: (str(t.get("framework_id")),
+                                                                             str(t.get("id"))))
+    for t in ordered:
         fid, tid = str(t.get("framework_id", "")), str(t.get("id", ""))
-        row: list[object] = [tid, t.get("name", ""), state_badge(t.get("state", ""))]
+        row: list[object] = [task_link(t), t.get("name", ""), state_badge(t.get("state", ""))]
         if show_framework:
             row.append(framework_link(fid))
         if show_agent:
@@ -173,15 +119,8 @@ def tasks_table(tasks: Iterable[Mapping[str, Any]], *, show_framework: bool = Tr
         row += [
             t.get("role", ""),
             resources_text(t.get("resources")),
-            timestamp(_last_update(t)),
-            join(
-                (
-                    link(path("ui", "tasks", fid, tid, "files"), "files"),
-                    link(path("ui", "tasks", fid, tid, "files", "stdout"), "stdout"),
-                    link(path("ui", "tasks", fid, tid, "files", "stderr"), "stderr"),
-                ),
-                " ",
-            ),
+            timestamp(last_update(t)),
+            logs_links(fid, tid),
         ]
         rows.append(row)
     return table(headers, rows, empty="no tasks")
@@ -211,7 +150,10 @@ def offers_table(offers: Iterable[Mapping[str, Any]], *, show_framework: bool = 
 # --- pages ----------------------------------------------------------------------------------------
 
 
-def summary_page(state: State, snapshot: Mapping[str, float], offers: Sequence[Mapping[str, Any]]) -> Html:
+def summary_page(state: State, snapshot: Mapping[str, float], offers: Sequence[Mapping[str, Any]],
+                 limit: int = HOME_TASKS) -> Html:
+    """The home page: master, cluster counts, resources total / allocated / offered / idle,
+    tasks by state, and the newest ``limit`` active and completed tasks."""
     total = {n: snapshot.get(f"master/{n}_total", 0.0) for n in RESOURCE_NAMES}
     used = {n: snapshot.get(f"master/{n}_used", 0.0) for n in RESOURCE_NAMES}
     offered = sum_resources(o.get("resources", {}) for o in offers)
@@ -263,6 +205,11 @@ def summary_page(state: State, snapshot: Mapping[str, float], offers: Sequence[M
         body.append(section("Revocable (oversubscribed) resources",
                             table(("resource", "total", "allocated"), revocable)))
     body.append(section("Tasks by state", table(("state", "tasks"), task_rows, empty="no tasks yet")))
+    live, done = active_and_completed(state)
+    for title, tasks in (("Active tasks", live), ("Completed tasks", done)):
+        more = (tag("p", f"the newest {limit} of {len(tasks)}: ", link("/ui/tasks", "all tasks"), cls="note")
+                if len(tasks) > limit else "")
+        body.append(section(f"{title} ({len(tasks)})", more, tasks_table(tasks[:limit], newest_first=True)))
     return page("Cluster summary", join(body))
 
 
@@ -312,6 +259,8 @@ def agent_page(state: State, agent_id: str) -> Html | None:
             ("id", a.get("id", "")),
             ("address", f"{a.get('hostname', '')}:{a.get('port', '')}"),
             ("status", f"{agent_label(a)} ({a.get('phase', '')})"),
+            ("maintenance", operator_call_form(
+                agent_id, "REACTIVATE_AGENT" if agent_label(a) == "draining" or a.get("draining") else "DRAIN_AGENT")),
             ("version", a.get("version", "")),
             ("registered", timestamp(a.get("registered_time"))),
             ("re-registered", timestamp(a.get("reregistered_time"))),
@@ -440,15 +389,9 @@ def tasks_page(state: State, state_filter: str | None, limit: int = 1000) -> Htm
     if len(chosen) > limit:
         shown.append(tag("p", f"Showing {limit} of {len(chosen)} tasks (newest updates first); "
                               "filter by state to narrow the list.", cls="note"))
-        chosen = sorted(chosen, key=_last_update, reverse=True)[:limit]
+        chosen = sorted(chosen, key=last_update, reverse=True)[:limit]
     shown.append(tasks_table(chosen))
     return page(title, join(shown))
-
-
-def _last_update(task: Mapping[str, Any]) -> float:
-    statuses = task.get("statuses") or []
-    ts = statuses[-1].get("timestamp") if statuses else None
-    return float(ts) if isinstance(ts, int | float) else 0.0
 
 
 def offers_page(offers: Sequence[Mapping[str, Any]]) -> Html:
@@ -464,6 +407,8 @@ def offers_page(offers: Sequence[Mapping[str, Any]]) -> Html:
 
 
 def roles_page(roles: Sequence[Mapping[str, Any]]) -> Html:
+    """The role hierarchy as a tree (subtree totals of allocated and offered), then one row per
+    role with its weight and quota."""
     rows = [
         (
             r["name"],
@@ -476,86 +421,58 @@ def roles_page(roles: Sequence[Mapping[str, Any]]) -> Html:
         )
         for r in roles
     ]
-    return page(
-        "Roles",
-        table(("role", "weight", "quota guarantee", "quota limit", "allocated", "offered", "frameworks"), rows,
-              empty="no roles"),
-    )
+    tree = role_tree(roles)
+    body = [
+        section("Role tree", tag("p", "A parent's allocated and offered include its children's "
+                                      "(eng/ml is under eng).", cls="note"),
+                _role_list(tree) if tree else tag("p", "no roles", cls="empty")),
+        section("Roles", table(("role", "weight", "quota guarantee", "quota limit", "allocated", "offered",
+                                "frameworks"), rows, empty="no roles")),
+    ]
+    return page("Roles", join(body))
 
 
-# --- sandbox --------------------------------------------------------------------------------------
+def _role_list(nodes: Sequence[RoleNode]) -> Html:
+    items = []
+    for n in nodes:
+        name = tag("span", n.label, cls="role-name" if n.role is not None else "role-name implicit",
+                   title=n.name, data_role=n.name)
+        weight = f" weight {number(n.role.get('weight', 1.0))}" if n.role is not None else " (no role of its own)"
+        facts = tag("span", weight, "; allocated ", resources_text(n.allocated),
+                    "; offered ", resources_text(n.offered), cls="note")
+        items.append(tag("li", name, facts, _role_list(n.children) if n.children else ""))
+    return tag("ul", *items, cls="roles")
 
 
-def _task_header(task: Mapping[str, Any], agent: Mapping[str, Any] | None) -> Html:
-    fid, tid = str(task.get("framework_id", "")), str(task.get("id", ""))
-    return definitions(
-        [
-            ("task", tid),
-            ("state", state_badge(task.get("state", ""))),
-            ("framework", framework_link(fid)),
-            ("agent", agent_link(str(task.get("slave_id", "")),
-                                 f"{task.get('slave_id', '')} ({agent.get('hostname', '')})" if agent else None)),
-            ("logs", join((link(path("ui", "tasks", fid, tid, "files", "stdout"), "stdout"),
-                           link(path("ui", "tasks", fid, tid, "files", "stderr"), "stderr"),
-                           link(path("ui", "tasks", fid, tid, "files"), "sandbox")), " ")),
-        ]
-    )
+def operator_call_form(agent_id: str, call: str) -> Html:
+    """A button that POSTs ``call`` (DRAIN_AGENT / REACTIVATE_AGENT) for the agent to the
+    operator API (``/api/v1``, as JSON, by the page's script); the page reloads on success."""
+    label = {"DRAIN_AGENT": "drain", "REACTIVATE_AGENT": "reactivate"}.get(call, call.lower())
+    return tag("form", tag("button", label, type="submit"), tag("span", "", cls="result"),
+               cls="operator-call", method="post", action="/api/v1", data_call=call, data_agent=agent_id)
 
 
-def browse_page(task: Mapping[str, Any], agent: Mapping[str, Any] | None, sub: str,
-                entries: Sequence[Mapping[str, Any]] | None, error: str | None) -> Html:
-    """A sandbox directory listing; ``entries`` are the agent's ``/files/browse`` FileInfo objects
-    (their ``path`` relative to the agent's sandbox root, i.e. ``<fid>/<tid>/...``)."""
-    fid, tid = str(task.get("framework_id", "")), str(task.get("id", ""))
-    prefix = f"{fid}/{tid}/"
-    crumbs = [link(path("ui", "tasks", fid, tid, "files"), "sandbox")]
-    acc = ""
-    for part in [p for p in sub.split("/") if p]:
-        acc = f"{acc}/{part}" if acc else part
-        crumbs.append(link(path("ui", "tasks", fid, tid, "files", query={"path": acc}), part))
-    body: list[object] = [_task_header(task, agent), tag("p", join(crumbs, " / "))]
-    if error is not None:
-        body.append(tag("p", error, cls="error"))
-    else:
-        rows = []
-        for e in sorted(entries or [], key=lambda e: (not str(e.get("mode", "")).startswith("d"), str(e.get("path")))):
-            rel = str(e.get("path", "")).removeprefix(prefix).lstrip("/")
-            name = rel.rsplit("/", 1)[-1] or rel
-            is_dir = str(e.get("mode", "")).startswith("d")
-            if is_dir:
-                target = link(path("ui", "tasks", fid, tid, "files", query={"path": rel}), name + "/")
-                actions: object = "-"
-            else:
-                target = link(path("ui", "tasks", fid, tid, "files", "view", query={"path": rel}), name)
-                actions = link(path("ui", "tasks", fid, tid, "files", "download", query={"path": rel}), "download")
-            size = e.get("size", 0)
-            rows.append((e.get("mode", ""), target, "-" if is_dir else f"{size} B",
-                         timestamp(e.get("mtime")), e.get("uid", ""), actions))
-        body.append(table(("mode", "name", "size", "modified", "owner", ""), rows, empty="empty directory"))
-    return page(f"Sandbox of {tid}", join(body))
+def maintenance_page(state: State) -> Html:
+    """Agents out of service (draining, or deactivated because unreachable) with their state,
+    then the others; each with its drain / reactivate button."""
+    rows = maintenance_rows(state)
+    out = [r for r in rows if r.out_of_service]
 
+    def cells(r: Any) -> tuple[object, ...]:
+        return (agent_link(r.agent_id), r.address, tag("span", r.state, cls="maint-state"), r.phase, r.live_tasks,
+                resources_text(r.allocated), operator_call_form(r.agent_id, r.action))
 
-def log_page(task: Mapping[str, Any], agent: Mapping[str, Any] | None, sub: str, data: str | None,
-             start: int, end: int, error: str | None) -> Html:
-    """The tail of one sandbox file (``data`` is bytes ``start..end`` of it); the script on the
-    page appends what the file grows by from ``end`` through the ``read`` JSON endpoint."""
-    fid, tid = str(task.get("framework_id", "")), str(task.get("id", ""))
-    body: list[object] = [_task_header(task, agent)]
-    if error is not None:
-        body.append(tag("p", error, cls="error"))
-    else:
-        src = path("ui", "tasks", fid, tid, "files", "read", query={"path": sub})
-        note = f"bytes {start}-{end} of {end}" + (" (earlier output cut, download for all of it)" if start else "")
-        body += [
-            tag("p", note, " ", link(path("ui", "tasks", fid, tid, "files", "download", query={"path": sub}),
-                                     "download"), " ",
-                # enabled by the page's script: without it there is nothing to follow with
-                tag("label", Html('<input type="checkbox" id="follow" checked disabled> '), "follow"),
-                cls="note"),
-            # the newline after <pre> is eaten by the HTML parser, so a log's own first one is kept
-            tag("pre", Html("\n"), data or "", cls="log", id="log", data_src=src, data_offset=end),
-        ]
-    return page(f"{sub} of {tid}", join(body))
+    headers = ("agent", "address", "state", "phase", "live tasks", "allocated", "action")
+    body = [
+        tag("p", "A draining agent gets no new offers; its running tasks go on until they end or are "
+                 "killed. Reactivate puts it back in service. The buttons send DRAIN_AGENT / "
+                 "REACTIVATE_AGENT to the operator API (POST /api/v1) and need JavaScript.", cls="note"),
+        section(f"Out of service ({len(out)})", table(headers, [cells(r) for r in out],
+                                                       empty="every agent is in service")),
+        section(f"In service ({len(rows) - len(out)})",
+                table(headers, [cells(r) for r in rows if not r.out_of_service], empty="none")),
+    ]
+    return page("Maintenance", join(body))
 
 
 def not_found_page(what: str, ident: str) -> Html:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import socket
 from collections.abc import AsyncIterator
-from html.parser import HTMLParser
 from pathlib import Path
 
 import attrs
@@ -23,10 +22,9 @@ from frameworks.client.transport import HttpTransport
 from master.config import MasterConfig
 from master.events import QuotaUpdated, WeightUpdated
 from master.service import MasterService
-from master.webui import webui_routes
-from master.webui.handlers import WebUI, _AgentError, sandbox_subpath
-from master.webui.html import esc, external_link, megabytes, path, resources_text
-from master.webui.pages import resource_split, tasks_page
+from master.webui import WebUI, add_webui
+from master.webui.html import esc, path
+from master.webui.testing import Tables
 from protocol.backoff import Backoff
 from protocol.mesos import Capability, CapabilityType, CommandInfo, FrameworkInfo, TaskInfo
 from protocol.mesos_common import TaskID
@@ -36,44 +34,13 @@ from protocol.task_states import TaskState
 EVIL = "<script>alert(1)</script>"
 
 
-class Tables(HTMLParser):
-    """Every ``<table>`` of a page as rows of cell texts (header row included)."""
-
-    def __init__(self, page: str) -> None:
-        super().__init__()
-        self.tables: list[list[list[str]]] = []
-        self._cell: list[str] | None = None
-        self.feed(page)
-
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        if tag == "table":
-            self.tables.append([])
-        elif tag == "tr" and self.tables:
-            self.tables[-1].append([])
-        elif tag in ("td", "th"):
-            self._cell = []
-
-    def handle_endtag(self, tag: str) -> None:
-        if tag in ("td", "th") and self._cell is not None and self.tables:
-            self.tables[-1][-1].append("".join(self._cell).strip())
-            self._cell = None
-
-    def handle_data(self, data: str) -> None:
-        if self._cell is not None:
-            self._cell.append(data)
-
-    def with_header(self, first: str) -> list[list[str]]:
-        """The body rows of the table whose first header cell is ``first``."""
-        (found,) = [t for t in self.tables if t and t[0] and t[0][0] == first]
-        return found[1:]
-
-
 @attrs.define
 class Cluster:
     master: MasterService
     agent: SimAgent
     driver: SchedulerDriver
     ui: TestClient[web.Request, web.Application]
+    webui: WebUI
     sandboxes: Path
     files_site: web.AppRunner
     framework_id: str = ""
@@ -104,7 +71,7 @@ async def cluster(tmp_path: Path) -> AsyncIterator[Cluster]:
     agent = SimAgent(master.url, "cpus:2;mem:1024;disk:2048", hostname="127.0.0.1",
                      attributes=f"rack:{EVIL}", port=files_port)
     ui_app = web.Application()
-    ui_app.add_routes(webui_routes(master))
+    webui = add_webui(ui_app, master)
     ui = TestClient(TestServer(ui_app, host="127.0.0.1", port=0))
     driver = SchedulerDriver(
         FrameworkInfo(user="u", name="web-ui-it", roles=("analytics",),
@@ -117,7 +84,7 @@ async def cluster(tmp_path: Path) -> AsyncIterator[Cluster]:
         await agent.wait_registered()
         await ui.start_server()
         async with driver:
-            yield Cluster(master, agent, driver, ui, sandboxes, files_site,
+            yield Cluster(master, agent, driver, ui, webui, sandboxes, files_site,
                           await driver.wait_subscribed(30))
     finally:
         await ui.close()
@@ -304,53 +271,6 @@ async def test_agent_refusing_connections_is_a_clear_page(cluster: Cluster) -> N
         await other.stop()
 
 
-def test_pure_parts() -> None:
-    assert resource_split({"cpus": 4, "mem": 100}, {"cpus": 1}, {"cpus": 2.5, "mem": 200}) == [
-        ("cpus", 4.0, 1.0, 2.5, 0.5), ("mem", 100.0, 0.0, 200.0, 0.0),
-        ("disk", 0.0, 0.0, 0.0, 0.0), ("gpus", 0.0, 0.0, 0.0, 0.0),
-    ]
-    assert [megabytes(v) for v in (512, 1536, 3 * 1024 * 1024)] == ["512 MB", "1.5 GB", "3 TB"]
-    assert resources_text({"cpus": 0.5, "mem": 0, "ports": "[31000-31010]"}) == "cpus 0.5, ports [31000-31010]"
-    assert path("ui", "agents", "a/b?c") == "/ui/agents/a%2Fb%3Fc"
-    # a framework's web UI URL becomes a link only when it is http(s)
-    assert external_link("https://fw.example/ui?a=1&b=2") == (
-        '<a href="https://fw.example/ui?a=1&amp;b=2" rel="noopener noreferrer">https://fw.example/ui?a=1&amp;b=2</a>'
-    )
-    assert external_link("javascript:alert(1)") == "javascript:alert(1)"
-    assert external_link('"><script>') == "&quot;&gt;&lt;script&gt;"
-    assert path("ui", "tasks", query={"state": "TASK_RUNNING", "x": ""}) == "/ui/tasks?state=TASK_RUNNING"
-    assert [sandbox_subpath(p) for p in ("", "stdout", "a//b/./c/", "../x", "a/../b", "/etc", "a\x00")] == [
-        "", "stdout", "a/b/c", None, None, None, None,
-    ]
-
-
-def test_task_list_is_capped_newest_first() -> None:
-    def t(tid: str, state: str, ts: float) -> dict[str, object]:
-        return {"id": tid, "framework_id": "f", "slave_id": "a", "state": state, "statuses": [{"timestamp": ts}]}
-
-    state = {"frameworks": [{"id": "f", "tasks": [t("old", "TASK_RUNNING", 1.0), t("new", "TASK_RUNNING", 3.0)],
-                             "completed_tasks": [t("mid", "TASK_FINISHED", 2.0)]}]}
-    page = tasks_page(state, None, limit=2)
-    assert "Showing 2 of 3 tasks" in page
-    assert [r[0] for r in Tables(page).with_header("task")] == ["mid", "new"]  # the newest two, by id
-    page = tasks_page(state, "TASK_RUNNING", limit=2)
-    assert "Showing" not in page and [r[0] for r in Tables(page).with_header("task")] == ["new", "old"]
-
-
-def test_agent_address() -> None:
-    task = {"slave_id": "a1"}
-    assert WebUI._agent_url(task, {"id": "a1", "hostname": "10.0.0.7", "port": 5051}) == "http://10.0.0.7:5051"
-    assert WebUI._agent_url(task, {"id": "a1", "hostname": "fd00::7", "port": 5051}) == "http://[fd00::7]:5051"
-    for agent, says in (
-        ({"id": "a1", "hostname": "0.0.0.0", "port": 5051}, "registered the wildcard address 0.0.0.0"),
-        ({"id": "a1", "hostname": "h", "port": 0}, "did not register an address"),
-        (None, "no longer known to the master"),
-    ):
-        with pytest.raises(_AgentError, match=says) as e:
-            WebUI._agent_url(task, agent)
-        assert e.value.status == 502
-
-
 async def test_the_master_itself_serves_the_ui(cluster: Cluster) -> None:
     """The routes are wired into the master's own app (the tests above use a separate app)."""
     import aiohttp
@@ -365,3 +285,49 @@ async def test_the_master_itself_serves_the_ui(cluster: Cluster) -> None:
             assert r.status == 404
         async with s.get(cluster.master.url + "/state") as r:
             assert r.status == 200 and r.content_type == "application/json"
+
+
+async def test_task_page_and_one_agent_session_closed_with_the_app(cluster: Cluster) -> None:
+    c = cluster
+    await launch(c)
+    box = c.sandboxes / c.framework_id / "t1"
+    box.mkdir(parents=True)
+    (box / "stdout").write_text("hello\n")
+    page = await get(c, path("ui", "tasks", c.framework_id, "t1"))
+    assert "Task t1" in page and "TASK_RUNNING" in page and "/ui/tasks/" + c.framework_id + "/t1/files/stdout" in page
+    await get(c, path("ui", "tasks", c.framework_id, "nope"), 404)
+
+    base = path("ui", "tasks", c.framework_id, "t1", "files")
+    assert c.webui._http is None  # opened on first use
+    assert "hello" in await get(c, base + "/stdout")
+    session = c.webui._http
+    assert session is not None
+    await get(c, base)
+    async with c.ui.get(base + "/download", params={"path": "stdout"}) as r:
+        assert await r.read() == b"hello\n"
+    assert c.webui._http is session  # one session for every request to the agents
+    await c.ui.close()  # the app's cleanup closes it
+    assert session.closed and c.webui._http is None
+
+
+async def test_maintenance_page_follows_drain_and_reactivate(cluster: Cluster) -> None:
+    import aiohttp
+
+    c = cluster
+    aid = c.agent.agent_id
+    assert aid is not None
+    page = await get(c, "/ui/maintenance")
+    (row,) = Tables(page).with_header("agent")  # the out-of-service table is empty
+    assert row[:3] == [aid, f"127.0.0.1:{c.agent.port}", "in service"] and row[-1] == "drain"
+    assert "Out of service (0)" in page
+    async with aiohttp.ClientSession() as s:
+        for call, state in (("DRAIN_AGENT", "draining"), ("REACTIVATE_AGENT", "in service")):
+            body = {"type": call, call.lower(): {"agent_id": {"value": aid}}}
+            async with s.post(c.master.url + "/api/v1", json=body) as r:
+                assert r.status in (200, 202), await r.text()
+            draining = call == "DRAIN_AGENT"
+            await c.master.wait_until(lambda d=draining: c.master.state.agents[aid].draining is d, 10)
+            page = await get(c, "/ui/maintenance")
+            (row,) = Tables(page).with_header("agent")
+            assert row[2] == state and row[-1] == ("reactivate" if call == "DRAIN_AGENT" else "drain")
+            assert ("Out of service (1)" if call == "DRAIN_AGENT" else "Out of service (0)") in page
