@@ -160,6 +160,8 @@ class OperatorApi(OperatorV1):
             return text(400, f"Failed to validate master::Call: {problem}")
         accept = media_type(request.headers.get("Accept")) or ctype
         out_type = codec.MSGPACK if accept == codec.MSGPACK else codec.JSON
+        if call.type is mesos.OperatorCallType.SUBSCRIBE:
+            return await svc.operator_streams.subscribe(request, out_type)
         try:
             resp = await self._operator_call(call)
         except _Conflict as e:

@@ -32,12 +32,14 @@ from master.events import (
     Effect,
     MasterEvent,
     Persist,
+    PublishOperatorEvent,
     SendEvent,
     SendToAgent,
     Tick,
 )
 from master.http_api import VERSION, SchedulerApi
 from master.operator import OperatorApi
+from master.operator_stream import OperatorStreams
 from master.ratelimit import RateLimiter
 from master.registry import Registry, RegistryError
 from master.state import MasterState, StateConfig
@@ -100,6 +102,7 @@ class MasterService(Service):
         self.scheduler_api = SchedulerApi(self)
         self.agent_server = AgentChannelServer(self)
         self.operator_api = OperatorApi(self)
+        self.operator_streams = OperatorStreams(self)  # operator SUBSCRIBE streams (master/operator_stream.py)
         self.rate = RateLimiter(config.rate_limit_qps, config.rate_limit_burst)
         self.counters: dict[str, int] = {"invalid_messages_total": 0, "rate_limited_total": 0, "errors_total": 0}
         self._wake = asyncio.Event()
@@ -199,6 +202,7 @@ class MasterService(Service):
     async def _stop(self) -> None:
         self.ready = False
         self.scheduler_api.close_all()
+        self.operator_streams.close_all()
         self.agent_server.close_all()
         if self._server is not None:
             self._server.close()
@@ -305,6 +309,8 @@ class MasterService(Service):
                 self.agent_server.send(e.conn_id, e.body)
             case CloseAgent():
                 self.agent_server.close(e.conn_id, e.reason)
+            case PublishOperatorEvent():
+                self.operator_streams.publish(e)
             case Persist():
                 pass
 

@@ -264,6 +264,8 @@ class StateViews:
         out["master/frameworks_disconnected"] = float(sum(1 for f in fws if not f.connected))
         out["master/frameworks_inactive"] = float(sum(1 for f in fws if f.phase is not FrameworkPhase.SUBSCRIBED))
         out["master/outstanding_offers"] = float(len(svc.allocator.outstanding_offers()))
+        out["master/operator_event_stream_subscriptions"] = float(len(svc.operator_streams.subscribers))
+        out["master/operator_event_streams_dropped"] = float(svc.operator_streams.dropped)
         for state, n in st.task_counts().items():
             out["master/tasks_" + state.value.removeprefix("TASK_").lower()] = float(n)
         c = st.counters

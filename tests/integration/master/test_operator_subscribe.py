@@ -1,0 +1,189 @@
+"""The operator event stream (``SUBSCRIBE`` on ``/api/v1``) against a real master: a real
+``agora-agent`` process registers after the subscription, the native client library launches a
+real command, and two subscribers (JSON and msgpack) see the changes in order."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import aiohttp
+import pytest
+
+from frameworks.client.driver import SchedulerDriver
+from frameworks.client.transport import HttpTransport
+from master.service import MasterService
+from protocol import codec, mesos, recordio
+from protocol.backoff import Backoff
+from protocol.mesos_common import TaskID
+from protocol.resources import Resources
+from protocol.task_states import TaskState
+
+ET = mesos.OperatorEventType
+TS = TaskState
+SUBSCRIBE = mesos.OperatorCall(type=mesos.OperatorCallType.SUBSCRIBE)
+
+
+class OperatorSubscriber:
+    """A minimal operator stream reader: every event into a queue, in arrival order."""
+
+    def __init__(self, session: aiohttp.ClientSession, url: str, media: str) -> None:
+        self.session, self.url, self.media = session, url, media
+        self.events: asyncio.Queue[mesos.OperatorEvent] = asyncio.Queue()
+        self.seen: list[mesos.OperatorEvent] = []
+        self._resp: aiohttp.ClientResponse | None = None
+        self._reader: asyncio.Task[None] | None = None
+
+    async def __aenter__(self) -> OperatorSubscriber:
+        self._resp = await self.session.post(
+            self.url + "/api/v1",
+            data=codec.encode(SUBSCRIBE, self.media),
+            headers={"Content-Type": self.media, "Accept": self.media},
+        )
+        assert self._resp.status == 200, await self._resp.text()
+        assert self._resp.headers["Content-Type"] == self.media
+        self._reader = asyncio.get_running_loop().create_task(self._read())
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self._reader is not None:
+            self._reader.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._reader
+        if self._resp is not None:
+            self._resp.close()
+
+    async def _read(self) -> None:
+        assert self._resp is not None
+        dec = recordio.RecordIODecoder()
+        with contextlib.suppress(aiohttp.ClientPayloadError):
+            async for chunk in self._resp.content.iter_any():
+                for rec in dec.feed(chunk):
+                    await self.events.put(codec.decode(mesos.OperatorEvent, rec, self.media))
+
+    async def until(self, pred: object, within: float = 30.0) -> mesos.OperatorEvent:
+        """Read events (all kept in ``seen``) until one satisfies ``pred``."""
+        assert callable(pred)
+        async with asyncio.timeout(within):
+            while True:
+                ev = await self.events.get()
+                self.seen.append(ev)
+                if pred(ev):
+                    return ev
+
+
+def task_update(tid: str, state: TaskState) -> object:
+    def pred(ev: mesos.OperatorEvent) -> bool:
+        u = ev.task_updated
+        return u is not None and u.status.task_id.value == tid and u.state is state
+
+    return pred
+
+
+def summary(events: list[mesos.OperatorEvent]) -> list[tuple[str, str]]:
+    """(type, what) of each non-heartbeat event: an agent's host, a framework's name, a task's
+    id and state."""
+    out: list[tuple[str, str]] = []
+    for ev in events:
+        assert ev.type is not None
+        if ev.agent_added is not None:
+            out.append((ev.type.value, ev.agent_added.agent.agent_info.hostname))
+        elif ev.framework_added is not None:
+            out.append((ev.type.value, ev.framework_added.framework.framework_info.name))
+        elif ev.task_added is not None:
+            out.append((ev.type.value, ev.task_added.task.task_id.value))
+        elif ev.task_updated is not None:
+            out.append((ev.type.value, f"{ev.task_updated.status.task_id.value} {ev.task_updated.state.value}"))
+        elif ev.type is not ET.HEARTBEAT:
+            out.append((ev.type.value, ""))
+    return out
+
+
+@contextlib.asynccontextmanager
+async def agent_process(master_port: int, work: Path) -> AsyncIterator[None]:
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "agent.main", "--master", f"127.0.0.1:{master_port}", "--work-dir", str(work),
+        "--resources", "cpus:2;mem:1024;disk:1000", "--isolation", "psutil",
+        "--log-level", "WARNING",
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL, start_new_session=True,
+    )
+    try:
+        assert proc.stdout is not None
+        line = (await asyncio.wait_for(proc.stdout.readline(), 30)).decode()
+        assert line.startswith("agora-agent listening on"), line
+        yield
+    finally:
+        if proc.returncode is None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                await asyncio.wait_for(proc.wait(), 15)
+            except TimeoutError:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGKILL)
+                await proc.wait()
+
+
+@pytest.mark.slow
+async def test_subscribers_see_agent_framework_and_task_events_in_order(master: MasterService, tmp_path: Path) -> None:
+    async with (
+        aiohttp.ClientSession() as session,
+        OperatorSubscriber(session, master.url, codec.JSON) as js,
+        OperatorSubscriber(session, master.url, codec.MSGPACK) as mp,
+    ):
+        for sub in (js, mp):
+            first = await sub.until(lambda ev: True)
+            assert first.type is ET.SUBSCRIBED and first.subscribed is not None
+            assert first.subscribed.heartbeat_interval_seconds == master.config.heartbeat_interval
+            st = first.subscribed.get_state
+            assert st is not None and st.get_agents is not None and st.get_agents.agents == ()
+        await master.wait_until(lambda: len(master.operator_streams.subscribers) == 2)
+        async with aiohttp.ClientSession() as s, s.get(master.url + "/metrics/snapshot") as r:
+            assert (await r.json())["master/operator_event_stream_subscriptions"] == 2
+
+        async with agent_process(master.port, tmp_path / "agent"):
+            for sub in (js, mp):
+                await sub.until(lambda ev: ev.type is ET.AGENT_ADDED)
+            info = mesos.FrameworkInfo(user=os.environ.get("USER", "nobody"), name="op-watch")
+            driver = SchedulerDriver(info, HttpTransport(master.url), backoff=Backoff(0.01, 0.1))
+            async with driver:
+                await driver.wait_subscribed(30)
+                await driver.wait_for(lambda: len(driver.offers) == 1, 30)
+                (offer,) = list(driver.offers)
+                t = mesos.TaskInfo(
+                    name="t1", task_id=TaskID("t1"), resources=Resources.parse("cpus:0.1;mem:32").to_mesos(),
+                    command=mesos.CommandInfo(value="sleep 0.2"),
+                )
+                await driver.launch(offer.offer_id, [t])
+                for sub in (js, mp):
+                    await sub.until(task_update("t1", TS.TASK_FINISHED))
+                await driver.teardown()
+                for sub in (js, mp):
+                    await sub.until(lambda ev: ev.type is ET.FRAMEWORK_REMOVED)
+
+        expected = [
+            ("SUBSCRIBED", ""),
+            ("AGENT_ADDED", "127.0.0.1"),
+            ("FRAMEWORK_ADDED", "op-watch"),
+            ("TASK_ADDED", "t1"),
+            ("TASK_UPDATED", "t1 TASK_STARTING"),
+            ("TASK_UPDATED", "t1 TASK_RUNNING"),
+            ("TASK_UPDATED", "t1 TASK_FINISHED"),
+            ("FRAMEWORK_REMOVED", ""),
+        ]
+        for sub in (js, mp):
+            got = [e for e in summary(sub.seen) if e in expected]
+            # TASK_STARTING is the agent's to send or not; everything else comes, once, in this order
+            assert [e for e in got if e[1] != "t1 TASK_STARTING"] == [e for e in expected if e[1] != "t1 TASK_STARTING"]
+            assert got.count(("TASK_UPDATED", "t1 TASK_STARTING")) <= 1
+        added = next(e for e in mp.seen if e.type is ET.AGENT_ADDED)
+        assert added.agent_added is not None
+        assert {r.name for r in added.agent_added.agent.total_resources} >= {"cpus", "mem"}
+        fin = next(e for e in js.seen if task_update("t1", TS.TASK_FINISHED)(e))  # type: ignore[operator]
+        assert fin.task_updated is not None and fin.task_updated.framework_id.value == driver.framework_id
+
+    await master.wait_until(lambda: not master.operator_streams.subscribers and not master.state.operator_streams)
