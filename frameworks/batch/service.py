@@ -12,6 +12,8 @@ HTTP API (JSON by default, msgpack with ``Content-Type``/``Accept: application/x
 - ``GET /api/v1/jobs/{id}`` -> the job with its tasks, attempts and reason (``?summary=1``:
   without the tasks, for pollers; ``?task=I``: with task ``I`` only)
 - ``POST /api/v1/jobs/{id}/cancel``
+- ``POST /api/v1/jobs/{id}/tasks/{index}/kill`` -> kill that task's running attempt (``agora task
+  kill``); it ends as a crash would (retried if it has retries left)
 - ``GET /api/v1/jobs/{id}/logs?task=I&stream=stdout|stderr&offset=O&length=L`` -> read from the
   agent's sandbox (``/files/read``), ``{"data": str, "offset": int}``
 - ``GET /health``, ``GET /api/v1/framework`` (framework id, master, counts)
@@ -34,6 +36,7 @@ import msgpack
 from aiohttp import web
 
 from frameworks.batch.core import (
+    ACTIVE,
     BatchCore,
     BatchError,
     DeclareDemand,
@@ -138,6 +141,7 @@ class BatchService(Service, Scheduler):
                 web.get("/api/v1/jobs", self._list),
                 web.get("/api/v1/jobs/{id}", self._show),
                 web.post("/api/v1/jobs/{id}/cancel", self._cancel),
+                web.post("/api/v1/jobs/{id}/tasks/{index}/kill", self._kill_task),
                 web.get("/api/v1/jobs/{id}/logs", self._logs),
             ]
         )
@@ -472,6 +476,20 @@ class BatchService(Service, Scheduler):
         self._absorb(effects)
         self._wake.set()
         return _reply(request, job_summary(job))
+
+    async def _kill_task(self, request: web.Request) -> web.Response:
+        job = self._job(request)
+        if isinstance(job, web.Response):
+            return job
+        index = request.match_info["index"]
+        task = job.tasks[int(index)] if index.isdigit() and int(index) < len(job.tasks) else None
+        if task is None:
+            return _error(request, 404, f"job {job.job_id} has no task {index}")
+        cur = task.current
+        if task.phase not in ACTIVE or cur is None:
+            return _error(request, 409, f"task {index} of job {job.job_id} is not running ({task.phase.value})")
+        self._absorb([Kill(cur.task_id, cur.agent_id, "killed by the operator")])
+        return _reply(request, {"job": job.job_id, "task": task.index, "task_id": cur.task_id})
 
     async def _logs(self, request: web.Request) -> web.Response:
         job = self._job(request)

@@ -37,7 +37,7 @@ class CliError(Exception):
 
 def master_url(master: str | None) -> str:
     """``host:port`` / ``http://host:port`` / None (-> ``AGORA_MASTER`` or the default) → base URL."""
-    value = (master or os.environ.get("AGORA_MASTER") or DEFAULT_MASTER).strip()
+    value = (master or os.environ.get("AGORA_MASTER") or _file_value("master") or DEFAULT_MASTER).strip()
     if not value:
         value = DEFAULT_MASTER
     if value.startswith("zk://"):
@@ -45,6 +45,13 @@ def master_url(master: str | None) -> str:
     if "://" not in value:
         value = "http://" + value
     return value.rstrip("/")
+
+
+def _file_value(key: str) -> str | None:
+    """``key`` from the config file (``agora config``), after flag and environment, before defaults."""
+    from frameworks.cli.config import file_value
+
+    return file_value(key)
 
 
 def http_get_json(url: str, timeout: float = 5.0) -> Any:
@@ -321,7 +328,7 @@ def framework_url(name: str, explicit: str | None, env_var: str, master: str | N
     """A framework service's base URL: ``explicit``, the ``env_var`` environment variable, or the
     active framework called ``name`` in the master's ``/state`` (services publish their API
     address as ``FrameworkInfo.webui_url``)."""
-    value = explicit or os.environ.get(env_var)
+    value = explicit or os.environ.get(env_var) or _file_value(name.removeprefix("agora-"))
     if value:
         return (value if "://" in value else "http://" + value).rstrip("/")
     for fw in master_state(master_url(master)).get("frameworks", []):

@@ -10,6 +10,7 @@ from __future__ import annotations
 import sys
 import time
 import urllib.parse
+from collections.abc import Callable
 from typing import Any
 
 import click
@@ -17,21 +18,53 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from frameworks.cli.common import (
+    CliError,
     ServiceApi,
     clock_time,
     console,
     emit,
+    error_text,
+    http_get_json,
     json_flag,
 )
+from frameworks.cli.follow import Chunk, LogStream
+from frameworks.cli.follow import follow as follow_logs
 
 TERMINAL = {"SUCCEEDED", "FAILED", "CANCELLED"}
 SHORT = {"PENDING": "PD", "RUNNING": "R", "SUCCEEDED": "CD", "FAILED": "F", "CANCELLED": "CA"}
+ACTIVE_PHASES = ("LAUNCHING", "RUNNING")
 POLL = 0.25  # seconds between polls while waiting or following (a CLI loop, not a test)
 API = ServiceApi("agora-batch", "batch", "AGORA_BATCH")
 
 
 def batch_url(batch: str | None, master: str | None) -> str:
     return API.base(batch, master)
+
+
+def short_state(j: dict[str, Any]) -> str:
+    """squeue's code for a job summary: PD R CD F CA, and CG (completing) for a job that has ended
+    while some of its tasks are still being killed."""
+    tasks = j.get("tasks") or {}
+    if j["state"] in TERMINAL and any(tasks.get(p, 0) for p in ACTIVE_PHASES):
+        return "CG"
+    return SHORT.get(j["state"], j["state"])
+
+
+def elapsed_text(start: float | None, end: float | None) -> str:
+    """sacct's Elapsed, ``[D-]HH:MM:SS``; ``-`` for a job that never started."""
+    if start is None or end is None:
+        return "-"
+    secs = max(0, round(end - start))
+    days, rest = divmod(secs, 86400)
+    text = f"{rest // 3600:02d}:{rest % 3600 // 60:02d}:{rest % 60:02d}"
+    return f"{days}-{text}" if days else text
+
+
+def exit_code(detail: dict[str, Any]) -> int | None:
+    """A job's exit code as sacct shows it: the highest among its tasks' last attempts."""
+    codes = [t["history"][-1].get("exit_code") for t in detail.get("task_list", []) if t.get("history")]
+    known = [c for c in codes if isinstance(c, int)]
+    return max(known) if known else None
 
 
 def _tasks_summary(counts: dict[str, int]) -> str:
@@ -155,7 +188,7 @@ def list_jobs(ctx: click.Context, state: str | None) -> None:
             table.add_row(
                 str(j["id"]),
                 j["name"],
-                SHORT.get(j["state"], j["state"]),
+                short_state(j),
                 j["queue"],
                 str(j["priority"]),
                 _tasks_summary(j["tasks"]),
@@ -164,6 +197,50 @@ def list_jobs(ctx: click.Context, state: str | None) -> None:
         console().print(table)
 
     emit(ctx, data, render)
+
+
+def _stamp(t: float | None) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(t)) if t else "-"
+
+
+@job.command()
+@click.option("--limit", default=20, show_default=True, type=click.IntRange(1), help="The N most recent.")
+@json_flag
+@click.pass_context
+def history(ctx: click.Context, limit: int) -> None:
+    """Finished jobs, newest first, like sacct: state, exit code, elapsed, start, end."""
+    done = [j for j in API.get(ctx, "/jobs")["jobs"] if j["state"] in TERMINAL]
+    done.sort(key=lambda j: (j.get("ended_at") or 0.0, j["id"]), reverse=True)
+    rows = []
+    for j in done[:limit]:
+        start, end = j.get("started_at"), j.get("ended_at")
+        rows.append(
+            {
+                **j,
+                "exit_code": exit_code(API.get(ctx, f"/jobs/{j['id']}")),
+                "elapsed": None if start is None or end is None else max(0.0, end - start),
+            }
+        )
+
+    def render(rs: list[dict[str, Any]]) -> None:
+        table = Table(box=None, header_style="bold")
+        for col in ("ID", "NAME", "QUEUE", "STATE", "EXIT", "ELAPSED", "START", "END", "TASKS"):
+            table.add_column(col)
+        for r in rs:
+            table.add_row(
+                str(r["id"]),
+                r["name"],
+                r["queue"],
+                r["state"],
+                "-" if r["exit_code"] is None else str(r["exit_code"]),
+                elapsed_text(r.get("started_at"), r.get("ended_at")),
+                _stamp(r.get("started_at")),
+                _stamp(r.get("ended_at")),
+                _tasks_summary(r["tasks"]),
+            )
+        console().print(table)
+
+    emit(ctx, rows, render)
 
 
 @job.command()
@@ -215,34 +292,57 @@ def cancel(ctx: click.Context, job_id: int) -> None:
 
 @job.command()
 @click.argument("job_id", type=int)
-@click.option("--task", "index", default=0, show_default=True, type=int, help="Task index.")
+@click.option("--task", "index", default=None, type=click.IntRange(0), help="Only this task (default: all).")
 @click.option("--stderr", is_flag=True, help="Show stderr instead of stdout.")
-@click.option("--follow", "-f", is_flag=True, help="Keep printing until the task ends.")
+@click.option("--follow", "-f", is_flag=True, help="Keep printing until the task (or job) ends.")
 @click.pass_context
-def logs(ctx: click.Context, job_id: int, index: int, stderr: bool, follow: bool) -> None:
-    """Print a task's stdout (or stderr) from the agent's sandbox."""
+def logs(ctx: click.Context, job_id: int, index: int | None, stderr: bool, follow: bool) -> None:
+    """Print stdout (or stderr) from the agents' sandboxes: one task as it is, or every task of the
+    job with each line prefixed by the task's index ([3] ...); -f follows until the end."""
     stream = "stderr" if stderr else "stdout"
-    offset = 0
-    ended = False
-    while True:
-        chunk = API.get(ctx, f"/jobs/{job_id}/logs?task={index}&stream={stream}&offset={offset}")
-        data = chunk.get("data", "")
-        if data:
-            sys.stdout.write(data)
-            sys.stdout.flush()
-            offset += len(data.encode())
-        if not follow:
-            return
-        if not data:
-            if ended:
-                return  # read to the end after the task ended
-            # Only that task (a service that ignores ?task= sends them all; pick it by index).
-            job_state = API.get(ctx, f"/jobs/{job_id}?task={index}")
-            phase = next(t["phase"] for t in job_state["task_list"] if t["index"] == index)
-            if phase in TERMINAL:
-                ended = True  # what it wrote just before it ended is still to be read
-                continue
-            time.sleep(POLL)
+    count = int(API.get(ctx, f"/jobs/{job_id}?summary=1")["count"])
+    if index is None and count == 1:
+        index = 0
+    if index is not None and index >= count:
+        raise click.ClickException(f"job {job_id} has no task {index} (it has {count})")
+    indexes = [index] if index is not None else list(range(count))
+    streams = [
+        LogStream(_log_reader(ctx, job_id, i, stream, lenient=index is None or follow), prefix=None if index is not None else f"[{i}] ")
+        for i in indexes
+    ]
+
+    def done() -> bool:
+        if index is not None:
+            d = API.get(ctx, f"/jobs/{job_id}?task={index}")
+            return next(t["phase"] for t in d["task_list"] if t["index"] == index) in TERMINAL
+        s = API.get(ctx, f"/jobs/{job_id}?summary=1")
+        return s["state"] in TERMINAL and short_state(s) != "CG"
+
+    def write(piece: str) -> None:
+        sys.stdout.write(piece)
+        sys.stdout.flush()
+
+    try:
+        follow_logs(streams, keep_following=follow, done=done, sleep=time.sleep, write=write, poll=POLL)
+    except KeyboardInterrupt:
+        ctx.exit(130)
+
+
+def _log_reader(ctx: click.Context, job_id: int, index: int, stream: str, lenient: bool) -> Callable[[int], Chunk]:
+    """Reads task ``index``'s current attempt (its number is the chunk's generation: a retry starts
+    a new file). ``lenient``: a task not started yet, or whose agent is gone, reads as empty."""
+
+    def read(offset: int) -> Chunk:
+        path = f"/jobs/{job_id}/logs?task={index}&stream={stream}&offset={offset}"
+        try:
+            chunk = http_get_json(API.url(ctx) + path)
+        except CliError as exc:
+            if lenient and (" 404 " in str(exc) or " 503 " in str(exc)):
+                return Chunk("")
+            raise click.ClickException(error_text(str(exc))) from exc
+        return Chunk(str(chunk.get("data", "")), chunk.get("attempt"))
+
+    return read
 
 
 @job.command()

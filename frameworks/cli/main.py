@@ -14,6 +14,9 @@ import click
 COMMANDS: dict[str, tuple[str, str]] = {
     "up": ("frameworks.cli.up:up", "Start a local cluster (master, agents, batch framework)."),
     "agents": ("frameworks.cli.cluster:agents", "List the cluster's agents."),
+    "agent": ("frameworks.cli.agent:agent", "Agents: list (states, drain reasons), show, drain, reactivate."),
+    "config": ("frameworks.cli.config:config", "Show or set the CLI's settings (master, batch, elastic...)."),
+    "task": ("frameworks.cli.task:task", "Tasks: list, show, logs [-f], attach, kill."),
     "frameworks": ("frameworks.cli.cluster:frameworks", "List registered frameworks."),
     "tasks": ("frameworks.cli.cluster:tasks", "List tasks."),
     "offers": ("frameworks.cli.cluster:offers", "List outstanding offers with holder and age."),

@@ -1,0 +1,230 @@
+"""``agora agent list|show|drain|reactivate`` — agents as ``sinfo``/``scontrol`` show nodes.
+
+States (``agent_state``, from the master's ``/state``): ``active``; ``draining`` (nothing new
+is offered, tasks still run) and ``drained`` (draining and empty: safe to take down);
+``deactivated`` (known, not reachable for offers); ``disconnected`` (registered, its connection
+gone: within the ping timeout); ``unreachable`` (missed its pings); ``recovering`` (known from the
+registry after a master restart, not back yet). Draining shows the operator's reason. ``drain`` and
+``reactivate`` are the operator API's ``DRAIN_AGENT`` and ``REACTIVATE_AGENT`` calls.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+import click
+
+from frameworks.cli import cluster
+from frameworks.cli.common import CliError, error_text, http_post_json, master_state, master_url
+from frameworks.cli.task import TERMINAL_TASK_STATES
+
+Row = dict[str, Any]
+
+
+# --- pure ------------------------------------------------------------------------------------
+
+
+def agent_state(a: dict[str, Any], running_tasks: int) -> str:
+    phase = a.get("phase", "")
+    if phase == "UNREACHABLE":
+        return "unreachable"
+    if phase == "RECOVERED":
+        return "recovering"
+    if phase == "DRAINING" or a.get("draining"):
+        return "draining" if running_tasks else "drained"
+    if a.get("deactivated"):
+        return "deactivated"
+    if not a.get("active", True):
+        return "disconnected"
+    return "active"
+
+
+def running_tasks(state: dict[str, Any]) -> dict[str, list[str]]:
+    """agent id -> ids of its tasks that have not ended."""
+    out: dict[str, list[str]] = {}
+    for f in state.get("frameworks") or []:
+        for t in f.get("tasks") or []:
+            if t.get("state") not in TERMINAL_TASK_STATES:
+                out.setdefault(t.get("slave_id", ""), []).append(str(t.get("id", "")))
+    return out
+
+
+def rows_agents(state: dict[str, Any]) -> list[Row]:
+    """``cluster.rows_agents`` plus state, drain reason and running tasks; recovered agents too."""
+    tasks = running_tasks(state)
+    raw = {a.get("id"): a for a in state.get("slaves") or []}
+    rows = cluster.rows_agents(state)
+    for r in rows:
+        a = raw.get(r["id"], {})
+        r["tasks"] = sorted(tasks.get(r["id"], []))
+        r["state"] = agent_state(a, len(r["tasks"]))
+        r["reason"] = a.get("drain_reason") or None
+    for a in state.get("recovered_slaves") or []:
+        rows.append(
+            {
+                "id": a.get("id", ""),
+                "hostname": a.get("hostname", ""),
+                "port": a.get("port"),
+                "active": False,
+                "resources": {},
+                "used_resources": {},
+                "offered_resources": {},
+                "attributes": {},
+                "registered_time": None,
+                "tasks": [],
+                "state": "recovering",
+                "reason": None,
+            }
+        )
+    return rows
+
+
+def find_agent(rows: list[Row], key: str) -> Row:
+    """The agent whose id is ``key``, else the one whose id ends with ``-key`` (``S0``) or whose
+    ``hostname:port`` is ``key``; an unknown or ambiguous key is a ``CliError``."""
+    exact = [r for r in rows if r["id"] == key]
+    if exact:
+        return exact[0]
+    near = [r for r in rows if str(r["id"]).endswith("-" + key) or f"{r['hostname']}:{r['port']}" == key]
+    if len(near) == 1:
+        return near[0]
+    if not near:
+        raise CliError(f"no agent {key!r} known to the master")
+    raise CliError(f"agent {key!r} is ambiguous: {', '.join(sorted(str(r['id']) for r in near))}")
+
+
+def drain_call(agent_id: str, grace: float | None, reason: str | None) -> dict[str, Any]:
+    body: dict[str, Any] = {"agent_id": {"value": agent_id}}
+    if grace is not None:
+        body["max_grace_period"] = {"nanoseconds": int(grace * 1e9)}
+    if reason:
+        body["reason"] = reason
+    return {"type": "DRAIN_AGENT", "drain_agent": body}
+
+
+def reactivate_call(agent_id: str) -> dict[str, Any]:
+    return {"type": "REACTIVATE_AGENT", "reactivate_agent": {"agent_id": {"value": agent_id}}}
+
+
+# --- shell -----------------------------------------------------------------------------------
+
+
+def _options(f: Callable[..., Any]) -> Callable[..., Any]:
+    f = click.option("--json", "as_json", is_flag=True, help="Print JSON.")(f)
+    f = click.option("--master", envvar="AGORA_MASTER", default=None, help="Master host:port (or AGORA_MASTER).")(f)
+    return f
+
+
+def _run(fn: Callable[[], None]) -> None:
+    try:
+        fn()
+    except CliError as exc:
+        raise click.ClickException(error_text(str(exc))) from exc
+
+
+def _load(master: str | None) -> tuple[str, list[Row]]:
+    base = master_url(master)
+    return base, rows_agents(master_state(base, timeout=5.0))
+
+
+def _host(r: Row) -> str:
+    return f"{r['hostname']}:{r['port']}" if r["port"] else str(r["hostname"])
+
+
+@click.group()
+def agent() -> None:
+    """Agents like sinfo: list with states and drain reasons, show, drain, reactivate."""
+
+
+@agent.command(name="list")
+@_options
+@click.option("--state", "only", default=None, help="Only agents in this state (e.g. drained).")
+def list_agents(master: str | None, as_json: bool, only: str | None) -> None:
+    """Agents with state (active/draining/drained/...), resources used/total, tasks, reason."""
+
+    def go() -> None:
+        _, rows = _load(master)
+        if only:
+            rows = [r for r in rows if r["state"] == only.lower()]
+        cluster._emit(
+            rows,
+            as_json,
+            [
+                ("id", lambda r: str(r["id"])),
+                ("host", _host),
+                ("state", lambda r: str(r["state"])),
+                ("resources (used/total)", lambda r: cluster._res_text(r["resources"], r["used_resources"])),
+                ("tasks", lambda r: str(len(r["tasks"]))),
+                ("reason", lambda r: str(r["reason"] or "")),
+            ],
+            "Agents",
+        )
+
+    _run(go)
+
+
+@agent.command()
+@click.argument("agent_id")
+@_options
+def show(agent_id: str, master: str | None, as_json: bool) -> None:
+    """One agent (id, its -S<n> suffix, or host:port): state, reason, resources, tasks."""
+
+    def go() -> None:
+        _, rows = _load(master)
+        r = find_agent(rows, agent_id)
+        if as_json:
+            click.echo(json.dumps(r, indent=2, sort_keys=True))
+            return
+        click.echo(f"agent {r['id']}  {_host(r)}")
+        click.echo(f"  state      {r['state']}" + (f"  reason: {r['reason']}" if r["reason"] else ""))
+        click.echo(f"  resources  {cluster._res_text(r['resources'], r['used_resources'])} (used/total)")
+        click.echo(f"  offered    {cluster._res_text(r['offered_resources']) or '-'}")
+        attrs_text = ";".join(f"{k}:{v}" for k, v in sorted(r["attributes"].items()))
+        click.echo(f"  attributes {attrs_text or '-'}")
+        click.echo(f"  tasks      {' '.join(r['tasks']) or '-'}")
+
+    _run(go)
+
+
+@agent.command()
+@click.argument("agent_id")
+@click.option("--grace", default=None, type=click.FloatRange(0), help="Seconds tasks may keep running (max_grace_period).")
+@click.option("--reason", default=None, help="Why (shown by `agora agent list`).")
+@_options
+def drain(agent_id: str, grace: float | None, reason: str | None, master: str | None, as_json: bool) -> None:
+    """Stop offering an agent's resources (maintenance); running tasks finish. DRAIN_AGENT."""
+
+    def go() -> None:
+        base, rows = _load(master)
+        r = find_agent(rows, agent_id)
+        http_post_json(base + "/api/v1", drain_call(str(r["id"]), grace, reason))
+        _, after = _load(master)
+        now = find_agent(after, str(r["id"]))
+        if as_json:
+            click.echo(json.dumps(now, indent=2, sort_keys=True))
+        else:
+            click.echo(f"agent {now['id']} {now['state']}" + (f": {now['reason']}" if now["reason"] else ""))
+
+    _run(go)
+
+
+@agent.command()
+@click.argument("agent_id")
+@_options
+def reactivate(agent_id: str, master: str | None, as_json: bool) -> None:
+    """Offer a drained agent's resources again. REACTIVATE_AGENT."""
+
+    def go() -> None:
+        base, rows = _load(master)
+        r = find_agent(rows, agent_id)
+        http_post_json(base + "/api/v1", reactivate_call(str(r["id"])))
+        _, after = _load(master)
+        now = find_agent(after, str(r["id"]))
+        if as_json:
+            click.echo(json.dumps(now, indent=2, sort_keys=True))
+        else:
+            click.echo(f"agent {now['id']} {now['state']}")
+
+    _run(go)

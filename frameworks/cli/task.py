@@ -1,0 +1,304 @@
+"""``agora task list|show|logs|attach|kill`` — one task, wherever it runs (the Mesos CLI's ``task``).
+
+A task is found by id in the master's ``/state`` (running and completed tasks of every
+framework); its agent is the ``slaves`` entry with that id, whose ``hostname:port`` also serves
+the sandbox (``/files/read?path=<framework>/<task>/stdout``). ``logs -f`` follows the file by
+offset until the task is terminal, then drains it (see ``follow``). ``kill`` asks the framework
+that owns the task: the master's operator API has no kill, a framework kills its own tasks (the
+batch framework through ``POST /api/v1/jobs/J/tasks/I/kill``).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Callable
+from typing import Any
+
+import click
+
+from frameworks.cli import cluster
+from frameworks.cli.common import CliError, error_text, http_post_json, master_state, master_url
+from frameworks.cli.follow import Chunk, LogStream, follow, last_lines
+
+TERMINAL_TASK_STATES = frozenset(
+    {
+        "TASK_FINISHED",
+        "TASK_FAILED",
+        "TASK_KILLED",
+        "TASK_LOST",
+        "TASK_ERROR",
+        "TASK_DROPPED",
+        "TASK_GONE",
+        "TASK_GONE_BY_OPERATOR",
+    }
+)
+POLL = 0.5  # seconds between reads while following (a CLI loop)
+READ_LENGTH = 64 * 1024
+
+Row = dict[str, Any]
+
+
+# --- pure ------------------------------------------------------------------------------------
+
+
+def find_task(state: dict[str, Any], task_id: str) -> Row | None:
+    """The task ``task_id`` (running or completed, in any framework) with its framework's name and
+    API address, or None. A running copy wins over a completed one of the same id."""
+    found: Row | None = None
+    for group in (state.get("frameworks") or [], state.get("completed_frameworks") or []):
+        for f in group:
+            for completed, tasks in ((False, f.get("tasks") or []), (True, f.get("completed_tasks") or [])):
+                for t in tasks:
+                    if t.get("id") != task_id:
+                        continue
+                    row = {
+                        "id": task_id,
+                        "name": t.get("name", ""),
+                        "state": t.get("state", ""),
+                        "framework_id": t.get("framework_id") or f.get("id", ""),
+                        "framework": f.get("name", ""),
+                        "framework_url": f.get("webui_url") or None,
+                        "agent_id": t.get("slave_id") or t.get("agent_id", ""),
+                        "executor_id": t.get("executor_id", ""),
+                        "resources": t.get("resources") or {},
+                        "role": t.get("role"),
+                        "statuses": t.get("statuses") or [],
+                        "completed": completed,
+                    }
+                    if not completed:
+                        return row
+                    found = found or row
+    return found
+
+
+def agent_url(state: dict[str, Any], agent_id: str) -> str | None:
+    for a in state.get("slaves") or []:
+        if a.get("id") == agent_id and a.get("hostname") and a.get("port"):
+            return f"http://{a['hostname']}:{a['port']}"
+    return None
+
+
+def sandbox_file(framework_id: str, task_id: str, name: str) -> str:
+    """The path the agent's ``/files/*`` endpoints know a task's file by."""
+    return f"{framework_id}/{task_id}/{name}"
+
+
+def batch_task(task_id: str) -> tuple[int, int] | None:
+    """``j<job>-<index>-<attempt>`` (the batch framework's task ids) -> (job, index)."""
+    parts = task_id.split("-")
+    if len(parts) != 3 or not parts[0].startswith("j"):
+        return None
+    try:
+        return int(parts[0][1:]), int(parts[1])
+    except ValueError:
+        return None
+
+
+# --- shell -----------------------------------------------------------------------------------
+
+
+def _locate(master: str | None, task_id: str) -> tuple[str, dict[str, Any], Row]:
+    base = master_url(master)
+    state = master_state(base, timeout=5.0)
+    row = find_task(state, task_id)
+    if row is None:
+        raise CliError(f"no task {task_id!r} known to the master at {base}")
+    row["agent_url"] = agent_url(state, row["agent_id"])
+    return base, state, row
+
+
+def files_read(agent: str, path: str, offset: int, length: int = READ_LENGTH) -> tuple[str, int] | None:
+    """``(data, offset)`` from the agent's ``/files/read``; None if the file does not exist."""
+    q = urllib.parse.urlencode({"path": path, "offset": str(offset), "length": str(length)})
+    url = f"{agent}/files/read?{q}"
+    try:
+        with urllib.request.urlopen(url, timeout=10.0) as resp:
+            body = json.loads(resp.read())
+    except urllib.error.HTTPError as exc:
+        if exc.code == 404:
+            return None
+        detail = exc.read().decode("utf-8", "replace").strip()
+        raise CliError(f"GET {url}: HTTP {exc.code} {detail}") from exc
+    except (urllib.error.URLError, OSError) as exc:
+        raise CliError(f"cannot reach the agent at {agent}: {getattr(exc, 'reason', exc)}") from exc
+    except ValueError as exc:
+        raise CliError(f"{url} did not answer JSON") from exc
+    return str(body.get("data", "")), int(body.get("offset", offset))
+
+
+def _reader(row: Row, stream: str, must_exist: bool) -> Callable[[int], Chunk]:
+    agent = row.get("agent_url")
+    if not agent:
+        raise CliError(f"task {row['id']}: its agent {row['agent_id'] or '?'} is not registered with the master")
+    path = sandbox_file(row["framework_id"], row["id"], stream)
+
+    def read(offset: int) -> Chunk:
+        got = files_read(agent, path, offset)
+        if got is None:
+            if must_exist:
+                raise CliError(f"task {row['id']} has no {stream} on agent {row['agent_id']} (sandbox removed?)")
+            return Chunk("")  # not created yet: the task is still launching
+        return Chunk(got[0])
+
+    return read
+
+
+def _tail_offset(row: Row, stream: str, n: int) -> tuple[str, int]:
+    """The last ``n`` lines of a task's ``stream`` and the file size they end at."""
+    agent, path = str(row["agent_url"]), sandbox_file(row["framework_id"], row["id"], stream)
+    end = files_read(agent, path, -1)
+    if end is None:
+        return "", 0
+    size = end[1]
+    window = 8 * 1024
+    while True:
+        start = max(0, size - window)
+        text, pos = "", start
+        while pos < size:
+            got = files_read(agent, path, pos, min(READ_LENGTH, size - pos))
+            if got is None or not got[0]:
+                break
+            text += got[0]
+            pos += len(got[0].encode("utf-8"))
+        lines, enough = last_lines(text, n, from_start=start == 0)
+        if enough:
+            return lines, size
+        window *= 4
+
+
+def _run(fn: Callable[[], None]) -> None:
+    try:
+        fn()
+    except CliError as exc:
+        raise click.ClickException(error_text(str(exc))) from exc
+    except KeyboardInterrupt:
+        sys.stdout.flush()
+        raise SystemExit(130) from None
+
+
+def _write(piece: str) -> None:
+    sys.stdout.write(piece)
+    sys.stdout.flush()
+
+
+def _terminal_check(master: str | None, task_id: str) -> Callable[[], bool]:
+    def done() -> bool:
+        row = find_task(master_state(master_url(master), timeout=5.0), task_id)
+        return row is None or row["state"] in TERMINAL_TASK_STATES
+
+    return done
+
+
+def _options(f: Callable[..., Any]) -> Callable[..., Any]:
+    f = click.option("--json", "as_json", is_flag=True, help="Print JSON.")(f)
+    f = click.option("--master", envvar="AGORA_MASTER", default=None, help="Master host:port (or AGORA_MASTER).")(f)
+    return f
+
+
+@click.group()
+def task() -> None:
+    """Inspect tasks: list, show, logs (-f), attach, kill."""
+
+
+task.add_command(cluster.tasks, name="list")
+
+
+@task.command()
+@click.argument("task_id")
+@_options
+def show(task_id: str, master: str | None, as_json: bool) -> None:
+    """A task: state, framework, agent, resources, sandbox, status history."""
+
+    def go() -> None:
+        _, _, row = _locate(master, task_id)
+        row["sandbox"] = sandbox_file(row["framework_id"], row["id"], "")
+        if as_json:
+            click.echo(json.dumps(row, indent=2, sort_keys=True))
+            return
+        click.echo(f"task {row['id']}  {row['name']}")
+        for k in ("state", "framework", "framework_id", "agent_id", "agent_url", "role", "sandbox"):
+            click.echo(f"  {k:13} {row.get(k) or '-'}")
+        click.echo(f"  {'resources':13} {cluster._res_text(row['resources'])}")
+        for s in row["statuses"]:
+            stamp = time.strftime("%H:%M:%S", time.localtime(s.get("timestamp") or 0))
+            click.echo(f"  {stamp}  {s.get('state', '')}")
+
+    _run(go)
+
+
+@task.command()
+@click.argument("task_id")
+@click.option("--stderr", is_flag=True, help="stderr instead of stdout.")
+@click.option("--follow", "-f", is_flag=True, help="Keep printing until the task ends.")
+@click.option("--tail", "-n", "tail", default=None, type=click.IntRange(0), help="Start with the last N lines.")
+@click.option("--master", envvar="AGORA_MASTER", default=None, help="Master host:port (or AGORA_MASTER).")
+def logs(task_id: str, stderr: bool, follow: bool, tail: int | None, master: str | None) -> None:
+    """Print a task's stdout (or stderr) from its agent's sandbox; -f follows it to the end."""
+    stream = "stderr" if stderr else "stdout"
+
+    def go() -> None:
+        _, _, row = _locate(master, task_id)
+        read = _reader(row, stream, must_exist=not follow)
+        start = 0
+        if tail is not None:
+            text, start = _tail_offset(row, stream, tail)
+            _write(text)
+        _follow([LogStream(read, offset=start)], follow, master, task_id)
+
+    _run(go)
+
+
+def _follow(streams: list[LogStream], keep: bool, master: str | None, task_id: str) -> None:
+    follow(
+        streams,
+        keep_following=keep,
+        done=_terminal_check(master, task_id),
+        sleep=time.sleep,
+        write=_write,
+        poll=POLL,
+    )
+
+
+@task.command()
+@click.argument("task_id")
+@click.option("--master", envvar="AGORA_MASTER", default=None, help="Master host:port (or AGORA_MASTER).")
+def attach(task_id: str, master: str | None) -> None:
+    """Follow a task's stdout and stderr together (lines prefixed) until it ends; Ctrl-C detaches."""
+
+    def go() -> None:
+        _, _, row = _locate(master, task_id)
+        streams = [LogStream(_reader(row, s, must_exist=False), prefix=f"[{s}] ") for s in ("stdout", "stderr")]
+        _follow(streams, True, master, task_id)
+
+    _run(go)
+
+
+@task.command()
+@click.argument("task_id")
+@_options
+def kill(task_id: str, master: str | None, as_json: bool) -> None:
+    """Ask the task's framework to kill it (batch tasks: like a crash, retried if retries remain)."""
+
+    def go() -> None:
+        _, _, row = _locate(master, task_id)
+        if row["state"] in TERMINAL_TASK_STATES:
+            raise CliError(f"task {task_id} already ended ({row['state']})")
+        ref = batch_task(task_id)
+        if row["framework"] != "agora-batch" or ref is None or not row["framework_url"]:
+            raise CliError(
+                f"task {task_id} belongs to framework {row['framework'] or row['framework_id']}, "
+                "which agora cannot ask to kill a task (only the batch framework can be)"
+            )
+        job_id, index = ref
+        out = http_post_json(f"{row['framework_url']}/api/v1/jobs/{job_id}/tasks/{index}/kill", {})
+        if as_json:
+            click.echo(json.dumps(out, indent=2, sort_keys=True))
+        else:
+            click.echo(f"killing task {task_id} (job {job_id} task {index})")
+
+    _run(go)
