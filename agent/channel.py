@@ -4,7 +4,7 @@ frames, batching, pings, reconnects, redirects and epoch fencing.
 - ``send(body)`` queues a message; everything queued within one event-loop tick goes out as one
   ``Frame`` (split only at ``MAX_FRAME_BYTES``). Messages queued while disconnected are dropped:
   what must survive a disconnect (status updates) is resent by its owner after re-registration.
-- ``run()`` connects to ``ws://MASTER/api/v1/agent``, follows an HTTP 307/302 redirect to the
+- ``run()`` connects to ``ws://MASTER/api/v1/agent`` (``wss://`` with an ``ssl`` context), follows an HTTP 307/302 redirect to the
   leading master, sends ``REGISTER`` (built fresh by ``build_register`` each time), waits for
   ``REGISTERED``/``REFUSED``, then dispatches frames. It answers ``PING`` itself; if no frame
   arrives for ``ping_timeout`` it drops the connection. Reconnects use jittered backoff.
@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+import ssl as ssl_
 from collections.abc import Callable
 from urllib.parse import urlsplit
 
@@ -59,8 +60,10 @@ class AgentChannel:
         reconnect_initial: float = 0.1,
         reconnect_max: float = 5.0,
         rng: random.Random | None = None,
+        ssl: ssl_.SSLContext | None = None,
     ) -> None:
         self.master = master
+        self._ssl = ssl  # TLS to the master (wss://): the pinned CA and our client certificate
         self._build_register = build_register
         self._on_registered = on_registered
         self._on_message = on_message
@@ -146,10 +149,11 @@ class AgentChannel:
 
     async def _open(self, session: aiohttp.ClientSession) -> aiohttp.ClientWebSocketResponse:
         for _ in range(5):  # redirects
-            url = f"http://{self.master}{PATH}"
+            url = f"{'wss' if self._ssl is not None else 'ws'}://{self.master}{PATH}"
             try:
                 ws = await session.ws_connect(
-                    url, max_msg_size=MAX_FRAME_BYTES, autoping=True, timeout=aiohttp.ClientWSTimeout(ws_close=2.0)
+                    url, max_msg_size=MAX_FRAME_BYTES, autoping=True, timeout=aiohttp.ClientWSTimeout(ws_close=2.0),
+                    ssl=self._ssl if self._ssl is not None else True,
                 )
                 # aiohttp follows redirects itself: remember where we ended up (the leader)
                 resp = getattr(ws, "_response", None)

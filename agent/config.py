@@ -16,7 +16,7 @@ class ConfigError(ValueError):
 
 def _master(value: str) -> str:
     v = value.strip()
-    for prefix in ("http://", "ws://"):
+    for prefix in ("http://", "ws://", "https://", "wss://"):
         if v.startswith(prefix):
             v = v[len(prefix) :]
     v = v.rstrip("/")
@@ -59,6 +59,17 @@ class AgentConfig:
     switch_user: bool = True  # run a task without CommandInfo.user as its FrameworkInfo.user (Mesos --switch_user)
     sandbox_gc_delay: float = 3600.0  # seconds a finished task's sandbox stays readable  # let a task ask for CommandInfo.user = root (uid 0)
 
+    # TLS (protocol/tls.py): the master's CA (pinned; implies wss://), and this agent's certificate:
+    # its client certificate for mTLS and the one its own HTTPS server (files, executor API) serves
+    master_tls: bool = False  # --master https://... (the system trust store unless master_ca)
+    master_ca: Path | None = attrs.field(default=None, converter=attrs.converters.optional(Path))
+    tls_cert: Path | None = attrs.field(default=None, converter=attrs.converters.optional(Path))
+    tls_key: Path | None = attrs.field(default=None, converter=attrs.converters.optional(Path))
+
+    @property
+    def tls_to_master(self) -> bool:
+        return self.master_tls or self.master_ca is not None
+
     @property
     def advertised_host(self) -> str:
         """The host the agent registers with (the master, its web UI and frameworks reach the agent's
@@ -98,3 +109,5 @@ class AgentConfig:
                 raise ConfigError(f"{name} must be > 0")
         if self.resend_max < self.resend_initial or self.reconnect_max < self.reconnect_initial:
             raise ConfigError("a backoff maximum must be >= its initial value")
+        if (self.tls_cert is None) != (self.tls_key is None):
+            raise ConfigError("--tls-cert and --tls-key go together")

@@ -91,12 +91,16 @@ async def _serve(config: AgentConfig) -> int:
 @click.option("--resend-max", default=60.0, show_default=True, type=float, help="Cap of the resend delay.")
 @click.option("--monitor-interval", default=0.5, show_default=True, type=float, help="Usage sampling period.")
 @click.option("--log-level", default="INFO", show_default=True)
+@click.option("--master-ca", default=None, type=click.Path(path_type=Path), help="The master's CA (PEM), pinned: the channel is wss://.")
+@click.option("--tls-cert", default=None, type=click.Path(path_type=Path), help="PEM certificate: the client certificate for mTLS and this agent's HTTPS server.")
+@click.option("--tls-key", default=None, type=click.Path(path_type=Path), help="PEM private key of --tls-cert.")
 def main(**kw: object) -> None:
     """Run an Agora agent."""
     level = str(kw.pop("log_level")).upper()
     logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s %(message)s", stream=sys.stderr)
     if kw.get("hostname") is None:
         kw.pop("hostname")
+    kw["master_tls"] = str(kw["master"]).strip().lower().startswith(("https://", "wss://"))
     try:
         config = AgentConfig(**kw)  # type: ignore[arg-type]
     except (ConfigError, TypeError, ValueError) as e:

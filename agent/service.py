@@ -17,6 +17,7 @@ import contextlib
 import logging
 import os
 import random
+import ssl
 import threading
 from typing import Any
 
@@ -72,6 +73,7 @@ from protocol.mesos import (
 )
 from protocol.mesos_common import AgentID, ExecutorID, FrameworkID, Label, Labels, TaskID
 from protocol.resources import Resources, attributes_to_mesos, parse_attributes
+from protocol.tls import TlsError, client_context, server_context
 
 log = logging.getLogger(__name__)
 
@@ -173,6 +175,7 @@ class AgentService(Service):
         self.agent_id: str | None = None
         self.resources = Resources.empty()
         self.attributes: dict[str, str | float] = {}
+        self._server_ssl: ssl.SSLContext | None = None  # set in _start with --tls-cert/--tls-key
         self.frameworks: dict[str, FrameworkInfo] = {}
         self.port = 0
         self.channel: AgentChannel | None = None
@@ -219,6 +222,14 @@ class AgentService(Service):
 
     async def _start(self) -> None:
         cfg = self.config
+        try:  # TLS files are checked before anything starts (protocol/tls.py)
+            master_ssl = (
+                client_context(cfg.master_ca, cfg.tls_cert, cfg.tls_key, ca_flag="--master-ca")
+                if cfg.tls_to_master else None
+            )
+            self._server_ssl = server_context(cfg.tls_cert, cfg.tls_key) if cfg.tls_cert and cfg.tls_key else None
+        except TlsError as e:
+            raise StartupError(str(e)) from e
         self.checkpoint.init()
         self._build_plugins()
         await self._start_http()
@@ -234,6 +245,7 @@ class AgentService(Service):
             reconnect_initial=cfg.reconnect_initial,
             reconnect_max=cfg.reconnect_max,
             rng=self._rng,
+            ssl=master_ssl,
         )
         self.spawn(self.channel.run(), name="agent-channel")
         self.spawn(self._timer_loop(), name="agent-timers")
@@ -315,13 +327,13 @@ class AgentService(Service):
             log.warning("agent.executor_api missing: no custom executors")
         self._runner = web.AppRunner(app, access_log=None, handle_signals=False)
         await self._runner.setup()
-        site = web.TCPSite(self._runner, self.config.host, self.config.port)
+        site = web.TCPSite(self._runner, self.config.host, self.config.port, ssl_context=self._server_ssl)
         await site.start()
         self.port = int(self._runner.addresses[0][1])
 
     @property
     def url(self) -> str:
-        return f"http://{self.config.host}:{self.port}"
+        return f"{'https' if self._server_ssl is not None else 'http'}://{self.config.host}:{self.port}"
 
     @staticmethod
     def task_key(fid: str, tid: str) -> str:

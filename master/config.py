@@ -53,10 +53,19 @@ class MasterConfig:
     offer_timeout: float | None = None
     # logging
     log_level: str = "INFO"
+    # TLS (protocol/tls.py): with a certificate and key the master serves only HTTPS/WSS
+    tls_cert: str | None = None
+    tls_key: str | None = None
+    tls_ca: str | None = None  # client certificates presented must chain to this CA
+    tls_require_client_cert: bool = False  # agents must present one (mTLS); needs tls_ca
 
     @property
     def advertised_host(self) -> str:
         return self.hostname or self.ip
+
+    @property
+    def scheme(self) -> str:
+        return "https" if self.tls_cert else "http"
 
     def replace(self, **changes: Any) -> MasterConfig:
         return attrs.evolve(self, **changes)
@@ -123,4 +132,10 @@ def load(path: str | Path | None = None, **overrides: Any) -> MasterConfig:
     for name in ("heartbeat_interval", "ping_interval", "ping_timeout", "read_timeout", "agent_removal_rate"):
         if getattr(cfg, name) <= 0:
             raise ConfigError(f"{name} must be > 0")
+    if (cfg.tls_cert is None) != (cfg.tls_key is None):
+        raise ConfigError("--tls-cert and --tls-key go together")
+    if (cfg.tls_ca or cfg.tls_require_client_cert) and not cfg.tls_cert:
+        raise ConfigError("--tls-ca and --tls-require-client-cert need --tls-cert and --tls-key")
+    if cfg.tls_require_client_cert and not cfg.tls_ca:
+        raise ConfigError("--tls-require-client-cert needs --tls-ca (the CA agents' certificates come from)")
     return cfg

@@ -3,7 +3,7 @@
     agora-master --ip 127.0.0.1 --port 5050 --work-dir DIR [--config FILE.toml]
 
 Flags override the TOML file. ``--port 0`` picks a free port; the bound address is printed as one
-line ``agora-master listening on http://IP:PORT`` (and logged). SIGINT/SIGTERM stop it cleanly.
+line ``agora-master listening on http://IP:PORT`` (``https://`` with ``--tls-cert``; and logged). SIGINT/SIGTERM stop it cleanly.
 """
 
 from __future__ import annotations
@@ -74,6 +74,13 @@ async def serve(cfg: MasterConfig) -> int:
 @click.option("--ping-timeout", type=float, default=None, help="No pong for this long marks an agent unreachable.")
 @click.option("--agent-reregister-timeout", type=float, default=None, help="Re-registration window after restart.")
 @click.option("--log-level", default=None, help="DEBUG, INFO, WARNING...")
+@click.option("--tls-cert", default=None, help="PEM certificate (chain): serve only HTTPS/WSS.")
+@click.option("--tls-key", default=None, help="PEM private key of --tls-cert.")
+@click.option("--tls-ca", default=None, help="CA (PEM) that client certificates must chain to.")
+@click.option(
+    "--tls-require-client-cert/--no-tls-require-client-cert", default=None,
+    help="mTLS: agents must present a certificate from --tls-ca.",
+)
 def main(
     ip: str | None,
     port: int | None,
@@ -85,6 +92,10 @@ def main(
     ping_timeout: float | None,
     agent_reregister_timeout: float | None,
     log_level: str | None,
+    tls_cert: str | None,
+    tls_key: str | None,
+    tls_ca: str | None,
+    tls_require_client_cert: bool | None,
 ) -> None:
     """Run the Agora master."""
     try:
@@ -99,6 +110,10 @@ def main(
             ping_timeout=ping_timeout,
             agent_reregister_timeout=agent_reregister_timeout,
             log_level=log_level,
+            tls_cert=tls_cert,
+            tls_key=tls_key,
+            tls_ca=tls_ca,
+            tls_require_client_cert=tls_require_client_cert,
         )
     except ConfigError as e:
         raise click.UsageError(str(e)) from e

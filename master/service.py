@@ -46,9 +46,11 @@ from master.state import MasterState, StateConfig
 from master.transport import GuardedServer
 from master.webui import add_webui
 from protocol import mesos
+from protocol.agent_channel import PATH as AGENT_CHANNEL_PATH
 from protocol.clock import Clock, SystemClock
 from protocol.ids import new_uuid
 from protocol.lifecycle import Service
+from protocol.tls import TlsError, require_client_cert, server_context
 
 log = logging.getLogger("agora.master")
 
@@ -123,6 +125,12 @@ class MasterService(Service):
 
     async def _start(self) -> None:
         cfg = self.config
+        ssl_ctx = None
+        if cfg.tls_cert and cfg.tls_key:  # TLS: only TLS is served (a plaintext client is refused)
+            try:
+                ssl_ctx = server_context(cfg.tls_cert, cfg.tls_key, cfg.tls_ca)
+            except TlsError as e:
+                raise OSError(str(e)) from e
         self.registry = await Registry.open(Path(cfg.work_dir))
         snap = self.registry.snapshot
         self.epoch = snap.master_seq
@@ -134,8 +142,12 @@ class MasterService(Service):
             max_connections=cfg.max_connections,
             read_timeout=cfg.read_timeout,
             max_agent_connections=agent_connection_cap(cfg),
+            handshake_timeout=cfg.read_timeout if ssl_ctx is not None else None,
         )
-        app = web.Application(client_max_size=cfg.max_body_bytes, middlewares=[self._guard.middleware()])
+        middlewares = [self._guard.middleware()]
+        if cfg.tls_require_client_cert:  # mTLS for agents: no verified certificate, no channel
+            middlewares.append(require_client_cert(frozenset({AGENT_CHANNEL_PATH})))
+        app = web.Application(client_max_size=cfg.max_body_bytes, middlewares=middlewares)
         app.add_routes(self.scheduler_api.routes())
         app.add_routes(self.agent_server.routes())
         app.add_routes(self.operator_api.routes())
@@ -149,7 +161,10 @@ class MasterService(Service):
         assert self._runner.server is not None
         self._guard.handler = self._runner.server
         loop = asyncio.get_running_loop()
-        self._server = await loop.create_server(self._guard, cfg.ip, cfg.port, reuse_address=True, backlog=1024)
+        self._server = await loop.create_server(
+            self._guard, cfg.ip, cfg.port, reuse_address=True, backlog=1024,
+            ssl=ssl_ctx, ssl_handshake_timeout=cfg.read_timeout if ssl_ctx is not None else None,
+        )
         self.port = int(self._server.sockets[0].getsockname()[1])
 
         host = cfg.advertised_host
@@ -195,8 +210,8 @@ class MasterService(Service):
         self.spawn(self._effects_loop(), name="master-effects")
         self.spawn(self._timer_loop(), name="master-timers")
         log.info(
-            "agora-master listening on http://%s:%d (epoch %d, %d agents and %d frameworks recovered)",
-            cfg.ip, self.port, self.epoch, len(snap.agents), len(snap.frameworks),
+            "agora-master listening on %s (epoch %d, %d agents and %d frameworks recovered)",
+            self.url, self.epoch, len(snap.agents), len(snap.frameworks),
         )
 
     async def _stop(self) -> None:
@@ -220,7 +235,7 @@ class MasterService(Service):
 
     @property
     def url(self) -> str:
-        return f"http://{self.config.ip}:{self.port}"
+        return f"{self.config.scheme}://{self.config.ip}:{self.port}"
 
     # --- the one way facts enter the core ---------------------------------------------------------
 

@@ -40,11 +40,15 @@ class _Guard(asyncio.Protocol):
         self.idle_since = 0.0
         self.evicted = False
         self.agent = False  # upgraded to the agent channel: counted in owner.agents
+        self.handshake_lost = False  # TLS: the handshake did not complete in time (not counted)
 
     # asyncio.Protocol, delegating to aiohttp's RequestHandler
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         # uvloop's TCPTransport implements asyncio.Transport without subclassing it.
         self.transport = typing.cast(asyncio.Transport, transport)
+        if self.handshake_lost:  # completed at the very deadline after all: count it again
+            self.handshake_lost = False
+            self.owner.active += 1
         self.owner.live[self.transport] = self
         self.arm()
         self.inner.connection_made(transport)
@@ -91,6 +95,19 @@ class _Guard(asyncio.Protocol):
             self.owner.timeouts += 1
             self.transport.close()
 
+    def await_handshake(self, timeout: float) -> None:
+        """TLS: the protocol sees ``connection_made`` only after the handshake and, when the
+        handshake fails (a plaintext client, a foreign certificate), neither that nor
+        ``connection_lost``; so a connection not made within the handshake timeout stops counting."""
+        self.timer = asyncio.get_running_loop().call_later(timeout, self._handshake_failed)
+
+    def _handshake_failed(self) -> None:
+        self.timer = None
+        self.handshake_lost = True
+        self.owner.active -= 1
+        self.owner.handshake_failures += 1
+        self.owner.changed.set()
+
     @property
     def idle_keepalive(self) -> bool:
         return self.busy == 0 and self.served > 0 and self.timer is None
@@ -109,8 +126,11 @@ class GuardedServer:
         max_connections: int,
         read_timeout: float,
         max_agent_connections: int | None = None,
+        handshake_timeout: float | None = None,
     ) -> None:
         self.handler = handler
+        self.handshake_timeout = handshake_timeout  # TLS: see _Guard.await_handshake
+        self.handshake_failures = 0
         self.max_connections = max_connections
         self.max_agent_connections = max_connections if max_agent_connections is None else max_agent_connections
         self.agents = 0  # connections upgraded to the agent channel (not in ``active``)
@@ -131,7 +151,10 @@ class GuardedServer:
             self.changed.set()
             return _Refuse()
         self.active += 1
-        return _Guard(self, self.handler())
+        g = _Guard(self, self.handler())
+        if self.handshake_timeout is not None:
+            g.await_handshake(self.handshake_timeout)
+        return g
 
     def admit_agent(self, transport: asyncio.BaseTransport | None) -> bool:
         """Move a connection that is becoming an agent channel out of the general pool into the

@@ -21,14 +21,21 @@ from frameworks.batch.service import BatchService
 @click.option("--roles", default="*", show_default=True, help="Comma-separated roles (queues) to subscribe with.")
 @click.option("--gang-timeout", default=30.0, show_default=True, help="Seconds a blocked gang may hold offers.")
 @click.option("--name", default="agora-batch", show_default=True, help="Framework name.")
-def main(master: str, host: str, port: int, work_dir: Path, roles: str, gang_timeout: float, name: str) -> None:
+@click.option("--ca", default=None, type=click.Path(dir_okay=False), help="The cluster CA (PEM): the master is https.")
+@click.option("--tls-cert", default=None, type=click.Path(dir_okay=False), help="PEM certificate: the API is https.")
+@click.option("--tls-key", default=None, type=click.Path(dir_okay=False), help="PEM private key of --tls-cert.")
+def main(
+    master: str, host: str, port: int, work_dir: Path, roles: str, gang_timeout: float, name: str,
+    ca: str | None, tls_cert: str | None, tls_key: str | None,
+) -> None:
     """The Agora batch framework: queues, priorities, gangs, backfill, arrays, dependencies."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     role_list = tuple(r.strip() for r in roles.split(",") if r.strip()) or ("*",)
 
     async def run() -> None:
         service = BatchService(
-            master, work_dir, host=host, port=port, roles=role_list, framework_name=name, gang_timeout=gang_timeout
+            master, work_dir, host=host, port=port, roles=role_list, framework_name=name, gang_timeout=gang_timeout,
+            ca=ca, tls_cert=tls_cert, tls_key=tls_key,
         )
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()

@@ -75,6 +75,7 @@ from protocol.mesos import (
 from protocol.mesos_common import FrameworkID, TaskID
 from protocol.resources import Resources
 from protocol.task_states import TaskState
+from protocol.tls import client_context, server_context
 
 log = logging.getLogger(__name__)
 
@@ -98,9 +99,17 @@ class BatchService(Service, Scheduler):
         failover_timeout: float = 7 * 24 * 3600.0,
         flush_interval: float = 0.01,
         now: Callable[[], float] = time.time,
+        ca: str | Path | None = None,
+        tls_cert: str | Path | None = None,
+        tls_key: str | Path | None = None,
     ) -> None:
         Service.__init__(self)
         self.master = master
+        # TLS (protocol/tls.py): ``ca`` pins the master's (and agents') CA, the certificate and key
+        # make the HTTP API https (its webui_url too)
+        self.ca = ca
+        self.tls_cert = tls_cert
+        self.tls_key = tls_key
         self.work_dir = work_dir
         self.host = host
         self.port = port
@@ -131,7 +140,12 @@ class BatchService(Service, Scheduler):
         store = self.store.open()
         for job in await asyncio.to_thread(store.load):
             self.core.restore(job)
-        self._http = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10))
+        client_ssl = client_context(self.ca) if self.ca is not None else None
+        server_ssl = server_context(self.tls_cert, self.tls_key) if self.tls_cert and self.tls_key else None
+        self._http = aiohttp.ClientSession(
+            timeout=aiohttp.ClientTimeout(total=10),
+            connector=aiohttp.TCPConnector(ssl=client_ssl if client_ssl is not None else True),
+        )
         app = web.Application(client_max_size=MAX_BODY)
         app.add_routes(
             [
@@ -147,10 +161,10 @@ class BatchService(Service, Scheduler):
         )
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()
-        site = web.TCPSite(self._runner, self.host, self.port)
+        site = web.TCPSite(self._runner, self.host, self.port, ssl_context=server_ssl)
         await site.start()
         self.port = int(self._runner.addresses[0][1])
-        self.url = f"http://{self.host}:{self.port}"
+        self.url = f"{'https' if server_ssl is not None else 'http'}://{self.host}:{self.port}"
         # The API's address rides in FrameworkInfo.webui_url, so `agora job` finds it via the master.
         fid = store.get_meta("framework_id")
         info = FrameworkInfo(
@@ -171,7 +185,7 @@ class BatchService(Service, Scheduler):
                 )
             ),
         )
-        self.driver = SchedulerDriver(info, HttpTransport(self.master), scheduler=self)
+        self.driver = SchedulerDriver(info, HttpTransport(self.master, tls=client_ssl), scheduler=self)
         await self.driver.start()
         self.spawn(self._loop(), name="batch-schedule")
         self.spawn(self._flusher(), name="batch-flush")

@@ -12,6 +12,7 @@ import os
 import shutil
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import time
@@ -32,6 +33,39 @@ class CliError(Exception):
     """An expected failure with a message for the user (no traceback)."""
 
 
+# --- TLS: the cluster CA (``agora --ca FILE`` or ``AGORA_CA``) --------------------------------
+
+_ca: str | None = None
+
+
+def set_ca(path: str | None) -> None:
+    """The CA (PEM) that HTTPS servers (master, framework services) must chain to (``--ca``)."""
+    global _ca
+    _ca = path or None
+
+
+def ca_file() -> str | None:
+    return _ca or os.environ.get("AGORA_CA") or None
+
+
+def ssl_context() -> ssl.SSLContext | None:
+    """The client context pinning the cluster CA, or None (the system trust store)."""
+    ca = ca_file()
+    if ca is None:
+        return None
+    from protocol.tls import TlsError, client_context
+
+    try:
+        return client_context(ca, ca_flag="--ca")
+    except TlsError as exc:
+        raise CliError(str(exc)) from exc
+
+
+def _scheme() -> str:
+    """What a bare ``host:port`` means: https once a cluster CA is given."""
+    return "https" if ca_file() else "http"
+
+
 # --- master address and HTTP -----------------------------------------------------------------
 
 
@@ -43,7 +77,7 @@ def master_url(master: str | None) -> str:
     if value.startswith("zk://"):
         raise CliError("zk:// master URLs are not supported by the CLI; give host:port")
     if "://" not in value:
-        value = "http://" + value
+        value = f"{_scheme()}://" + value
     return value.rstrip("/")
 
 
@@ -72,13 +106,18 @@ def http_post_json(url: str, body: Any, timeout: float = 5.0) -> Any:
 
 def _do(req: urllib.request.Request, timeout: float) -> Any:
     try:
-        with urllib.request.urlopen(req, timeout=timeout) as resp:
+        with urllib.request.urlopen(req, timeout=timeout, context=ssl_context()) as resp:
             raw = resp.read()
     except urllib.error.HTTPError as exc:
         detail = exc.read().decode("utf-8", "replace").strip()
         raise CliError(f"{req.get_method()} {req.full_url}: HTTP {exc.code} {detail}".rstrip()) from exc
     except (urllib.error.URLError, OSError) as exc:
         reason = getattr(exc, "reason", exc)
+        if isinstance(reason, ssl.SSLCertVerificationError):
+            hint = "the cluster CA given is not the one that signed it" if ca_file() else "give the cluster CA with --ca FILE or AGORA_CA"
+            raise CliError(
+                f"cannot reach {req.full_url}: its TLS certificate is not trusted ({reason.verify_message}); {hint}"
+            ) from exc
         raise CliError(f"cannot reach {req.full_url}: {reason}") from exc
     if not raw:
         return None
@@ -330,7 +369,7 @@ def framework_url(name: str, explicit: str | None, env_var: str, master: str | N
     address as ``FrameworkInfo.webui_url``)."""
     value = explicit or os.environ.get(env_var) or _file_value(name.removeprefix("agora-"))
     if value:
-        return (value if "://" in value else "http://" + value).rstrip("/")
+        return (value if "://" in value else f"{_scheme()}://" + value).rstrip("/")
     for fw in master_state(master_url(master)).get("frameworks", []):
         if fw.get("name") == name and fw.get("webui_url") and fw.get("active", True):
             return str(fw["webui_url"]).rstrip("/")

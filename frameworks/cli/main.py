@@ -52,8 +52,15 @@ class LazyGroup(click.Group):
 
 @click.group(cls=LazyGroup)
 @click.version_option("0.1.0", prog_name="agora")
-def cli() -> None:
+@click.option(
+    "--ca", envvar="AGORA_CA", default=None, type=click.Path(dir_okay=False),
+    help="The cluster CA (PEM) for https:// masters and services (or AGORA_CA); host:port then means https.",
+)
+def cli(ca: str | None) -> None:
     """Agora: an offer-based cluster resource manager (batch and elastic deep-learning jobs)."""
+    from frameworks.cli.common import set_ca
+
+    set_ca(ca)
 
 
 def main() -> None:

@@ -35,6 +35,7 @@ from frameworks.cli.common import (
     command_for,
     free_port,
     master_state,
+    set_ca,
     start_process,
     stop_all,
     wait_master_ready,
@@ -54,6 +55,7 @@ class LocalCluster:
     processes: list[ManagedProcess] = attrs.field(factory=list)
     batch_url: str | None = None
     elastic_url: str | None = None
+    ca: Path | None = None  # --tls: the throwaway cluster CA (AGORA_CA for the CLI)
 
     def stop(self, grace: float = 5.0) -> None:
         """Retire the agents first (SIGUSR1: each kills its tasks, reports them, and exits; a plain
@@ -96,9 +98,14 @@ def start_cluster(
     agent_args: tuple[str, ...] = (),
     master_args: tuple[str, ...] = (),
     with_elastic: bool | None = None,
+    tls: bool = False,
 ) -> LocalCluster:
     """Start master + ``agents`` agents (+ the batch framework if present) and wait until every
-    agent is registered. On any failure everything started so far is stopped again."""
+    agent is registered. On any failure everything started so far is stopped again.
+
+    ``tls``: a throwaway CA and certificates in ``<work_dir>/tls`` (``frameworks/cli/certs.py``);
+    the master serves only HTTPS/WSS and requires agents' client certificates (mTLS), the agents
+    and framework services serve HTTPS, and this process' CLI calls pin the CA (``set_ca``)."""
     share = resources or agent_share(agents)
     try:
         Resources.parse(share)
@@ -107,8 +114,20 @@ def start_cluster(
     work_dir.mkdir(parents=True, exist_ok=True)
     logs = work_dir / "logs"
     port = port or free_port(HOST)
-    url = f"http://{HOST}:{port}"
+    url = f"{'https' if tls else 'http'}://{HOST}:{port}"
     cluster = LocalCluster(master_url=url, work_dir=work_dir)
+    tls_master: tuple[str, ...] = ()
+    tls_agent: tuple[str, ...] = ()
+    if tls:
+        from frameworks.cli.certs import make_cluster_certs
+
+        certs = make_cluster_certs(work_dir / "tls")
+        cluster.ca = certs.ca
+        set_ca(str(certs.ca))
+        tls_master = ("--tls-cert", str(certs.master_cert), "--tls-key", str(certs.master_key),
+                      "--tls-ca", str(certs.ca), "--tls-require-client-cert")
+        tls_agent = ("--master-ca", str(certs.ca), "--tls-cert", str(certs.agent_cert),
+                     "--tls-key", str(certs.agent_key))
     env = child_env()
     try:
         master = start_process(
@@ -121,6 +140,7 @@ def start_cluster(
                 str(port),
                 "--work-dir",
                 str(work_dir / "master"),
+                *tls_master,
                 *master_args,
             ],
             log_path=logs / "master.log",
@@ -149,6 +169,7 @@ def start_cluster(
                     share,
                     "--attributes",
                     f"host_index:{i}",
+                    *tls_agent,
                     *agent_args,
                 ],
                 log_path=logs / f"agent-{i}.log",
@@ -188,6 +209,10 @@ def _start_framework(
 ) -> str:
     """Start a bundled framework service (``python -m module``) and wait until it subscribed."""
     fport = free_port(HOST)
+    tls: list[str] = []
+    if cluster.ca is not None:  # the services reuse the agents' certificate (localhost, server+client)
+        d = cluster.ca.parent
+        tls = ["--ca", str(cluster.ca), "--tls-cert", str(d / "agent.pem"), "--tls-key", str(d / "agent-key.pem")]
     proc = start_process(
         name,
         [
@@ -195,12 +220,13 @@ def _start_framework(
             "--master", f"{HOST}:{master_port}",
             "--port", str(fport),
             "--work-dir", str(work_dir / name),
+            *tls,
         ],
         log_path=work_dir / "logs" / f"{name}.log",
         env=env,
     )
     cluster.processes.append(proc)
-    url = f"http://{HOST}:{fport}"
+    url = f"{'https' if tls else 'http'}://{HOST}:{fport}"
     echo(f"{name:<9} pid {proc.pid}  {url}")
     wait_until(
         lambda: _has_framework(cluster.master_url, framework_name),
@@ -281,6 +307,7 @@ class _Signals:
 @click.option("--timeout", "ready_timeout", default=60.0, show_default=True, help="Seconds to wait for readiness.")
 @click.option("--master-opt", "master_opts", multiple=True,
               help='Extra agora-master flags, e.g. --master-opt "--heartbeat-interval 5" (repeatable).')
+@click.option("--tls", is_flag=True, help="TLS everywhere: a throwaway CA and certificates in <work-dir>/tls, mTLS for agents.")
 @click.option("--agent-opt", "agent_opts", multiple=True,
               help='Extra agora-agent flags, e.g. --agent-opt "--resource-estimator fixed --oversubscribed cpus:2".')
 def up(
@@ -294,6 +321,7 @@ def up(
     ready_timeout: float,
     master_opts: tuple[str, ...],
     agent_opts: tuple[str, ...],
+    tls: bool,
 ) -> None:
     """Start a local cluster (master, agents, batch framework) and keep it running until Ctrl-C."""
     sig = _Signals()
@@ -308,6 +336,7 @@ def up(
             ready_timeout=ready_timeout, echo=click.echo,
             master_args=tuple(a for o in master_opts for a in shlex.split(o)),
             agent_args=tuple(a for o in agent_opts for a in shlex.split(o)),
+            tls=tls,
         )
         _print_endpoints(cluster, agents)
         if demo:
@@ -353,3 +382,5 @@ def _print_endpoints(cluster: LocalCluster, agents: int) -> None:
         click.echo(f"  elastic framework {cluster.elastic_url}   (agora elastic submit ...)")
     click.echo(f"  work dir, logs    {wd}  {wd / 'logs'}")
     click.echo(f"  export AGORA_MASTER={cluster.master_url.removeprefix('http://')}")
+    if cluster.ca is not None:
+        click.echo(f"  export AGORA_CA={cluster.ca}")

@@ -4,6 +4,8 @@
 RecordIO body and a ``Mesos-Stream-Id`` header); ``send(call, stream_id)`` posts every other call
 (answered ``202``). msgpack (``application/x-msgpack``) is the native encoding, JSON is there for
 parity with Mesos clients. A 307 from a standby master is followed (``Location: //host:port/...``).
+``https://`` masters are reached over TLS: ``ca`` (a PEM file) pins the master's CA (else the system
+trust store), ``tls`` passes a ready ``ssl.SSLContext`` instead (e.g. with a client certificate).
 ``token`` adds ``Authorization: Bearer <token>`` (the framework's principal when the master has
 authentication on). The in-memory transport used by the fake master lives in ``fake.py``.
 
@@ -14,7 +16,9 @@ with backoff), ``CallRejected`` (4xx: the call itself is wrong — do not retry 
 
 from __future__ import annotations
 
+import ssl
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Protocol
 from urllib.parse import urlsplit
 
@@ -23,6 +27,7 @@ import aiohttp
 from protocol import codec
 from protocol.mesos import Call, Event
 from protocol.recordio import RecordIODecoder, RecordIOError
+from protocol.tls import client_context
 
 SCHEDULER_PATH = "/api/v1/scheduler"
 STREAM_ID_HEADER = "Mesos-Stream-Id"
@@ -67,13 +72,14 @@ class Transport(Protocol):
     async def close(self) -> None: ...
 
 
-def base_url(master: str) -> str:
-    """``host:port``, ``http://host:port[/...]`` or a ``//host:port/...`` Location → ``http://host:port``."""
+def base_url(master: str, scheme: str = "http") -> str:
+    """``host:port``, ``http(s)://host:port[/...]`` or a ``//host:port/...`` Location → ``http://host:port``
+    (``scheme`` where ``master`` names none: a scheme-relative redirect keeps the current one)."""
     m = master.strip()
     if m.startswith("//"):
-        m = "http:" + m
+        m = f"{scheme}:" + m
     elif "://" not in m:
-        m = "http://" + m
+        m = f"{scheme}://" + m
     parts = urlsplit(m)
     if not parts.netloc:
         raise ValueError(f"bad master address {master!r}")
@@ -115,10 +121,14 @@ class HttpTransport:
         max_record: int = 64 * 1024 * 1024,
         max_redirects: int = 3,
         token: str | None = None,
+        ca: str | Path | None = None,
+        tls: ssl.SSLContext | None = None,
     ) -> None:
         if media_type not in (codec.MSGPACK, codec.JSON):
             raise ValueError(f"unsupported media type {media_type!r}")
-        self.base = base_url(master)
+        # a CA or a TLS context means TLS: a bare host:port then becomes https:// (never plaintext)
+        self._tls = tls if tls is not None else (client_context(ca) if ca is not None else None)
+        self.base = base_url(master, "https" if self._tls is not None else "http")
         self.media_type = media_type
         self._connect_timeout = connect_timeout
         self._call_timeout = call_timeout
@@ -127,10 +137,16 @@ class HttpTransport:
         self._token = token
         self._session: aiohttp.ClientSession | None = None
 
+    @property
+    def scheme(self) -> str:
+        return self.base.partition("://")[0]
+
     def _sess(self) -> aiohttp.ClientSession:
         if self._session is None or self._session.closed:
             self._session = aiohttp.ClientSession(
-                connector=aiohttp.TCPConnector(limit=16, force_close=False),
+                connector=aiohttp.TCPConnector(
+                    limit=16, force_close=False, ssl=self._tls if self._tls is not None else True
+                ),
                 auto_decompress=False,
             )
         return self._session
@@ -161,7 +177,7 @@ class HttpTransport:
                 return HttpEventStream(resp, self.media_type, self._max_record)
             text = await _text(resp)
             if resp.status == 307 and resp.headers.get("Location"):
-                self.base = base_url(resp.headers["Location"])
+                self.base = base_url(resp.headers["Location"], self.scheme)
                 continue
             if resp.status in (502, 503, 504):
                 raise MasterUnavailable(f"master at {self.base} unavailable: HTTP {resp.status} {text}")
@@ -185,7 +201,7 @@ class HttpTransport:
                         return
                     text = await _text(resp)
                     if resp.status == 307 and resp.headers.get("Location"):
-                        self.base = base_url(resp.headers["Location"])
+                        self.base = base_url(resp.headers["Location"], self.scheme)
                         continue
                     if resp.status in (502, 503, 504):
                         raise MasterUnavailable(f"master unavailable: HTTP {resp.status} {text}")

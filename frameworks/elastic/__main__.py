@@ -13,6 +13,7 @@ import uvloop
 from frameworks.elastic.service import ElasticService
 from frameworks.elastic.service_core import ServiceError
 from frameworks.elastic.store import StoreError
+from protocol.tls import TlsError
 
 
 @click.command()
@@ -44,6 +45,9 @@ from frameworks.elastic.store import StoreError
     show_default=True,
     help="Seconds the master keeps our tasks while we are away.",
 )
+@click.option("--ca", default=None, type=click.Path(dir_okay=False), help="The cluster CA (PEM): the master is https.")
+@click.option("--tls-cert", default=None, type=click.Path(dir_okay=False), help="PEM certificate: the API is https.")
+@click.option("--tls-key", default=None, type=click.Path(dir_okay=False), help="PEM private key of --tls-cert.")
 def main(
     master: str,
     host: str,
@@ -55,6 +59,9 @@ def main(
     heartbeat_timeout: float,
     max_worker_failures: int,
     failover_timeout: float,
+    ca: str | None,
+    tls_cert: str | None,
+    tls_key: str | None,
 ) -> None:
     """The Agora elastic deep-learning framework: training jobs that grow and shrink."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -72,6 +79,9 @@ def main(
             heartbeat_timeout=heartbeat_timeout,
             max_worker_failures=max_worker_failures,
             failover_timeout=failover_timeout,
+            ca=ca,
+            tls_cert=tls_cert,
+            tls_key=tls_key,
         )
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
@@ -83,7 +93,7 @@ def main(
 
     try:
         uvloop.run(run())
-    except (StoreError, ServiceError, OSError) as exc:  # a clear message, not a traceback
+    except (StoreError, ServiceError, OSError, TlsError) as exc:  # a clear message, not a traceback
         raise click.ClickException(f"agora-elastic: {exc}") from exc
 
 

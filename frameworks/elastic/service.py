@@ -37,6 +37,7 @@ import getpass
 import json
 import logging
 import socket
+import ssl
 import sys
 import time
 from collections.abc import Callable
@@ -91,6 +92,7 @@ from protocol.mesos import (
 from protocol.mesos_common import DurationInfo, FrameworkID, TaskID
 from protocol.resources import Resources
 from protocol.task_states import TaskState
+from protocol.tls import client_context, server_context
 
 log = logging.getLogger(__name__)
 
@@ -130,9 +132,17 @@ class ElasticService(Service, Scheduler):
         transport: Transport | None = None,
         python: str = sys.executable,
         now: Callable[[], float] = time.time,
+        ca: str | Path | None = None,
+        tls_cert: str | Path | None = None,
+        tls_key: str | Path | None = None,
     ) -> None:
         Service.__init__(self)
         self.master = master
+        # TLS (protocol/tls.py): ``ca`` pins the master's (and agents') CA, the certificate and key
+        # make the HTTP API https (its webui_url too); coordinators stay plain (worker traffic)
+        self.ca = ca
+        self.tls_cert = tls_cert
+        self.tls_key = tls_key
         self.work_dir = Path(work_dir)
         self.host = host
         self.port = port
@@ -159,6 +169,7 @@ class ElasticService(Service, Scheduler):
         self._dirty: set[int] = set()
         self._write_lock = asyncio.Lock()
         self._http: aiohttp.ClientSession | None = None
+        self._client_ssl: ssl.SSLContext | None = None
         self._registry: CollectorRegistry | None = None
         self._runner: web.AppRunner | None = None
         self.url = ""
@@ -188,12 +199,18 @@ class ElasticService(Service, Scheduler):
                 web.get("/metrics", self._metrics),
             ]
         )
-        self._http = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10))
+        client_ssl = client_context(self.ca) if self.ca is not None else None
+        server_ssl = server_context(self.tls_cert, self.tls_key) if self.tls_cert and self.tls_key else None
+        self._client_ssl = client_ssl
+        self._http = aiohttp.ClientSession(
+            timeout=aiohttp.ClientTimeout(total=10),
+            connector=aiohttp.TCPConnector(ssl=client_ssl if client_ssl is not None else True),
+        )
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()
-        await web.TCPSite(self._runner, self.host, self.port).start()
+        await web.TCPSite(self._runner, self.host, self.port, ssl_context=server_ssl).start()
         self.port = int(self._runner.addresses[0][1])
-        self.url = f"http://{self.advertise_host}:{self.port}"
+        self.url = f"{'https' if server_ssl is not None else 'http'}://{self.advertise_host}:{self.port}"
         # re-attach: the coordinators of jobs that had started come back on their old ports
         for job in self.core.jobs.values():
             if not job.terminal and job.coordinator_port is not None:
@@ -208,7 +225,7 @@ class ElasticService(Service, Scheduler):
             roles=self.roles,
             capabilities=tuple(Capability(c) for c in CAPABILITIES),
         )
-        transport = self._transport or HttpTransport(self.master)
+        transport = self._transport or HttpTransport(self.master, tls=self._client_ssl)
         self.driver = SchedulerDriver(info, transport, scheduler=self)
         for task_id, agent_id in self.core.known_tasks():  # reconciled explicitly on subscribe
             self.driver.tasks[task_id] = KnownTask(task_id, agent_id, TaskState.TASK_RUNNING)
