@@ -25,8 +25,6 @@ from aiohttp import web
 
 from master.agent_channel import AgentChannelServer
 from master.allocator import Allocator, AllocatorConfig
-from master.auth import MasterAuth, load_auth
-from master.auth import middleware as auth_middleware
 from master.config import MasterConfig
 from master.events import (
     CloseAgent,
@@ -108,8 +106,6 @@ class MasterService(Service):
         self.operator_api = OperatorApi(self)
         self.operator_streams = OperatorStreams(self)  # operator SUBSCRIBE streams (master/operator_stream.py)
         self.rate = RateLimiter(config.rate_limit_qps, config.rate_limit_burst)
-        self.auth: MasterAuth = load_auth(config)  # raises AuthConfigError on unusable files
-        self.auth_failures: dict[str, int] = {}  # authentication failures by kind of peer
         self.counters: dict[str, int] = {"invalid_messages_total": 0, "rate_limited_total": 0, "errors_total": 0}
         self._wake = asyncio.Event()
         # the deadline the timer loop sleeps towards (inf: none; None: it is running, not asleep);
@@ -152,7 +148,6 @@ class MasterService(Service):
         if cfg.tls_require_client_cert:  # mTLS for agents: no verified certificate, no channel
             middlewares.append(require_client_cert(frozenset({AGENT_CHANNEL_PATH})))
         app = web.Application(client_max_size=cfg.max_body_bytes, middlewares=middlewares)
-        app.middlewares.append(auth_middleware(self))  # 401 unless the request's realm is satisfied
         app.add_routes(self.scheduler_api.routes())
         app.add_routes(self.agent_server.routes())
         app.add_routes(self.operator_api.routes())
@@ -207,9 +202,6 @@ class MasterService(Service):
                 agent_removal_burst=cfg.agent_removal_burst,
                 allocation_batch=cfg.allocation_batch,
                 unreachable_gc=cfg.agent_unreachable_gc,
-                acls=self.auth.acls,
-                authenticate_frameworks=self.auth.frameworks,
-                authenticate_agents=self.auth.agents,
             ),
             now=now,
         )

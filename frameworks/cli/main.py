@@ -20,6 +20,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "frameworks": ("frameworks.cli.cluster:frameworks", "List registered frameworks."),
     "tasks": ("frameworks.cli.cluster:tasks", "List tasks."),
     "offers": ("frameworks.cli.cluster:offers", "List outstanding offers with holder and age."),
+    "events": ("frameworks.cli.events:events", "Follow the cluster's events (agents, frameworks, tasks)."),
     "job": ("frameworks.cli.job:job", "Submit and manage batch jobs."),
     "elastic": ("frameworks.cli.elastic:elastic", "Submit and manage elastic training jobs."),
 }

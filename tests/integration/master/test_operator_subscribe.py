@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 import signal
 import sys
@@ -187,3 +188,29 @@ async def test_subscribers_see_agent_framework_and_task_events_in_order(master: 
         assert fin.task_updated is not None and fin.task_updated.framework_id.value == driver.framework_id
 
     await master.wait_until(lambda: not master.operator_streams.subscribers and not master.state.operator_streams)
+
+
+async def test_agora_events_follows_a_real_master(master: MasterService) -> None:
+    from click.testing import CliRunner
+
+    from frameworks.cli.events import events
+    from frameworks.client.testing import SimAgent
+
+    addr = master.url.removeprefix("http://")
+    # the CLI blocks on HTTP while the master runs on this loop: run it in a thread
+    cli = asyncio.create_task(
+        asyncio.to_thread(CliRunner().invoke, events, ["--master", addr, "--json", "--count", "2"])
+    )
+    await master.wait_until(lambda: len(master.operator_streams.subscribers) == 1, 20)
+    agent = SimAgent(master.url, "cpus:1;mem:256", hostname="sim-events")
+    await agent.start()
+    try:
+        res = await asyncio.wait_for(cli, 30)
+    finally:
+        await agent.stop()
+    assert res.exit_code == 0, res.output
+    first, second = (json.loads(line) for line in res.output.splitlines())
+    assert first["type"] == "SUBSCRIBED" and first["subscribed"]["heartbeat_interval_seconds"] == 1.0
+    assert second["type"] == "AGENT_ADDED"
+    assert second["agent_added"]["agent"]["agent_info"]["hostname"] == "sim-events"
+    await master.wait_until(lambda: not master.operator_streams.subscribers)
