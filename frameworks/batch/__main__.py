@@ -14,7 +14,7 @@ from frameworks.batch.service import BatchService
 
 
 @click.command()
-@click.option("--master", default="127.0.0.1:5050", show_default=True, help="Master host:port or URL.")
+@click.option("--master", default="127.0.0.1:5050", show_default=True, help="Master host:port or URL, or zk://host:port/path (HA: follows the leader).")
 @click.option("--ip", "host", default="127.0.0.1", show_default=True, help="Address the HTTP API binds.")
 @click.option("--port", default=5052, show_default=True, help="HTTP API port (0 picks a free one).")
 @click.option("--work-dir", type=click.Path(path_type=Path), default=Path(".agora/batch"), show_default=True)

@@ -70,12 +70,18 @@ def _scheme() -> str:
 
 
 def master_url(master: str | None) -> str:
-    """``host:port`` / ``http://host:port`` / None (-> ``AGORA_MASTER`` or the default) → base URL."""
+    """``host:port`` / ``http://host:port`` / ``zk://host:port/path`` (the leader now) / None
+    (-> ``AGORA_MASTER`` or the default) → base URL."""
     value = (master or os.environ.get("AGORA_MASTER") or _file_value("master") or DEFAULT_MASTER).strip()
     if not value:
         value = DEFAULT_MASTER
-    if value.startswith("zk://"):
-        raise CliError("zk:// master URLs are not supported by the CLI; give host:port")
+    if value.startswith(("zk://", "zoo://")):  # HA: the leader's address, looked up in ZooKeeper
+        from protocol.detector import DetectorError, resolve_once
+
+        try:
+            value = resolve_once(value, timeout=10.0)
+        except DetectorError as exc:
+            raise CliError(str(exc)) from exc
     if "://" not in value:
         value = f"{_scheme()}://" + value
     return value.rstrip("/")

@@ -17,7 +17,7 @@ from protocol.tls import TlsError
 
 
 @click.command()
-@click.option("--master", default="127.0.0.1:5050", show_default=True, help="Master host:port or URL.")
+@click.option("--master", default="127.0.0.1:5050", show_default=True, help="Master host:port or URL, or zk://host:port/path (HA: follows the leader).")
 @click.option(
     "--ip", "host", default="127.0.0.1", show_default=True, help="Address the HTTP API and coordinators bind."
 )
