@@ -45,7 +45,7 @@ def set_ca(path: str | None) -> None:
 
 
 def ca_file() -> str | None:
-    return _ca or os.environ.get("AGORA_CA") or None
+    return _ca or os.environ.get("AGORA_CA") or _file_value("ca") or None
 
 
 def ssl_context() -> ssl.SSLContext | None:

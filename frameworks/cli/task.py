@@ -1,16 +1,19 @@
-"""``agora task list|show|logs|attach|kill`` — one task, wherever it runs (the Mesos CLI's ``task``).
+"""``agora task list|show|logs|attach|download|kill`` — one task, wherever it runs (the Mesos CLI's
+``task``).
 
 A task is found by id in the master's ``/state`` (running and completed tasks of every
 framework); its agent is the ``slaves`` entry with that id, whose ``hostname:port`` also serves
 the sandbox (``/files/read?path=<framework>/<task>/stdout``). ``logs -f`` follows the file by
-offset until the task is terminal, then drains it (see ``follow``). ``kill`` asks the framework
-that owns the task: the master's operator API has no kill, a framework kills its own tasks (the
-batch framework through ``POST /api/v1/jobs/J/tasks/I/kill``).
+offset until the task is terminal, then drains it (see ``follow``); ``download`` fetches a whole
+file (``/files/download``). ``kill`` asks the framework that owns the task: the master's operator
+API has no kill, a framework kills its own tasks (the batch framework through ``POST
+/api/v1/jobs/J/tasks/I/kill``).
 """
 
 from __future__ import annotations
 
 import json
+import shutil
 import sys
 import time
 import urllib.error
@@ -22,7 +25,15 @@ from typing import Any
 import click
 
 from frameworks.cli import cluster
-from frameworks.cli.common import CliError, error_text, http_post_json, master_state, master_url
+from frameworks.cli.common import (
+    CliError,
+    ca_file,
+    error_text,
+    http_post_json,
+    master_state,
+    master_url,
+    ssl_context,
+)
 from frameworks.cli.follow import Chunk, LogStream, follow, last_lines
 
 TERMINAL_TASK_STATES = frozenset(
@@ -76,10 +87,10 @@ def find_task(state: dict[str, Any], task_id: str) -> Row | None:
     return found
 
 
-def agent_url(state: dict[str, Any], agent_id: str) -> str | None:
+def agent_url(state: dict[str, Any], agent_id: str, scheme: str = "http") -> str | None:
     for a in state.get("slaves") or []:
         if a.get("id") == agent_id and a.get("hostname") and a.get("port"):
-            return f"http://{a['hostname']}:{a['port']}"
+            return f"{scheme}://{a['hostname']}:{a['port']}"
     return None
 
 
@@ -108,7 +119,8 @@ def _locate(master: str | None, task_id: str) -> tuple[str, dict[str, Any], Row]
     row = find_task(state, task_id)
     if row is None:
         raise CliError(f"no task {task_id!r} known to the master at {base}")
-    row["agent_url"] = agent_url(state, row["agent_id"])
+    # agents serve HTTPS when the cluster has a CA (agora --ca / AGORA_CA / the config file)
+    row["agent_url"] = agent_url(state, row["agent_id"], "https" if ca_file() else "http")
     return base, state, row
 
 
@@ -117,7 +129,7 @@ def files_read(agent: str, path: str, offset: int, length: int = READ_LENGTH) ->
     q = urllib.parse.urlencode({"path": path, "offset": str(offset), "length": str(length)})
     url = f"{agent}/files/read?{q}"
     try:
-        with urllib.request.urlopen(url, timeout=10.0) as resp:
+        with urllib.request.urlopen(url, timeout=10.0, context=ssl_context()) as resp:
             body = json.loads(resp.read())
     except urllib.error.HTTPError as exc:
         if exc.code == 404:
@@ -202,7 +214,7 @@ def _options(f: Callable[..., Any]) -> Callable[..., Any]:
 
 @click.group()
 def task() -> None:
-    """Inspect tasks: list, show, logs (-f), attach, kill."""
+    """Inspect tasks: list, show, logs (-f), attach, download, kill."""
 
 
 task.add_command(cluster.tasks, name="list")
@@ -300,5 +312,38 @@ def kill(task_id: str, master: str | None, as_json: bool) -> None:
             click.echo(json.dumps(out, indent=2, sort_keys=True))
         else:
             click.echo(f"killing task {task_id} (job {job_id} task {index})")
+
+    _run(go)
+
+
+@task.command()
+@click.argument("task_id")
+@click.option("--stderr", is_flag=True, help="stderr instead of stdout.")
+@click.option("--output", "-o", type=click.Path(dir_okay=False, writable=True), default=None, help="File to write (default: stdout).")
+@click.option("--master", envvar="AGORA_MASTER", default=None, help="Master host:port (or AGORA_MASTER).")
+def download(task_id: str, stderr: bool, output: str | None, master: str | None) -> None:
+    """Download a task's whole stdout (or stderr) file from its sandbox (``/files/download``)."""
+    stream = "stderr" if stderr else "stdout"
+
+    def go() -> None:
+        _, _, row = _locate(master, task_id)
+        if not row.get("agent_url"):
+            raise CliError(f"task {task_id}: its agent {row['agent_id'] or '?'} is not registered with the master")
+        q = urllib.parse.urlencode({"path": sandbox_file(row["framework_id"], task_id, stream)})
+        url = f"{row['agent_url']}/files/download?{q}"
+        try:
+            with urllib.request.urlopen(url, timeout=30.0, context=ssl_context()) as resp:
+                if output is None:
+                    shutil.copyfileobj(resp, sys.stdout.buffer)
+                    sys.stdout.buffer.flush()
+                else:
+                    with open(output, "wb") as out:
+                        shutil.copyfileobj(resp, out)
+        except urllib.error.HTTPError as exc:
+            if exc.code == 404:
+                raise CliError(f"task {task_id} has no {stream} on agent {row['agent_id']} (sandbox removed?)") from exc
+            raise CliError(f"GET {url}: HTTP {exc.code}") from exc
+        except (urllib.error.URLError, OSError) as exc:
+            raise CliError(f"cannot download {url}: {getattr(exc, 'reason', exc)}") from exc
 
     _run(go)

@@ -47,7 +47,7 @@ def running(agora: Any, task_id: str) -> None:
     wait_until(lambda: task_state(agora, task_id) == "TASK_RUNNING", 60, f"{task_id} running")
 
 
-def test_task_list_show_logs_and_tail(agora: Any) -> None:
+def test_task_list_show_logs_tail_and_download(agora: Any, tmp_path: Path) -> None:
     jid = submit(agora, "--shell", "--", "for i in 1 2 3 4 5; do echo line $i; done; echo oops >&2")
     assert agora("job", "wait", str(jid)).exit_code == 0
     tid = f"j{jid}-0-0"
@@ -60,6 +60,9 @@ def test_task_list_show_logs_and_tail(agora: Any) -> None:
     assert ok(agora("task", "logs", tid)) == "".join(f"line {i}\n" for i in range(1, 6))
     assert ok(agora("task", "logs", tid, "--stderr")) == "oops\n"
     assert ok(agora("task", "logs", tid, "--tail", "2")) == "line 4\nline 5\n"
+    assert ok(agora("task", "download", tid)) == "".join(f"line {i}\n" for i in range(1, 6))
+    ok(agora("task", "download", tid, "--stderr", "-o", str(tmp_path / "err.txt")))
+    assert (tmp_path / "err.txt").read_text() == "oops\n"
     r = agora("task", "logs", "no-such-task")
     assert r.exit_code == 1 and r.output.startswith("Error: no task 'no-such-task' known to the master")
 

@@ -9,7 +9,7 @@ import pytest
 from click.testing import CliRunner
 
 from frameworks.cli import config as cfg
-from frameworks.cli.common import CliError, framework_url, master_url
+from frameworks.cli.common import CliError, ca_file, framework_url, master_url, set_ca
 
 
 def test_precedence_flag_env_file_default() -> None:
@@ -70,6 +70,14 @@ def test_set_show_and_the_file_reaching_every_command(config_file: Path, monkeyp
     assert shown["settings"]["elastic"] == {"value": None, "source": "default"}
     text = CliRunner().invoke(cfg.config, ["show"]).output
     assert "s3cret" not in text and "********" in text  # a token is not printed on a terminal
+
+    # the cluster CA from the file: a bare host:port then means https
+    set_ca(None)
+    CliRunner().invoke(cfg.config, ["set", "ca", "/etc/agora/ca.pem"])
+    assert ca_file() == "/etc/agora/ca.pem" and master_url("h:1") == "https://h:1"
+    set_ca("/flag/ca.pem")
+    assert ca_file() == "/flag/ca.pem"
+    set_ca(None)
 
     assert CliRunner().invoke(cfg.config, ["set", "batch", ""]).exit_code == 0
     assert "batch" not in cfg.load()
