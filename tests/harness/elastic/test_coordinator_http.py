@@ -78,7 +78,10 @@ async def test_silent_worker_expires_and_its_lease_returns() -> None:
         st = await asyncio.to_thread(status, coord.url)
         assert [w["worker_id"] for w in st["workers"]] == ["alive"]
         assert st["lease_returns"] == 1 and st["shards"]["leased"] == 0
-        assert any(f"shard {shard.index}" in e["text"] and "dead died" in e["text"] for e in st["log"])
+        # a heartbeat timeout is not a death (the worker may only have been descheduled)
+        assert any(
+            f"shard {shard.index}" in e["text"] and "dead missed its heartbeats" in e["text"] for e in st["log"]
+        ), st["log"]
         await asyncio.to_thread(
             it.close
         )  # the dead worker's late release is refused as stale; nothing breaks
