@@ -24,7 +24,7 @@ from typing import IO, Any
 
 import click
 
-from frameworks.cli.common import CliError, master_url
+from frameworks.cli.common import CliError, master_url, ssl_context
 
 DEFAULT_HEARTBEAT = 15.0
 MAX_RECORD = 256 * 1024 * 1024  # a SUBSCRIBED snapshot of a large cluster is big; a bad header is not
@@ -144,7 +144,7 @@ def subscribe(base: str, timeout: float) -> Any:
         headers={"Content-Type": "application/json", "Accept": "application/json"},
     )
     try:
-        return urllib.request.urlopen(req, timeout=timeout)
+        return urllib.request.urlopen(req, timeout=timeout, context=ssl_context())
     except urllib.error.HTTPError as exc:
         detail = exc.read().decode("utf-8", "replace").strip()
         raise CliError(f"SUBSCRIBE to {base}: HTTP {exc.code} {detail}".rstrip()) from exc
