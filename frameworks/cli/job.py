@@ -13,6 +13,7 @@ import urllib.parse
 from collections.abc import Callable
 from typing import Any
 
+import attrs
 import click
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
@@ -305,18 +306,19 @@ def logs(ctx: click.Context, job_id: int, index: int | None, stderr: bool, follo
         index = 0
     if index is not None and index >= count:
         raise click.ClickException(f"job {job_id} has no task {index} (it has {count})")
-    indexes = [index] if index is not None else list(range(count))
-    streams = [
-        LogStream(_log_reader(ctx, job_id, i, stream, lenient=index is None or follow), prefix=None if index is not None else f"[{i}] ")
-        for i in indexes
-    ]
+    if index is not None:
+        one = TaskLogs(lambda: {})
+        streams = [LogStream(_log_reader(ctx, job_id, index, stream, follow, one))]
+    else:
+        tasks = TaskLogs(lambda: {t["index"]: t for t in API.get(ctx, f"/jobs/{job_id}")["task_list"]})
+        streams = [LogStream(_log_reader(ctx, job_id, i, stream, True, tasks), prefix=f"[{i}] ") for i in range(count)]
 
     def done() -> bool:
         if index is not None:
             d = API.get(ctx, f"/jobs/{job_id}?task={index}")
             return next(t["phase"] for t in d["task_list"] if t["index"] == index) in TERMINAL
-        s = API.get(ctx, f"/jobs/{job_id}?summary=1")
-        return s["state"] in TERMINAL and short_state(s) != "CG"
+        tasks.refresh()  # one request per round tells which tasks are worth reading
+        return tasks.job_over()
 
     def write(piece: str) -> None:
         sys.stdout.write(piece)
@@ -328,11 +330,44 @@ def logs(ctx: click.Context, job_id: int, index: int | None, stderr: bool, follo
         ctx.exit(130)
 
 
-def _log_reader(ctx: click.Context, job_id: int, index: int, stream: str, lenient: bool) -> Callable[[int], Chunk]:
+@attrs.define
+class TaskLogs:
+    """Which tasks of a job a follower still needs to read, so a round over a big job asks the
+    service only about tasks that ran: not a task that never started, nor one that has ended
+    and been read to its end since. ``fetch`` gives the job's tasks by index (``task_list``)."""
+
+    fetch: Callable[[], dict[int, dict[str, Any]]]
+    tasks: dict[int, dict[str, Any]] = attrs.field(factory=dict)
+    finished: set[int] = attrs.field(factory=set)
+
+    def refresh(self) -> None:
+        self.tasks = self.fetch()
+
+    def job_over(self) -> bool:
+        return bool(self.tasks) and all(t["phase"] in TERMINAL for t in self.tasks.values())
+
+    def skip(self, index: int) -> bool:
+        t = self.tasks.get(index)
+        if t is None:
+            return False  # not known yet (the first round): read it
+        return not t.get("history") or index in self.finished
+
+    def read_empty(self, index: int) -> None:
+        """Read to the end: once the task has ended for good there is nothing more to come."""
+        t = self.tasks.get(index)
+        if t is not None and t["phase"] in TERMINAL:
+            self.finished.add(index)
+
+
+def _log_reader(
+    ctx: click.Context, job_id: int, index: int, stream: str, lenient: bool, tasks: TaskLogs
+) -> Callable[[int], Chunk]:
     """Reads task ``index``'s current attempt (its number is the chunk's generation: a retry starts
     a new file). ``lenient``: a task not started yet, or whose agent is gone, reads as empty."""
 
     def read(offset: int) -> Chunk:
+        if tasks.skip(index):
+            return Chunk("")
         path = f"/jobs/{job_id}/logs?task={index}&stream={stream}&offset={offset}"
         try:
             chunk = http_get_json(API.url(ctx) + path)
@@ -340,6 +375,8 @@ def _log_reader(ctx: click.Context, job_id: int, index: int, stream: str, lenien
             if lenient and (" 404 " in str(exc) or " 503 " in str(exc)):
                 return Chunk("")
             raise click.ClickException(error_text(str(exc))) from exc
+        if not chunk.get("data"):
+            tasks.read_empty(index)
         return Chunk(str(chunk.get("data", "")), chunk.get("attempt"))
 
     return read

@@ -132,3 +132,25 @@ def test_an_unreachable_master_is_one_line_and_exit_1(argv: list[str], monkeypat
     r = CliRunner().invoke(cli, argv)
     assert r.exit_code == 1, r.output
     assert r.output.startswith("Error: cannot reach http://127.0.0.1:") and r.output.count("\n") == 1
+
+
+def test_job_log_follower_reads_only_tasks_that_ran_and_stops_reading_finished_ones() -> None:
+    job: dict[int, dict[str, Any]] = {
+        0: {"phase": "RUNNING", "history": [{}]},
+        1: {"phase": "PENDING", "history": []},
+        2: {"phase": "SUCCEEDED", "history": [{}]},
+    }
+    tl = jb.TaskLogs(lambda: {i: dict(t) for i, t in job.items()})
+    assert not any(tl.skip(i) for i in range(3))  # before the first refresh: read everything
+    tl.refresh()
+    assert [tl.skip(i) for i in range(3)] == [False, True, False]
+    tl.read_empty(0)  # running: more may come
+    tl.read_empty(2)  # ended and read to its end
+    assert [tl.skip(i) for i in range(3)] == [False, True, True]
+    assert not tl.job_over()
+    job[0]["phase"], job[1]["phase"], job[1]["history"] = "SUCCEEDED", "RUNNING", [{}]
+    tl.refresh()
+    assert [tl.skip(i) for i in range(3)] == [False, False, True]
+    job[1]["phase"] = "FAILED"
+    tl.refresh()
+    assert tl.job_over()
