@@ -146,7 +146,9 @@ class MasterService(Service):
         )
         middlewares = [self._guard.middleware()]
         if cfg.tls_require_client_cert:  # mTLS for agents: no verified certificate, no channel
-            middlewares.append(require_client_cert(frozenset({AGENT_CHANNEL_PATH})))
+            middlewares.append(require_client_cert(
+                frozenset({AGENT_CHANNEL_PATH}), lambda: self.metrics_inc("tls_client_cert_required_total")
+            ))
         app = web.Application(client_max_size=cfg.max_body_bytes, middlewares=middlewares)
         app.add_routes(self.scheduler_api.routes())
         app.add_routes(self.agent_server.routes())

@@ -140,15 +140,19 @@ def peer_common_name(cert: dict[str, Any] | None) -> str | None:
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
-def require_client_cert(paths: frozenset[str]) -> Callable[..., Awaitable[web.StreamResponse]]:
+def require_client_cert(
+    paths: frozenset[str], on_refused: Callable[[], None] | None = None
+) -> Callable[..., Awaitable[web.StreamResponse]]:
     """An aiohttp middleware answering ``403`` (before the handler runs, so nothing is processed)
-    to a request for one of ``paths`` whose connection presented no verified client certificate.
-    Used with a ``server_context(..., ca=...)`` (which already refuses certificates of other CAs
-    in the handshake)."""
+    to a request for one of ``paths`` whose connection presented no verified client certificate
+    (``on_refused`` counts it). Used with a ``server_context(..., ca=...)`` (which already refuses
+    certificates of other CAs in the handshake)."""
 
     @web.middleware
     async def mtls(request: web.Request, handler: Handler) -> web.StreamResponse:
         if request.path in paths and peer_certificate(request.transport) is None:
+            if on_refused is not None:
+                on_refused()
             return web.Response(
                 status=403,
                 text="A client certificate from the cluster CA is required (mTLS is on)",
