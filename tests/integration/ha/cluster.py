@@ -1,0 +1,130 @@
+"""Test support for the HA tests: real ``agora-master`` processes contending in ZooKeeper, a real
+``agora-agent`` following them, and a detector to see who leads."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import IO
+
+import aiohttp
+import attrs
+
+from protocol.detector import MasterDetector
+
+SESSION_TIMEOUT = 1.5  # seconds: a killed leader's znode goes after this
+
+
+def _append(log: Path) -> IO[bytes]:
+    log.parent.mkdir(parents=True, exist_ok=True)
+    return open(log, "ab")
+
+
+def _text(log: Path) -> str:
+    return log.read_text(errors="replace")
+
+
+@attrs.define
+class MasterProc:
+    proc: asyncio.subprocess.Process
+    address: str  # host:port
+    log: Path
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.address}"
+
+    def log_text(self) -> str:
+        return _text(self.log)
+
+
+async def start_master(zk_url: str, work: Path, log: Path) -> MasterProc:
+    with _append(log) as err:
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "master.main", "--ip", "127.0.0.1", "--port", "0", "--work-dir", str(work),
+            "--zk", zk_url, "--zk-session-timeout", str(SESSION_TIMEOUT),
+            "--heartbeat-interval", "0.5", "--ping-interval", "0.5", "--ping-timeout", "10",
+            "--agent-reregister-timeout", "30", "--log-level", "INFO",
+            stdout=asyncio.subprocess.PIPE, stderr=err, start_new_session=True,
+        )
+    assert proc.stdout is not None
+    line = (await asyncio.wait_for(proc.stdout.readline(), 30)).decode()
+    assert line.startswith("agora-master listening on http://127.0.0.1:"), (line, _text(log))
+    return MasterProc(proc, line.split()[-1].removeprefix("http://"), log)
+
+
+async def stop(proc: asyncio.subprocess.Process) -> None:
+    if proc.returncode is None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGCONT)
+            proc.send_signal(signal.SIGTERM)
+        try:
+            await asyncio.wait_for(proc.wait(), 15)
+        except TimeoutError:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            await proc.wait()
+
+
+@contextlib.asynccontextmanager
+async def masters(zk_url: str, root: Path, n: int) -> AsyncIterator[list[MasterProc]]:
+    started: list[MasterProc] = []
+    try:
+        for i in range(n):
+            started.append(await start_master(zk_url, root / f"master{i}", root / f"master{i}.log"))
+        yield started
+    finally:
+        await asyncio.gather(*(stop(m.proc) for m in started))
+
+
+@contextlib.asynccontextmanager
+async def detector(zk_url: str) -> AsyncIterator[MasterDetector]:
+    d = MasterDetector(zk_url, session_timeout=5.0)
+    await d.start()
+    try:
+        yield d
+    finally:
+        await d.close()
+
+
+@contextlib.asynccontextmanager
+async def agent(zk_url: str, work: Path, log: Path) -> AsyncIterator[asyncio.subprocess.Process]:
+    with _append(log) as err:
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "agent.main", "--master", zk_url, "--work-dir", str(work),
+            "--resources", "cpus:2;mem:1024;disk:1000", "--isolation", "psutil", "--default-grace", "0.5",
+            "--log-level", "INFO",
+            stdout=asyncio.subprocess.PIPE, stderr=err, start_new_session=True,
+        )
+    try:
+        assert proc.stdout is not None
+        line = (await asyncio.wait_for(proc.stdout.readline(), 30)).decode()
+        assert line.startswith("agora-agent listening on"), (line, _text(log))
+        yield proc
+    finally:
+        await stop(proc)
+
+
+async def state(address: str) -> dict[str, object]:
+    async with aiohttp.ClientSession() as s, s.get(f"http://{address}/state", allow_redirects=False) as r:
+        assert r.status == 200, r.status
+        out: dict[str, object] = await r.json()
+        return out
+
+
+async def wait_ready(address: str, within: float = 20.0) -> None:
+    """Until the master at ``address`` serves ``/state`` itself (elected and recovered)."""
+    async with asyncio.timeout(within), aiohttp.ClientSession() as s:
+        while True:
+            try:
+                async with s.get(f"http://{address}/state", allow_redirects=False) as r:
+                    if r.status == 200:
+                        return
+            except aiohttp.ClientError:
+                pass
+            await asyncio.sleep(0.05)  # polling another process' HTTP endpoint
