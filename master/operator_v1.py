@@ -12,9 +12,10 @@ from master.events import (
     WeightUpdated,
 )
 from master.http_api import VERSION
-from master.lifecycles import AgentPhase, FrameworkPhase
+from master.lifecycles import AgentPhase
+from master.operator_events import agent_record, framework_record, task_message
 from master.records import AgentRec, FrameworkRec, TaskRec
-from master.views import EMPTY, StateViews, _ti
+from master.views import EMPTY, StateViews
 from protocol import mesos
 from protocol.resources import ResourceError, Resources
 from protocol.task_states import TaskState
@@ -190,24 +191,7 @@ class OperatorV1(StateViews):
             for (f, t) in ag.tasks
             if f in self.svc.state.frameworks and t in self.svc.state.frameworks[f].tasks
         )
-        return mesos.AgentRecord(
-            agent_info=mesos.AgentInfo(
-                hostname=ag.hostname,
-                port=ag.port,
-                resources=ag.effective_total.to_mesos(),
-                attributes=ag.attributes,
-                id=mesos.AgentID(ag.agent_id),
-            ),
-            active=ag.reachable and ag.conn_id is not None,
-            version=ag.version or "0.1.0",
-            deactivated=not ag.reachable,
-            pid=f"slave(1)@{ag.hostname}:{ag.port}",
-            registered_time=_ti(ag.registered_time),
-            reregistered_time=_ti(ag.reregistered_time),
-            total_resources=ag.effective_total.to_mesos(),
-            allocated_resources=used.to_mesos(),
-            offered_resources=offered.to_mesos(),
-        )
+        return agent_record(ag, used, offered)  # (the operator stream's AGENT_ADDED builds it alike)
 
     def _get_agents(self) -> mesos.GetAgents:
         st = self.svc.state
@@ -226,17 +210,7 @@ class OperatorV1(StateViews):
         )
 
     def _framework_record(self, fw: FrameworkRec) -> mesos.FrameworkRecord:
-        used = Resources.sum(t.resources for t in fw.tasks.values())
-        return mesos.FrameworkRecord(
-            framework_info=fw.info,
-            active=fw.phase is FrameworkPhase.SUBSCRIBED,
-            connected=fw.connected,
-            recovered=fw.phase is FrameworkPhase.RECOVERED,
-            registered_time=_ti(fw.registered_time),
-            reregistered_time=_ti(fw.reregistered_time),
-            unregistered_time=_ti(fw.unregistered_time),
-            allocated_resources=used.to_mesos(),
-        )
+        return framework_record(fw)
 
     def _get_frameworks(self) -> mesos.GetFrameworks:
         st = self.svc.state
@@ -247,18 +221,7 @@ class OperatorV1(StateViews):
 
     @staticmethod
     def _task(t: TaskRec) -> mesos.Task:
-        return mesos.Task(
-            name=t.name,
-            task_id=mesos.TaskID(t.task_id),
-            framework_id=mesos.FrameworkID(t.framework_id),
-            agent_id=mesos.AgentID(t.agent_id),
-            state=t.state,
-            executor_id=mesos.ExecutorID(t.executor_id) if t.executor_id else None,
-            resources=t.resources.to_mesos(),
-            statuses=tuple(t.statuses[-10:]),
-            status_update_state=t.status_update_state,
-            status_update_uuid=t.status_update_uuid,
-        )
+        return task_message(t)
 
     def _get_tasks(self) -> mesos.GetTasks:
         st = self.svc.state
