@@ -6,6 +6,7 @@ it serves); the handlers only need the running ``MasterService``."""
 
 from __future__ import annotations
 
+import functools
 import socket
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -310,6 +311,10 @@ async def test_task_page_and_one_agent_session_closed_with_the_app(cluster: Clus
     assert session.closed and c.webui._http is None
 
 
+def _draining_is(master: MasterService, agent_id: str, want: bool) -> bool:
+    return master.state.agents[agent_id].draining is want
+
+
 async def test_maintenance_page_follows_drain_and_reactivate(cluster: Cluster) -> None:
     import aiohttp
 
@@ -325,8 +330,7 @@ async def test_maintenance_page_follows_drain_and_reactivate(cluster: Cluster) -
             body = {"type": call, call.lower(): {"agent_id": {"value": aid}}}
             async with s.post(c.master.url + "/api/v1", json=body) as r:
                 assert r.status in (200, 202), await r.text()
-            draining = call == "DRAIN_AGENT"
-            await c.master.wait_until(lambda d=draining: c.master.state.agents[aid].draining is d, 10)
+            await c.master.wait_until(functools.partial(_draining_is, c.master, aid, call == "DRAIN_AGENT"), 10)
             page = await get(c, "/ui/maintenance")
             (row,) = Tables(page).with_header("agent")
             assert row[2] == state and row[-1] == ("reactivate" if call == "DRAIN_AGENT" else "drain")
