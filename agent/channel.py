@@ -38,6 +38,7 @@ from protocol.agent_channel import (
     envelope,
 )
 from protocol.backoff import Backoff
+from protocol.detector import DetectorError, MasterResolver, is_zk_url
 
 log = logging.getLogger(__name__)
 
@@ -75,6 +76,8 @@ class AgentChannel:
         self._out: list[AgentMessage] = []
         self._frames: asyncio.Queue[bytes] = asyncio.Queue()
         self._flush_scheduled = False
+        # a zk:// master: the leader is looked up in ZooKeeper before every (re)connect
+        self._resolver = MasterResolver(master) if is_zk_url(master) else None
         self.epoch = 0
         self.registered = False
         self.connects = 0
@@ -118,15 +121,24 @@ class AgentChannel:
         self._closing = True
 
     async def run(self) -> None:
+        try:
+            await self._run()
+        finally:
+            if self._resolver is not None:
+                await self._resolver.close()
+
+    async def _run(self) -> None:
         async with aiohttp.ClientSession() as session:
             while not self._closing:
                 try:
+                    if self._resolver is not None:  # follow the current leader (protocol/detector.py)
+                        self.master = await self._resolver.resolve(within=self.registration_timeout)
                     await self._connect_once(session)
                 except asyncio.CancelledError:
                     raise
                 except ChannelRefused as e:
                     log.error("master refused registration: %s", e)
-                except (TimeoutError, aiohttp.ClientError, OSError, codec.DecodeError) as e:
+                except (TimeoutError, aiohttp.ClientError, OSError, codec.DecodeError, DetectorError) as e:
                     log.info("master connection to %s failed: %s", self.master, e)
                 finally:
                     await self._closed()

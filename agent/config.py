@@ -7,6 +7,7 @@ from pathlib import Path
 
 import attrs
 
+from protocol.detector import DetectorError, is_zk_url, parse_zk_url
 from protocol.resources import ResourceError, Resources, parse_attributes
 
 
@@ -16,6 +17,12 @@ class ConfigError(ValueError):
 
 def _master(value: str) -> str:
     v = value.strip()
+    if is_zk_url(v):  # high availability: follow the leader found in ZooKeeper
+        try:
+            parse_zk_url(v)
+        except DetectorError as e:
+            raise ConfigError(f"--master: {e}") from e
+        return v
     for prefix in ("http://", "ws://", "https://", "wss://"):
         if v.startswith(prefix):
             v = v[len(prefix) :]

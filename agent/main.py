@@ -51,7 +51,10 @@ async def _serve(config: AgentConfig) -> int:
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
-@click.option("--master", required=True, help="The master, host:port (a redirect to the leader is followed).")
+@click.option(
+    "--master", required=True,
+    help="The master, host:port (a redirect to the leader is followed), or zk://host:port/path (HA: follow the leader).",
+)
 @click.option("--port", default=0, show_default=True, type=int, help="HTTP port (0 picks a free one).")
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind (and advertise, unless a wildcard).")
 @click.option(

@@ -53,6 +53,9 @@ class MasterConfig:
     offer_timeout: float | None = None
     # logging
     log_level: str = "INFO"
+    # high availability (master/ha.py): contend for leadership in ZooKeeper, registry kept there
+    zk: str | None = None  # zk://host:port[,host:port...]/path (Mesos' --zk); None = SQLite, one master
+    zk_session_timeout: float = 10.0  # a leader cut off from ZooKeeper this long exits
     # TLS (protocol/tls.py): with a certificate and key the master serves only HTTPS/WSS
     tls_cert: str | None = None
     tls_key: str | None = None
@@ -132,6 +135,15 @@ def load(path: str | Path | None = None, **overrides: Any) -> MasterConfig:
     for name in ("heartbeat_interval", "ping_interval", "ping_timeout", "read_timeout", "agent_removal_rate"):
         if getattr(cfg, name) <= 0:
             raise ConfigError(f"{name} must be > 0")
+    if cfg.zk is not None:
+        from protocol.detector import DetectorError, parse_zk_url
+
+        try:
+            parse_zk_url(cfg.zk)
+        except DetectorError as e:
+            raise ConfigError(f"--zk: {e}") from e
+        if cfg.zk_session_timeout <= 0:
+            raise ConfigError("zk_session_timeout must be > 0")
     if (cfg.tls_cert is None) != (cfg.tls_key is None):
         raise ConfigError("--tls-cert and --tls-key go together")
     if (cfg.tls_ca or cfg.tls_require_client_cert) and not cfg.tls_cert:

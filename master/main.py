@@ -74,6 +74,8 @@ async def serve(cfg: MasterConfig) -> int:
 @click.option("--ping-timeout", type=float, default=None, help="No pong for this long marks an agent unreachable.")
 @click.option("--agent-reregister-timeout", type=float, default=None, help="Re-registration window after restart.")
 @click.option("--log-level", default=None, help="DEBUG, INFO, WARNING...")
+@click.option("--zk", default=None, help="HA: zk://host:port[,...]/path; masters contend, the registry lives there.")
+@click.option("--zk-session-timeout", type=float, default=None, help="HA: ZooKeeper session timeout (default 10 s).")
 @click.option("--tls-cert", default=None, help="PEM certificate (chain): serve only HTTPS/WSS.")
 @click.option("--tls-key", default=None, help="PEM private key of --tls-cert.")
 @click.option("--tls-ca", default=None, help="CA (PEM) that client certificates must chain to.")
@@ -92,6 +94,8 @@ def main(
     ping_timeout: float | None,
     agent_reregister_timeout: float | None,
     log_level: str | None,
+    zk: str | None,
+    zk_session_timeout: float | None,
     tls_cert: str | None,
     tls_key: str | None,
     tls_ca: str | None,
@@ -110,6 +114,8 @@ def main(
             ping_timeout=ping_timeout,
             agent_reregister_timeout=agent_reregister_timeout,
             log_level=log_level,
+            zk=zk,
+            zk_session_timeout=zk_session_timeout,
             tls_cert=tls_cert,
             tls_key=tls_key,
             tls_ca=tls_ca,

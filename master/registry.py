@@ -14,6 +14,7 @@ import threading
 from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Protocol
 
 from master import registry_ops as ops
 
@@ -36,6 +37,22 @@ FILENAME = "registry.sqlite3"
 
 class RegistryError(RuntimeError):
     pass
+
+
+class RegistryStore(Protocol):
+    """What the master needs of a registry: this SQLite ``Registry`` or, with high availability,
+    ``master.registry_zk.ZkRegistry``. ``snapshot`` is what was read at open (``master_seq`` is
+    the fencing epoch); ``apply`` returns once the batch is durable."""
+
+    snapshot: ops.RegistrySnapshot
+    writes: int
+    transactions: int
+
+    async def apply(self, batch: Sequence[ops.RegistryOp]) -> None: ...
+
+    def read(self) -> ops.RegistrySnapshot: ...
+
+    async def close(self) -> None: ...
 
 
 def _connect(path: Path) -> sqlite3.Connection:

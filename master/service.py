@@ -37,15 +37,17 @@ from master.events import (
     SendToAgent,
     Tick,
 )
+from master.ha import LeaderElection, LeaderRedirect
 from master.http_api import VERSION, SchedulerApi
 from master.operator import OperatorApi
 from master.operator_stream import OperatorStreams
 from master.ratelimit import RateLimiter
-from master.registry import Registry, RegistryError
+from master.registry import Registry, RegistryError, RegistryStore
+from master.registry_zk import ZkRegistry
 from master.state import MasterState, StateConfig
 from master.transport import GuardedServer
 from master.webui import add_webui
-from protocol import mesos
+from protocol import codec, mesos
 from protocol.agent_channel import PATH as AGENT_CHANNEL_PATH
 from protocol.clock import Clock, SystemClock
 from protocol.ids import new_uuid
@@ -99,7 +101,8 @@ class MasterService(Service):
         self.epoch = 0
         self.master_id = ""
         self.state: MasterState = None  # type: ignore[assignment]  # set in _start
-        self.registry: Registry | None = None
+        self.registry: RegistryStore | None = None
+        self.election: LeaderElection | None = None  # HA (master/ha.py)
         self.allocator: Allocator | None = None
         self.scheduler_api = SchedulerApi(self)
         self.agent_server = AgentChannelServer(self)
@@ -131,9 +134,8 @@ class MasterService(Service):
                 ssl_ctx = server_context(cfg.tls_cert, cfg.tls_key, cfg.tls_ca)
             except TlsError as e:
                 raise OSError(str(e)) from e
-        self.registry = await Registry.open(Path(cfg.work_dir))
-        snap = self.registry.snapshot
-        self.epoch = snap.master_seq
+        if cfg.zk is None:  # with HA the registry is in ZooKeeper, opened once elected
+            self.registry = await Registry.open(Path(cfg.work_dir))
         self.master_id = new_uuid()
         self.start_time = self.clock.now()
 
@@ -150,6 +152,8 @@ class MasterService(Service):
                 frozenset({AGENT_CHANNEL_PATH}), lambda: self.metrics_inc("tls_client_cert_required_total")
             ))
         app = web.Application(client_max_size=cfg.max_body_bytes, middlewares=middlewares)
+        if cfg.zk is not None:  # a standby answers 307 to the leader, or 503 (master/ha.py)
+            app.middlewares.append(LeaderRedirect(self._leading, self._leader_address, self._own_address).middleware())
         app.add_routes(self.scheduler_api.routes())
         app.add_routes(self.agent_server.routes())
         app.add_routes(self.operator_api.routes())
@@ -181,6 +185,20 @@ class MasterService(Service):
             # Agora: tells clients they may send ACKNOWLEDGE_MANY (protocol/README.md)
             capabilities=(mesos.MasterCapability(type=mesos.MasterCapabilityType.ACKNOWLEDGE_MANY),),
         )
+        if cfg.zk is not None:  # HA: enter the election and stand by (redirecting) until elected
+            self.election = LeaderElection(cfg.zk, cfg.zk_session_timeout, self._lost_leadership)
+            await self.election.start(codec.encode_json(master_info))
+            self.spawn(self._lead_when_elected(master_info), name="master-election")
+            log.info("agora-master standing by on %s (election at %s)", self.url, cfg.zk)
+            return
+        await self._lead(master_info)
+
+    async def _lead(self, master_info: mesos.MasterInfo) -> None:
+        """Recover from the registry and serve: at start, or with HA once elected."""
+        cfg = self.config
+        assert self.registry is not None
+        snap = self.registry.snapshot
+        self.epoch = snap.master_seq
         self.allocator = Allocator(
             AllocatorConfig(
                 offer_id_prefix=self.master_id,
@@ -234,6 +252,44 @@ class MasterService(Service):
                 await asyncio.wait_for(self._server.wait_closed(), 2.0)
         if self.registry is not None:
             await self.registry.close()
+        if self.election is not None:
+            await self.election.close()
+
+    # --- high availability (master/ha.py) --------------------------------------------------------
+
+    async def _lead_when_elected(self, master_info: mesos.MasterInfo) -> None:
+        assert self.election is not None
+        await self.election.elected()
+        try:
+            self.registry = await ZkRegistry.open(self.election.zk, self.election.path)
+            await self._lead(master_info)
+        except RegistryError as e:
+            self._exit(f"cannot recover from the ZooKeeper registry: {e}")
+
+    def _lost_leadership(self, why: str) -> None:
+        """The ZooKeeper session is gone (or presumed gone): a standby may lead with a higher
+        epoch, so this master must not act again. It exits (non-zero)."""
+        lead = "leading" if self.election is not None and self.election.leading else "standby"
+        self._exit(f"{why}; exiting ({lead} master, epoch {self.epoch})")
+
+    def _exit(self, why: str) -> None:
+        log.critical("agora-master: %s", why)
+        self.ready = False
+        if self.election is not None:
+            self.election.leading = False
+        self.agent_server.close_all()  # no frame from this master after this point
+        self.failed = self.failed or RuntimeError(why)
+        if self._fatal is None:
+            self._fatal = asyncio.get_running_loop().create_task(self.stop())
+
+    def _leading(self) -> bool:
+        return self.election is not None and self.election.leading
+
+    def _leader_address(self) -> str | None:
+        return None if self.election is None else self.election.detector.current
+
+    def _own_address(self) -> str:
+        return f"{self.config.ip}:{self.port}"
 
     @property
     def url(self) -> str:

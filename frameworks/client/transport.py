@@ -4,6 +4,8 @@
 RecordIO body and a ``Mesos-Stream-Id`` header); ``send(call, stream_id)`` posts every other call
 (answered ``202``). msgpack (``application/x-msgpack``) is the native encoding, JSON is there for
 parity with Mesos clients. A 307 from a standby master is followed (``Location: //host:port/...``).
+A ``zk://host:port/path`` master is looked up in ZooKeeper (``protocol.detector``) at every
+subscription, so the driver's reconnect follows a new leader.
 ``https://`` masters are reached over TLS: ``ca`` (a PEM file) pins the master's CA (else the system
 trust store), ``tls`` passes a ready ``ssl.SSLContext`` instead (e.g. with a client certificate).
 ``token`` adds ``Authorization: Bearer <token>`` (the framework's principal when the master has
@@ -25,6 +27,7 @@ from urllib.parse import urlsplit
 import aiohttp
 
 from protocol import codec
+from protocol.detector import DetectorError, MasterResolver, is_zk_url
 from protocol.mesos import Call, Event
 from protocol.recordio import RecordIODecoder, RecordIOError
 from protocol.tls import client_context
@@ -134,6 +137,8 @@ class HttpTransport:
         self._call_timeout = call_timeout
         self._max_record = max_record
         self._max_redirects = max_redirects
+        # a zk:// master: the leader is looked up in ZooKeeper at every (re-)subscription
+        self._resolver = MasterResolver(master) if is_zk_url(master) else None
         self._token = token
         self._session: aiohttp.ClientSession | None = None
 
@@ -160,6 +165,11 @@ class HttpTransport:
         return h
 
     async def subscribe(self, call: Call) -> HttpEventStream:
+        if self._resolver is not None:  # follow the current leader (protocol/detector.py)
+            try:
+                self.base = base_url(await self._resolver.resolve(within=self._connect_timeout))
+            except (TimeoutError, DetectorError) as exc:
+                raise MasterUnavailable(f"no leading master found at {self._resolver.master}: {exc!r}") from exc
         body = codec.encode(call, self.media_type)
         timeout = aiohttp.ClientTimeout(total=None, connect=self._connect_timeout, sock_read=None)
         for _ in range(self._max_redirects + 1):
@@ -211,6 +221,8 @@ class HttpTransport:
         raise MasterUnavailable(f"too many redirects calling {self.base}")
 
     async def close(self) -> None:
+        if self._resolver is not None:
+            await self._resolver.close()
         if self._session is not None:
             await self._session.close()
             self._session = None
