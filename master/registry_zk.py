@@ -9,6 +9,7 @@ Layout under ``<path>/log_replicas`` (the child Mesos' detectors skip, see ``pro
     registry/frameworks/<id>            JSON per framework (``info`` base64)
     registry/removed_frameworks/<id>    {"removed_at": t}
     registry/quotas/<role>  registry/weights/<role>    (keys are %-quoted)
+    registry/agent_principals/<id>      {"principal": p} (authentication's agent binding)
 
 Only the leader writes (its ZooKeeper session is the fence: once it expires, every write fails and
 the master stops). A batch is folded into the in-memory mirror first, then the nodes it changed are
@@ -29,6 +30,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 from urllib.parse import quote, unquote
 
+import attrs
 from kazoo.client import KazooClient
 from kazoo.exceptions import KazooException, NoNodeError
 
@@ -38,7 +40,10 @@ from protocol.detector import REGISTRY_CHILD
 
 log = logging.getLogger("agora.master.registry_zk")
 
-KINDS = ("agents", "frameworks", "removed_frameworks", "quotas", "weights")
+KINDS = ("agents", "frameworks", "removed_frameworks", "quotas", "weights", "agent_principals")
+# authentication's op (an agent id bound to the principal that first registered it), looked up by
+# name so this module works on either side of its commit (master/registry_ops.py is shared)
+_PRINCIPAL_BOUND: Any = getattr(ops, "AgentPrincipalBound", None)
 MAX_TXN_BYTES = 512 * 1024
 
 Mirror = dict[tuple[str, str], dict[str, Any]]
@@ -56,6 +61,10 @@ def fold(mirror: Mirror, batch: Iterable[ops.RegistryOp]) -> set[tuple[str, str]
             touched.add(key)
 
     for op in batch:
+        if _PRINCIPAL_BOUND is not None and isinstance(op, _PRINCIPAL_BOUND):
+            mirror[("agent_principals", op.agent_id)] = {"principal": op.principal}
+            touched.add(("agent_principals", op.agent_id))
+            continue
         match op:
             case ops.AgentAdmitted():
                 key = ("agents", op.agent_id)
@@ -130,7 +139,11 @@ def snapshot_of(mirror: Mirror, epoch: int) -> ops.RegistrySnapshot:
         )
         for k, v in rows("frameworks")
     )
+    extra: dict[str, Any] = {}
+    if "agent_principals" in attrs.fields_dict(ops.RegistrySnapshot):
+        extra["agent_principals"] = tuple((k, str(v["principal"])) for k, v in rows("agent_principals"))
     return ops.RegistrySnapshot(
+        **extra,
         master_seq=epoch,
         agents=agents,
         frameworks=frameworks,
@@ -262,7 +275,9 @@ def _keys(batch: Iterable[ops.RegistryOp]) -> set[tuple[str, str]]:
     """Every mirror key an operation may touch (to remember what existed before the fold)."""
     out: set[tuple[str, str]] = set()
     for op in batch:
-        if isinstance(op, ops.QuotaSet | ops.QuotaRemoved):
+        if _PRINCIPAL_BOUND is not None and isinstance(op, _PRINCIPAL_BOUND):
+            out.add(("agent_principals", op.agent_id))
+        elif isinstance(op, ops.QuotaSet | ops.QuotaRemoved):
             out.add(("quotas", op.role))
         elif isinstance(op, ops.WeightSet):
             out.add(("weights", op.role))

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 
+import attrs
 import pytest
 from kazoo.client import KazooClient
 
@@ -44,6 +45,8 @@ BATCH: list[ops.RegistryOp] = [
     ops.QuotaRemoved("a/b"),
     ops.QuotaSet("eng/ml", "gpus:1"),
     ops.WeightSet("web", 2.5),
+    # authentication's binding of an agent id to its principal, where that operation exists
+    *([ops.AgentPrincipalBound("a1", "agent-principal")] if hasattr(ops, "AgentPrincipalBound") else []),
 ]
 
 
@@ -63,6 +66,7 @@ async def test_operations_read_back_like_sqlite(zk: tuple[KazooClient, str], tmp
     again = await ZkRegistry.open(client, path)  # a new leader recovering
     snap = again.snapshot
     assert snap.master_seq > first_epoch
+    assert attrs.evolve(snap, master_seq=0) == attrs.evolve(expected, master_seq=0)  # everything else alike
     assert snap.agents == expected.agents
     assert snap.frameworks == expected.frameworks
     assert snap.removed_frameworks == expected.removed_frameworks == frozenset({"f2"})
