@@ -144,7 +144,8 @@ def show(as_json: bool) -> None:
 @config.command(name="set")
 @click.argument("key", type=click.Choice(list(KEYS)))
 @click.argument("value")
-def set_value(key: str, value: str) -> None:
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def set_value(key: str, value: str, as_json: bool) -> None:
     """Write KEY = VALUE to the config file (an empty VALUE removes the key)."""
     path = config_path(os.environ)
     try:
@@ -163,4 +164,7 @@ def set_value(key: str, value: str) -> None:
         tmp.replace(path)
     except OSError as exc:
         raise click.ClickException(f"cannot write config file {path}: {exc.strerror or exc}") from exc
-    click.echo(f"{key} = {value!r} in {path}" if value else f"{key} removed from {path}")
+    if as_json:
+        click.echo(json.dumps({"path": str(path), "key": key, "value": value or None}, sort_keys=True))
+    else:
+        click.echo(f"{key} = {value!r} in {path}" if value else f"{key} removed from {path}")

@@ -9,6 +9,7 @@ stop.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Sequence
 
 import attrs
@@ -52,10 +53,12 @@ class LineBuffer:
 
 @attrs.define
 class LogStream:
-    """One file being followed: raw pass-through when ``prefix`` is None, else prefixed lines."""
+    """One file being followed: raw pass-through when ``prefix`` is None, else prefixed lines;
+    ``render`` turns each piece into what is written (``--json``: one JSON object per line)."""
 
     read: Reader
     prefix: str | None = None
+    render: Callable[[str], str] | None = None
     offset: int = 0
     generation: object = None
     buf: LineBuffer = attrs.field(init=False)
@@ -65,6 +68,12 @@ class LogStream:
 
     def poll(self) -> list[str]:
         """Everything new, read until the reader answers empty."""
+        return self._rendered(self._poll())
+
+    def _rendered(self, pieces: list[str]) -> list[str]:
+        return pieces if self.render is None else [self.render(p) for p in pieces]
+
+    def _poll(self) -> list[str]:
         out: list[str] = []
         while True:
             chunk = self.read(self.offset)
@@ -72,7 +81,7 @@ class LogStream:
                 first = self.generation is None and self.offset == 0
                 self.generation = chunk.generation
                 if not first:  # a new file (a new attempt): start it from its beginning
-                    out += self.flush()
+                    out += self._flush()
                     self.offset = 0
                     continue
             if not chunk.data:
@@ -81,6 +90,9 @@ class LogStream:
             out += [chunk.data] if self.prefix is None else self.buf.feed(chunk.data)
 
     def flush(self) -> list[str]:
+        return self._rendered(self._flush())
+
+    def _flush(self) -> list[str]:
         return self.buf.flush() if self.prefix is not None else []
 
 
@@ -109,6 +121,15 @@ def follow(
             ended = True  # one more round: what was written just before the end
             continue
         sleep(poll)
+
+
+def json_lines(**tags: object) -> Callable[[str], str]:
+    """A ``render`` for ``--json``: each line as ``{**tags, "line": ...}`` on a line of its own."""
+
+    def render(line: str) -> str:
+        return json.dumps({**tags, "line": line.rstrip("\r\n")}, sort_keys=True) + "\n"
+
+    return render
 
 
 def last_lines(text: str, n: int, from_start: bool) -> tuple[str, bool]:

@@ -28,7 +28,7 @@ from frameworks.cli.common import (
     http_get_json,
     json_flag,
 )
-from frameworks.cli.follow import Chunk, LogStream
+from frameworks.cli.follow import Chunk, LogStream, json_lines
 from frameworks.cli.follow import follow as follow_logs
 
 TERMINAL = {"SUCCEEDED", "FAILED", "CANCELLED"}
@@ -296,22 +296,33 @@ def cancel(ctx: click.Context, job_id: int) -> None:
 @click.option("--task", "index", default=None, type=click.IntRange(0), help="Only this task (default: all).")
 @click.option("--stderr", is_flag=True, help="Show stderr instead of stdout.")
 @click.option("--follow", "-f", is_flag=True, help="Keep printing until the task (or job) ends.")
+@json_flag
 @click.pass_context
 def logs(ctx: click.Context, job_id: int, index: int | None, stderr: bool, follow: bool) -> None:
     """Print stdout (or stderr) from the agents' sandboxes: one task as it is, or every task of the
-    job with each line prefixed by the task's index ([3] ...); -f follows until the end."""
+    job with each line prefixed by the task's index ([3] ...); -f follows until the end. --json:
+    one {"job", "task", "stream", "line"} object per line."""
     stream = "stderr" if stderr else "stdout"
     count = int(API.get(ctx, f"/jobs/{job_id}?summary=1")["count"])
     if index is None and count == 1:
         index = 0
     if index is not None and index >= count:
         raise click.ClickException(f"job {job_id} has no task {index} (it has {count})")
+    as_json = bool(ctx.obj["json"])
+
+    def render(i: int) -> Callable[[str], str] | None:
+        return json_lines(job=job_id, task=i, stream=stream) if as_json else None
+
     if index is not None:
         one = TaskLogs(lambda: {})
-        streams = [LogStream(_log_reader(ctx, job_id, index, stream, follow, one))]
+        reader = _log_reader(ctx, job_id, index, stream, follow, one)
+        streams = [LogStream(reader, prefix="" if as_json else None, render=render(index))]
     else:
         tasks = TaskLogs(lambda: {t["index"]: t for t in API.get(ctx, f"/jobs/{job_id}")["task_list"]})
-        streams = [LogStream(_log_reader(ctx, job_id, i, stream, True, tasks), prefix=f"[{i}] ") for i in range(count)]
+        streams = [
+            LogStream(_log_reader(ctx, job_id, i, stream, True, tasks), prefix="" if as_json else f"[{i}] ", render=render(i))
+            for i in range(count)
+        ]
 
     def done() -> bool:
         if index is not None:

@@ -34,7 +34,7 @@ from frameworks.cli.common import (
     master_url,
     ssl_context,
 )
-from frameworks.cli.follow import Chunk, LogStream, follow, last_lines
+from frameworks.cli.follow import Chunk, LineBuffer, LogStream, follow, json_lines, last_lines
 
 TERMINAL_TASK_STATES = frozenset(
     {
@@ -248,19 +248,23 @@ def show(task_id: str, master: str | None, as_json: bool) -> None:
 @click.option("--stderr", is_flag=True, help="stderr instead of stdout.")
 @click.option("--follow", "-f", is_flag=True, help="Keep printing until the task ends.")
 @click.option("--tail", "-n", "tail", default=None, type=click.IntRange(0), help="Start with the last N lines.")
-@click.option("--master", envvar="AGORA_MASTER", default=None, help="Master host:port (or AGORA_MASTER).")
-def logs(task_id: str, stderr: bool, follow: bool, tail: int | None, master: str | None) -> None:
-    """Print a task's stdout (or stderr) from its agent's sandbox; -f follows it to the end."""
+@_options
+def logs(task_id: str, stderr: bool, follow: bool, tail: int | None, master: str | None, as_json: bool) -> None:
+    """Print a task's stdout (or stderr) from its agent's sandbox; -f follows it to the end.
+    --json: one {"task", "stream", "line"} object per line."""
     stream = "stderr" if stderr else "stdout"
 
     def go() -> None:
         _, _, row = _locate(master, task_id)
         read = _reader(row, stream, must_exist=not follow)
+        render = json_lines(task=task_id, stream=stream) if as_json else None
         start = 0
         if tail is not None:
             text, start = _tail_offset(row, stream, tail)
-            _write(text)
-        _follow([LogStream(read, offset=start)], follow, master, task_id)
+            for piece in [text] if render is None else LineBuffer("").feed(text):
+                _write(piece if render is None else render(piece))
+        s = LogStream(read, offset=start, prefix="" if as_json else None, render=render)
+        _follow([s], follow, master, task_id)
 
     _run(go)
 
@@ -278,13 +282,20 @@ def _follow(streams: list[LogStream], keep: bool, master: str | None, task_id: s
 
 @task.command()
 @click.argument("task_id")
-@click.option("--master", envvar="AGORA_MASTER", default=None, help="Master host:port (or AGORA_MASTER).")
-def attach(task_id: str, master: str | None) -> None:
+@_options
+def attach(task_id: str, master: str | None, as_json: bool) -> None:
     """Follow a task's stdout and stderr together (lines prefixed) until it ends; Ctrl-C detaches."""
 
     def go() -> None:
         _, _, row = _locate(master, task_id)
-        streams = [LogStream(_reader(row, s, must_exist=False), prefix=f"[{s}] ") for s in ("stdout", "stderr")]
+        streams = [
+            LogStream(
+                _reader(row, s, must_exist=False),
+                prefix="" if as_json else f"[{s}] ",
+                render=json_lines(task=task_id, stream=s) if as_json else None,
+            )
+            for s in ("stdout", "stderr")
+        ]
         _follow(streams, True, master, task_id)
 
     _run(go)

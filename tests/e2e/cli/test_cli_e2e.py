@@ -60,6 +60,8 @@ def test_task_list_show_logs_tail_and_download(agora: Any, tmp_path: Path) -> No
     assert ok(agora("task", "logs", tid)) == "".join(f"line {i}\n" for i in range(1, 6))
     assert ok(agora("task", "logs", tid, "--stderr")) == "oops\n"
     assert ok(agora("task", "logs", tid, "--tail", "2")) == "line 4\nline 5\n"
+    as_json = [json.loads(x) for x in ok(agora("task", "logs", tid, "--tail", "1", "--stderr", "--json")).splitlines()]
+    assert as_json == [{"task": tid, "stream": "stderr", "line": "oops"}]
     assert ok(agora("task", "download", tid)) == "".join(f"line {i}\n" for i in range(1, 6))
     ok(agora("task", "download", tid, "--stderr", "-o", str(tmp_path / "err.txt")))
     assert (tmp_path / "err.txt").read_text() == "oops\n"
@@ -116,6 +118,8 @@ def test_job_logs_follow_every_task_prefixed_and_history(agora: Any) -> None:
     out = ok(agora("job", "logs", str(jid), "-f")).splitlines()
     for i in range(3):
         assert [x for x in out if x.startswith(f"[{i}] ")] == [f"[{i}] hello {i}", f"[{i}] bye"]
+    lines = [json.loads(x) for x in ok(agora("job", "logs", str(jid), "--json")).splitlines()]
+    assert {(x["task"], x["line"]) for x in lines} == {(i, f"hello {i}") for i in range(3)} | {(i, "bye") for i in range(3)}
     bad = submit(agora, "--name", "bad", "--shell", "--", "exit 3")
     assert agora("job", "wait", str(bad)).exit_code == 1
     history = {j["id"]: j for j in json.loads(ok(agora("job", "history", "--json")))}

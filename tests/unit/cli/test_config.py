@@ -79,7 +79,8 @@ def test_set_show_and_the_file_reaching_every_command(config_file: Path, monkeyp
     assert ca_file() == "/flag/ca.pem"
     set_ca(None)
 
-    assert CliRunner().invoke(cfg.config, ["set", "batch", ""]).exit_code == 0
+    r = CliRunner().invoke(cfg.config, ["set", "batch", "", "--json"])
+    assert json.loads(r.output) == {"path": str(config_file), "key": "batch", "value": None}
     assert "batch" not in cfg.load()
     assert CliRunner().invoke(cfg.config, ["set", "colour", "red"]).exit_code == 2
 

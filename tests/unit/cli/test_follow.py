@@ -105,3 +105,12 @@ def test_last_lines() -> None:
     assert last_lines("xa\nb\nc\n", 2, from_start=False) == ("b\nc\n", True)
     assert last_lines("xa\nb\n", 2, from_start=False) == ("b\n", False)
     assert last_lines("a\n", 0, from_start=True) == ("", True)
+
+
+def test_json_lines() -> None:
+    import json
+
+    f = FakeFile("a\nb")
+    s = LogStream(f.read, prefix="", render=lambda line: json.dumps({"task": "t", "line": line.rstrip("\n")}) + "\n")
+    assert s.poll() == ['{"task": "t", "line": "a"}\n']
+    assert s.flush() == ['{"task": "t", "line": "b"}\n']
