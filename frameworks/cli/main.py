@@ -16,7 +16,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "agents": ("frameworks.cli.cluster:agents", "List the cluster's agents."),
     "agent": ("frameworks.cli.agent:agent", "Agents: list (states, drain reasons), show, drain, reactivate."),
     "config": ("frameworks.cli.config:config", "Show or set the CLI's settings (master, batch, elastic...)."),
-    "task": ("frameworks.cli.task:task", "Tasks: list, show, logs [-f], attach, kill."),
+    "task": ("frameworks.cli.task:task", "Tasks: list, show, logs [-f], attach, download, kill."),
     "frameworks": ("frameworks.cli.cluster:frameworks", "List registered frameworks."),
     "tasks": ("frameworks.cli.cluster:tasks", "List tasks."),
     "offers": ("frameworks.cli.cluster:offers", "List outstanding offers with holder and age."),

@@ -154,3 +154,12 @@ def test_job_log_follower_reads_only_tasks_that_ran_and_stops_reading_finished_o
     job[1]["phase"] = "FAILED"
     tl.refresh()
     assert tl.job_over()
+
+
+def test_ctrl_c_while_following_exits_130_without_a_traceback() -> None:
+    def interrupted() -> None:
+        raise KeyboardInterrupt
+
+    with pytest.raises(SystemExit) as exc:
+        tk._run(interrupted)
+    assert exc.value.code == 130
