@@ -167,7 +167,8 @@ class HttpTransport:
     async def subscribe(self, call: Call) -> HttpEventStream:
         if self._resolver is not None:  # follow the current leader (protocol/detector.py)
             try:
-                self.base = base_url(await self._resolver.resolve(within=self._connect_timeout))
+                leader = await self._resolver.resolve(within=self._connect_timeout)
+                self.base = base_url(leader, "https" if self._tls is not None else "http")
             except (TimeoutError, DetectorError) as exc:
                 raise MasterUnavailable(f"no leading master found at {self._resolver.master}: {exc!r}") from exc
         body = codec.encode(call, self.media_type)
