@@ -62,9 +62,12 @@ class AgentChannel:
         reconnect_max: float = 5.0,
         rng: random.Random | None = None,
         ssl: ssl_.SSLContext | None = None,
+        authorization: str | None = None,
     ) -> None:
         self.master = master
         self._ssl = ssl  # TLS to the master (wss://): the pinned CA and our client certificate
+        # this agent's credential (agent/auth.py), sent on every upgrade request
+        self._headers = {"Authorization": authorization} if authorization else None
         self._build_register = build_register
         self._on_registered = on_registered
         self._on_message = on_message
@@ -165,7 +168,7 @@ class AgentChannel:
             try:
                 ws = await session.ws_connect(
                     url, max_msg_size=MAX_FRAME_BYTES, autoping=True, timeout=aiohttp.ClientWSTimeout(ws_close=2.0),
-                    ssl=self._ssl if self._ssl is not None else True,
+                    ssl=self._ssl if self._ssl is not None else True, headers=self._headers,
                 )
                 # aiohttp follows redirects itself: remember where we ended up (the leader)
                 resp = getattr(ws, "_response", None)
@@ -179,6 +182,8 @@ class AgentChannel:
             except aiohttp.WSServerHandshakeError as e:
                 headers = e.headers if e.headers is not None else {}
                 location = headers.get("Location") if e.status in (301, 302, 303, 307, 308) else None
+                if e.status in (401, 403):
+                    raise ChannelRefused(f"the master answered {e.status}: check --credential / --token") from e
                 if not location:
                     raise
                 parts = urlsplit(location if "//" in location else f"//{location}")

@@ -72,6 +72,12 @@ class AgentConfig:
     master_ca: Path | None = attrs.field(default=None, converter=attrs.converters.optional(Path))
     tls_cert: Path | None = attrs.field(default=None, converter=attrs.converters.optional(Path))
     tls_key: Path | None = attrs.field(default=None, converter=attrs.converters.optional(Path))
+    # authentication (agent/auth.py): this agent's credential on the channel (a Mesos credential
+    # file or a bearer token), and whether its own HTTP endpoints require credentials
+    credential: Path | None = attrs.field(default=None, converter=attrs.converters.optional(Path))
+    token: str | None = None
+    authenticate_http: bool = False
+    http_credentials: Path | None = attrs.field(default=None, converter=attrs.converters.optional(Path))
 
     @property
     def tls_to_master(self) -> bool:
@@ -116,5 +122,9 @@ class AgentConfig:
                 raise ConfigError(f"{name} must be > 0")
         if self.resend_max < self.resend_initial or self.reconnect_max < self.reconnect_initial:
             raise ConfigError("a backoff maximum must be >= its initial value")
+        if self.credential is not None and self.token:
+            raise ConfigError("give --credential or --token, not both")
+        if self.authenticate_http and self.http_credentials is None:
+            raise ConfigError("--authenticate-http needs --http-credentials")
         if (self.tls_cert is None) != (self.tls_key is None):
             raise ConfigError("--tls-cert and --tls-key go together")

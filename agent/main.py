@@ -97,6 +97,13 @@ async def _serve(config: AgentConfig) -> int:
 @click.option("--master-ca", default=None, type=click.Path(path_type=Path), help="The master's CA (PEM), pinned: the channel is wss://.")
 @click.option("--tls-cert", default=None, type=click.Path(path_type=Path), help="PEM certificate: the client certificate for mTLS and this agent's HTTPS server.")
 @click.option("--tls-key", default=None, type=click.Path(path_type=Path), help="PEM private key of --tls-cert.")
+@click.option("--credential", default=None, type=click.Path(path_type=Path),
+              help="This agent's credential for the master: JSON {\"principal\", \"secret\"} (or \"token\").")
+@click.option("--token", default=None, envvar="AGORA_AGENT_TOKEN", help="A bearer token for the master instead of --credential.")
+@click.option("--authenticate-http/--no-authenticate-http", default=False, show_default=True,
+              help="The agent's endpoints (/files, /state, /metrics) need credentials from --http-credentials.")
+@click.option("--http-credentials", default=None, type=click.Path(path_type=Path),
+              help="Credentials accepted by the agent's endpoints (the master's --credentials format).")
 def main(**kw: object) -> None:
     """Run an Agora agent."""
     level = str(kw.pop("log_level")).upper()

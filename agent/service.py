@@ -25,6 +25,7 @@ import attrs
 from aiohttp import web
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
+from agent import auth as agent_auth
 from agent import http_api, oversubscription, recovery, users
 from agent import status_updates as su
 from agent import tasks as tk
@@ -246,6 +247,7 @@ class AgentService(Service):
             reconnect_max=cfg.reconnect_max,
             rng=self._rng,
             ssl=master_ssl,
+            authorization=agent_auth.channel_authorization(cfg),
         )
         self.spawn(self.channel.run(), name="agent-channel")
         self.spawn(self._timer_loop(), name="agent-timers")
@@ -311,6 +313,8 @@ class AgentService(Service):
 
     async def _start_http(self) -> None:
         app = web.Application(client_max_size=1024 * 1024)
+        if (http_creds := agent_auth.http_credentials(self.config)) is not None:
+            app.middlewares.append(agent_auth.middleware(http_creds))
         http_api.add_routes(app, self)
         try:
             from agent import files

@@ -7,6 +7,7 @@ from __future__ import annotations
 import attrs
 
 from master import registry_ops as ops
+from master.acls import task_problem, task_user
 from master.allocator import decisions as ad
 from master.allocator import events as ae
 from master.core_base import EMPTY, OFFER_PROBLEMS, TS, CoreBase, R, _sane_refuse
@@ -78,6 +79,9 @@ class AcceptRules(CoreBase):
             if t is mesos.OperationType.LAUNCH and op.launch is not None:
                 good: list[mesos.TaskInfo] = []
                 for task in op.launch.task_infos:
+                    if (denied := self._user_problem(fw, task, None)) is not None:
+                        self._master_update(fw, task.task_id.value, TS.TASK_ERROR, R.REASON_TASK_UNAUTHORIZED, denied, now, fx, offer_agent)
+                        continue
                     msg = self._check_launch(fw, task, offer_agent, seen, in_group=False)
                     if msg is None and not has_reservation_ops:
                         need = self._need(fw, offer_agent, task, new_execs)
@@ -100,6 +104,13 @@ class AcceptRules(CoreBase):
             elif t is mesos.OperationType.LAUNCH_GROUP and op.launch_group is not None:
                 lg = op.launch_group
                 tasks = list(lg.task_group.tasks)
+                denied = next((p for tk in tasks if (p := self._user_problem(fw, tk, lg.executor)) is not None), None)
+                if denied is not None:
+                    for task in tasks:
+                        self._master_update(
+                            fw, task.task_id.value, TS.TASK_ERROR, R.REASON_TASK_GROUP_UNAUTHORIZED, denied, now, fx, offer_agent
+                        )
+                    continue
                 msg = check_executor(lg.executor)
                 if msg is None and not tasks:
                     msg = "task group is empty"
@@ -185,6 +196,22 @@ class AcceptRules(CoreBase):
                 ),
                 fx,
             )
+
+    def _user_problem(self, fw: FrameworkRec, task: mesos.TaskInfo, group_executor: mesos.ExecutorInfo | None) -> str | None:
+        """``run_tasks``: may the framework's principal run ``task`` as its user? (None: yes)"""
+        acls = self.cfg.acls
+        if acls.allows_everything:
+            return None
+        executor = task.executor or group_executor
+        user = task_user(
+            task.command.user if task.command is not None else None,
+            executor.command.user if executor is not None and executor.command is not None else None,
+            fw.info.user,
+        )
+        problem = task_problem(acls, fw.principal, user)
+        if problem is not None:
+            self.unauthorized += 1
+        return problem
 
     def _need(self, fw: FrameworkRec, agent_id: str | None, task: mesos.TaskInfo, started: set[str]) -> Resources:
         """What ``task`` takes from the offer: its resources, plus its executor's when that executor

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 
 from aiohttp import WSCloseCode, WSMessage, WSMsgType, web
 
+from master.auth import principal_of
 from master.events import AgentConnected, AgentConnectionLost, AgentMessageReceived, AgentMessagesReceived
 from protocol import agent_channel as ac
 from protocol import codec
@@ -164,7 +165,7 @@ class AgentChannelServer:
                             await ws.close(code=CLOSE_POLICY, message=b"first message must be REGISTER")
                             break
                         registered = True
-                        await svc.dispatch(AgentConnected(conn_id=conn_id, register=body))
+                        await svc.dispatch(AgentConnected(conn_id=conn_id, register=body, principal=principal_of(request)))
                         rest = rest[1:]
                     if len(rest) == 1:
                         await svc.dispatch(AgentMessageReceived(conn_id=conn_id, body=rest[0]))

@@ -7,6 +7,7 @@ from __future__ import annotations
 import attrs
 
 from master import registry_ops as ops
+from master.acls import agent_problem
 from master.allocator import events as ae
 from master.core_base import EMPTY, TS, CoreBase, R, _attr_dict, _attrs_string
 from master.events import (
@@ -73,7 +74,21 @@ class AgentRules(CoreBase):
             )
             self._alloc_event(ev, now, fx)
 
-    def _agent_register(self, conn_id: int, reg: ac.Register, now: float, fx: list[Effect]) -> None:
+    def _agent_register(
+        self, conn_id: int, reg: ac.Register, now: float, fx: list[Effect], principal: str | None = None
+    ) -> None:
+        claimed = reg.agent_id.value if reg.agent_id is not None else None
+        problem = agent_problem(
+            self.cfg.acls, self.cfg.authenticate_agents, principal, claimed,
+            self.agent_principals.get(claimed) if claimed is not None else None,
+        )
+        if problem is not None:
+            # refused before anything changes: an agent already registered under this id (and its
+            # tasks) are not touched
+            self.unauthorized += 1
+            fx.append(SendToAgent(conn_id, ac.Refused(message=problem)))
+            fx.append(CloseAgent(conn_id, "not authorized"))
+            return
         try:
             total = Resources.from_mesos(reg.resources)
         except (ResourceError, TypeError, ValueError) as e:
@@ -94,6 +109,9 @@ class AgentRules(CoreBase):
                 (ops.AgentAdmitted(aid, reg.hostname, reg.port, str(total), _attrs_string(reg.attributes), now),)
             )
         )
+        if principal is not None and aid not in self.agent_principals:
+            self.agent_principals[aid] = principal  # the id belongs to this credential from now on
+            fx.append(Persist((ops.AgentPrincipalBound(aid, principal),)))
         if ag is None:
             ag = AgentRec(
                 agent_id=aid,

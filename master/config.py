@@ -53,6 +53,13 @@ class MasterConfig:
     offer_timeout: float | None = None
     # logging
     log_level: str = "INFO"
+    # authentication and authorization (master/auth.py, master/acls.py); the Mesos flag names
+    credentials: str | None = None  # JSON file: Mesos {"credentials": [...]} plus Agora "tokens"
+    acls: str | None = None  # Mesos ACL JSON; default deny when any authentication is on
+    authenticate_frameworks: bool = False  # the scheduler API
+    authenticate_agents: bool = False  # the agent channel
+    authenticate_http_readwrite: bool = False  # the operator API (/api/v1)
+    authenticate_http_readonly: bool = False  # GET views (/state, /metrics, web UI)
     # high availability (master/ha.py): contend for leadership in ZooKeeper, registry kept there
     zk: str | None = None  # zk://host:port[,host:port...]/path (Mesos' --zk); None = SQLite, one master
     zk_session_timeout: float = 10.0  # a leader cut off from ZooKeeper this long exits

@@ -11,6 +11,7 @@ from collections.abc import Iterable
 
 import attrs
 
+from master.acls import Acls
 from master.alloc_port import AllocatorPort
 from master.allocator import decisions as ad
 from master.allocator import events as ae
@@ -67,6 +68,10 @@ class StateConfig:
     awaiting_ack_per_framework: int = 100_000
     completed_frameworks: int = 50
     unreachable_gc: float = 14 * 24 * 3600.0  # an unreachable agent is removed for good after this
+    # authorization (master/acls.py): the ACLs, and whether frameworks / agents must authenticate
+    acls: Acls = attrs.field(factory=Acls.allow_all)
+    authenticate_frameworks: bool = False
+    authenticate_agents: bool = False
 
 
 def _attr_dict(attrs_: Iterable[mesos.Attribute]) -> dict[str, str | float]:
@@ -161,6 +166,8 @@ class CoreBase(OperatorFeed):
             "invalid_offers": 0,
         }
         self.calls: dict[str, int] = {}
+        self.agent_principals: dict[str, str] = {}  # agent id -> the principal that first registered it
+        self.unauthorized = 0  # refusals by the ACLs or an agent id's bound principal
         self.allocator_errors: list[str] = []
         self.finished_counts: dict[TaskState, int] = {}
         self.operator_streams: set[str] = set()  # open operator event streams (master.operator_events)

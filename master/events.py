@@ -26,6 +26,7 @@ class SubscribeReceived:
     stream_id: str
     subscribe: mesos.Subscribe
     principal: str | None = None
+    authenticated: str | None = None  # the principal the request proved (frameworks must authenticate)
 
 
 @attrs.frozen
@@ -50,6 +51,7 @@ class AgentConnected:
 
     conn_id: int
     register: ac.Register
+    principal: str | None = None  # the principal the connection proved (agents must authenticate)
 
 
 @attrs.frozen

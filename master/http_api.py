@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 import msgpack
 from aiohttp import web
 
+from master.auth import principal_of
 from master.events import CallReceived, StreamClosed, SubscribeReceived
 from master.ratelimit import call_cost
 from protocol import codec, httputil, mesos, recordio
@@ -262,7 +263,11 @@ class SchedulerApi:
         resp.enable_chunked_encoding()
         try:
             await resp.prepare(request)
-            await svc.dispatch(SubscribeReceived(stream_id=stream_id, subscribe=call.subscribe, principal=principal))
+            await svc.dispatch(
+                SubscribeReceived(
+                    stream_id=stream_id, subscribe=call.subscribe, principal=principal, authenticated=principal_of(request)
+                )
+            )
             await stream.run(resp, request)
         except (ConnectionError, asyncio.CancelledError) as e:
             if isinstance(e, asyncio.CancelledError) and not svc.running:
@@ -284,6 +289,9 @@ class SchedulerApi:
         fw = svc.state.frameworks.get(fid)
         if fw is None:
             return text(400, "Framework cannot be found")
+        if svc.auth.frameworks and principal_of(request) != fw.principal:
+            # S17: only the framework's own principal may call for it
+            return text(403, f"Authenticated principal '{principal_of(request)}' is not the framework's principal")
         sid = request.headers.get(STREAM_HEADER)
         if sid is not None and sid == fw.last_stream_id:
             # a call from the stream that just ended (closed by the master, or replaced by a

@@ -17,6 +17,7 @@ import sys
 
 import click
 
+from master.auth import AuthConfigError, load_auth
 from master.config import ConfigError, MasterConfig, load
 from master.registry import RegistryError
 from master.service import MasterService
@@ -63,7 +64,29 @@ async def serve(cfg: MasterConfig) -> int:
     return 0
 
 
+AUTH_META = "agora.auth"
+
+
+def _auth_flag(ctx: click.Context, param: click.Parameter, value: object) -> object:
+    """Authentication options are collected in ``ctx.meta`` (they override the TOML file)."""
+    assert param.name is not None
+    ctx.meta.setdefault(AUTH_META, {})[param.name] = value
+    return value
+
+
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--credentials", default=None, expose_value=False, callback=_auth_flag,
+              help="JSON credentials: Mesos {\"credentials\": [...]} plus Agora bearer \"tokens\".")
+@click.option("--acls", default=None, expose_value=False, callback=_auth_flag,
+              help="Mesos ACL JSON (default deny when authentication is on).")
+@click.option("--authenticate-frameworks/--no-authenticate-frameworks", default=None, expose_value=False,
+              callback=_auth_flag, help="Schedulers must authenticate (HTTP Basic or Bearer).")
+@click.option("--authenticate-agents/--no-authenticate-agents", default=None, expose_value=False,
+              callback=_auth_flag, help="Agents must authenticate on the agent channel.")
+@click.option("--authenticate-http-readwrite/--no-authenticate-http-readwrite", default=None, expose_value=False,
+              callback=_auth_flag, help="The operator API (/api/v1) needs credentials.")
+@click.option("--authenticate-http-readonly/--no-authenticate-http-readonly", default=None, expose_value=False,
+              callback=_auth_flag, help="GET views (/state, /metrics, web UI) need credentials.")
 @click.option("--ip", default=None, help="Address to bind (default 127.0.0.1).")
 @click.option("--port", type=int, default=None, help="Port to bind; 0 picks a free one (default 5050).")
 @click.option("--work-dir", default=None, help="Directory for the registry (SQLite).")
@@ -122,6 +145,12 @@ def main(
             tls_require_client_cert=tls_require_client_cert,
         )
     except ConfigError as e:
+        raise click.UsageError(str(e)) from e
+    auth_flags = {k: v for k, v in click.get_current_context().meta.get(AUTH_META, {}).items() if v is not None}
+    try:
+        cfg = cfg.replace(**auth_flags)
+        load_auth(cfg)  # the credentials and ACL files must be usable before anything starts
+    except AuthConfigError as e:
         raise click.UsageError(str(e)) from e
     logging.basicConfig(
         level=getattr(logging, cfg.log_level.upper(), logging.INFO),

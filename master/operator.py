@@ -17,9 +17,11 @@ from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 from prometheus_client import CollectorRegistry, generate_latest
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from master.acls import operator_problem
+from master.auth import forbidden, principal_of
 from master.http_api import BodyTooLarge, media_type, read_body, text
 from master.operator_v1 import OperatorV1, _Bad, _Conflict
 from master.views import _legacy
@@ -33,11 +35,17 @@ class _Collector(Collector):
     def __init__(self, api: OperatorApi) -> None:
         self.api = api
 
-    def collect(self) -> Iterator[GaugeMetricFamily]:
+    def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
         snap = self.api.snapshot() if self.api.svc.ready else {}
         for name, value in sorted(snap.items()):
             prom = "agora_" + name.replace("/", "_").replace("-", "_")
             yield GaugeMetricFamily(prom, f"Mesos metric {name}", value=float(value))
+        failures = CounterMetricFamily(
+            "agora_auth_failures", "Requests refused for failed authentication, by kind of peer", labels=["kind"]
+        )
+        for kind, n in sorted(self.api.svc.auth_failures.items()):
+            failures.add_metric([kind], float(n))
+        yield failures
 
 
 class OperatorApi(OperatorV1):
@@ -130,6 +138,10 @@ class OperatorApi(OperatorV1):
 
     # --- operator API v1 --------------------------------------------------------------------------
 
+    def _framework_principal(self, fid: str) -> str | None:
+        fw = self.svc.state.frameworks.get(fid)
+        return fw.principal if fw is not None else None
+
     async def api(self, request: web.Request) -> web.StreamResponse:
         svc = self.svc
         if (r := self._not_ready()) is not None:
@@ -158,6 +170,9 @@ class OperatorApi(OperatorV1):
         problem = mesos.validate_operator_call(call)
         if problem:
             return text(400, f"Failed to validate master::Call: {problem}")
+        denied = operator_problem(svc.auth.acls, principal_of(request), call, self._framework_principal)
+        if denied is not None:
+            return forbidden(denied)
         accept = media_type(request.headers.get("Accept")) or ctype
         out_type = codec.MSGPACK if accept == codec.MSGPACK else codec.JSON
         if call.type is mesos.OperatorCallType.SUBSCRIBE:

@@ -30,6 +30,7 @@ CREATE TABLE IF NOT EXISTS frameworks (
 CREATE TABLE IF NOT EXISTS removed_frameworks (framework_id TEXT PRIMARY KEY, removed_at REAL NOT NULL);
 CREATE TABLE IF NOT EXISTS quotas (role TEXT PRIMARY KEY, guarantee TEXT NOT NULL, lim TEXT);
 CREATE TABLE IF NOT EXISTS weights (role TEXT PRIMARY KEY, weight REAL NOT NULL);
+CREATE TABLE IF NOT EXISTS agent_principals (agent_id TEXT PRIMARY KEY, principal TEXT NOT NULL);
 """
 
 FILENAME = "registry.sqlite3"
@@ -79,6 +80,10 @@ def _apply_one(c: sqlite3.Connection, op: ops.RegistryOp) -> None:
             c.execute("DELETE FROM agents WHERE agent_id=?", (op.agent_id,))
         case ops.AgentDrainSet():
             c.execute("UPDATE agents SET draining=? WHERE agent_id=?", (int(op.draining), op.agent_id))
+        case ops.AgentPrincipalBound():
+            c.execute(
+                "INSERT OR REPLACE INTO agent_principals (agent_id, principal) VALUES (?, ?)", (op.agent_id, op.principal)
+            )
         case ops.ReservationsSet():
             c.execute("UPDATE agents SET reservations=? WHERE agent_id=?", (op.resources, op.agent_id))
         case ops.FrameworkAdded():
@@ -163,9 +168,12 @@ def _read(conn: sqlite3.Connection, master_seq: int) -> ops.RegistrySnapshot:
         ops.WeightSet(role=r[0], weight=float(r[1]))
         for r in conn.execute("SELECT role, weight FROM weights ORDER BY role")
     )
+    bound = tuple(
+        (str(r[0]), str(r[1])) for r in conn.execute("SELECT agent_id, principal FROM agent_principals ORDER BY agent_id")
+    )
     return ops.RegistrySnapshot(
         master_seq=master_seq, agents=agents, frameworks=frameworks, removed_frameworks=removed,
-        quotas=quotas, weights=weights,
+        quotas=quotas, weights=weights, agent_principals=bound,
     )
 
 

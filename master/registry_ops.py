@@ -45,6 +45,15 @@ class AgentDrainSet:
 
 
 @attrs.frozen
+class AgentPrincipalBound:
+    """The principal that first registered an agent id: only it may register that id again
+    (kept when the agent is removed, so a removed id cannot be taken over)."""
+
+    agent_id: str
+    principal: str
+
+
+@attrs.frozen
 class FrameworkAdded:
     """A framework subscribed; ``info`` is its msgpack-encoded ``FrameworkInfo``."""
 
@@ -104,6 +113,7 @@ RegistryOp = (
     | AgentMarkedUnreachable
     | AgentRemoved
     | AgentDrainSet
+    | AgentPrincipalBound
     | FrameworkAdded
     | FrameworkDisconnected
     | FrameworkReconnected
@@ -150,3 +160,4 @@ class RegistrySnapshot:
     weights: tuple[WeightSet, ...] = ()
     next_framework_seq: int = 0
     next_agent_seq: int = 0
+    agent_principals: tuple[tuple[str, str], ...] = ()  # (agent id, principal) bindings

@@ -25,6 +25,8 @@ from aiohttp import web
 
 from master.agent_channel import AgentChannelServer
 from master.allocator import Allocator, AllocatorConfig
+from master.auth import MasterAuth, load_auth
+from master.auth import middleware as auth_middleware
 from master.config import MasterConfig
 from master.events import (
     CloseAgent,
@@ -109,6 +111,8 @@ class MasterService(Service):
         self.operator_api = OperatorApi(self)
         self.operator_streams = OperatorStreams(self)  # operator SUBSCRIBE streams (master/operator_stream.py)
         self.rate = RateLimiter(config.rate_limit_qps, config.rate_limit_burst)
+        self.auth: MasterAuth = load_auth(config)  # raises AuthConfigError on unusable files
+        self.auth_failures: dict[str, int] = {}  # authentication failures by kind of peer
         self.counters: dict[str, int] = {"invalid_messages_total": 0, "rate_limited_total": 0, "errors_total": 0}
         self._wake = asyncio.Event()
         # the deadline the timer loop sleeps towards (inf: none; None: it is running, not asleep);
@@ -154,6 +158,7 @@ class MasterService(Service):
         app = web.Application(client_max_size=cfg.max_body_bytes, middlewares=middlewares)
         if cfg.zk is not None:  # a standby answers 307 to the leader, or 503 (master/ha.py)
             app.middlewares.append(LeaderRedirect(self._leading, self._leader_address, self._own_address).middleware())
+        app.middlewares.append(auth_middleware(self))  # 401 unless the request's realm is satisfied
         app.add_routes(self.scheduler_api.routes())
         app.add_routes(self.agent_server.routes())
         app.add_routes(self.operator_api.routes())
@@ -222,6 +227,9 @@ class MasterService(Service):
                 agent_removal_burst=cfg.agent_removal_burst,
                 allocation_batch=cfg.allocation_batch,
                 unreachable_gc=cfg.agent_unreachable_gc,
+                acls=self.auth.acls,
+                authenticate_frameworks=self.auth.frameworks,
+                authenticate_agents=self.auth.agents,
             ),
             now=now,
         )

@@ -31,6 +31,7 @@ import attrs
 
 from master import registry_ops as ops
 from master.accept import AcceptRules
+from master.acls import subscribe_problem
 from master.agents import AgentRules
 from master.allocator import events as ae
 from master.core_base import CT, EMPTY, TS, R, S, StateConfig, _attrs_from_string, _sane_refuse
@@ -111,6 +112,7 @@ class MasterState(AgentRules, AcceptRules):
                 f.framework_id, info, FrameworkPhase.RECOVERED, f.registered_at, deadline
             )
         self.removed_framework_ids |= set(snap.removed_frameworks)
+        self.agent_principals.update(snap.agent_principals)
         for q in snap.quotas:
             try:
                 self._set_quota(q.role, Resources.parse(q.guarantee), Resources.parse(q.limit) if q.limit else None, now)
@@ -143,7 +145,7 @@ class MasterState(AgentRules, AcceptRules):
             case StreamClosed():
                 self._stream_closed(event.stream_id, now, fx)
             case AgentConnected():
-                self._agent_register(event.conn_id, event.register, now, fx)
+                self._agent_register(event.conn_id, event.register, now, fx, event.principal)
             case AgentMessageReceived():
                 self._agent_message(event.conn_id, event.body, now, fx)
             case AgentMessagesReceived():
@@ -232,6 +234,14 @@ class MasterState(AgentRules, AcceptRules):
             self._subscribe_error(ev.stream_id, f"Framework {fid} has been removed", fx)
             return
         fw = self.frameworks.get(fid) if fid is not None else None
+        problem = subscribe_problem(
+            self.cfg.acls, self.cfg.authenticate_frameworks, ev.authenticated, info.principal,
+            self._roles_of(info), fw.principal if fw is not None else None, fw is not None,
+        )
+        if problem is not None:
+            self.unauthorized += 1
+            self._subscribe_error(ev.stream_id, problem, fx)
+            return
         if fw is not None and fw.principal != info.principal and fw.phase is not FrameworkPhase.RECOVERED:
             self._subscribe_error(ev.stream_id, "Framework principal changed on re-subscription", fx)
             return

@@ -34,8 +34,12 @@ class FakeTask:
 
 
 class FakeAgent:
-    def __init__(self, master_url: str, resources: str = "cpus:4;mem:4096;disk:1000", hostname: str = "fake-host") -> None:
+    def __init__(
+        self, master_url: str, resources: str = "cpus:4;mem:4096;disk:1000", hostname: str = "fake-host",
+        authorization: str | None = None,
+    ) -> None:
         self.master_url = master_url
+        self.authorization = authorization  # the Authorization header of the channel's upgrade request
         self.resources = Resources.parse(resources)
         self.hostname = hostname
         self.agent_id: str | None = None
@@ -58,7 +62,8 @@ class FakeAgent:
         self.closed.clear()
         if self._session is None:
             self._session = aiohttp.ClientSession()
-        self._ws = await self._session.ws_connect(self.master_url + ac.PATH, max_msg_size=ac.MAX_FRAME_BYTES)
+        headers = {"Authorization": self.authorization} if self.authorization else None
+        self._ws = await self._session.ws_connect(self.master_url + ac.PATH, max_msg_size=ac.MAX_FRAME_BYTES, headers=headers)
         running = tuple(
             ac.RunningTask(
                 framework_id=mesos.FrameworkID(t.framework_id),

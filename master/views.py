@@ -278,6 +278,10 @@ class StateViews:
         out["master/invalid_messages_total"] = float(svc.counters.get("invalid_messages_total", 0))
         out["master/rate_limited_total"] = float(svc.counters.get("rate_limited_total", 0))
         out["master/errors_total"] = float(svc.counters.get("errors_total", 0))
+        out["master/auth_failures_total"] = float(sum(svc.auth_failures.values()))
+        for kind, n in svc.auth_failures.items():
+            out[f"master/auth_failures_total/{kind}"] = float(n)
+        out["master/authorization_failures_total"] = float(st.unauthorized)
         for name, n in st.calls.items():
             out[f"master/messages_{name.lower()}"] = float(n)
         out["master/event_queue_messages"] = float(svc.pipeline_depth)

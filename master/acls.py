@@ -1,0 +1,307 @@
+"""Authorization, pure: Mesos' ACL JSON and its evaluation (Mesos ``local_authorizer``).
+
+An ACL file::
+
+    {"permissive": false,
+     "register_frameworks": [{"principals": {"values": ["batch"]}, "roles": {"values": ["batch"]}}],
+     "run_tasks":           [{"principals": {"type": "ANY"}, "users": {"values": ["nobody"]}}],
+     "teardown_frameworks": [{"principals": {"values": ["ops"]}, "framework_principals": {"type": "ANY"}}],
+     "register_agents":     [{"principals": {"values": ["agent"]}, "agents": {"type": "ANY"}}]}
+
+Each action holds a list of rules ``{subject entity, object entity}``; an entity is
+``{"values": [...]}``, ``{"type": "ANY"}`` or ``{"type": "NONE"}``. As in Mesos, the rules of an
+action are tried in order and the first whose subject and object both *match* decides: it allows
+unless one of its entities is NONE (NONE matches everything and allows nothing). When no rule
+matches, ``permissive`` decides. A request without a principal (authentication off) is an ANY
+subject: only rules whose principals are ANY or NONE match it.
+
+Agora rules on top of Mesos:
+
+* ``permissive`` defaults to **false when authentication is on** (default deny), true otherwise.
+* ``run_tasks``: ``users: ANY`` does not cover ``root``: a rule must name ``root`` to allow it.
+
+Actions (the Mesos names) and their object: ``register_frameworks`` roles, ``run_tasks`` users,
+``teardown_frameworks`` framework_principals, ``register_agents`` agents, ``update_quotas`` roles,
+``update_weights`` roles, ``reserve_resources`` roles, ``unreserve_resources``
+reserver_principals, ``drain_agents`` / ``deactivate_agents`` / ``reactivate_agents`` agents.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import attrs
+
+from protocol import mesos, mesos_common
+
+__pure__ = True
+
+ROOT_USER = "root"
+
+
+class AclError(ValueError):
+    """An ACL file that cannot be used."""
+
+
+class Action(enum.Enum):
+    REGISTER_FRAMEWORKS = "register_frameworks"
+    RUN_TASKS = "run_tasks"
+    TEARDOWN_FRAMEWORKS = "teardown_frameworks"
+    REGISTER_AGENTS = "register_agents"
+    UPDATE_QUOTAS = "update_quotas"
+    UPDATE_WEIGHTS = "update_weights"
+    RESERVE_RESOURCES = "reserve_resources"
+    UNRESERVE_RESOURCES = "unreserve_resources"
+    DRAIN_AGENTS = "drain_agents"
+    DEACTIVATE_AGENTS = "deactivate_agents"
+    REACTIVATE_AGENTS = "reactivate_agents"
+
+
+# the object entity's key for each action (the subject is always "principals")
+OBJECT_KEY: dict[Action, str] = {
+    Action.REGISTER_FRAMEWORKS: "roles",
+    Action.RUN_TASKS: "users",
+    Action.TEARDOWN_FRAMEWORKS: "framework_principals",
+    Action.REGISTER_AGENTS: "agents",
+    Action.UPDATE_QUOTAS: "roles",
+    Action.UPDATE_WEIGHTS: "roles",
+    Action.RESERVE_RESOURCES: "roles",
+    Action.UNRESERVE_RESOURCES: "reserver_principals",
+    Action.DRAIN_AGENTS: "agents",
+    Action.DEACTIVATE_AGENTS: "agents",
+    Action.REACTIVATE_AGENTS: "agents",
+}
+
+
+class EntityType(enum.Enum):
+    SOME = "SOME"
+    ANY = "ANY"
+    NONE = "NONE"
+
+
+@attrs.frozen
+class Entity:
+    type: EntityType = EntityType.ANY
+    values: frozenset[str] = frozenset()
+
+    @classmethod
+    def parse(cls, raw: Any, where: str) -> Entity:
+        if not isinstance(raw, Mapping):
+            raise AclError(f"{where}: an entity is an object with 'values' or 'type'")
+        if "values" in raw:
+            vals = raw["values"]
+            if not isinstance(vals, list) or not all(isinstance(v, str) for v in vals):
+                raise AclError(f"{where}: 'values' must be a list of strings")
+            if "type" in raw and raw["type"] != "SOME":
+                raise AclError(f"{where}: 'values' goes with no type (or SOME)")
+            return cls(EntityType.SOME, frozenset(vals))
+        t = raw.get("type")
+        if t not in ("ANY", "NONE"):
+            raise AclError(f"{where}: 'type' must be ANY or NONE")
+        return cls(EntityType(t))
+
+    def matches(self, value: str | None) -> bool:
+        """Mesos ``matches``: a request without a value (ANY) matches only ANY/NONE; NONE matches
+        everything."""
+        if self.type is not EntityType.SOME:
+            return True
+        return value is not None and value in self.values
+
+    @property
+    def allows(self) -> bool:
+        return self.type is not EntityType.NONE
+
+
+@attrs.frozen
+class Rule:
+    principals: Entity
+    object: Entity
+
+
+@attrs.frozen
+class Decision:
+    allowed: bool
+    reason: str  # why (for logs and answers)
+
+
+@attrs.frozen
+class Acls:
+    permissive: bool = True
+    rules: Mapping[Action, tuple[Rule, ...]] = attrs.field(factory=dict)
+
+    @classmethod
+    def allow_all(cls) -> Acls:
+        return cls(permissive=True, rules={})
+
+    @classmethod
+    def deny_all(cls) -> Acls:
+        return cls(permissive=False, rules={})
+
+    @property
+    def allows_everything(self) -> bool:
+        return self.permissive and not self.rules
+
+    @classmethod
+    def parse(cls, text: str, *, default_permissive: bool) -> Acls:
+        try:
+            data = json.loads(text)
+        except ValueError as e:
+            raise AclError(f"ACLs are not valid JSON: {e}") from e
+        if not isinstance(data, dict):
+            raise AclError("ACLs must be a JSON object")
+        permissive = data.get("permissive", default_permissive)
+        if not isinstance(permissive, bool):
+            raise AclError("'permissive' must be true or false")
+        known = {a.value: a for a in Action}
+        rules: dict[Action, tuple[Rule, ...]] = {}
+        for key, items in data.items():
+            if key == "permissive":
+                continue
+            action = known.get(key)
+            if action is None:
+                raise AclError(f"unknown ACL action {key!r} (known: {', '.join(sorted(known))})")
+            if not isinstance(items, list):
+                raise AclError(f"{key}: must be a list of rules")
+            obj_key = OBJECT_KEY[action]
+            parsed = []
+            for i, item in enumerate(items):
+                where = f"{key}[{i}]"
+                if not isinstance(item, Mapping):
+                    raise AclError(f"{where}: a rule is an object")
+                extra = set(item) - {"principals", obj_key}
+                if extra:
+                    raise AclError(f"{where}: unknown keys {', '.join(sorted(extra))} (expected principals, {obj_key})")
+                subject = Entity.parse(item.get("principals", {"type": "ANY"}), f"{where}.principals")
+                obj = Entity.parse(item.get(obj_key, {"type": "ANY"}), f"{where}.{obj_key}")
+                parsed.append(Rule(subject, obj))
+            rules[action] = tuple(parsed)
+        return cls(permissive=permissive, rules=rules)
+
+    def decide(self, action: Action, principal: str | None, obj: str | None) -> Decision:
+        """May ``principal`` (None: unauthenticated) do ``action`` on ``obj`` (None: any)?"""
+        who = principal if principal is not None else "an unauthenticated peer"
+        for rule in self.rules.get(action, ()):
+            if rule.principals.matches(principal) and rule.object.matches(obj):
+                ok = rule.principals.allows and rule.object.allows
+                if ok and action is Action.RUN_TASKS and obj == ROOT_USER and rule.object.type is not EntityType.SOME:
+                    return Decision(False, f"{who} may not run tasks as root (an ACL must name 'root')")
+                verdict = "allowed" if ok else "denied"
+                return Decision(ok, f"{action.value} {verdict} for {who} on {obj!r} by an ACL")
+        verdict = "allowed" if self.permissive else "denied"
+        return Decision(self.permissive, f"{action.value} {verdict} for {who} on {obj!r} (no ACL matched)")
+
+    def allows(self, action: Action, principal: str | None, obj: str | None) -> bool:
+        return self.decide(action, principal, obj).allowed
+
+
+# --- the questions the master's core asks (pure; called from state / agents / accept) -------------
+
+
+def subscribe_problem(
+    acls: Acls,
+    authenticate: bool,
+    authenticated: str | None,
+    claimed: str | None,
+    roles: tuple[str, ...],
+    previous: str | None,
+    known: bool,
+) -> str | None:
+    """Why a SUBSCRIBE is refused, or None. ``authenticated``: the principal the request proved
+    (None when frameworks need not authenticate); ``claimed``: ``FrameworkInfo.principal``;
+    ``previous``: the principal the framework id subscribed with before (``known``: it did)."""
+    if authenticate:
+        if authenticated is None:
+            return "Framework is not authenticated"
+        if claimed != authenticated:
+            return f"Authenticated principal '{authenticated}' does not match principal '{claimed or ''}' set in FrameworkInfo"
+        if known and previous != authenticated:
+            return "Framework principal changed on re-subscription"
+    subject = authenticated if authenticate else claimed
+    for role in roles:
+        d = acls.decide(Action.REGISTER_FRAMEWORKS, subject, role)
+        if not d.allowed:
+            return f"Framework is not authorized for role '{role}' ({d.reason})"
+    return None
+
+
+def agent_problem(acls: Acls, authenticate: bool, principal: str | None, agent_id: str | None, bound: str | None) -> str | None:
+    """Why an agent's REGISTER is refused, or None. ``bound``: the principal that first
+    registered ``agent_id`` (an agent id belongs to that credential for good)."""
+    if authenticate and principal is None:
+        return "Agent is not authenticated"
+    if agent_id is not None and bound is not None and principal != bound:
+        return f"Agent {agent_id} is registered under another principal"
+    d = acls.decide(Action.REGISTER_AGENTS, principal, None)
+    if not d.allowed:
+        return f"Agent is not authorized to register ({d.reason})"
+    return None
+
+
+def task_user(command_user: str | None, executor_user: str | None, framework_user: str | None) -> str | None:
+    """The user a task runs as, as Mesos reads it: its command's, else its executor's, else the
+    framework's."""
+    return command_user or executor_user or framework_user or None
+
+
+def task_problem(acls: Acls, principal: str | None, user: str | None) -> str | None:
+    """Why a task may not run as ``user`` for ``principal`` (``run_tasks``), or None."""
+    if acls.allows_everything:
+        return None
+    d = acls.decide(Action.RUN_TASKS, principal, user)
+    if d.allowed:
+        return None
+    return f"Not authorized to run tasks as user '{user or ''}' ({d.reason})"
+
+
+def _reservation_of(r: mesos_common.Resource) -> mesos_common.ReservationInfo | None:
+    if r.reservations:
+        return r.reservations[-1]
+    return r.reservation
+
+
+def operator_requests(
+    call: mesos.OperatorCall, framework_principal: Callable[[str], str | None]
+) -> list[tuple[Action, str | None]]:
+    """What an operator call asks to do, as (action, object) pairs (empty: no ACL covers it,
+    e.g. the GET_* calls, which ``authenticate_http_readwrite`` protects)."""
+    OT = mesos.OperatorCallType
+    t = call.type
+    if t is OT.UPDATE_WEIGHTS and call.update_weights is not None:
+        return [(Action.UPDATE_WEIGHTS, wi.role or "*") for wi in call.update_weights.weight_infos]
+    if t in (OT.UPDATE_QUOTA, OT.SET_QUOTA) and call.update_quota is not None:
+        return [(Action.UPDATE_QUOTAS, qc.role) for qc in call.update_quota.quota_configs]
+    if t is OT.REMOVE_QUOTA and call.remove_quota is not None:
+        return [(Action.UPDATE_QUOTAS, call.remove_quota.role)]
+    agent_calls = {
+        OT.DRAIN_AGENT: (Action.DRAIN_AGENTS, call.drain_agent),
+        OT.DEACTIVATE_AGENT: (Action.DEACTIVATE_AGENTS, call.deactivate_agent),
+        OT.REACTIVATE_AGENT: (Action.REACTIVATE_AGENTS, call.reactivate_agent),
+    }
+    if t in agent_calls:
+        action, body = agent_calls[t]
+        return [(action, body.agent_id.value if body is not None else None)]
+    if t is OT.RESERVE_RESOURCES and call.reserve_resources is not None:
+        roles = {(_reservation_of(r) or mesos_common.ReservationInfo()).role or r.role for r in call.reserve_resources.resources}
+        return [(Action.RESERVE_RESOURCES, role) for role in sorted(x or "*" for x in roles)]
+    if t is OT.UNRESERVE_RESOURCES and call.unreserve_resources is not None:
+        who = {(_reservation_of(r) or mesos_common.ReservationInfo()).principal for r in call.unreserve_resources.resources}
+        return [(Action.UNRESERVE_RESOURCES, p) for p in sorted(who, key=lambda p: p or "")]
+    if t is OT.TEARDOWN and call.teardown is not None:
+        return [(Action.TEARDOWN_FRAMEWORKS, framework_principal(call.teardown.framework_id.value))]
+    return []
+
+
+def operator_problem(
+    acls: Acls, principal: str | None, call: mesos.OperatorCall, framework_principal: Callable[[str], str | None]
+) -> str | None:
+    """Why ``principal`` may not make this operator call (answered ``403``), or None."""
+    if acls.allows_everything:
+        return None
+    for action, obj in operator_requests(call, framework_principal):
+        d = acls.decide(action, principal, obj)
+        if not d.allowed:
+            return f"Forbidden: {d.reason}"
+    return None

@@ -1,0 +1,162 @@
+"""The master's authentication settings and which HTTP requests they cover.
+
+``MasterAuth`` bundles the credentials (``protocol.authn.Credentials``), the ACLs
+(``master.acls.Acls``) and the four Mesos flags. ``MasterAuth.realm(path)`` says which kind of
+peer a request is (framework, agent, operator, read-only) and whether it must authenticate;
+``MasterAuth.check`` authenticates its ``Authorization`` header. The HTTP edge (a middleware in
+``master.service``) answers a failure with ``401`` and ``WWW-Authenticate`` and puts the
+authenticated principal on the request; the pure core decides everything else (roles, users,
+agent ids) from the principal carried in its events.
+
+``load_auth(config)`` reads the files named by ``credentials`` and ``acls``. With any
+authentication flag on, ACLs default to deny (``permissive: false``): no ``acls`` file then
+means nothing is authorized.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import attrs
+from aiohttp import web
+
+from master.acls import AclError, Acls
+from protocol import agent_channel as ac
+from protocol.authn import (
+    AGENT,
+    FRAMEWORK,
+    OPERATOR,
+    WWW_AUTHENTICATE,
+    AuthFailed,
+    AuthResult,
+    CredentialError,
+    Credentials,
+)
+
+if TYPE_CHECKING:
+    from master.config import MasterConfig
+    from master.service import MasterService
+
+log = logging.getLogger(__name__)
+PRINCIPAL = web.RequestKey("agora.principal", str)  # the authenticated principal (absent: none)
+
+READONLY = "readonly"  # a GET view: any authenticated principal may read it
+SCHEDULER_PATH = "/api/v1/scheduler"
+OPERATOR_PATHS = frozenset({"/api/v1", "/api/v1/operator"})
+OPEN_PATHS = frozenset({"/version", "/health", "/master/health", "/redirect", "/master/redirect"})
+
+
+class AuthConfigError(ValueError):
+    pass
+
+
+@attrs.frozen
+class MasterAuth:
+    credentials: Credentials = attrs.field(factory=Credentials)
+    acls: Acls = attrs.field(factory=Acls.allow_all)
+    frameworks: bool = False
+    agents: bool = False
+    http_readwrite: bool = False
+    http_readonly: bool = False
+
+    @property
+    def enabled(self) -> bool:
+        return self.frameworks or self.agents or self.http_readwrite or self.http_readonly
+
+    def realm(self, path: str) -> str | None:
+        """The kind of peer a request to ``path`` is, when that kind must authenticate."""
+        if path in OPEN_PATHS:
+            return None
+        if path == SCHEDULER_PATH:
+            return FRAMEWORK if self.frameworks else None
+        if path == ac.PATH:
+            return AGENT if self.agents else None
+        if path in OPERATOR_PATHS:
+            return OPERATOR if self.http_readwrite else None
+        return READONLY if self.http_readonly else None
+
+    def check(self, path: str, header: str | None, now: float) -> tuple[str | None, AuthResult | None]:
+        """``(realm, result)``; ``result`` is None when the request need not authenticate."""
+        realm = self.realm(path)
+        if realm is None:
+            return None, None
+        kind = None if realm == READONLY else realm
+        return realm, self.credentials.authenticate(header, kind, now)
+
+
+def load_auth(cfg: MasterConfig) -> MasterAuth:
+    """Read the credentials and ACL files named in ``cfg`` (``AuthConfigError`` if unusable)."""
+    on = cfg.authenticate_frameworks or cfg.authenticate_agents or cfg.authenticate_http_readwrite or cfg.authenticate_http_readonly
+    creds = Credentials()
+    if cfg.credentials:
+        try:
+            creds = Credentials.parse(Path(cfg.credentials).read_text())
+        except OSError as e:
+            raise AuthConfigError(f"cannot read credentials {cfg.credentials}: {e}") from e
+        except CredentialError as e:
+            raise AuthConfigError(f"bad credentials file {cfg.credentials}: {e}") from e
+    elif on:
+        raise AuthConfigError("authentication is on but no --credentials file is given")
+    acls = Acls(permissive=not on)
+    if cfg.acls:
+        try:
+            acls = Acls.parse(Path(cfg.acls).read_text(), default_permissive=not on)
+        except OSError as e:
+            raise AuthConfigError(f"cannot read ACLs {cfg.acls}: {e}") from e
+        except AclError as e:
+            raise AuthConfigError(f"bad ACL file {cfg.acls}: {e}") from e
+    return MasterAuth(
+        credentials=creds,
+        acls=acls,
+        frameworks=cfg.authenticate_frameworks,
+        agents=cfg.authenticate_agents,
+        http_readwrite=cfg.authenticate_http_readwrite,
+        http_readonly=cfg.authenticate_http_readonly,
+    )
+
+
+def failed_reason(result: AuthResult | None) -> str | None:
+    return result.reason if isinstance(result, AuthFailed) else None
+
+
+def unauthorized(reason: str) -> web.Response:
+    """``401`` with the challenges a client can answer (MESOS_COMPAT.md §1)."""
+    return web.Response(
+        status=401, text=f"Unauthorized: {reason}", content_type="text/plain",
+        headers={"WWW-Authenticate": WWW_AUTHENTICATE},
+    )
+
+
+def forbidden(reason: str) -> web.Response:
+    return web.Response(status=403, text=reason, content_type="text/plain")
+
+
+def principal_of(request: web.Request) -> str | None:
+    return request.get(PRINCIPAL)
+
+
+def middleware(svc: MasterService) -> Callable[..., Awaitable[web.StreamResponse]]:
+    """Authenticate every request whose realm needs it: ``401`` (counted per kind in
+    ``auth_failures``) or the principal put on the request for the handlers."""
+
+    @web.middleware
+    async def authenticate(request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]) -> Any:
+        auth = svc.auth
+        if not auth.enabled:
+            return await handler(request)
+        realm, result = auth.check(request.path, request.headers.get("Authorization"), svc.clock.now())
+        if result is None:
+            return await handler(request)
+        if isinstance(result, AuthFailed):
+            assert realm is not None
+            svc.auth_failures[realm] = svc.auth_failures.get(realm, 0) + 1
+            svc._changed.set()  # a change svc.wait_until may be waiting for
+            log.warning("authentication failed (%s) for %s %s from %s", result.reason, request.method, request.path, request.remote)
+            return unauthorized(result.reason)
+        request[PRINCIPAL] = result.principal
+        return await handler(request)
+
+    return authenticate

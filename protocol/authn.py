@@ -1,0 +1,231 @@
+"""Authentication, pure: credentials, the ``Authorization`` header, and how one is checked.
+
+Shared by the master (frameworks, agents, operators), the agent (its own HTTP endpoints) and the
+clients (they build the header). Two kinds of credential:
+
+* a Mesos credential, ``{"principal": ..., "secret": ...}``, sent as HTTP Basic
+  (``Authorization: Basic base64(principal:secret)``: what pymesos and Mesos send);
+* an Agora bearer token, ``{"principal": ..., "token": ...}``, sent as ``Authorization: Bearer``.
+
+Either may carry ``expires_at`` (Unix seconds) and ``kind`` (``framework`` / ``agent`` /
+``operator``: the credential is then good only for that kind of peer). A credentials file is
+Mesos' JSON shape plus a ``tokens`` list::
+
+    {"credentials": [{"principal": "fw", "secret": "s3cret"}],
+     "tokens": [{"principal": "ops", "token": "t0k3n", "kind": "operator", "expires_at": 1.9e9}]}
+
+Secrets are compared with ``hmac.compare_digest`` against every candidate (an unknown principal
+is compared against a dummy), so the time taken does not tell how much of a secret was right.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hmac
+import json
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import attrs
+
+__pure__ = True
+
+FRAMEWORK = "framework"
+AGENT = "agent"
+OPERATOR = "operator"
+KINDS = (FRAMEWORK, AGENT, OPERATOR)
+# RFC 7235 allows several challenges in one header; Mesos sends ``Basic realm="mesos"``
+WWW_AUTHENTICATE = 'Basic realm="agora", Bearer realm="agora"'
+_DUMMY = b"\x00" * 32
+
+
+class CredentialError(ValueError):
+    """A credentials file or entry that cannot be used."""
+
+
+@attrs.frozen
+class Credential:
+    principal: str
+    secret: str = attrs.field(repr=False)
+    kind: str | None = None  # None: good for any kind of peer
+    expires_at: float | None = None
+    bearer: bool = False  # an Agora token (Authorization: Bearer) rather than a Mesos secret
+
+    def good_for(self, kind: str | None, now: float) -> bool:
+        if self.expires_at is not None and now >= self.expires_at:
+            return False
+        return kind is None or self.kind is None or self.kind == kind
+
+
+@attrs.frozen
+class Authenticated:
+    principal: str
+    kind: str | None = None
+
+
+@attrs.frozen
+class AuthFailed:
+    reason: str
+
+
+AuthResult = Authenticated | AuthFailed
+
+
+def basic_header(principal: str, secret: str) -> str:
+    raw = f"{principal}:{secret}".encode()
+    return "Basic " + base64.b64encode(raw).decode("ascii")
+
+
+def bearer_header(token: str) -> str:
+    return f"Bearer {token}"
+
+
+def client_header(principal: str | None = None, secret: str | None = None, token: str | None = None) -> str | None:
+    """The ``Authorization`` value a client sends: a token wins, else principal+secret, else none."""
+    if token:
+        return bearer_header(token)
+    if principal and secret is not None:
+        return basic_header(principal, secret)
+    return None
+
+
+def _eq(a: str, b: bytes) -> bool:
+    return hmac.compare_digest(a.encode(), b)
+
+
+def _entry(raw: Any, bearer: bool) -> Credential:
+    if not isinstance(raw, Mapping):
+        raise CredentialError("each credential must be a JSON object")
+    principal = raw.get("principal")
+    secret = raw.get("token" if bearer else "secret")
+    if not isinstance(principal, str) or not principal:
+        raise CredentialError("a credential needs a non-empty 'principal'")
+    if not isinstance(secret, str) or not secret:
+        raise CredentialError(f"credential {principal!r} needs a non-empty {'token' if bearer else 'secret'!r}")
+    kind = raw.get("kind")
+    if kind is not None and kind not in KINDS:
+        raise CredentialError(f"credential {principal!r}: kind must be one of {', '.join(KINDS)}")
+    expires = raw.get("expires_at")
+    if expires is not None and (isinstance(expires, bool) or not isinstance(expires, int | float)):
+        raise CredentialError(f"credential {principal!r}: expires_at must be a number (Unix seconds)")
+    return Credential(principal, secret, kind, None if expires is None else float(expires), bearer)
+
+
+@attrs.frozen
+class Credentials:
+    """The principals a master (or an agent's HTTP endpoints) accepts."""
+
+    entries: tuple[Credential, ...] = ()
+
+    @classmethod
+    def parse(cls, text: str) -> Credentials:
+        """Mesos' JSON credentials (plus ``tokens``), or its text form: one ``principal secret``
+        per line."""
+        stripped = text.strip()
+        if not stripped.startswith("{"):
+            out = []
+            for line in stripped.splitlines():
+                parts = line.split()
+                if not parts or parts[0].startswith("#"):
+                    continue
+                if len(parts) != 2:
+                    raise CredentialError("text credentials are one 'principal secret' per line")
+                out.append(Credential(parts[0], parts[1]))
+            return cls(tuple(out))
+        try:
+            data = json.loads(stripped)
+        except ValueError as e:
+            raise CredentialError(f"credentials are not valid JSON: {e}") from e
+        if not isinstance(data, dict):
+            raise CredentialError("credentials must be a JSON object")
+        unknown = set(data) - {"credentials", "tokens"}
+        if unknown:
+            raise CredentialError(f"unknown keys in credentials: {', '.join(sorted(unknown))}")
+        entries: list[Credential] = []
+        for key, bearer in (("credentials", False), ("tokens", True)):
+            items = data.get(key, [])
+            if not isinstance(items, list):
+                raise CredentialError(f"'{key}' must be a list")
+            entries.extend(_entry(item, bearer) for item in items)
+        return cls(tuple(entries))
+
+    def authenticate(self, header: str | None, kind: str | None, now: float) -> AuthResult:
+        """Check one ``Authorization`` header for a peer of ``kind`` at ``now``."""
+        if not header:
+            return AuthFailed("no credentials")
+        scheme, _, value = header.strip().partition(" ")
+        value = value.strip()
+        scheme = scheme.lower()
+        if scheme == "basic":
+            return self._basic(value, kind, now)
+        if scheme == "bearer":
+            return self._bearer(value, kind, now)
+        return AuthFailed(f"unsupported authentication scheme {scheme!r}")
+
+    def _basic(self, value: str, kind: str | None, now: float) -> AuthResult:
+        try:
+            raw = base64.b64decode(value.encode("ascii"), validate=True).decode("utf-8")
+        except (binascii.Error, UnicodeError, ValueError):
+            return AuthFailed("malformed Basic credentials")
+        principal, sep, secret = raw.partition(":")
+        if not sep:
+            return AuthFailed("malformed Basic credentials")
+        given = secret.encode()
+        match: Credential | None = None
+        for c in self.entries:  # every candidate is compared: no early exit on a match
+            if not c.bearer and c.principal == principal and hmac.compare_digest(c.secret.encode(), given):
+                match = c
+        if match is None:
+            hmac.compare_digest(_DUMMY, given)
+            return AuthFailed("invalid credentials")
+        return self._usable(match, kind, now)
+
+    def _bearer(self, value: str, kind: str | None, now: float) -> AuthResult:
+        given = value.encode()
+        match: Credential | None = None
+        for c in self.entries:
+            if c.bearer and _eq(c.secret, given):
+                match = c
+        if match is None:
+            return AuthFailed("invalid token")
+        return self._usable(match, kind, now)
+
+    @staticmethod
+    def _usable(c: Credential, kind: str | None, now: float) -> AuthResult:
+        if c.expires_at is not None and now >= c.expires_at:
+            return AuthFailed("expired credentials")
+        if not c.good_for(kind, now):
+            return AuthFailed(f"credentials of kind {c.kind!r} cannot be used by a {kind}")
+        return Authenticated(c.principal, c.kind)
+
+    def principals(self) -> Iterable[str]:
+        return (c.principal for c in self.entries)
+
+
+def parse_client_credential(text: str) -> Credential:
+    """An agent's or a client's own credential (Mesos ``--credential``): JSON
+    ``{"principal", "secret"}`` (or ``{"principal", "token"}``), or one ``principal secret`` line."""
+    stripped = text.strip()
+    if stripped.startswith("{"):
+        try:
+            data = json.loads(stripped)
+        except ValueError as e:
+            raise CredentialError(f"credential is not valid JSON: {e}") from e
+        if not isinstance(data, dict):
+            raise CredentialError("credential must be a JSON object")
+        if "credentials" in data or "tokens" in data:
+            creds = Credentials.parse(stripped).entries
+            if len(creds) != 1:
+                raise CredentialError("a credential file for one peer holds exactly one credential")
+            return creds[0]
+        return _entry(data, "token" in data and "secret" not in data)
+    parts = stripped.split()
+    if len(parts) != 2:
+        raise CredentialError("a text credential is one 'principal secret' line")
+    return Credential(parts[0], parts[1])
+
+
+def credential_header(c: Credential) -> str:
+    """The ``Authorization`` value that presents ``c``."""
+    return bearer_header(c.secret) if c.bearer else basic_header(c.principal, c.secret)
