@@ -74,7 +74,7 @@ from protocol.mesos import (
 )
 from protocol.mesos_common import AgentID, ExecutorID, FrameworkID, Label, Labels, TaskID
 from protocol.resources import Resources, attributes_to_mesos, parse_attributes
-from protocol.tls import TlsError, client_context, server_context
+from protocol.tls import AGENT_HTTPS, TlsError, client_context, server_context
 
 log = logging.getLogger(__name__)
 
@@ -684,6 +684,7 @@ class AgentService(Service):
             boot_id=self.boot_id,
             tasks=tuple(running),
             frameworks=tuple(self.frameworks[f] for f in sorted(fids) if f in self.frameworks),
+            capabilities=(AGENT_HTTPS,) if self._server_ssl is not None else (),
         )
 
     def _on_registered(self, reg: Registered) -> None:

@@ -30,6 +30,7 @@ from protocol import agent_channel as ac
 from protocol import mesos, mesos_common
 from protocol.resources import Resources, parse_attributes
 from protocol.task_states import TaskState, for_framework
+from protocol.tls import AGENT_HTTPS
 
 __pure__ = True
 
@@ -145,7 +146,7 @@ class CoreBase(OperatorFeed):
         # offers re-send the same few resource sets over and over (a lease shrinking and growing
         # by one task's worth): their Mesos form is built once (bounded memo, values immutable)
         self._mesos_res: dict[tuple[Resources, str], tuple[mesos_common.Resource, ...]] = {}
-        self._agent_urls: dict[tuple[str, int], mesos.URL] = {}
+        self._agent_urls: dict[tuple[str, int, str], mesos.URL] = {}
         # while one fact is handled: per framework, the offers to send at its end, by id (a lease
         # updated several times is sent once, latest form); None outside ``handle``
         self._offer_batch: dict[str, dict[str, ad.Offer]] | None = None
@@ -347,13 +348,13 @@ class CoreBase(OperatorFeed):
         )
         url = None
         if ag is not None:
-            key = (ag.hostname, ag.port)
+            key = (ag.hostname, ag.port, "https" if AGENT_HTTPS in ag.capabilities else "http")
             url = self._agent_urls.get(key)
             if url is None:
                 if len(self._agent_urls) >= _MEMO_MAX:
                     self._agent_urls.clear()
                 url = self._agent_urls[key] = mesos.URL(
-                    scheme="http", address=mesos.Address(port=ag.port, hostname=ag.hostname), path="/slave(1)"
+                    scheme=key[2], address=mesos.Address(port=ag.port, hostname=ag.hostname), path="/slave(1)"
                 )
         return mesos.Offer(
             id=mesos.OfferID(o.offer_id),

@@ -22,12 +22,16 @@ from __future__ import annotations
 import ssl
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from aiohttp import web
+if TYPE_CHECKING:  # aiohttp is imported where the middleware is built: cores may import this module
+    from aiohttp import web
 
 Pathish = str | Path
 MINIMUM_VERSION = ssl.TLSVersion.TLSv1_2
+# An agent capability (``agent_channel.Register.capabilities``): its HTTP API (sandbox files, executor
+# API) is served over TLS, so the master advertises ``https`` agent URLs (offers, web UI).
+AGENT_HTTPS = "HTTPS"
 
 
 class TlsError(ValueError):
@@ -137,7 +141,7 @@ def peer_common_name(cert: dict[str, Any] | None) -> str | None:
     return None
 
 
-Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+Handler = Callable[["web.Request"], Awaitable["web.StreamResponse"]]
 
 
 def require_client_cert(
@@ -147,6 +151,7 @@ def require_client_cert(
     to a request for one of ``paths`` whose connection presented no verified client certificate
     (``on_refused`` counts it). Used with a ``server_context(..., ca=...)`` (which already refuses
     certificates of other CAs in the handshake)."""
+    from aiohttp import web
 
     @web.middleware
     async def mtls(request: web.Request, handler: Handler) -> web.StreamResponse:

@@ -61,6 +61,17 @@ async def test_native_client_launches_a_task_on_a_real_agent_over_tls(
             await d.launch(p.offer_id, [task])
             await d.wait_for(lambda: "hello" in final.final, 60)
             assert final.final["hello"].state is TaskState.TASK_FINISHED
+            # the agent registered as an https one: offers carry https URLs, and the master's web
+            # UI reads the sandbox over https (verifying the agent against --tls-ca)
+            assert set(d.offers.agent_urls.values()) == {agent_url}
+            fid = d.framework_id
+            ctx = tls.client_context(c.ca)
+            async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=ctx)) as http, http.get(
+                f"{master.url}/ui/tasks/{fid}/hello/files/read", params={"path": "stdout"}
+            ) as r:
+                body = await r.json()
+                assert r.status == 200, body
+            assert "hello over tls" in body["data"]
             await d.teardown()
     assert master.guard is not None and master.guard.handshake_failures == 0
 
