@@ -27,7 +27,7 @@ from master.lifecycles import AgentPhase
 from master.views import legacy_resources
 from master.webui import model, pages, sandbox
 from master.webui.html import Html, error_page
-from protocol import codec, tls
+from protocol import codec
 from protocol.resources import Resources
 
 if TYPE_CHECKING:
@@ -84,9 +84,7 @@ class WebUI:
     def _client(self) -> aiohttp.ClientSession:
         """The one session to the agents (opened lazily: it needs the running loop)."""
         if self._http is None or self._http.closed:
-            cfg = self.svc.config  # https agents are verified against the master's --tls-ca
-            ctx = tls.client_context(cfg.tls_ca, ca_flag="--tls-ca") if cfg.tls_ca else True
-            self._http = aiohttp.ClientSession(timeout=AGENT_TIMEOUT, connector=aiohttp.TCPConnector(ssl=ctx))
+            self._http = aiohttp.ClientSession(timeout=AGENT_TIMEOUT)
         return self._http
 
     async def close(self) -> None:
@@ -260,8 +258,7 @@ class WebUI:
                                    "not say where to reach it; start it with --host <its reachable address>.")
         if ":" in host and not host.startswith("["):
             host = f"[{host}]"
-        scheme = "https" if tls.AGENT_HTTPS in (agent.get("capabilities") or ()) else "http"
-        return f"{scheme}://{host}:{port}"
+        return f"http://{host}:{port}"
 
     async def _agent_json(self, task: dict[str, Any], agent: dict[str, Any] | None, endpoint: str,
                           params: dict[str, str]) -> Any:
@@ -314,7 +311,9 @@ class WebUI:
         except _AgentError as e:
             return _html(sandbox.log_page(task, agent, sub, None, 0, 0, e.message), e.status)
         data = str(got_data.get("data", "")) if isinstance(got_data, dict) else ""
-        return _html(sandbox.log_page(task, agent, sub, data, start, start + len(data.encode()), None,
+        # we asked for exactly start..size (files only grow): follow from size, even if a
+        # character cut at either end came back as U+FFFD
+        return _html(sandbox.log_page(task, agent, sub, data, start, size, None,
                                       chunk=TAIL_BYTES))
 
     async def read(self, request: web.Request) -> web.Response:
@@ -336,7 +335,8 @@ class WebUI:
             return web.json_response({"error": e.message}, status=e.status)
         data = str(out.get("data", "")) if isinstance(out, dict) else ""
         start = int(out.get("offset", offset)) if isinstance(out, dict) else offset
-        return web.json_response({"data": data, "offset": start, "next_offset": start + len(data.encode())})
+        data, next_offset = model.follow_chunk(data, start)
+        return web.json_response({"data": data, "offset": start, "next_offset": next_offset})
 
     async def download(self, request: web.Request) -> web.StreamResponse:
         """The whole file, streamed through from the agent's ``/files/download``."""

@@ -209,7 +209,8 @@ form.operator-call{display:inline;margin:0}form.operator-call .result{color:#a00
 #   route (which asks the task's agent ``/files/read``) for what the file grew by from the last
 #   offset, append it as text (never as markup), and ask again at once while a whole chunk came;
 # - maintenance buttons: a form with ``data-call`` (DRAIN_AGENT / REACTIVATE_AGENT) and
-#   ``data-agent`` POSTs that operator call as JSON to ``/api/v1``, then reloads the page.
+#   ``data-agent`` POSTs that operator call as JSON to ``/api/v1`` (with the form's ``reason``
+#   if one was typed), then reloads the page.
 SCRIPT = """
 (function(){
 var box=document.getElementById('autorefresh');
@@ -235,6 +236,7 @@ var forms=document.querySelectorAll('form.operator-call');
 for(var i=0;i<forms.length;i++){(function(f){f.addEventListener('submit',function(ev){ev.preventDefault();
 var call=f.dataset.call,body={type:call},out=f.querySelector('.result');
 body[call.toLowerCase()]={agent_id:{value:f.dataset.agent}};
+var why=f.querySelector('input[name=reason]');if(why&&why.value)body[call.toLowerCase()].reason=why.value;
 fetch('/api/v1',{method:'POST',headers:{'Content-Type':'application/json'},body:JSON.stringify(body)})
 .then(function(r){if(r.ok){location.reload();return;}
 return r.text().then(function(t){if(out)out.textContent='HTTP '+r.status+': '+t;});})

@@ -84,6 +84,16 @@ def last_update(task: Mapping[str, Any]) -> float:
     return float(ts) if isinstance(ts, int | float) else 0.0
 
 
+def follow_chunk(data: str, offset: int) -> tuple[str, int]:
+    """What the pailer appends from the agent's ``/files/read`` answer (``data`` decoded as UTF-8
+    with undecodable bytes replaced, read from byte ``offset``), and the offset to ask from next.
+    A character cut at the end of the chunk (a writer mid-character, or the chunk's limit) came
+    back as a trailing U+FFFD: it is left out and read again, whole, next time. (Bytes that are
+    not UTF-8 in the middle of a chunk are shown as U+FFFD and may shift the offset.)"""
+    kept = data.rstrip("\ufffd")
+    return kept, offset + len(kept.encode())
+
+
 def find_framework(state: State, framework_id: str) -> tuple[Mapping[str, Any], bool] | None:
     for fw, completed in all_frameworks(state):
         if fw.get("id") == framework_id:
@@ -151,6 +161,7 @@ class MaintenanceRow:
     live_tasks: int
     allocated: Mapping[str, Any]
     action: str  # "DRAIN_AGENT" or "REACTIVATE_AGENT"
+    reason: str = ""  # why it drains, as the operator said (DRAIN_AGENT's Agora ``reason``)
 
 
 def maintenance_rows(state: State) -> list[MaintenanceRow]:
@@ -176,6 +187,7 @@ def maintenance_rows(state: State) -> list[MaintenanceRow]:
             agent_id=aid, address=f"{a.get('hostname', '')}:{a.get('port', '')}", state=words, phase=phase,
             out_of_service=draining or deactivated, live_tasks=live.get(aid, 0),
             allocated=a.get("used_resources") or {}, action="REACTIVATE_AGENT" if draining else "DRAIN_AGENT",
+            reason=str(a.get("drain_reason") or "") if draining else "",
         ))
     return sorted(rows, key=lambda r: (not r.out_of_service, r.agent_id))
 

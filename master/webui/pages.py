@@ -258,7 +258,8 @@ def agent_page(state: State, agent_id: str) -> Html | None:
         [
             ("id", a.get("id", "")),
             ("address", f"{a.get('hostname', '')}:{a.get('port', '')}"),
-            ("status", f"{agent_label(a)} ({a.get('phase', '')})"),
+            ("status", f"{agent_label(a)} ({a.get('phase', '')})"
+                       + (f": {a.get('drain_reason')}" if a.get("draining") and a.get("drain_reason") else "")),
             ("maintenance", operator_call_form(
                 agent_id, "REACTIVATE_AGENT" if agent_label(a) == "draining" or a.get("draining") else "DRAIN_AGENT")),
             ("version", a.get("version", "")),
@@ -448,7 +449,9 @@ def operator_call_form(agent_id: str, call: str) -> Html:
     """A button that POSTs ``call`` (DRAIN_AGENT / REACTIVATE_AGENT) for the agent to the
     operator API (``/api/v1``, as JSON, by the page's script); the page reloads on success."""
     label = {"DRAIN_AGENT": "drain", "REACTIVATE_AGENT": "reactivate"}.get(call, call.lower())
-    return tag("form", tag("button", label, type="submit"), tag("span", "", cls="result"),
+    reason = (Html('<input type="text" name="reason" placeholder="reason (optional)" size="18"> ')
+              if call == "DRAIN_AGENT" else "")
+    return tag("form", reason, tag("button", label, type="submit"), tag("span", "", cls="result"),
                cls="operator-call", method="post", action="/api/v1", data_call=call, data_agent=agent_id)
 
 
@@ -459,10 +462,10 @@ def maintenance_page(state: State) -> Html:
     out = [r for r in rows if r.out_of_service]
 
     def cells(r: Any) -> tuple[object, ...]:
-        return (agent_link(r.agent_id), r.address, tag("span", r.state, cls="maint-state"), r.phase, r.live_tasks,
-                resources_text(r.allocated), operator_call_form(r.agent_id, r.action))
+        return (agent_link(r.agent_id), r.address, tag("span", r.state, cls="maint-state"), r.phase,
+                r.reason or "-", r.live_tasks, resources_text(r.allocated), operator_call_form(r.agent_id, r.action))
 
-    headers = ("agent", "address", "state", "phase", "live tasks", "allocated", "action")
+    headers = ("agent", "address", "state", "phase", "reason", "live tasks", "allocated", "action")
     body = [
         tag("p", "A draining agent gets no new offers; its running tasks go on until they end or are "
                  "killed. Reactivate puts it back in service. The buttons send DRAIN_AGENT / "

@@ -12,6 +12,7 @@ from master.webui.handlers import WebUI, _AgentError, sandbox_subpath
 from master.webui.html import esc, external_link, megabytes, path, resources_text
 from master.webui.model import (
     active_and_completed,
+    follow_chunk,
     maintenance_rows,
     resource_split,
     role_tree,
@@ -187,7 +188,7 @@ def test_maintenance_shows_out_of_service_agents_first_with_their_state() -> Non
     state = {
         "slaves": [
             agent("a1"),
-            agent("a2", phase="DRAINING", draining=True),
+            agent("a2", phase="DRAINING", draining=True, drain_reason="kernel <upgrade>"),
             agent("a3", active=False, deactivated=True, phase="UNREACHABLE"),
             agent("a4", active=False, deactivated=True, phase="UNREACHABLE", draining=True),
         ],
@@ -202,19 +203,21 @@ def test_maintenance_shows_out_of_service_agents_first_with_their_state() -> Non
         ("a1", "in service", False, "DRAIN_AGENT"),
     ]
     assert rows[0].live_tasks == 2  # the completed one does not count
+    assert [r.reason for r in rows] == ["kernel <upgrade>", "", "", ""]
     page = maintenance_page(state)
     out, ok = Tables(page).tables_with_header("agent")
     assert [r[:3] for r in out] == [["a2", "10.0.0.7:5051", "draining"], ["a3", "10.0.0.7:5051",
                                     "deactivated (unreachable)"], ["a4", "10.0.0.7:5051", "draining (unreachable)"]]
-    assert [r[-1] for r in ok] == ["drain"]
+    assert [r[-1] for r in ok] == ["drain"] and out[0][4] == "kernel <upgrade>"
+    assert 'name="reason"' in page
     assert ('<form class="operator-call" method="post" action="/api/v1" data-call="REACTIVATE_AGENT" '
             'data-agent="a2">') in page
     assert "every agent is in service" in maintenance_page({"slaves": [agent()]})
 
 
 def test_agent_page_offers_the_maintenance_action() -> None:
-    page = agent_page({"slaves": [agent(phase="DRAINING", draining=True)]}, "a1")
-    assert page is not None and 'data-call="REACTIVATE_AGENT"' in page
+    page = agent_page({"slaves": [agent(phase="DRAINING", draining=True, drain_reason="disk")]}, "a1")
+    assert page is not None and 'data-call="REACTIVATE_AGENT"' in page and "draining (DRAINING): disk" in page
     page = agent_page({"slaves": [agent()]}, "a1")
     assert page is not None and 'data-call="DRAIN_AGENT"' in page
     assert agent_page({"slaves": [agent()]}, "nope") is None
@@ -269,3 +272,13 @@ def test_agent_address() -> None:
         with pytest.raises(_AgentError, match=says) as e:
             WebUI._agent_url(t, ag)
         assert e.value.status == 502
+
+
+def test_follow_chunk_rereads_a_character_cut_at_the_end() -> None:
+    assert follow_chunk("line 1\n", 10) == ("line 1\n", 17)
+    whole = "é€\n".encode()
+    cut = whole[:4]  # "é" and two of the three bytes of "€"
+    data = cut.decode("utf-8", errors="replace")  # as the agent answers
+    assert follow_chunk(data, 0) == ("é", 2)  # the cut "€" is asked for again from byte 2
+    assert follow_chunk(whole[2:].decode(), 2) == ("€\n", len(whole))
+    assert follow_chunk("", 5) == ("", 5)
