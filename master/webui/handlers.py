@@ -27,7 +27,7 @@ from master.lifecycles import AgentPhase
 from master.views import legacy_resources
 from master.webui import model, pages, sandbox
 from master.webui.html import Html, error_page
-from protocol import codec
+from protocol import codec, tls
 from protocol.resources import Resources
 
 if TYPE_CHECKING:
@@ -84,7 +84,9 @@ class WebUI:
     def _client(self) -> aiohttp.ClientSession:
         """The one session to the agents (opened lazily: it needs the running loop)."""
         if self._http is None or self._http.closed:
-            self._http = aiohttp.ClientSession(timeout=AGENT_TIMEOUT)
+            cfg = self.svc.config  # https agents are verified against the master's --tls-ca
+            ctx = tls.client_context(cfg.tls_ca, ca_flag="--tls-ca") if cfg.tls_ca else True
+            self._http = aiohttp.ClientSession(timeout=AGENT_TIMEOUT, connector=aiohttp.TCPConnector(ssl=ctx))
         return self._http
 
     async def close(self) -> None:
@@ -258,7 +260,8 @@ class WebUI:
                                    "not say where to reach it; start it with --host <its reachable address>.")
         if ":" in host and not host.startswith("["):
             host = f"[{host}]"
-        return f"http://{host}:{port}"
+        scheme = "https" if tls.AGENT_HTTPS in (agent.get("capabilities") or ()) else "http"
+        return f"{scheme}://{host}:{port}"
 
     async def _agent_json(self, task: dict[str, Any], agent: dict[str, Any] | None, endpoint: str,
                           params: dict[str, str]) -> Any:
