@@ -24,9 +24,13 @@ from frameworks.batch.service import BatchService
 @click.option("--ca", default=None, type=click.Path(dir_okay=False), help="The cluster CA (PEM): the master is https.")
 @click.option("--tls-cert", default=None, type=click.Path(dir_okay=False), help="PEM certificate: the API is https.")
 @click.option("--tls-key", default=None, type=click.Path(dir_okay=False), help="PEM private key of --tls-cert.")
+@click.option("--principal", envvar="AGORA_PRINCIPAL", default=None, help="The framework's principal (master auth on).")
+@click.option("--secret", envvar="AGORA_SECRET", default=None, help="Its secret (HTTP Basic), or give --token.")
+@click.option("--token", envvar="AGORA_TOKEN", default=None, help="A bearer token for the master (with --principal).")
 def main(
     master: str, host: str, port: int, work_dir: Path, roles: str, gang_timeout: float, name: str,
     ca: str | None, tls_cert: str | None, tls_key: str | None,
+    principal: str | None, secret: str | None, token: str | None,
 ) -> None:
     """The Agora batch framework: queues, priorities, gangs, backfill, arrays, dependencies."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -35,7 +39,7 @@ def main(
     async def run() -> None:
         service = BatchService(
             master, work_dir, host=host, port=port, roles=role_list, framework_name=name, gang_timeout=gang_timeout,
-            ca=ca, tls_cert=tls_cert, tls_key=tls_key,
+            ca=ca, tls_cert=tls_cert, tls_key=tls_key, principal=principal, secret=secret, token=token,
         )
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()

@@ -102,9 +102,15 @@ class BatchService(Service, Scheduler):
         ca: str | Path | None = None,
         tls_cert: str | Path | None = None,
         tls_key: str | Path | None = None,
+        principal: str | None = None,
+        secret: str | None = None,
+        token: str | None = None,
     ) -> None:
         Service.__init__(self)
         self.master = master
+        # master authentication (protocol/authn.py): FrameworkInfo.principal, and the secret
+        # (HTTP Basic) or bearer token the transport presents
+        self.principal, self._secret, self._token = principal, secret, token
         # TLS (protocol/tls.py): ``ca`` pins the master's (and agents') CA, the certificate and key
         # make the HTTP API https (its webui_url too)
         self.ca = ca
@@ -170,6 +176,7 @@ class BatchService(Service, Scheduler):
         info = FrameworkInfo(
             user=getpass.getuser(),
             name=self.framework_name,
+            principal=self.principal,
             id=FrameworkID(fid) if fid else None,
             failover_timeout=self.failover_timeout,
             webui_url=self.url,
@@ -185,7 +192,8 @@ class BatchService(Service, Scheduler):
                 )
             ),
         )
-        self.driver = SchedulerDriver(info, HttpTransport(self.master, tls=client_ssl), scheduler=self)
+        transport = HttpTransport(self.master, tls=client_ssl, principal=self.principal, secret=self._secret, token=self._token)
+        self.driver = SchedulerDriver(info, transport, scheduler=self)
         await self.driver.start()
         self.spawn(self._loop(), name="batch-schedule")
         self.spawn(self._flusher(), name="batch-flush")

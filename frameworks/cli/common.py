@@ -61,6 +61,21 @@ def ssl_context() -> ssl.SSLContext | None:
         raise CliError(str(exc)) from exc
 
 
+# --- authentication: a bearer token (``agora --token TOKEN`` or ``AGORA_TOKEN``) --------------
+
+_token: str | None = None
+
+
+def set_token(token: str | None) -> None:
+    """The bearer token presented to the master (``--token``; its operator or framework principal)."""
+    global _token
+    _token = token or None
+
+
+def token() -> str | None:
+    return _token or os.environ.get("AGORA_TOKEN") or None
+
+
 def _scheme() -> str:
     """What a bare ``host:port`` means: https once a cluster CA is given."""
     return "https" if ca_file() else "http"
@@ -111,6 +126,8 @@ def http_post_json(url: str, body: Any, timeout: float = 5.0) -> Any:
 
 
 def _do(req: urllib.request.Request, timeout: float) -> Any:
+    if (tok := token()) is not None and not req.has_header("Authorization"):
+        req.add_header("Authorization", f"Bearer {tok}")
     try:
         with urllib.request.urlopen(req, timeout=timeout, context=ssl_context()) as resp:
             raw = resp.read()

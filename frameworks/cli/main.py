@@ -57,11 +57,16 @@ class LazyGroup(click.Group):
     "--ca", envvar="AGORA_CA", default=None, type=click.Path(dir_okay=False),
     help="The cluster CA (PEM) for https:// masters and services (or AGORA_CA); host:port then means https.",
 )
-def cli(ca: str | None) -> None:
+@click.option(
+    "--token", envvar="AGORA_TOKEN", default=None,
+    help="A bearer token sent to the master (or AGORA_TOKEN) when it has authentication on.",
+)
+def cli(ca: str | None, token: str | None) -> None:
     """Agora: an offer-based cluster resource manager (batch and elastic deep-learning jobs)."""
-    from frameworks.cli.common import set_ca
+    from frameworks.cli.common import set_ca, set_token
 
     set_ca(ca)
+    set_token(token)
 
 
 def main() -> None:

@@ -36,6 +36,7 @@ from frameworks.cli.common import (
     free_port,
     master_state,
     set_ca,
+    set_token,
     start_process,
     stop_all,
     wait_master_ready,
@@ -56,6 +57,7 @@ class LocalCluster:
     batch_url: str | None = None
     elastic_url: str | None = None
     ca: Path | None = None  # --tls: the throwaway cluster CA (AGORA_CA for the CLI)
+    token: str | None = None  # --auth: the operator's bearer token (AGORA_TOKEN for the CLI)
 
     def stop(self, grace: float = 5.0) -> None:
         """Retire the agents first (SIGUSR1: each kills its tasks, reports them, and exits; a plain
@@ -99,6 +101,7 @@ def start_cluster(
     master_args: tuple[str, ...] = (),
     with_elastic: bool | None = None,
     tls: bool = False,
+    auth: bool = False,
 ) -> LocalCluster:
     """Start master + ``agents`` agents (+ the batch framework if present) and wait until every
     agent is registered. On any failure everything started so far is stopped again.
@@ -129,6 +132,17 @@ def start_cluster(
         tls_agent = ("--master-ca", str(certs.ca), "--tls-cert", str(certs.agent_cert),
                      "--tls-key", str(certs.agent_key))
     env = child_env()
+    fw_auth: dict[str, tuple[str, ...]] = {}
+    if auth:  # authentication on everywhere, default-deny ACLs (frameworks/cli/authfiles.py)
+        from frameworks.cli.authfiles import make_local_auth
+
+        local = make_local_auth(work_dir / "auth")
+        cluster.token = local.operator_token
+        set_token(local.operator_token)  # this process' own calls (readiness, demos)
+        tls_master = (*tls_master, *local.master_args())
+        tls_agent = (*tls_agent, *local.agent_args())
+        fw_auth = {p: local.framework_args(p) for p in local.framework_secrets}
+        env.pop("AGORA_TOKEN", None)  # the services authenticate with their own principal
     try:
         master = start_process(
             "master",
@@ -180,11 +194,13 @@ def start_cluster(
         wait_master_ready(url, agents=agents, timeout=ready_timeout, procs=cluster.processes)
         if with_batch and module_available("frameworks.batch"):
             cluster.batch_url = _start_framework(
-                cluster, "batch", "frameworks.batch", BATCH_NAME, port, work_dir, env, ready_timeout, echo
+                cluster, "batch", "frameworks.batch", BATCH_NAME, port, work_dir, env, ready_timeout, echo,
+                fw_auth.get(BATCH_NAME, ()),
             )
         if (with_batch if with_elastic is None else with_elastic) and module_available("frameworks.elastic"):
             cluster.elastic_url = _start_framework(
-                cluster, "elastic", "frameworks.elastic", ELASTIC_NAME, port, work_dir, env, ready_timeout, echo
+                cluster, "elastic", "frameworks.elastic", ELASTIC_NAME, port, work_dir, env, ready_timeout, echo,
+                fw_auth.get(ELASTIC_NAME, ()),
             )
     except BaseException:
         cluster.stop(grace=2.0)
@@ -206,6 +222,7 @@ def _start_framework(
     env: dict[str, str],
     ready_timeout: float,
     echo: Callable[[str], None],
+    auth_args: tuple[str, ...] = (),
 ) -> str:
     """Start a bundled framework service (``python -m module``) and wait until it subscribed."""
     fport = free_port(HOST)
@@ -221,6 +238,7 @@ def _start_framework(
             "--port", str(fport),
             "--work-dir", str(work_dir / name),
             *tls,
+            *auth_args,
         ],
         log_path=work_dir / "logs" / f"{name}.log",
         env=env,
@@ -308,6 +326,8 @@ class _Signals:
 @click.option("--master-opt", "master_opts", multiple=True,
               help='Extra agora-master flags, e.g. --master-opt "--heartbeat-interval 5" (repeatable).')
 @click.option("--tls", is_flag=True, help="TLS everywhere: a throwaway CA and certificates in <work-dir>/tls, mTLS for agents.")
+@click.option("--auth", is_flag=True,
+              help="Authentication on everywhere: throwaway credentials and default-deny ACLs in <work-dir>/auth.")
 @click.option("--agent-opt", "agent_opts", multiple=True,
               help='Extra agora-agent flags, e.g. --agent-opt "--resource-estimator fixed --oversubscribed cpus:2".')
 def up(
@@ -322,6 +342,7 @@ def up(
     master_opts: tuple[str, ...],
     agent_opts: tuple[str, ...],
     tls: bool,
+    auth: bool,
 ) -> None:
     """Start a local cluster (master, agents, batch framework) and keep it running until Ctrl-C."""
     sig = _Signals()
@@ -337,6 +358,7 @@ def up(
             master_args=tuple(a for o in master_opts for a in shlex.split(o)),
             agent_args=tuple(a for o in agent_opts for a in shlex.split(o)),
             tls=tls,
+            auth=auth,
         )
         _print_endpoints(cluster, agents)
         if demo:
@@ -384,3 +406,5 @@ def _print_endpoints(cluster: LocalCluster, agents: int) -> None:
     click.echo(f"  export AGORA_MASTER={cluster.master_url.removeprefix('http://')}")
     if cluster.ca is not None:
         click.echo(f"  export AGORA_CA={cluster.ca}")
+    if cluster.token is not None:
+        click.echo(f"  export AGORA_TOKEN={cluster.token}   (operator; credentials and ACLs in {wd / 'auth'})")

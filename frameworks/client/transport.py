@@ -8,7 +8,8 @@ A ``zk://host:port/path`` master is looked up in ZooKeeper (``protocol.detector`
 subscription, so the driver's reconnect follows a new leader.
 ``https://`` masters are reached over TLS: ``ca`` (a PEM file) pins the master's CA (else the system
 trust store), ``tls`` passes a ready ``ssl.SSLContext`` instead (e.g. with a client certificate).
-``token`` adds ``Authorization: Bearer <token>`` (the framework's principal when the master has
+``token`` adds ``Authorization: Bearer <token>``, or ``principal`` + ``secret`` HTTP Basic (the
+framework's principal -- set ``FrameworkInfo.principal`` to it -- when the master has
 authentication on). The in-memory transport used by the fake master lives in ``fake.py``.
 
 Errors: ``MasterUnavailable`` (connection refused/reset, 503, timeouts, a broken stream — retry
@@ -27,6 +28,7 @@ from urllib.parse import urlsplit
 import aiohttp
 
 from protocol import codec
+from protocol.authn import client_header
 from protocol.detector import DetectorError, MasterResolver, is_zk_url
 from protocol.mesos import Call, Event
 from protocol.recordio import RecordIODecoder, RecordIOError
@@ -126,6 +128,8 @@ class HttpTransport:
         token: str | None = None,
         ca: str | Path | None = None,
         tls: ssl.SSLContext | None = None,
+        principal: str | None = None,
+        secret: str | None = None,
     ) -> None:
         if media_type not in (codec.MSGPACK, codec.JSON):
             raise ValueError(f"unsupported media type {media_type!r}")
@@ -139,7 +143,8 @@ class HttpTransport:
         self._max_redirects = max_redirects
         # a zk:// master: the leader is looked up in ZooKeeper at every (re-)subscription
         self._resolver = MasterResolver(master) if is_zk_url(master) else None
-        self._token = token
+        # token -> Bearer, else principal + secret -> Basic (what Mesos and pymesos send)
+        self._authorization = client_header(principal, secret, token)
         self._session: aiohttp.ClientSession | None = None
 
     @property
@@ -160,8 +165,8 @@ class HttpTransport:
         h = {"Content-Type": self.media_type, "Accept": self.media_type}
         if stream_id:
             h[STREAM_ID_HEADER] = stream_id
-        if self._token:
-            h["Authorization"] = f"Bearer {self._token}"
+        if self._authorization:
+            h["Authorization"] = self._authorization
         return h
 
     async def subscribe(self, call: Call) -> HttpEventStream:

@@ -48,6 +48,9 @@ from protocol.tls import TlsError
 @click.option("--ca", default=None, type=click.Path(dir_okay=False), help="The cluster CA (PEM): the master is https.")
 @click.option("--tls-cert", default=None, type=click.Path(dir_okay=False), help="PEM certificate: the API is https.")
 @click.option("--tls-key", default=None, type=click.Path(dir_okay=False), help="PEM private key of --tls-cert.")
+@click.option("--principal", envvar="AGORA_PRINCIPAL", default=None, help="The framework's principal (master auth on).")
+@click.option("--secret", envvar="AGORA_SECRET", default=None, help="Its secret (HTTP Basic), or give --token.")
+@click.option("--token", envvar="AGORA_TOKEN", default=None, help="A bearer token for the master (with --principal).")
 def main(
     master: str,
     host: str,
@@ -62,6 +65,9 @@ def main(
     ca: str | None,
     tls_cert: str | None,
     tls_key: str | None,
+    principal: str | None,
+    secret: str | None,
+    token: str | None,
 ) -> None:
     """The Agora elastic deep-learning framework: training jobs that grow and shrink."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -82,6 +88,9 @@ def main(
             ca=ca,
             tls_cert=tls_cert,
             tls_key=tls_key,
+            principal=principal,
+            secret=secret,
+            token=token,
         )
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()

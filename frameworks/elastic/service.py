@@ -135,9 +135,15 @@ class ElasticService(Service, Scheduler):
         ca: str | Path | None = None,
         tls_cert: str | Path | None = None,
         tls_key: str | Path | None = None,
+        principal: str | None = None,
+        secret: str | None = None,
+        token: str | None = None,
     ) -> None:
         Service.__init__(self)
         self.master = master
+        # master authentication (protocol/authn.py): FrameworkInfo.principal, and the secret
+        # (HTTP Basic) or bearer token the transport presents
+        self.principal, self._secret, self._token = principal, secret, token
         # TLS (protocol/tls.py): ``ca`` pins the master's (and agents') CA, the certificate and key
         # make the HTTP API https (its webui_url too); coordinators stay plain (worker traffic)
         self.ca = ca
@@ -219,13 +225,16 @@ class ElasticService(Service, Scheduler):
         info = FrameworkInfo(
             user=getpass.getuser(),
             name=self.framework_name,
+            principal=self.principal,
             id=FrameworkID(fid) if fid else None,
             failover_timeout=self.failover_timeout,
             webui_url=self.url,
             roles=self.roles,
             capabilities=tuple(Capability(c) for c in CAPABILITIES),
         )
-        transport = self._transport or HttpTransport(self.master, tls=self._client_ssl)
+        transport = self._transport or HttpTransport(
+            self.master, tls=self._client_ssl, principal=self.principal, secret=self._secret, token=self._token
+        )
         self.driver = SchedulerDriver(info, transport, scheduler=self)
         for task_id, agent_id in self.core.known_tasks():  # reconciled explicitly on subscribe
             self.driver.tasks[task_id] = KnownTask(task_id, agent_id, TaskState.TASK_RUNNING)

@@ -288,3 +288,32 @@ async def test_auth_off_changes_nothing(master: MasterService) -> None:
         assert snap["master/auth_failures_total"] == 0
     finally:
         await agent.close()
+
+
+async def test_native_client_with_principal_and_secret_or_token(secure: MasterService) -> None:
+    from frameworks.client.transport import CallRejected, HttpTransport
+    from protocol import mesos
+
+    def sub(principal: str | None) -> mesos.Call:
+        return mesos.Call(type=mesos.CallType.SUBSCRIBE, subscribe=mesos.Subscribe(
+            framework_info=mesos.FrameworkInfo(user="nobody", name="native", principal=principal)))
+
+    for transport in (HttpTransport(secure.url, principal="fw", secret="fw-secret"),
+                      HttpTransport(secure.url, principal="fw", token="fw-token")):
+        try:
+            stream = await transport.subscribe(sub("fw"))
+            events = aiter(stream)
+            first = await anext(events)
+            assert first.type is mesos.EventType.SUBSCRIBED and first.subscribed is not None
+            fid = first.subscribed.framework_id
+            await transport.send(mesos.Call.make_revive(fid), stream.stream_id)  # 202 with Basic / Bearer
+            await stream.close()
+        finally:
+            await transport.close()
+    bad = HttpTransport(secure.url, principal="fw", secret="fw-secreT")
+    try:
+        with pytest.raises(CallRejected) as e:
+            await bad.subscribe(sub("fw"))
+        assert e.value.status == 401
+    finally:
+        await bad.close()

@@ -1,0 +1,54 @@
+"""``agora up --auth`` wiring (frameworks/cli/up.py + authfiles.py): a real master, agent and
+batch service as processes, authentication on everywhere with default-deny ACLs; the batch
+service subscribes under its own principal and runs a job; a request without the operator token
+gets 401."""
+
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from frameworks.cli import common
+from frameworks.cli.authfiles import AGENT, FRAMEWORKS, OPERATOR, acls_for, make_local_auth
+from frameworks.cli.up import start_cluster
+from master.acls import Acls, Action
+
+
+def test_local_auth_files_give_each_principal_its_job(tmp_path: Path) -> None:
+    local = make_local_auth(tmp_path / "auth", user="root")
+    assert (tmp_path / "auth" / "credentials.json").stat().st_mode & 0o777 == 0o600
+    acls = Acls.parse(local.acls.read_text(), default_permissive=False)
+    assert acls.allows(Action.REGISTER_AGENTS, AGENT, None) and not acls.allows(Action.REGISTER_AGENTS, OPERATOR, None)
+    for fw in FRAMEWORKS:
+        assert acls.allows(Action.RUN_TASKS, fw, "root")  # the user running the cluster, named
+        assert acls.allows(Action.RUN_TASKS, fw, "nobody")
+        assert not acls.allows(Action.TEARDOWN_FRAMEWORKS, fw, fw)
+    assert not Acls.parse(json.dumps(acls_for("me")), default_permissive=False).allows(Action.RUN_TASKS, FRAMEWORKS[0], "root")
+    assert acls.allows(Action.TEARDOWN_FRAMEWORKS, OPERATOR, FRAMEWORKS[0])
+
+
+@pytest.mark.slow
+def test_agora_up_auth_runs_a_batch_job(tmp_path: Path) -> None:
+    cluster = start_cluster(1, tmp_path / "c", port=0, with_batch=True, with_elastic=False,
+                            resources="cpus:1;mem:512;disk:256", ready_timeout=60.0, auth=True)
+    try:
+        assert cluster.token is not None and cluster.batch_url is not None
+        with pytest.raises(urllib.error.HTTPError) as e:  # no token: 401
+            urllib.request.urlopen(cluster.master_url + "/state", timeout=5.0)
+        assert e.value.code == 401
+        state = common.master_state(cluster.master_url)  # this process presents the operator token
+        assert [f["principal"] for f in state["frameworks"]] == ["agora-batch"]
+        api = cluster.batch_url + "/api/v1"
+        job = common.http_post_json(f"{api}/jobs", {"name": "hi", "shell": "echo hi", "cpus": 0.1, "mem": 32})
+        common.wait_until(
+            lambda: common.http_get_json(f"{api}/jobs/{job['id']}")["state"] in ("SUCCEEDED", "FAILED"),
+            60, "the job to end", interval=0.1,
+        )
+        assert common.http_get_json(f"{api}/jobs/{job['id']}")["state"] == "SUCCEEDED"
+    finally:
+        cluster.stop(grace=5.0)
+        common.set_token(None)
