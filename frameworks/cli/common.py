@@ -76,6 +76,15 @@ def token() -> str | None:
     return _token or os.environ.get("AGORA_TOKEN") or None
 
 
+def unreachable(url: str, exc: BaseException) -> CliError:
+    """The error for a request that got no answer; an untrusted TLS certificate says what to do."""
+    reason = getattr(exc, "reason", exc)
+    if isinstance(reason, ssl.SSLCertVerificationError):
+        hint = "the cluster CA given is not the one that signed it" if ca_file() else "give the cluster CA with --ca FILE or AGORA_CA"
+        return CliError(f"cannot reach {url}: its TLS certificate is not trusted ({reason.verify_message}); {hint}")
+    return CliError(f"cannot reach {url}: {reason}")
+
+
 def _scheme() -> str:
     """What a bare ``host:port`` means: https once a cluster CA is given."""
     return "https" if ca_file() else "http"
@@ -135,13 +144,7 @@ def _do(req: urllib.request.Request, timeout: float) -> Any:
         detail = exc.read().decode("utf-8", "replace").strip()
         raise CliError(f"{req.get_method()} {req.full_url}: HTTP {exc.code} {detail}".rstrip()) from exc
     except (urllib.error.URLError, OSError) as exc:
-        reason = getattr(exc, "reason", exc)
-        if isinstance(reason, ssl.SSLCertVerificationError):
-            hint = "the cluster CA given is not the one that signed it" if ca_file() else "give the cluster CA with --ca FILE or AGORA_CA"
-            raise CliError(
-                f"cannot reach {req.full_url}: its TLS certificate is not trusted ({reason.verify_message}); {hint}"
-            ) from exc
-        raise CliError(f"cannot reach {req.full_url}: {reason}") from exc
+        raise unreachable(req.full_url, exc) from exc
     if not raw:
         return None
     try:

@@ -25,6 +25,8 @@ from frameworks.cli.common import (
     console,
     emit,
     json_flag,
+    ssl_context,
+    unreachable,
 )
 
 FRAMEWORK_NAME = "agora-elastic"
@@ -54,7 +56,7 @@ def post_toml(url: str, text: str, timeout: float = 10.0) -> Any:
         headers={"Content-Type": "application/toml", "Accept": "application/json"},
     )
     try:
-        with urllib.request.urlopen(req, timeout=timeout) as resp:
+        with urllib.request.urlopen(req, timeout=timeout, context=ssl_context()) as resp:
             return json.loads(resp.read() or b"null")
     except urllib.error.HTTPError as exc:
         detail = exc.read().decode("utf-8", "replace").strip()
@@ -64,7 +66,7 @@ def post_toml(url: str, text: str, timeout: float = 10.0) -> Any:
             pass
         raise CliError(f"submit refused (HTTP {exc.code}): {detail}") from exc
     except (urllib.error.URLError, OSError) as exc:
-        raise CliError(f"cannot reach {url}: {getattr(exc, 'reason', exc)}") from exc
+        raise unreachable(url, exc) from exc
 
 
 def _num(v: Any, fmt: str = "{:.3f}") -> str:

@@ -14,6 +14,7 @@ from frameworks.batch.service import BatchService
 from frameworks.client.driver import Scheduler, SchedulerDriver
 from frameworks.client.placement import Ask, first_fit
 from frameworks.client.transport import HttpTransport
+from frameworks.elastic.service import ElasticService
 from master.service import MasterService
 from protocol import tls
 from protocol.backoff import Backoff
@@ -98,3 +99,18 @@ async def test_cli_finds_the_https_batch_service_through_the_master(
             "job", "--master", master.url.removeprefix("https://"), "--json", "list", env={"AGORA_CA": str(c.ca)}
         )
         assert code == 0, err
+
+
+async def test_cli_submits_to_the_https_elastic_service(master: MasterService, certs: Certs, tmp_path: Path) -> None:
+    c = certs.cluster
+    svc = ElasticService(master.url, tmp_path / "elastic", ca=c.ca, tls_cert=c.agent_cert, tls_key=c.agent_key)
+    async with svc:
+        assert svc.url.startswith("https://")
+        await master.wait_until(lambda: any(f.info.name == "agora-elastic" for f in master.state.frameworks.values()), 30)
+        bad = tmp_path / "job.toml"
+        bad.write_text("this is [[ not toml\n")
+        # the TOML reaches the service over https (and is refused there, on its merits)
+        code, _, err = await run_cli("--ca", str(c.ca), "elastic", "--master", master.url, "submit", str(bad))
+        assert code != 0 and "submit refused (HTTP 400)" in err, err
+        code, _, err = await run_cli("elastic", "--elastic", svc.url, "submit", str(bad))
+        assert code != 0 and "TLS certificate is not trusted" in err, err
