@@ -1,6 +1,7 @@
 """``agora up --tls`` wiring (``start_cluster(tls=True)``): real master, agent and batch processes
-with a throwaway CA; everything advertised is https, the agent registered with mTLS, and the CLI
-reaches the batch service through the master with the CA and only with it."""
+with a throwaway CA; everything advertised is https, the agent registered with mTLS, the CLI
+reaches the batch service through the master with the CA and only with it, and a job's stdout
+comes back from the https agent."""
 
 from __future__ import annotations
 
@@ -49,5 +50,12 @@ def test_up_tls_wires_ca_master_agents_and_batch(tmp_path: Path, restore_ca: Non
         res = agora("job", "--json", "--master", cluster.master_url, "list", ca=cluster.ca)
         assert res.returncode == 0, res.stderr  # found through the master's https webui_url
         assert json.loads(res.stdout)["jobs"] == []
+        # a job's stdout travels agent (https, its URL from the offer) -> batch service -> CLI
+        res = agora("job", "--master", cluster.master_url, "submit", "--cpus", "0.5", "--mem", "64", "--shell",
+                    "--", "echo hello over tls", ca=cluster.ca)
+        assert res.returncode == 0, res.stderr
+        res = agora("job", "--master", cluster.master_url, "logs", res.stdout.split()[-1], "--follow",
+                    ca=cluster.ca)
+        assert res.returncode == 0 and "hello over tls" in res.stdout, res.stdout + res.stderr
         res = agora("agents", "--master", cluster.master_url)
         assert res.returncode != 0 and "TLS certificate is not trusted" in res.stderr
