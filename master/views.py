@@ -174,6 +174,17 @@ class StateViews:
                 if framework_id in (None, f.framework_id)]
         return live, done
 
+    def task_json(self, framework_id: str, task_id: str) -> dict[str, Any] | None:
+        """One task's ``/state`` entry (live, unreachable or completed), or None: what a log poll
+        needs, without building its framework's other tasks."""
+        st = self.svc.state
+        fw = st.frameworks.get(framework_id) or next(
+            (f for f in st.completed_frameworks if f.framework_id == framework_id), None)
+        if fw is None:
+            return None
+        t = fw.tasks.get(task_id) or fw.completed.get(task_id)
+        return None if t is None else self._task_json(t)
+
     def state_dict(self) -> dict[str, Any]:
         svc = self.svc
         st = svc.state

@@ -9,8 +9,8 @@ timeout, and an unreachable agent becomes a page that says so (502), not a 500. 
 (``add_webui`` hooks it to the app's cleanup).
 
 Each page asks the operator views only for what it shows (``master.views`` ``master_json``,
-``agents_json``, ``frameworks_json``): an agent's page does not build the offers of every
-framework, a log poll builds one framework and one agent.
+``agents_json``, ``frameworks_json``, ``task_json``): the agents page builds no framework, a log
+poll builds one task and one agent.
 """
 
 from __future__ import annotations
@@ -225,11 +225,12 @@ class WebUI:
 
     def _find_task(self, fid: str, tid: str) -> tuple[dict[str, Any], dict[str, Any] | None] | None:
         """The task's ``/state`` entry and its agent's (None if the master no longer has it)."""
-        task = model.find_task(self._state(frameworks=fid), fid, tid)
+        views = self.svc.operator_api
+        task = views.task_json(fid, tid)
         if task is None:
             return None
-        agent = model.find_agent(self._state(agents=str(task.get("slave_id", ""))), str(task.get("slave_id", "")))
-        return dict(task), (dict(agent) if agent is not None else None)
+        agents = views.agents_json(str(task.get("slave_id", "")))
+        return task, (agents[0] if agents else None)
 
     def _task_and_agent(
         self, request: web.Request

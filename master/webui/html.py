@@ -195,7 +195,7 @@ dl.facts dt{font-weight:600}dl.facts dd{margin:0}
 .error{background:#fdecea;border:1px solid #f5c2c0;padding:.6em 1em}
 pre.log{background:#11151c;color:#dfe6ee;padding:.8em;overflow:auto;max-height:70vh;white-space:pre-wrap}
 .filters a{margin-right:.6em}
-.logs a{margin-right:.4em}
+.logs a{margin-right:.4em;white-space:nowrap}
 .pailer-bar{display:flex;gap:1em;align-items:center;flex-wrap:wrap}
 #pailer-status{color:#555;font-size:.9em}
 ul.roles{list-style:none;padding-left:1.2em;margin:.2em 0}ul.roles>li{margin:.15em 0}

@@ -108,18 +108,6 @@ def find_agent(state: State, agent_id: str) -> Mapping[str, Any] | None:
     return None
 
 
-def find_task(state: State, framework_id: str, task_id: str) -> Mapping[str, Any] | None:
-    found = find_framework(state, framework_id)
-    if found is None:
-        return None
-    fw, _ = found
-    for kind in TASK_LISTS:
-        for t in fw.get(kind, ()):
-            if t.get("id") == task_id:
-                return t
-    return None
-
-
 def task_states(snapshot: Mapping[str, float]) -> list[tuple[str, int]]:
     """``[("TASK_RUNNING", 3), ...]`` from the ``master/tasks_<state>`` metrics, non-zero first."""
     out = [
