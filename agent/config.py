@@ -54,6 +54,7 @@ class AgentConfig:
     registration_timeout: float = 10.0
     default_grace: float = 3.0
     executor_shutdown_grace: float = 5.0
+    executor_reregister_timeout: float = 20.0  # after a restart, how long a live custom executor may take to SUBSCRIBE again
     monitor_interval: float = 0.5
     estimate_interval: float = 2.0
     resend_initial: float = 1.0
@@ -117,7 +118,7 @@ class AgentConfig:
                 raise ConfigError(f"--oversubscribed: {e}") from e
         if self.isolation not in ("auto", "cgroups-v2", "psutil"):
             raise ConfigError("--isolation must be auto, cgroups-v2 or psutil")
-        for name in ("ping_timeout", "monitor_interval", "estimate_interval", "resend_initial", "reconnect_initial"):
+        for name in ("ping_timeout", "executor_reregister_timeout", "monitor_interval", "estimate_interval", "resend_initial", "reconnect_initial"):
             if getattr(self, name) <= 0:
                 raise ConfigError(f"{name} must be > 0")
         if self.resend_max < self.resend_initial or self.reconnect_max < self.reconnect_initial:

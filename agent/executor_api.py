@@ -20,7 +20,9 @@ Compatible with pymesos 0.3.15's ``MesosExecutorDriver`` (MESOS_COMPAT.md §4 an
   :meth:`ExecutorHost.on_executor_update` sees it.
 - Bad calls answer 400 with a one-line reason (undecodable JSON, a structural error, a missing
   uuid, TASK_STAGING from an executor, an executor the agent did not register); a media type
-  other than JSON 415; a SUBSCRIBE that cannot accept JSON 406; after :meth:`close` 503.
+  other than JSON 415; a SUBSCRIBE that cannot accept JSON 406; after :meth:`close` 503, and
+  from an executor not registered (yet) while ``recovering`` is set, 503 (pymesos then
+  subscribes again: the agent may be about to re-attach it).
 
 Task ownership, status-update reliability and process management belong to the host (the
 agent's service); this module only speaks the protocol. One exception keeps Mesos semantics
@@ -174,6 +176,7 @@ class _Executor:
     generation: int = 0  # of the current SUBSCRIBE stream; bumped by every new one
     subscribed: bool = False
     shutting_down: bool = False
+    reported_tasks: frozenset[str] = frozenset()  # unacknowledged_tasks of its last SUBSCRIBE
 
 
 def _task_id(task_id: str | TaskID) -> TaskID:
@@ -202,6 +205,9 @@ class ExecutorAPI:
         self.heartbeat_interval = heartbeat_interval
         self.liveness_check = liveness_check
         self._executors: dict[tuple[str, str], _Executor] = {}
+        # Set by the agent while it recovers: a call from an executor not (yet) registered gets
+        # 503 (subscribe again) instead of 400, as it may be one the recovery re-attaches.
+        self.recovering = False
         self._closed = False
         self._streams: set[asyncio.Task[object]] = set()
 
@@ -245,6 +251,12 @@ class ExecutorAPI:
     def subscribed(self, framework_id: str, executor_id: str) -> bool:
         ex = self._executors.get((framework_id, executor_id))
         return ex is not None and ex.subscribed
+
+    def reported_tasks(self, framework_id: str, executor_id: str) -> frozenset[str]:
+        """The task ids the executor listed as launched but unacknowledged in its last SUBSCRIBE
+        (after an agent restart: the tasks it has, whose LAUNCH must not be sent again)."""
+        ex = self._executors.get((framework_id, executor_id))
+        return ex.reported_tasks if ex is not None else frozenset()
 
     async def launch(self, framework_id: str, executor_id: str, task: TaskInfo) -> None:
         ex = self._live(framework_id, executor_id)
@@ -365,6 +377,8 @@ class ExecutorAPI:
         fid, eid = call.framework_id.value, call.executor_id.value
         ex = self._executors.get((fid, eid))
         if ex is None:
+            if self.recovering:
+                return _text(503, "the agent is recovering; subscribe again")
             return _text(400, f"executor {eid!r} of framework {fid!r} is not known to this agent")
         if call.type is ExecutorCallType.SUBSCRIBE:
             accept = request.headers.get("Accept", "*/*")
@@ -427,6 +441,7 @@ class ExecutorAPI:
         ex.wakeup.set()  # an older stream of this executor notices it has been replaced
         sub = call.subscribe
         if sub is not None:
+            ex.reported_tasks = frozenset(t.task_id.value for t in sub.unacknowledged_tasks)
             self._drop_known_launches(ex, {t.task_id for t in sub.unacknowledged_tasks})
             for upd in sub.unacknowledged_updates:
                 if upd.status.uuid is not None:
@@ -452,6 +467,8 @@ class ExecutorAPI:
                 self._notify("disconnected", self._host.on_executor_disconnected, fid, eid)
         with contextlib.suppress(ConnectionError, RuntimeError):
             await resp.write_eof()
+        if self._closed and request.transport is not None:
+            request.transport.close()  # the agent stops: the executor reconnects to the next one
         return resp
 
     async def _pump(self, request: web.Request, resp: web.StreamResponse, ex: _Executor, gen: int) -> None:

@@ -156,6 +156,10 @@ class ExecutorGlue:
 
     def on_executor_subscribed(self, framework_id: str, executor_id: str) -> None:
         log.info("executor %s/%s subscribed", framework_id, executor_id)
+        api = self.svc.executor_api
+        known = api.reported_tasks(framework_id, executor_id) if api is not None else frozenset()
+        # a no-op unless the executor was re-attached after an agent restart and awaited
+        self.svc.submit(self.svc.tracker.handle(tk.ExecutorReregistered(framework_id, executor_id, known), self.svc.clock.now()))
 
     def on_executor_disconnected(self, framework_id: str, executor_id: str) -> None:
         log.info("executor %s/%s disconnected", framework_id, executor_id)

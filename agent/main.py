@@ -89,6 +89,10 @@ async def _serve(config: AgentConfig) -> int:
 )
 @click.option("--isolation", default="auto", show_default=True, type=click.Choice(["auto", "cgroups-v2", "psutil"]))
 @click.option("--ping-timeout", default=15.0, show_default=True, type=float, help="Reconnect after this long without a frame.")
+@click.option(
+    "--executor-reregister-timeout", default=20.0, show_default=True, type=float,
+    help="After a restart, how long a live custom executor (of a checkpointing framework) may take to SUBSCRIBE again before its tasks are reported LOST and it is killed.",
+)
 @click.option("--default-grace", default=3.0, show_default=True, type=float, help="Kill grace period when none is given.")
 @click.option("--resend-initial", default=1.0, show_default=True, type=float, help="First status-update resend delay.")
 @click.option("--resend-max", default=60.0, show_default=True, type=float, help="Cap of the resend delay.")

@@ -10,13 +10,17 @@ import os
 import shutil
 from typing import TYPE_CHECKING
 
+import attrs
 import psutil
 
 from agent import status_updates as su
 from agent import tasks as tk
 from agent.checkpoint import AgentMeta, CheckpointError, CorruptCheckpoint, PidRecord, Recovery
+from agent.executors import exec_key
 from agent.launcher import find_wrappers, kill_leftovers
 from agent.taskspec import SpecError, TaskSpec, task_spec
+from protocol.mesos import ExecutorInfo
+from protocol.mesos_common import FrameworkID
 from protocol.task_states import is_terminal
 
 if TYPE_CHECKING:
@@ -31,6 +35,17 @@ class StartupError(Exception):
 
 async def recover(svc: AgentService) -> None:
     """Read the checkpoint back, re-attach live tasks and queue what must be reported."""
+    api = svc.executor_api
+    if api is not None:  # executors that outlived the agent may SUBSCRIBE before we know them
+        api.recovering = True
+    try:
+        await _recover(svc)
+    finally:
+        if api is not None:
+            api.recovering = False
+
+
+async def _recover(svc: AgentService) -> None:
     cfg = svc.config
     try:
         rec = await asyncio.to_thread(svc.checkpoint.recover)
@@ -63,6 +78,7 @@ async def recover(svc: AgentService) -> None:
     svc.frameworks.update(rec.frameworks)
     now = svc.clock.now()
     leftovers: dict[int, tuple[float, str]] = {}
+    awaited: dict[tuple[str, str], int | None] = {}  # custom executors: re-attached pid, or None
     for t in rec.tasks:
         if t.broken is not None or t.record is None:
             recover_broken(svc, t.framework_id, t.task_id, t.broken, t.pid)
@@ -86,7 +102,20 @@ async def recover(svc: AgentService) -> None:
         exit_path = svc.checkpoint.exit_status_path(t.framework_id, t.task_id)
         alive, spawned, pid = False, t.pid is not None, t.pid.pid if t.pid else None
         same_boot = t.pid is not None and not rebooted and t.pid.boot_id == svc.boot_id
-        if last is None or not is_terminal(last):
+        if spec.command is None and spec.executor_id is not None:
+            if last is None or not is_terminal(last):
+                ekey = (t.framework_id, spec.executor_id)
+                if ekey not in awaited:
+                    info = spec.info.executor if spec.info is not None and spec.info.executor else rf.executor
+                    awaited[ekey] = await reattach_executor(svc, t.framework_id, spec.executor_id, info, rebooted)
+                pid = awaited[ekey]
+                alive = spawned = pid is not None
+                if alive:
+                    eid = spec.executor_id
+                    for u in updates:  # its acks still go back to it
+                        if u.uuid and u.uuid not in acked:
+                            svc.executor_uuids[u.uuid] = eid
+        elif last is None or not is_terminal(last):
             if t.pid is not None and same_boot:
                 alive = svc.launcher.adopt(key, t.pid.pid, t.pid.create_time, exit_path)
             elif t.pid is None and not rebooted:
@@ -130,8 +159,11 @@ async def recover(svc: AgentService) -> None:
         killed = await asyncio.to_thread(kill_leftovers, leftovers)
         if killed:
             svc.recovery_report.append(f"killed {killed} leftover processes of ended tasks")
+    keep = {pid for pid in awaited.values() if pid is not None}
     if not rebooted:
-        await asyncio.to_thread(kill_orphan_executors, svc)
+        await asyncio.to_thread(kill_orphan_executors, svc, keep)
+    if keep:
+        svc.spawn(await_reregistration(svc, [k for k, pid in awaited.items() if pid is not None]), name="executor-reregister")
     known = {k for k in svc.tracker.tasks}
     executors = {(t.spec.framework_id, t.spec.executor_id) for t in svc.tracker.tasks.values() if t.spec.executor_id}
     swept = await asyncio.to_thread(svc.sandbox_gc.sweep, lambda f, x: (f, x) in known or (f, x) in executors)
@@ -139,11 +171,49 @@ async def recover(svc: AgentService) -> None:
         svc.recovery_report.append(f"removed {swept} stale sandboxes")
     await svc.drain()
 
-def kill_orphan_executors(svc: AgentService) -> None:
-    """Custom executors are not re-attached after an agent restart (their tasks are reported
-    LOST); their processes must not live on."""
+async def reattach_executor(
+    svc: AgentService, fid: str, eid: str, info: ExecutorInfo | None, rebooted: bool
+) -> int | None:
+    """Re-attach a custom executor that outlived the agent (Mesos agent recovery): its wrapper is
+    found by its marker and adopted (pid and create time), and it is registered with the executor
+    API again, so it can SUBSCRIBE within ``--executor-reregister-timeout``. Only executors of
+    frameworks that checkpoint reconnect (the others exit when the agent goes away). Returns the
+    wrapper's pid, or None (the executor's tasks are then reported LOST)."""
+    fi = svc.frameworks.get(fid)
+    api = svc.executor_api
+    if rebooted or fi is None or not fi.checkpoint or info is None or api is None:
+        return None
+    exit_path = svc.checkpoint.executor_exit_path(fid, eid)
+    for p in await asyncio.to_thread(find_wrappers, str(exit_path)):
+        with contextlib.suppress(psutil.Error):
+            if svc.launcher.adopt(exec_key(fid, eid), p.pid, p.create_time(), exit_path):
+                if fi.id is None:
+                    fi = attrs.evolve(fi, id=FrameworkID(fid))
+                api.register_executor(fi, info)
+                log.info("executor %s/%s re-attached (pid %d); awaiting its SUBSCRIBE", fid, eid, p.pid)
+                svc.recovery_report.append(f"executor {fid}/{eid}: re-attached pid {p.pid}")
+                return p.pid
+    return None
+
+
+async def await_reregistration(svc: AgentService, executors: list[tuple[str, str]]) -> None:
+    """After ``--executor-reregister-timeout``, the re-attached executors that have not
+    SUBSCRIBEd are killed and their tasks reported LOST (a no-op for those that did)."""
+    timeout = svc.config.executor_reregister_timeout
+    await svc.clock.sleep(timeout)
+    now = svc.clock.now()
+    for fid, eid in executors:
+        msg = f"Executor did not re-register within {timeout:g}s after the agent restarted"
+        svc.submit(svc.tracker.handle(tk.ExecutorReregisterTimeout(fid, eid, msg), now))
+
+
+def kill_orphan_executors(svc: AgentService, keep: frozenset[int] | set[int] = frozenset()) -> None:
+    """Custom executors that were not re-attached after an agent restart (their tasks are
+    reported LOST) must not live on."""
     prefix = str(svc.checkpoint.meta / "frameworks") + os.sep
     for p in find_wrappers(prefix, prefix=True):
+        if p.pid in keep:
+            continue
         if os.sep + "executors" + os.sep in p.info["cmdline"][3]:
             log.warning("killing executor left over from before the restart: pid %d", p.pid)
             with contextlib.suppress(OSError):

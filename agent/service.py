@@ -281,6 +281,9 @@ class AgentService(Service):
     async def _stop(self) -> None:
         # Tasks keep running (they survive the agent by design); we only stop watching them.
         self.launcher.detach_all()
+        if self._runner is not None:  # stop listening first: executors reconnect to the next agent
+            for site in list(self._runner.sites):
+                await site.stop()
         if self.executor_api is not None:
             with contextlib.suppress(Exception):
                 await self.executor_api.close()

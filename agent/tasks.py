@@ -144,6 +144,25 @@ class ExecutorTerminated:
 
 
 @attrs.frozen
+class ExecutorReregistered:
+    """A custom executor re-attached after an agent restart SUBSCRIBEd again; ``known``: the
+    tasks it listed as launched but unacknowledged (it has them)."""
+
+    framework_id: str
+    executor_id: str
+    known: frozenset[str] = frozenset()
+
+
+@attrs.frozen
+class ExecutorReregisterTimeout:
+    """A custom executor re-attached after an agent restart did not SUBSCRIBE in time."""
+
+    framework_id: str
+    executor_id: str
+    message: str = "Executor did not re-register after the agent restarted"
+
+
+@attrs.frozen
 class Tick:
     """Time passed: escalate kills whose grace period is over."""
 
@@ -162,7 +181,8 @@ class RecoveredTask:
 
     ``last_state``: the newest state in its update log (None: none written yet);
     ``spawned``: a pid record exists; ``alive``: that pid is our wrapper (pid, create time and
-    boot id match); ``exit_code``: what the wrapper recorded, if anything; ``broken``: the
+    boot id match) - for an executor task: its executor process is alive and awaited to
+    re-subscribe (``pid``: the executor's wrapper); ``exit_code``: what the wrapper recorded, if anything; ``broken``: the
     checkpoint of this task is corrupt (the file named), the task is reported LOST.
     """
 
@@ -188,6 +208,8 @@ Event = (
     | ExecutorStarted
     | ExecutorStatus
     | ExecutorTerminated
+    | ExecutorReregistered
+    | ExecutorReregisterTimeout
     | Tick
     | Forget
     | RecoveredTask
@@ -334,6 +356,7 @@ class ExecutorRecord:
     pid: int | None = None
     tasks: set[str] = attrs.field(factory=set)
     terminated: bool = False
+    reregistering: bool = False  # re-attached after an agent restart, its SUBSCRIBE awaited
 
 
 def exit_outcome(code: int | None) -> tuple[TaskState, str | None, str]:
@@ -411,6 +434,10 @@ class TaskTracker:
                 return self._executor_status(fid, eid, tid, state)
             case ExecutorTerminated(fid, eid, code, message):
                 return self._executor_terminated(fid, eid, code, message)
+            case ExecutorReregistered(fid, eid, known):
+                return self._executor_reregistered(fid, eid, known)
+            case ExecutorReregisterTimeout(fid, eid, message):
+                return self._executor_reregister_timeout(fid, eid, message)
             case Tick():
                 return self._tick(now)
             case Forget(fid, tid):
@@ -618,6 +645,37 @@ class TaskTracker:
             del self.executors[(fid, eid)]
         return out
 
+    def _executor_reregistered(self, fid: str, eid: str, known: frozenset[str]) -> list[Effect]:
+        """Back after an agent restart: its tasks are re-attached. A task still STAGING that the
+        executor does not list never reached it (its LAUNCH was queued in the agent that died):
+        it is handed over again."""
+        ex = self.executors.get((fid, eid))
+        if ex is None or ex.terminated or not ex.reregistering:
+            return []
+        ex.reregistering = False
+        again = []
+        for tid in sorted(ex.tasks):
+            t = self.tasks.get((fid, tid))
+            if t is not None and t.state is S.TASK_STAGING and tid not in known:
+                again.append(tid)
+        return [HandToExecutor(fid, eid, tuple(again))] if again else []
+
+    def _executor_reregister_timeout(self, fid: str, eid: str, message: str) -> list[Effect]:
+        """Not back in time: its tasks are LOST and its process is killed."""
+        ex = self.executors.get((fid, eid))
+        if ex is None or ex.terminated or not ex.reregistering:
+            return []
+        ex.reregistering = False
+        ex.terminated = True
+        out: list[Effect] = []
+        for tid in sorted(ex.tasks):
+            t = self.tasks.get((fid, tid))
+            if t is not None and not t.terminal:
+                out.extend(self._finish(t, S.TASK_LOST, "REASON_EXECUTOR_REREGISTRATION_TIMEOUT", message, "SOURCE_AGENT"))
+        out.append(ShutdownExecutorProcess(fid, eid, 0.0))
+        out.append(ExecutorGone(fid, eid, -1))
+        return out
+
     # --- recovery --------------------------------------------------------------------------
 
     def _recovered(self, r: RecoveredTask, now: float) -> list[Effect]:
@@ -631,8 +689,16 @@ class TaskTracker:
         if t.terminal:
             return []  # its terminal update is in the log; the status-update manager resends it
         if spec.command is None:
-            # Executor tasks: the executor process is not re-attached (it reconnects to the
-            # executor API only if it checkpoints); report them lost.
+            if r.alive and spec.executor_id is not None:
+                # Its executor lives on: re-attached, awaiting its SUBSCRIBE (ExecutorReregistered,
+                # or ExecutorReregisterTimeout: then LOST).
+                ekey = (fid, spec.executor_id)
+                ex = self.executors.get(ekey)
+                if ex is None:
+                    ex = self.executors[ekey] = ExecutorRecord(fid, spec.executor_id, pid=r.pid, reregistering=True)
+                ex.tasks.add(tid)
+                return []
+            # Its executor is gone (or will not reconnect: the framework does not checkpoint).
             return self._finish(t, S.TASK_LOST, "REASON_AGENT_RESTARTED", "Agent restarted; executor task not recovered", "SOURCE_AGENT")
         if r.alive:
             out: list[Effect] = []

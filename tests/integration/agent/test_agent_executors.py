@@ -141,3 +141,105 @@ async def test_qos_load_controller_evicts_revocable_tasks_only(master: Any, make
     assert master.terminal("regular") is None
     await master.kill("regular", 0.1)
     await master.wait_terminal("regular")
+
+
+CHECKPOINTING_EXECUTOR = '''
+import threading, time
+from addict import Dict
+from pymesos import Executor, MesosExecutorDriver
+
+
+def send(driver, task_id, state):
+    update = Dict()
+    update.task_id.value = task_id
+    update.state = state
+    update.timestamp = time.time()
+    driver.sendStatusUpdate(update)
+
+
+class Worker(Executor):
+    """"long*" tasks run until killed; others finish at once."""
+
+    def launchTask(self, driver, task):
+        tid = task.task_id.value
+        def run():
+            send(driver, tid, "TASK_RUNNING")
+            if not task.name.startswith("long"):
+                send(driver, tid, "TASK_FINISHED")
+        threading.Thread(target=run, daemon=True).start()
+
+    def killTask(self, driver, task_id):
+        send(driver, task_id.value, "TASK_KILLED")
+
+
+MesosExecutorDriver(Worker(), use_addict=True).run()
+'''
+
+
+async def test_a_checkpointing_executor_resubscribes_after_an_agent_restart(
+    master: Any, make_agent: Any, tmp_path: Path
+) -> None:
+    """Mesos agent recovery for custom executors: the executor outlives the agent, SUBSCRIBEs
+    again (pymesos retries when MESOS_CHECKPOINT is set) and keeps its task; nothing is LOST."""
+    import attrs
+    import psutil
+
+    pytest.importorskip("pymesos")
+    script = tmp_path / "worker_executor.py"
+    script.write_text(CHECKPOINTING_EXECUTOR)
+    master.framework = attrs.evolve(master.framework, checkpoint=True)
+    agent = await make_agent(executor_shutdown_grace=1.0, executor_reregister_timeout=60.0)
+    await master.wait_connected()
+    ex = ExecutorInfo(
+        executor_id=ExecutorID("worker"), type=ExecutorType.CUSTOM, command=CommandInfo(value=f"{sys.executable} {script}")
+    )
+
+    def task(tid: str) -> TaskInfo:
+        return TaskInfo(name=tid, task_id=TaskID(tid), executor=ex, resources=Resources.of(cpus=0.1, mem=32).to_mesos())
+
+    await master.send(RunTasks(FrameworkID("fw1"), master.framework, (task("long-1"),)))
+    await master.wait_state("long-1", S.TASK_RUNNING, within=60)
+    (executor_pid,) = [pid for k, pid in agent.launcher.pids().items() if k.startswith("e/")]
+    port = agent.port
+
+    await agent.stop()  # the executor and its task live on
+    agent = await make_agent(port=port, executor_shutdown_grace=1.0, executor_reregister_timeout=60.0)
+    await master.wait_connected(2)
+    await master.wait_for(lambda: agent.executor_api.subscribed("fw1", "worker"), within=60)
+    assert psutil.pid_exists(executor_pid) and agent.tracker.get("fw1", "long-1").state is S.TASK_RUNNING
+    assert any("executor fw1/worker: re-attached" in r for r in agent.recovery_report)
+
+    # the re-attached executor takes new tasks, and its old task is still its own
+    await master.send(RunTasks(FrameworkID("fw1"), master.framework, (task("short-2"),)))
+    assert (await master.wait_terminal("short-2", within=30)).state is S.TASK_FINISHED
+    await master.kill("long-1")
+    assert (await master.wait_terminal("long-1", within=30)).state is S.TASK_KILLED
+    assert master.states("long-1") == [S.TASK_RUNNING, S.TASK_KILLED]  # never LOST
+    await master.send(ShutdownExecutor(FrameworkID("fw1"), ExecutorID("worker")))
+    await master.wait_for(lambda: [o for o in master.other if isinstance(o, ExecutorExited)], within=30)
+    await master.wait_for(lambda: not psutil.pid_exists(executor_pid) or psutil.Process(executor_pid).status() == "zombie")
+
+
+async def test_an_executor_that_does_not_resubscribe_is_killed_and_its_tasks_lost(
+    master: Any, make_agent: Any, tmp_path: Path
+) -> None:
+    """A live executor process that never SUBSCRIBEs again within the timeout: its task is
+    reported LOST (REASON_EXECUTOR_REREGISTRATION_TIMEOUT) and its process is killed."""
+    import attrs
+    import psutil
+
+    master.framework = attrs.evolve(master.framework, checkpoint=True)
+    agent = await make_agent(executor_reregister_timeout=0.5)
+    await master.wait_connected()
+    mute = ExecutorInfo(executor_id=ExecutorID("mute"), type=ExecutorType.CUSTOM, command=CommandInfo(value="sleep 60"))
+    await master.send(RunTasks(FrameworkID("fw1"), master.framework, (TaskInfo(name="m", task_id=TaskID("m1"), executor=mute),)))
+    pids = await master.wait_for(lambda: [pid for k, pid in agent.launcher.pids().items() if k.startswith("e/")])
+    await agent.stop()
+    agent = await make_agent(executor_reregister_timeout=0.5)
+    await master.wait_connected(2)
+    assert any("executor fw1/mute: re-attached" in r for r in agent.recovery_report)
+    st = await master.wait_terminal("m1", within=30)
+    assert st.state is S.TASK_LOST and st.reason is not None
+    assert st.reason.name == "REASON_EXECUTOR_REREGISTRATION_TIMEOUT"
+    await master.wait_for(lambda: [o for o in master.other if isinstance(o, ExecutorExited)], within=30)
+    await master.wait_for(lambda: not psutil.pid_exists(pids[0]) or psutil.Process(pids[0]).status() == "zombie")

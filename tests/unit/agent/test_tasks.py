@@ -9,6 +9,8 @@ from agent.tasks import (
     DropTask,
     EmitStatus,
     ExecutorGone,
+    ExecutorReregistered,
+    ExecutorReregisterTimeout,
     ExecutorStarted,
     ExecutorStatus,
     ExecutorTerminated,
@@ -271,3 +273,32 @@ def test_task_spec_validation() -> None:
     ex = ExecutorInfo(executor_id=ExecutorID("e1"), type=ExecutorType.CUSTOM, command=CommandInfo(value="./exec"))
     es = task_spec("f1", TaskInfo(name="n", task_id=TaskID("t"), executor=ex))
     assert es.command is None and es.executor_id == "e1"
+
+
+def test_a_re_attached_executor_keeps_its_tasks_and_gets_undelivered_ones_again() -> None:
+    """After an agent restart a live executor's tasks are not LOST: they wait for its SUBSCRIBE;
+    a task still STAGING that the executor does not list never reached it and is handed again."""
+    tr = TaskTracker()
+    assert tr.handle(RecoveredTask(spec("run", executor="e1"), S.TASK_RUNNING, True, True, pid=7), 0.0) == []
+    assert tr.handle(RecoveredTask(spec("new", executor="e1"), None, True, True, pid=7), 0.0) == []
+    assert tr.handle(RecoveredTask(spec("got", executor="e1"), None, True, True, pid=7), 0.0) == []
+    assert tr.executors[("f1", "e1")].reregistering
+    eff = tr.handle(ExecutorReregistered("f1", "e1", frozenset({"got"})), 1.0)
+    assert eff == [HandToExecutor("f1", "e1", ("new",))]
+    assert tr.handle(ExecutorReregisterTimeout("f1", "e1"), 5.0) == []  # back in time: nothing
+    assert tr.handle(ExecutorStatus("f1", "e1", "run", S.TASK_FINISHED), 6.0) == [ReleaseTask("f1", "run")]
+    assert tr.handle(ExecutorReregistered("f1", "e1"), 7.0) == []  # a later reconnect: no re-hand
+
+
+def test_an_executor_that_does_not_come_back_loses_its_tasks_and_is_killed() -> None:
+    tr = TaskTracker()
+    tr.handle(RecoveredTask(spec("a", executor="e1"), S.TASK_RUNNING, True, True, pid=7), 0.0)
+    tr.handle(RecoveredTask(spec("b", executor="e1"), S.TASK_FINISHED, True, True, pid=7), 0.0)  # ended: resent
+    eff = tr.handle(ExecutorReregisterTimeout("f1", "e1", "not back"), 2.0)
+    assert statuses(eff) == [(S.TASK_LOST, "REASON_EXECUTOR_REREGISTRATION_TIMEOUT")]
+    assert ShutdownExecutorProcess("f1", "e1", 0.0) in eff and ExecutorGone("f1", "e1", -1) in eff
+    assert tr.handle(ExecutorTerminated("f1", "e1", 137), 3.0) == []  # its death reports nothing more
+    assert tr.handle(ExecutorReregistered("f1", "e1"), 4.0) == []  # too late
+    # an executor that is gone (not alive at recovery) loses its tasks at once, as before
+    eff = TaskTracker().handle(RecoveredTask(spec("c", executor="e2"), S.TASK_RUNNING, False, False), 0.0)
+    assert statuses(eff) == [(S.TASK_LOST, "REASON_AGENT_RESTARTED")]
