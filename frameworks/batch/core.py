@@ -229,6 +229,7 @@ class BatchCore:
         self.decline_seconds = decline_seconds
         self._suppressed = False
         self._last_demand: tuple[tuple[str, Demand], ...] = ()
+        self._round_at: float | None = None  # the ``now`` of the latest tick/schedule
 
     # --- queries -------------------------------------------------------------------------------
 
@@ -446,6 +447,7 @@ class BatchCore:
 
     def tick(self, now: float) -> list[Effect]:
         """Enforce time limits. (Retries become placeable by themselves once due.)"""
+        self._round_at = now
         effects: list[Effect] = []
         for job in self.live.values():
             limit = job.spec.time_limit
@@ -466,26 +468,32 @@ class BatchCore:
         return effects
 
     def next_wakeup(self, now: float) -> float | None:
-        """The earliest time something becomes due (a retry, a time limit, a gang hold timeout)."""
+        """The earliest time something becomes due (a retry, a time limit, a gang hold timeout).
+
+        A time that passed after the latest round (``tick``/``schedule``) is still due, not
+        over: that round saw it a moment early ("retry in 0.0s"), and nothing else would wake
+        the loop for it while the offers it needs are already held."""
+        seen = now if self._round_at is None else min(now, self._round_at)
         times: list[float] = []
         for job in self.live.values():
             if job.hold_since is not None:
                 times.append(job.hold_since + self.gang_timeout)
-            if job.hold_cooldown_until > now:
+            if job.hold_cooldown_until > seen:
                 times.append(job.hold_cooldown_until)  # the gang may hold again then
             for i in job.backoff:
-                if job.tasks[i].not_before > now:
+                if job.tasks[i].not_before > seen:
                     times.append(job.tasks[i].not_before)
             if job.spec.time_limit:
                 for i in job.active:
                     t = job.tasks[i]
                     cur = t.current
-                    if t.phase is TaskPhase.RUNNING and cur and cur.started_at:
+                    if t.phase is TaskPhase.RUNNING and t.killing is None and cur and cur.started_at:
                         times.append(cur.started_at + job.spec.time_limit)
         return min(times) if times else None
 
     def schedule(self, offers: Sequence[OfferView], now: float) -> list[Effect]:
         """Plan pending tasks onto ``offers``; launch, hold or decline; refresh every reason."""
+        self._round_at = now
         states = self._states()
         views: list[JobView] = []
         for job in self.live.values():

@@ -81,6 +81,31 @@ def test_failures_retry_with_backoff_then_fail_the_job() -> None:
     assert [(a.task_id, a.exit_code) for a in job.tasks[0].history] == [("j1-0-0", 3), ("j1-0-1", 1)]
 
 
+def test_a_retry_seen_a_moment_early_is_still_due_after_the_round() -> None:
+    # The round ran just before the retry was due ("retry in 0.0s", the offers kept); by the
+    # time the loop asks when to wake, it is due: it must wake now, not wait for some other
+    # event (it waited for the master's 30 s idle-offer timeout on a loaded CI machine).
+    core = BatchCore()
+    jid, _ = core.submit(spec(max_retries=1), now=0)
+    core.schedule([offer()], now=0)
+    run(core, "j1-0-0", 0, S.TASK_FAILED, exit_code=3)
+    assert launches(core.schedule([offer()], now=1.9999)) == []
+    assert core.job(jid).reason == "retry in 0.0s"
+    assert core.next_wakeup(2.0001) == 2.0
+    assert launches(core.schedule([offer()], now=2.0001)) == ["j1-0-1"]
+    assert core.next_wakeup(2.0002) is None
+
+
+def test_a_time_limit_being_enforced_does_not_wake_the_loop_again() -> None:
+    core = BatchCore()
+    core.submit(spec(time_limit=10), now=0)
+    core.schedule([offer()], now=0)
+    core.on_update("j1-0-0", S.TASK_RUNNING, 1, agent_id="a1")
+    assert core.next_wakeup(5) == 11
+    assert core.tick(11) == [Kill("j1-0-0", "a1", "time limit of 10s exceeded")]
+    assert core.next_wakeup(12) is None  # the kill is under way: no busy loop until it ends
+
+
 def test_stale_updates_from_an_old_attempt_are_ignored() -> None:
     core = BatchCore()
     core.submit(spec(max_retries=2), now=0)
@@ -176,6 +201,8 @@ def test_gang_demand_and_hold_timeout_cooldown() -> None:
     core.schedule([offer(cpus=4)], now=32)
     assert core.job(jid).reason == "gang hold released; waiting before holding again"
     assert core.next_wakeup(32) == 61  # the end of the cooldown wakes the scheduling loop
+    core.schedule([offer(cpus=4)], now=60.9999)  # a moment early: still cooling down
+    assert core.next_wakeup(61.0001) == 61  # so it is still due after that round
     eff = core.schedule([offer(cpus=8)], now=62)
     assert launches(eff) == ["j1-0-0", "j1-1-0", "j1-2-0", "j1-3-0"]
 
