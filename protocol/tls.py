@@ -57,8 +57,11 @@ def _readable(path: Pathish, what: str) -> str:
 def _load_chain(ctx: ssl.SSLContext, cert: Pathish, key: Pathish, cert_flag: str, key_flag: str) -> None:
     c = _readable(cert, cert_flag)
     k = _readable(key, key_flag)
+    def no_passphrase() -> bytes:  # OpenSSL would otherwise prompt on the terminal
+        raise TlsError(f"{key_flag} {k}: the key is passphrase-protected; give an unencrypted key")
+
     try:
-        ctx.load_cert_chain(c, k)
+        ctx.load_cert_chain(c, k, password=no_passphrase)
     except ssl.SSLError as e:
         reason = e.reason or str(e)
         if "KEY_VALUES_MISMATCH" in str(e).upper():

@@ -151,3 +151,16 @@ async def test_client_cert_from_a_foreign_ca_never_reaches_the_server(certs: dic
     finally:
         srv.close()
         await srv.wait_closed()
+
+
+def test_passphrase_protected_key_is_refused_not_prompted(tmp_path: Path, certs: dict[str, Path]) -> None:
+    from cryptography.hazmat.primitives import serialization
+
+    key = serialization.load_pem_private_key(certs["key"].read_bytes(), password=None)
+    locked = tmp_path / "locked-key.pem"
+    locked.write_bytes(key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+        serialization.BestAvailableEncryption(b"secret"),
+    ))
+    with pytest.raises(tls.TlsError, match=r"--tls-key .*locked-key\.pem: the key is passphrase-protected"):
+        tls.server_context(certs["cert"], locked)
