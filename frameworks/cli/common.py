@@ -73,7 +73,7 @@ def set_token(token: str | None) -> None:
 
 
 def token() -> str | None:
-    return _token or os.environ.get("AGORA_TOKEN") or None
+    return _token or os.environ.get("AGORA_TOKEN") or _file_value("token") or None
 
 
 def unreachable(url: str, exc: BaseException) -> CliError:

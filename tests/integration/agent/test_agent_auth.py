@@ -2,7 +2,7 @@
 credential (a Mesos credential file, or a bearer token) on the channel; a wrong one is refused
 (401) and it never registers; with ``--authenticate-http`` its own endpoints need credentials.
 (S14 at the agent -- uid 0 refused unless ``allow_root_tasks``, even when the master is
-bypassed -- is ``test_agent_inprocess.py::test_tasks_run_as_the_requested_user``.)"""
+bypassed -- is ``test_agent_inprocess.py::test_task_user_rules``.)"""
 
 from __future__ import annotations
 

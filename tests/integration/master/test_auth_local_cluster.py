@@ -40,6 +40,7 @@ def test_agora_up_auth_runs_a_batch_job(tmp_path: Path) -> None:
         with pytest.raises(urllib.error.HTTPError) as e:  # no token: 401
             urllib.request.urlopen(cluster.master_url + "/state", timeout=5.0)
         assert e.value.code == 401
+        e.value.close()
         state = common.master_state(cluster.master_url)  # this process presents the operator token
         assert [f["principal"] for f in state["frameworks"]] == ["agora-batch"]
         api = cluster.batch_url + "/api/v1"
