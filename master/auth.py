@@ -101,6 +101,8 @@ def load_auth(cfg: MasterConfig) -> MasterAuth:
     elif on:
         raise AuthConfigError("authentication is on but no --credentials file is given")
     acls = Acls(permissive=not on)
+    if on and not cfg.acls:
+        log.warning("authentication is on and no --acls file is given: every action is denied (default deny)")
     if cfg.acls:
         try:
             acls = Acls.parse(Path(cfg.acls).read_text(), default_permissive=not on)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import itertools
 import json
+from pathlib import Path
 
 import pytest
 
@@ -290,3 +291,32 @@ def test_master_auth_realms() -> None:
     assert isinstance(on.check("/api/v1/agent", bearer_header("tok-ops"), 0.0)[1], AuthFailed)
     only_fw = MasterAuth(credentials=CREDS, frameworks=True)
     assert only_fw.realm("/state") is None and only_fw.realm("/api/v1/agent") is None
+
+
+def test_master_config_and_flags(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from master.auth import AuthConfigError, load_auth
+    from master.config import load
+    from master.main import main
+
+    creds = tmp_path / "creds.json"
+    creds.write_text(json.dumps({"credentials": [{"principal": "fw", "secret": "s"}]}))
+    toml = tmp_path / "m.toml"
+    toml.write_text(f'[master]\ncredentials = "{creds}"\nauthenticate-frameworks = true\nauthenticate_agents = "yes"\n')
+    cfg = load(toml)
+    auth = load_auth(cfg)
+    assert auth.frameworks and auth.agents and not auth.http_readonly
+    assert not auth.acls.permissive  # auth on, no ACL file: default deny
+    assert auth.credentials.authenticate(basic_header("fw", "s"), FRAMEWORK, 0.0) == Authenticated("fw")
+    assert load_auth(load()).acls.allows_everything  # auth off: nothing changes
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"credentials": [{"principal": "x"}]}')
+    for changes in ({"credentials": str(bad)}, {"credentials": None}, {"acls": str(bad)}, {"acls": str(tmp_path / "none")}):
+        with pytest.raises(AuthConfigError):
+            load_auth(cfg.replace(**changes))
+    # the flags reach the config: unusable files stop agora-master before it starts
+    result = CliRunner().invoke(main, ["--work-dir", str(tmp_path / "w"), "--authenticate-agents"])
+    assert result.exit_code == 2 and "no --credentials" in result.output
+    result = CliRunner().invoke(main, ["--work-dir", str(tmp_path / "w"), "--credentials", str(bad)])
+    assert result.exit_code == 2 and "bad credentials file" in result.output
