@@ -147,7 +147,19 @@ class AgentChannel:
                     await self._closed()
                 if self._closing:
                     return
-                await asyncio.sleep(self._backoff.next())
+                await self._pause(self._backoff.next())
+
+    async def _pause(self, delay: float) -> None:
+        """The backoff before reconnecting, cut short when ZooKeeper names a new leader."""
+        det = self._resolver.detector if self._resolver is not None else None
+        if det is None:
+            await asyncio.sleep(delay)
+            return
+        seen = det.changes
+        try:
+            await det.wait_until(lambda d: d.changes != seen, within=delay)
+        except TimeoutError:
+            pass
 
     async def _closed(self) -> None:
         was = self.registered

@@ -128,8 +128,9 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 class LeaderRedirect:
     """aiohttp middleware for a master that does not lead: ``307`` to the leader (Mesos'
-    ``Location: //host:port<path?query>``), ``503`` while no leader is known. ``/health``
-    and ``/version`` are answered locally; everything is served once ``leading()``."""
+    ``Location: //host:port<path?query>``), ``503`` while no leader is known or while this master,
+    elected, still recovers. ``/health`` and ``/version`` are answered locally; everything is
+    served once ``leading()`` (elected and recovered: the core exists)."""
 
     def __init__(self, leading: Callable[[], bool], leader: Callable[[], str | None], me: Callable[[], str]) -> None:
         self._leading = leading
@@ -142,8 +143,10 @@ class LeaderRedirect:
             if self._leading() or request.path in LOCAL_PATHS:
                 return await handler(request)
             leader = self._leader()
-            if leader is None or leader == self._me():  # our own old znode, or between leaders
+            if leader is None:
                 return web.Response(status=503, text="No leading master is elected")
+            if leader == self._me():  # elected and still recovering (or our own old znode)
+                return web.Response(status=503, text="Master is recovering")
             target = request.rel_url.path_qs if request.path not in ("/redirect", "/master/redirect") else ""
             return web.Response(status=307, headers={"Location": f"//{leader}{target}"})
 

@@ -159,6 +159,8 @@ class MasterService(Service):
         if cfg.zk is not None:  # a standby answers 307 to the leader, or 503 (master/ha.py)
             app.middlewares.append(LeaderRedirect(self._leading, self._leader_address, self._own_address).middleware())
         app.middlewares.append(auth_middleware(self))  # 401 unless the request's realm is satisfied
+        if cfg.zk is not None:  # a standby answers 307 to the leader, or 503 (master/ha.py)
+            app.middlewares.append(LeaderRedirect(self._leading, self._leader_address, self._own_address).middleware())
         app.add_routes(self.scheduler_api.routes())
         app.add_routes(self.agent_server.routes())
         app.add_routes(self.operator_api.routes())
@@ -291,7 +293,8 @@ class MasterService(Service):
             self._fatal = asyncio.get_running_loop().create_task(self.stop())
 
     def _leading(self) -> bool:
-        return self.election is not None and self.election.leading
+        """Elected and recovered: serving (before that the edge answers 503, never the core)."""
+        return self.election is not None and self.election.leading and self.ready
 
     def _leader_address(self) -> str | None:
         return None if self.election is None else self.election.detector.current
