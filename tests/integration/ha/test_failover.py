@@ -113,6 +113,7 @@ async def test_kill9_leader_standby_takes_over_agent_and_framework_follow(zk_url
                 await d.launch(p.offer_id, [task("after", "true", p.resources)])
                 await d.wait_for(lambda: (s := ups.last("after")) is not None and s.state is TaskState.TASK_FINISHED, 30)
                 await d.teardown()
+        assert "master core failed" not in new.log_text()  # nothing reached it before it recovered
         # the remaining standby still points at the new leader
         other = next(m for m in ms if m is not first and m is not new)
         async with aiohttp.ClientSession() as s, s.get(other.url + "/state", allow_redirects=False) as r:
