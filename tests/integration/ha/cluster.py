@@ -52,9 +52,13 @@ async def start_master(zk_url: str, work: Path, log: Path) -> MasterProc:
             "--agent-reregister-timeout", "30", "--log-level", "INFO",
             stdout=asyncio.subprocess.PIPE, stderr=err, start_new_session=True,
         )
-    assert proc.stdout is not None
-    line = (await asyncio.wait_for(proc.stdout.readline(), 30)).decode()
-    assert line.startswith("agora-master listening on http://127.0.0.1:"), (line, _text(log))
+    try:
+        assert proc.stdout is not None
+        line = (await asyncio.wait_for(proc.stdout.readline(), 30)).decode()
+        assert line.startswith("agora-master listening on http://127.0.0.1:"), (line, _text(log))
+    except BaseException:
+        await stop(proc)
+        raise
     return MasterProc(proc, line.split()[-1].removeprefix("http://"), log)
 
 
@@ -75,8 +79,14 @@ async def stop(proc: asyncio.subprocess.Process) -> None:
 async def masters(zk_url: str, root: Path, n: int) -> AsyncIterator[list[MasterProc]]:
     started: list[MasterProc] = []
     try:
-        for i in range(n):
-            started.append(await start_master(zk_url, root / f"master{i}", root / f"master{i}.log"))
+        results = await asyncio.gather(
+            *(start_master(zk_url, root / f"master{i}", root / f"master{i}.log") for i in range(n)),
+            return_exceptions=True,
+        )
+        started = [r for r in results if isinstance(r, MasterProc)]
+        for r in results:
+            if isinstance(r, BaseException):
+                raise r
         yield started
     finally:
         await asyncio.gather(*(stop(m.proc) for m in started))
