@@ -61,7 +61,11 @@ class LeaderElection:
         """Connect (within ``session_timeout``) and create our candidacy znode holding
         ``master_info_json`` (Mesos' ``MasterInfo`` JSON)."""
         self._loop = asyncio.get_running_loop()
-        await self._loop.run_in_executor(None, lambda: self.zk.start(timeout=self.session_timeout))
+        try:
+            await self._loop.run_in_executor(None, lambda: self.zk.start(timeout=self.session_timeout))
+        except Exception as e:  # kazoo's own timeout type
+            await self._loop.run_in_executor(None, _stop_client, self.zk)
+            raise OSError(f"cannot reach ZooKeeper at {self.zk_url.hosts}: {e or type(e).__name__}") from e
         self.zk.add_listener(self._on_state)
         made = await self._loop.run_in_executor(None, self._enter, master_info_json)
         self.znode = made.rsplit("/", 1)[1]
@@ -113,14 +117,13 @@ class LeaderElection:
             if self._suspended_timer is not None:
                 self._suspended_timer.cancel()
         await self.detector.close()
-        loop = asyncio.get_running_loop()
+        await asyncio.get_running_loop().run_in_executor(None, _stop_client, self.zk)
 
-        def stop() -> None:
-            with contextlib.suppress(Exception):
-                self.zk.stop()
-                self.zk.close()
 
-        await loop.run_in_executor(None, stop)
+def _stop_client(zk: KazooClient) -> None:
+    with contextlib.suppress(Exception):
+        zk.stop()
+        zk.close()
 
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
