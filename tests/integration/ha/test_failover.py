@@ -135,6 +135,7 @@ async def test_a_leader_cut_off_from_zookeeper_exits(zk_url: str, tmp_path: Path
         text = leader.log_text()
         assert "exiting (leading master" in text, text[-2000:]
         # the new leader serves
+        await wait_ready(other)
         st = await state(other)
         assert st["epoch"] is not None
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from .cluster import detector, masters, state
+from .cluster import detector, masters, state, wait_ready
 
 try:
     from pymesos import MesosSchedulerDriver, Scheduler
@@ -62,6 +62,7 @@ async def test_pymesos_follows_the_leader_through_zk(zk_url: str, tmp_path: Path
             new = await det.wait_change(leader, within=15)
             await _until(lambda: len(sched.registered_at) >= 2, sched.changed, 30)
             assert sched.registered_at[-1] == new
+            await wait_ready(new or "")
             st = await state(new or "")
             frameworks = st["frameworks"]
             assert isinstance(frameworks, list)
