@@ -121,10 +121,10 @@ async def test_home_tasks_task_and_a_live_stdout_pailer(browser: BrowserContext,
             # home -> tasks -> the task -> its stdout
             await page.click("header >> text=Tasks")
             await page.wait_for_url("**/ui/tasks")
-            await page.click("table a >> text=ticker")
+            await page.click(f"table a[href='/ui/tasks/{fid}/ticker']")
             await page.wait_for_url(f"**/ui/tasks/{fid}/ticker")
             assert "TASK_RUNNING" in await _text(page, "dl.facts")
-            await page.click("#task-logs >> text=stdout")
+            await page.click("#task-logs a[href$='/files/stdout']")
             await page.wait_for_url(f"**/ui/tasks/{fid}/ticker/files/stdout")
 
             first = await _text(page, "#log")
