@@ -32,7 +32,7 @@ from urllib.parse import quote, unquote
 
 import attrs
 from kazoo.client import KazooClient
-from kazoo.exceptions import KazooException, NoNodeError
+from kazoo.exceptions import NoNodeError
 
 from master import registry_ops as ops
 from master.registry import RegistryError
@@ -186,7 +186,7 @@ class ZkRegistry:
         loop = asyncio.get_running_loop()
         try:
             mirror, epoch = await loop.run_in_executor(None, _open_sync, zk, root)
-        except (KazooException, OSError) as e:
+        except Exception as e:  # kazoo's errors and its handler's timeout alike
             raise RegistryError(f"cannot open the ZooKeeper registry at {root}: {e!r}") from e
         return cls(zk, root, mirror, epoch)
 

@@ -273,8 +273,8 @@ class MasterService(Service):
         try:
             self.registry = await ZkRegistry.open(self.election.zk, self.election.path)
             await self._lead(master_info)
-        except RegistryError as e:
-            self._exit(f"cannot recover from the ZooKeeper registry: {e}")
+        except Exception as e:  # never hold leadership half-recovered: exit, a standby takes over
+            self._exit(f"cannot recover from the ZooKeeper registry: {e!r}")
 
     def _lost_leadership(self, why: str) -> None:
         """The ZooKeeper session is gone (or presumed gone): a standby may lead with a higher

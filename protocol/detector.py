@@ -23,7 +23,7 @@ from collections.abc import Callable
 
 import attrs
 from kazoo.client import KazooClient, KazooState
-from kazoo.exceptions import KazooException, NoNodeError
+from kazoo.exceptions import NoNodeError
 
 log = logging.getLogger(__name__)
 
@@ -205,8 +205,8 @@ class MasterDetector:
         assert self._loop is not None and self._cond is not None
         try:
             found = await self._loop.run_in_executor(None, read_leader, self.zk, self.zk_url.path)
-        except (KazooException, OSError) as e:
-            log.info("cannot read the leading master from %s: %s", self.zk_url.url, e)
+        except Exception as e:  # kazoo's errors, its handler's timeout, a closed client
+            log.info("cannot read the leading master from %s: %r", self.zk_url.url, e)
             return
         node, addr = found if found is not None else (None, None)
         if addr != self.current or node != self.leader_znode:
