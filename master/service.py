@@ -159,8 +159,6 @@ class MasterService(Service):
         if cfg.zk is not None:  # a standby answers 307 to the leader, or 503 (master/ha.py)
             app.middlewares.append(LeaderRedirect(self._leading, self._leader_address, self._own_address).middleware())
         app.middlewares.append(auth_middleware(self))  # 401 unless the request's realm is satisfied
-        if cfg.zk is not None:  # a standby answers 307 to the leader, or 503 (master/ha.py)
-            app.middlewares.append(LeaderRedirect(self._leading, self._leader_address, self._own_address).middleware())
         app.add_routes(self.scheduler_api.routes())
         app.add_routes(self.agent_server.routes())
         app.add_routes(self.operator_api.routes())
