@@ -64,6 +64,7 @@ async def test_kill9_leader_standby_takes_over_agent_and_framework_follow(zk_url
         ) as r:
             assert r.status == 307
             assert r.headers["Location"] == f"//{first.address}/api/v1/scheduler?x=1"
+        await wait_ready(first.address)
         epoch1 = (await state(first.address))["epoch"]
 
         async with agent(zk_url, tmp_path / "agent", tmp_path / "agent.log"):
