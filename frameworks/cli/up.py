@@ -4,7 +4,8 @@ Each agent gets an equal share of this machine (``--resources``). Everything run
 processes in their own process groups, with logs under ``<work-dir>/logs``; Ctrl-C or SIGTERM
 stops them all (SIGTERM, then SIGKILL after a grace period) and nothing is left behind.
 ``--demo`` submits the sample workloads through the batch/elastic frameworks' demo hooks and
-exits 0 when they all succeed.
+exits 0 when they all succeed. ``--tls`` runs it all over TLS with a throwaway CA in
+``<work-dir>/tls`` (mTLS for agents; ``export AGORA_CA=...`` is printed for the CLI).
 """
 
 from __future__ import annotations
