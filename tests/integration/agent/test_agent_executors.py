@@ -243,3 +243,41 @@ async def test_an_executor_that_does_not_resubscribe_is_killed_and_its_tasks_los
     assert st.reason.name == "REASON_EXECUTOR_REREGISTRATION_TIMEOUT"
     await master.wait_for(lambda: [o for o in master.other if isinstance(o, ExecutorExited)], within=30)
     await master.wait_for(lambda: not psutil.pid_exists(pids[0]) or psutil.Process(pids[0]).status() == "zombie")
+
+
+async def test_a_checkpointing_executor_survives_a_kill9_of_its_agent(
+    master: Any, agent_procs: Any, tmp_path: Path
+) -> None:
+    """The same after a SIGKILL of the agent process: the restarted agent (same port) re-attaches
+    the executor, which takes a new task and still owns (and kills) its old one."""
+    import socket
+
+    import attrs
+
+    pytest.importorskip("pymesos")
+    script = tmp_path / "worker_executor.py"
+    script.write_text(CHECKPOINTING_EXECUTOR)
+    master.framework = attrs.evolve(master.framework, checkpoint=True)
+    with socket.socket() as s:  # a port the restarted agent can bind again (executors dial it)
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    agent = await agent_procs(None, "--port", str(port), "--executor-reregister-timeout", "60", fork=True).start()
+    await master.wait_connected()
+    ex = ExecutorInfo(
+        executor_id=ExecutorID("worker"), type=ExecutorType.CUSTOM, command=CommandInfo(value=f"{sys.executable} {script}")
+    )
+
+    def task(tid: str) -> TaskInfo:
+        return TaskInfo(name=tid, task_id=TaskID(tid), executor=ex, resources=Resources.of(cpus=0.1, mem=32).to_mesos())
+
+    await master.send(RunTasks(FrameworkID("fw1"), master.framework, (task("long-1"),)))
+    await master.wait_state("long-1", S.TASK_RUNNING, within=60)
+    await agent.kill9()
+    await agent.start()
+    await master.send(RunTasks(FrameworkID("fw1"), master.framework, (task("short-2"),)))
+    assert (await master.wait_terminal("short-2", within=60)).state is S.TASK_FINISHED
+    await master.kill("long-1")
+    assert (await master.wait_terminal("long-1", within=30)).state is S.TASK_KILLED
+    assert master.states("long-1") == [S.TASK_RUNNING, S.TASK_KILLED]  # never LOST
+    await master.send(ShutdownExecutor(FrameworkID("fw1"), ExecutorID("worker")))
+    await master.wait_for(lambda: [o for o in master.other if isinstance(o, ExecutorExited)], within=30)
