@@ -12,8 +12,9 @@ from pathlib import Path
 from typing import Any, cast
 
 import attrs
+import pytest
 
-from frameworks.batch.core import TaskPhase
+from frameworks.batch.core import BatchCore, Launch, TaskPhase
 from frameworks.batch.model import JobSpec, JobState
 from frameworks.batch.planner import OfferView
 from frameworks.batch.service import BatchService
@@ -127,3 +128,26 @@ def _status(task_id: str, state: S) -> Any:
     from protocol.mesos_common import AgentID, TaskID
 
     return TaskStatus(task_id=TaskID(task_id), state=state, agent_id=AgentID("agent-o1"))
+
+
+@pytest.mark.parametrize("answer", [S.TASK_LOST, S.TASK_GONE, S.TASK_DROPPED, S.TASK_UNKNOWN])
+def test_a_launch_the_master_never_ran_is_retried_under_a_new_attempt_id(answer: S) -> None:
+    core = BatchCore()
+    jid, _ = core.submit(JobSpec(name="one", argv=("true",), cpus=1.0, mem=64.0), 0.0)
+    (launch,) = [e for e in core.schedule([offer("o1", cpus=1)], 0.0) if isinstance(e, Launch)]
+    assert [t.task_id for t in launch.tasks] == ["j1-0-0"] and core.active_attempts() == [("j1-0-0", "agent-o1")]
+    core.on_update("j1-0-0", answer, 1.0)  # the explicit reconciliation's answer
+    task = core.jobs[jid].tasks[0]
+    assert task.phase is TaskPhase.PENDING and task.failures == 0 and core.active_attempts() == []
+    again = [t.task_id for e in core.schedule([offer("o2", cpus=1)], 2.0) if isinstance(e, Launch) for t in e.tasks]
+    assert again == ["j1-0-1"]  # a new id: the old one is never launched twice
+
+
+@pytest.mark.parametrize("answer", [S.TASK_RUNNING, S.TASK_FINISHED])
+def test_a_launch_the_master_knows_is_adopted(answer: S) -> None:
+    core = BatchCore()
+    jid, _ = core.submit(JobSpec(name="one", argv=("true",), cpus=1.0, mem=64.0), 0.0)
+    core.schedule([offer("o1", cpus=1)], 0.0)
+    core.on_update("j1-0-0", answer, 1.0)
+    task = core.jobs[jid].tasks[0]
+    assert task.attempt == 0 and task.phase is (TaskPhase.RUNNING if answer is S.TASK_RUNNING else TaskPhase.SUCCEEDED)
