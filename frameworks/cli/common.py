@@ -85,6 +85,12 @@ def unreachable(url: str, exc: BaseException) -> CliError:
     return CliError(f"cannot reach {url}: {reason}")
 
 
+def auth_headers() -> dict[str, str]:
+    """``Authorization: Bearer <token>`` when a token is set (for calls made without ``_do``)."""
+    tok = token()
+    return {"Authorization": f"Bearer {tok}"} if tok else {}
+
+
 def _scheme() -> str:
     """What a bare ``host:port`` means: https once a cluster CA is given."""
     return "https" if ca_file() else "http"

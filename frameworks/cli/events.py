@@ -24,7 +24,7 @@ from typing import IO, Any
 
 import click
 
-from frameworks.cli.common import CliError, master_url, ssl_context
+from frameworks.cli.common import CliError, auth_headers, master_url, ssl_context
 
 DEFAULT_HEARTBEAT = 15.0
 MAX_RECORD = 256 * 1024 * 1024  # a SUBSCRIBED snapshot of a large cluster is big; a bad header is not
@@ -141,7 +141,7 @@ def subscribe(base: str, timeout: float) -> Any:
         base + "/api/v1",
         data=b'{"type": "SUBSCRIBE"}',
         method="POST",
-        headers={"Content-Type": "application/json", "Accept": "application/json"},
+        headers={"Content-Type": "application/json", "Accept": "application/json", **auth_headers()},
     )
     try:
         return urllib.request.urlopen(req, timeout=timeout, context=ssl_context())

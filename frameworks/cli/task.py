@@ -27,6 +27,7 @@ import click
 from frameworks.cli import cluster
 from frameworks.cli.common import (
     CliError,
+    auth_headers,
     ca_file,
     error_text,
     http_post_json,
@@ -129,7 +130,9 @@ def files_read(agent: str, path: str, offset: int, length: int = READ_LENGTH) ->
     q = urllib.parse.urlencode({"path": path, "offset": str(offset), "length": str(length)})
     url = f"{agent}/files/read?{q}"
     try:
-        with urllib.request.urlopen(url, timeout=10.0, context=ssl_context()) as resp:
+        with urllib.request.urlopen(
+            urllib.request.Request(url, headers=auth_headers()), timeout=10.0, context=ssl_context()
+        ) as resp:
             body = json.loads(resp.read())
     except urllib.error.HTTPError as exc:
         if exc.code == 404:
@@ -343,7 +346,9 @@ def download(task_id: str, stderr: bool, output: str | None, master: str | None)
         q = urllib.parse.urlencode({"path": sandbox_file(row["framework_id"], task_id, stream)})
         url = f"{row['agent_url']}/files/download?{q}"
         try:
-            with urllib.request.urlopen(url, timeout=30.0, context=ssl_context()) as resp:
+            with urllib.request.urlopen(
+                urllib.request.Request(url, headers=auth_headers()), timeout=30.0, context=ssl_context()
+            ) as resp:
                 if output is None:
                     shutil.copyfileobj(resp, sys.stdout.buffer)
                     sys.stdout.buffer.flush()

@@ -317,3 +317,21 @@ async def test_native_client_with_principal_and_secret_or_token(secure: MasterSe
         assert e.value.status == 401
     finally:
         await bad.close()
+
+
+async def test_cli_presents_its_token(secure: MasterService) -> None:
+    """``agora --token`` / ``AGORA_TOKEN`` reaches the master on plain calls and the event stream."""
+    from click.testing import CliRunner, Result
+
+    from frameworks.cli.main import cli
+
+    def run(*args: str, token: str | None = None) -> Result:
+        env = {"AGORA_MASTER": secure.url, "AGORA_TOKEN": token or "", "AGORA_CONFIG": "/nonexistent/agora.toml"}
+        return CliRunner().invoke(cli, list(args), env=env)
+
+    denied = await asyncio.to_thread(run, "agents", "--json")
+    assert denied.exit_code != 0 and "401" in denied.output
+    ok = await asyncio.to_thread(run, "agents", "--json", token="ops-token")
+    assert ok.exit_code == 0, ok.output
+    ev = await asyncio.to_thread(run, "--token", "ops-token", "events", "--json", "--count", "1")
+    assert ev.exit_code == 0 and "SUBSCRIBED" in ev.output, ev.output
