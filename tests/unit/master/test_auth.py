@@ -113,6 +113,7 @@ def test_credentials_files() -> None:
         '{"tokens": [{"principal": "a", "token": "x", "expires_at": true}]}',
         '{"credentials": ["a"]}',
         '{"users": []}',
+        '{"tokens": [{"principal": "a", "token": "x"}, {"principal": "b", "token": "x"}]}',
         "one two three",
     ):
         with pytest.raises(CredentialError):
