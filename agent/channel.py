@@ -81,6 +81,7 @@ class AgentChannel:
         self._flush_scheduled = False
         # a zk:// master: the leader is looked up in ZooKeeper before every (re)connect
         self._resolver = MasterResolver(master) if is_zk_url(master) else None
+        self._leader_changes = 0  # the detector's change count at the last (re)connect attempt
         self.epoch = 0
         self.registered = False
         self.connects = 0
@@ -136,6 +137,8 @@ class AgentChannel:
                 try:
                     if self._resolver is not None:  # follow the current leader (protocol/detector.py)
                         self.master = await self._resolver.resolve(within=self.registration_timeout)
+                        det = self._resolver.detector
+                        self._leader_changes = det.changes if det is not None else 0
                     await self._connect_once(session)
                 except asyncio.CancelledError:
                     raise
@@ -150,16 +153,18 @@ class AgentChannel:
                 await self._pause(self._backoff.next())
 
     async def _pause(self, delay: float) -> None:
-        """The backoff before reconnecting, cut short when ZooKeeper names a new leader."""
+        """The backoff before reconnecting, cut short when ZooKeeper names a new leader since the
+        last attempt; the backoff then starts over (a new leader answers 503 while it recovers)."""
         det = self._resolver.detector if self._resolver is not None else None
         if det is None:
             await asyncio.sleep(delay)
             return
-        seen = det.changes
+        seen = self._leader_changes
         try:
             await det.wait_until(lambda d: d.changes != seen, within=delay)
         except TimeoutError:
-            pass
+            return
+        self._backoff.reset()
 
     async def _closed(self) -> None:
         was = self.registered
