@@ -103,7 +103,8 @@ async def test_bad_requests_get_typed_errors() -> None:
             try:
                 urllib.request.urlopen(req, timeout=5)
             except urllib.error.HTTPError as err:
-                return err.code, wire.decode(m.ErrorReply, err.read())
+                with err:  # its socket, closed now rather than by a later test's garbage collection
+                    return err.code, wire.decode(m.ErrorReply, err.read())
             raise AssertionError("expected an error")
 
         code, err = await asyncio.to_thread(raw, "/v1/join", b"\xc1garbage")
