@@ -30,7 +30,6 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 from urllib.parse import quote, unquote
 
-import attrs
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 
@@ -41,9 +40,6 @@ from protocol.detector import REGISTRY_CHILD
 log = logging.getLogger("agora.master.registry_zk")
 
 KINDS = ("agents", "frameworks", "removed_frameworks", "quotas", "weights", "agent_principals")
-# authentication's op (an agent id bound to the principal that first registered it), looked up by
-# name so this module works on either side of its commit (master/registry_ops.py is shared)
-_PRINCIPAL_BOUND: Any = getattr(ops, "AgentPrincipalBound", None)
 MAX_TXN_BYTES = 512 * 1024
 
 Mirror = dict[tuple[str, str], dict[str, Any]]
@@ -61,10 +57,6 @@ def fold(mirror: Mirror, batch: Iterable[ops.RegistryOp]) -> set[tuple[str, str]
             touched.add(key)
 
     for op in batch:
-        if _PRINCIPAL_BOUND is not None and isinstance(op, _PRINCIPAL_BOUND):
-            mirror[("agent_principals", op.agent_id)] = {"principal": op.principal}
-            touched.add(("agent_principals", op.agent_id))
-            continue
         match op:
             case ops.AgentAdmitted():
                 key = ("agents", op.agent_id)
@@ -84,6 +76,9 @@ def fold(mirror: Mirror, batch: Iterable[ops.RegistryOp]) -> set[tuple[str, str]
                 upd(("agents", op.agent_id), draining=op.draining)
             case ops.ReservationsSet():
                 upd(("agents", op.agent_id), reservations=op.resources)
+            case ops.AgentPrincipalBound():  # kept when the agent is removed (as in SQLite)
+                mirror[("agent_principals", op.agent_id)] = {"principal": op.principal}
+                touched.add(("agent_principals", op.agent_id))
             case ops.FrameworkAdded():
                 key = ("frameworks", op.framework_id)
                 cur = mirror.get(key)
@@ -139,12 +134,9 @@ def snapshot_of(mirror: Mirror, epoch: int) -> ops.RegistrySnapshot:
         )
         for k, v in rows("frameworks")
     )
-    extra: dict[str, Any] = {}
-    if "agent_principals" in attrs.fields_dict(ops.RegistrySnapshot):
-        extra["agent_principals"] = tuple((k, str(v["principal"])) for k, v in rows("agent_principals"))
     return ops.RegistrySnapshot(
-        **extra,
         master_seq=epoch,
+        agent_principals=tuple((k, str(v["principal"])) for k, v in rows("agent_principals")),
         agents=agents,
         frameworks=frameworks,
         removed_frameworks=frozenset(k for k, _ in rows("removed_frameworks")),
@@ -275,7 +267,7 @@ def _keys(batch: Iterable[ops.RegistryOp]) -> set[tuple[str, str]]:
     """Every mirror key an operation may touch (to remember what existed before the fold)."""
     out: set[tuple[str, str]] = set()
     for op in batch:
-        if _PRINCIPAL_BOUND is not None and isinstance(op, _PRINCIPAL_BOUND):
+        if isinstance(op, ops.AgentPrincipalBound):
             out.add(("agent_principals", op.agent_id))
         elif isinstance(op, ops.QuotaSet | ops.QuotaRemoved):
             out.add(("quotas", op.role))

@@ -45,8 +45,7 @@ BATCH: list[ops.RegistryOp] = [
     ops.QuotaRemoved("a/b"),
     ops.QuotaSet("eng/ml", "gpus:1"),
     ops.WeightSet("web", 2.5),
-    # authentication's binding of an agent id to its principal, where that operation exists
-    *([ops.AgentPrincipalBound("a1", "agent-principal")] if hasattr(ops, "AgentPrincipalBound") else []),
+    ops.AgentPrincipalBound("a1", "agent-principal"),  # authentication's binding of an agent id
 ]
 
 
@@ -75,6 +74,7 @@ async def test_operations_read_back_like_sqlite(zk: tuple[KazooClient, str], tmp
     a1 = next(a for a in snap.agents if a.agent_id == "a1")
     assert (a1.draining, a1.reservations, a1.attributes) == (True, "cpus(web):1", "rack:r1")
     assert next(a for a in snap.agents if a.agent_id == "a2").unreachable_since == 10.0
+    assert snap.agent_principals == (("a1", "agent-principal"),)
 
     # re-admission clears unreachable and keeps registered_at; reconnect clears the deadline
     await again.apply([ops.AgentAdmitted("a2", "h2b", 5052, "cpus:3", registered_at=99.0), ops.FrameworkReconnected("f1")])
