@@ -135,9 +135,10 @@ def files_read(agent: str, path: str, offset: int, length: int = READ_LENGTH) ->
         ) as resp:
             body = json.loads(resp.read())
     except urllib.error.HTTPError as exc:
-        if exc.code == 404:
-            return None
-        detail = exc.read().decode("utf-8", "replace").strip()
+        with exc:  # its response holds the connection
+            if exc.code == 404:
+                return None
+            detail = exc.read().decode("utf-8", "replace").strip()
         raise CliError(f"GET {url}: HTTP {exc.code} {detail}") from exc
     except (urllib.error.URLError, OSError) as exc:
         raise CliError(f"cannot reach the agent at {agent}: {getattr(exc, 'reason', exc)}") from exc
@@ -356,6 +357,7 @@ def download(task_id: str, stderr: bool, output: str | None, master: str | None)
                     with open(output, "wb") as out:
                         shutil.copyfileobj(resp, out)
         except urllib.error.HTTPError as exc:
+            exc.close()
             if exc.code == 404:
                 raise CliError(f"task {task_id} has no {stream} on agent {row['agent_id']} (sandbox removed?)") from exc
             raise CliError(f"GET {url}: HTTP {exc.code}") from exc
