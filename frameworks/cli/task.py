@@ -34,6 +34,7 @@ from frameworks.cli.common import (
     master_state,
     master_url,
     ssl_context,
+    unreachable,
 )
 from frameworks.cli.follow import Chunk, LineBuffer, LogStream, follow, json_lines, last_lines
 
@@ -141,7 +142,7 @@ def files_read(agent: str, path: str, offset: int, length: int = READ_LENGTH) ->
             detail = exc.read().decode("utf-8", "replace").strip()
         raise CliError(f"GET {url}: HTTP {exc.code} {detail}") from exc
     except (urllib.error.URLError, OSError) as exc:
-        raise CliError(f"cannot reach the agent at {agent}: {getattr(exc, 'reason', exc)}") from exc
+        raise unreachable(url, exc) from exc
     except ValueError as exc:
         raise CliError(f"{url} did not answer JSON") from exc
     return str(body.get("data", "")), int(body.get("offset", offset))
@@ -362,6 +363,6 @@ def download(task_id: str, stderr: bool, output: str | None, master: str | None)
                 raise CliError(f"task {task_id} has no {stream} on agent {row['agent_id']} (sandbox removed?)") from exc
             raise CliError(f"GET {url}: HTTP {exc.code}") from exc
         except (urllib.error.URLError, OSError) as exc:
-            raise CliError(f"cannot download {url}: {getattr(exc, 'reason', exc)}") from exc
+            raise unreachable(url, exc) from exc
 
     _run(go)
