@@ -14,6 +14,8 @@ from collections.abc import Callable, Sequence
 
 import attrs
 
+__pure__ = True
+
 
 @attrs.frozen
 class Chunk:
