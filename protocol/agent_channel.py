@@ -168,6 +168,9 @@ class KillTask:
     framework_id: FrameworkID
     task_id: TaskID
     grace_seconds: float | None = None  # from the KillPolicy; None = the agent's default
+    # a TaskStatus reason for the terminal update (Mesos name, e.g. REASON_AGENT_DRAINING);
+    # None = the framework asked (TASK_KILLED without a reason)
+    reason: str | None = None
 
 
 @attrs.frozen
