@@ -21,6 +21,7 @@ import json
 import math
 import os
 import platform
+import pwd
 import re
 import shlex
 import signal
@@ -44,6 +45,12 @@ class BenchError(RuntimeError):
 
 
 # --- the machine ---------------------------------------------------------------------------------
+
+
+def bench_user() -> str:
+    """The FrameworkInfo user of the benchmark frameworks: the agents' own user, so tasks run
+    without a user switch (a `setpriv` exec in front of every task), as the raw spawner's do."""
+    return pwd.getpwuid(os.getuid()).pw_name
 
 
 def machine() -> dict[str, Any]:
@@ -645,7 +652,7 @@ async def run_framework(
     from protocol.mesos import Capability, CapabilityType, FrameworkInfo
 
     info = FrameworkInfo(
-        user="nobody",
+        user=bench_user(),
         name=name,
         capabilities=(Capability(type=CapabilityType.REUSABLE_OFFERS),),
     )

@@ -52,6 +52,7 @@ from protocol.task_states import TaskState, is_terminal
 from scripts.bench.common import (
     BenchError,
     Proc,
+    bench_user,
     emit_json,
     latency_ms,
     log,
@@ -159,7 +160,7 @@ async def run_phase(master_url: str, reusable: bool, tasks: int, shape: Resource
                     run: int, within: float) -> dict[str, Any]:
     caps = (Capability(type=CapabilityType.REUSABLE_OFFERS),) if reusable else ()
     name = "reuse-bench" if reusable else "classic-bench"
-    info = FrameworkInfo(user="nobody", name=name, capabilities=caps)
+    info = FrameworkInfo(user=bench_user(), name=name, capabilities=caps)
     probe = ReuseProbe(tasks, shape, f"{'r' if reusable else 'c'}{run}", command)
     async with SchedulerDriver(info, HttpTransport(master_url), probe) as driver:
         await driver.wait_subscribed(30)
