@@ -16,7 +16,7 @@ means nothing is authorized.
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -34,7 +34,10 @@ from protocol.authn import (
     AuthResult,
     CredentialError,
     Credentials,
+    certificate_identity,
+    certificate_names,
 )
+from protocol.tls import peer_certificate
 
 if TYPE_CHECKING:
     from master.config import MasterConfig
@@ -61,6 +64,9 @@ class MasterAuth:
     agents: bool = False
     http_readwrite: bool = False
     http_readonly: bool = False
+    # mTLS with --authenticate-agents: an agent's verified client certificate names its principal
+    # (protocol.authn.certificate_identity), so the agent id <-> principal binding holds per cert
+    agent_certs: bool = False
 
     @property
     def enabled(self) -> bool:
@@ -78,12 +84,18 @@ class MasterAuth:
             return OPERATOR if self.http_readwrite else None
         return READONLY if self.http_readonly else None
 
-    def check(self, path: str, header: str | None, now: float) -> tuple[str | None, AuthResult | None]:
-        """``(realm, result)``; ``result`` is None when the request need not authenticate."""
+    def check(
+        self, path: str, header: str | None, now: float, cert: Mapping[str, Any] | None = None
+    ) -> tuple[str | None, AuthResult | None]:
+        """``(realm, result)``; ``result`` is None when the request need not authenticate.
+        ``cert``: the peer's verified client certificate (``ssl``'s dict), if it presented one."""
         realm = self.realm(path)
         if realm is None:
             return None, None
         kind = None if realm == READONLY else realm
+        if realm == AGENT and self.agent_certs and cert is not None:
+            checked = self.credentials.authenticate(header, kind, now) if header else None
+            return realm, certificate_identity(checked, certificate_names(cert))
         return realm, self.credentials.authenticate(header, kind, now)
 
 
@@ -117,6 +129,7 @@ def load_auth(cfg: MasterConfig) -> MasterAuth:
         agents=cfg.authenticate_agents,
         http_readwrite=cfg.authenticate_http_readwrite,
         http_readonly=cfg.authenticate_http_readonly,
+        agent_certs=cfg.authenticate_agents and cfg.tls_require_client_cert,
     )
 
 
@@ -149,7 +162,9 @@ def middleware(svc: MasterService) -> Callable[..., Awaitable[web.StreamResponse
         auth = svc.auth
         if not auth.enabled:
             return await handler(request)
-        realm, result = auth.check(request.path, request.headers.get("Authorization"), svc.clock.now())
+        realm, result = auth.check(
+            request.path, request.headers.get("Authorization"), svc.clock.now(), peer_certificate(request.transport)
+        )
         if result is None:
             return await handler(request)
         if isinstance(result, AuthFailed):

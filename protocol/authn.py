@@ -250,3 +250,41 @@ def parse_client_credential(text: str) -> Credential:
 def credential_header(c: Credential) -> str:
     """The ``Authorization`` value that presents ``c``."""
     return bearer_header(c.secret) if c.bearer else basic_header(c.principal, c.secret)
+
+
+# --- an agent's certificate as its credential (mTLS with --authenticate-agents) --------------------
+
+
+def certificate_names(cert: Mapping[str, Any] | None) -> tuple[str, ...]:
+    """The names a verified client certificate (as ``ssl`` decodes it) vouches for: its subject
+    CN first, then its subjectAltName DNS names, URIs and IP addresses, in order, without repeats."""
+    out: list[str] = []
+    for rdn in (cert or {}).get("subject", ()):
+        for key, value in rdn:
+            if key == "commonName" and str(value) not in out:
+                out.append(str(value))
+    for kind, value in (cert or {}).get("subjectAltName", ()):
+        if kind in ("DNS", "URI", "IP Address") and str(value) not in out:
+            out.append(str(value))
+    return tuple(out)
+
+
+def certificate_identity(header_result: AuthResult | None, names: tuple[str, ...]) -> AuthResult:
+    """The principal of an agent that presented a verified client certificate naming ``names``
+    (``header_result``: its ``Authorization`` header checked, None when it sent none).
+
+    Without a header the certificate is the credential: the principal is its first name (the
+    subject CN, else the first subjectAltName). With a header, both must agree: the header must
+    authenticate and its principal must be one of the certificate's names, so a shared secret
+    cannot speak for another agent's certificate, nor one certificate for another principal."""
+    if not names:
+        return AuthFailed("the client certificate names no principal (no subject CN or subjectAltName)")
+    if header_result is None:
+        return Authenticated(names[0], AGENT)
+    if isinstance(header_result, AuthFailed):
+        return header_result
+    if header_result.principal not in names:
+        return AuthFailed(
+            f"principal {header_result.principal!r} is not named by the client certificate ({', '.join(names)})"
+        )
+    return header_result

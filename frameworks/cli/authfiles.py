@@ -3,7 +3,9 @@
 ``make_local_auth(dir)`` writes ``credentials.json`` (the master's ``--credentials``: one secret
 per agent principal and framework service, an operator bearer token), ``acls.json`` (the master's
 ``--acls``: each principal may do exactly its job, default deny) and ``agent.json`` (the agents'
-``--credential``). Files are created mode 0600.
+``--credential``). Files are created mode 0600. With ``--tls`` too, each agent is its own
+principal (``agent_principal(i)``), named by its client certificate instead of a shared secret
+(``frameworks/cli/certs.py``); ``register_agents`` then lists those principals.
 """
 
 from __future__ import annotations
@@ -19,6 +21,11 @@ import attrs
 AGENT = "agora-agent"
 OPERATOR = "agora-operator"
 FRAMEWORKS = ("agora-batch", "agora-elastic")
+
+
+def agent_principal(index: int) -> str:
+    """The principal of local agent ``index`` when its certificate names it (``agora up --tls --auth``)."""
+    return f"{AGENT}-{index}"
 
 
 @attrs.frozen
@@ -46,7 +53,7 @@ def _write(path: Path, data: object) -> None:
         json.dump(data, f, indent=2)
 
 
-def acls_for(user: str) -> dict[str, object]:
+def acls_for(user: str, agents: tuple[str, ...] = (AGENT,)) -> dict[str, object]:
     """Each principal does its job and nothing else. Tasks run as ``user`` (the one running the
     cluster, named so that even root is allowed when that is who runs it) or any other non-root."""
     ops = {"principals": {"values": [OPERATOR]}}
@@ -56,7 +63,7 @@ def acls_for(user: str) -> dict[str, object]:
         "permissive": False,
         "register_frameworks": [fws | {"roles": anything}],
         "run_tasks": [fws | {"users": {"values": [user]}}, fws | {"users": anything}],
-        "register_agents": [{"principals": {"values": [AGENT]}, "agents": anything}],
+        "register_agents": [{"principals": {"values": list(agents)}, "agents": anything}],
         "teardown_frameworks": [ops | {"framework_principals": anything}],
         "update_quotas": [ops | {"roles": anything}],
         "update_weights": [ops | {"roles": anything}],
@@ -68,7 +75,9 @@ def acls_for(user: str) -> dict[str, object]:
     }
 
 
-def make_local_auth(directory: Path, user: str | None = None) -> LocalAuth:
+def make_local_auth(directory: Path, user: str | None = None, cert_agents: tuple[str, ...] = ()) -> LocalAuth:
+    """``cert_agents``: agent principals that authenticate with their certificate (may register
+    too, besides the shared ``AGENT`` credential)."""
     directory.mkdir(parents=True, exist_ok=True)
     agent_secret = secrets.token_urlsafe(24)
     operator_token = secrets.token_urlsafe(32)
@@ -86,6 +95,6 @@ def make_local_auth(directory: Path, user: str | None = None) -> LocalAuth:
         framework_secrets=fw_secrets,
     )
     _write(auth.credentials, creds)
-    _write(auth.acls, acls_for(user or getpass.getuser()))
+    _write(auth.acls, acls_for(user or getpass.getuser(), (AGENT, *cert_agents)))
     _write(auth.agent_credential, {"principal": AGENT, "secret": agent_secret})
     return auth

@@ -136,12 +136,24 @@ class ClusterCerts:
     master_key: Path
     agent_cert: Path
     agent_key: Path
+    # one (cert, key) per named agent: its CN is that agent's principal (mTLS + --authenticate-agents)
+    per_agent: tuple[tuple[Path, Path], ...] = ()
 
 
-def make_cluster_certs(directory: Path, hosts: tuple[str, ...] = LOCAL_HOSTS) -> ClusterCerts:
+def make_cluster_certs(
+    directory: Path, hosts: tuple[str, ...] = LOCAL_HOSTS, agent_principals: tuple[str, ...] = ()
+) -> ClusterCerts:
+    """The CA, the master's and the shared agent certificate; and, for each of
+    ``agent_principals``, a certificate whose subject CN is that principal (``agent-<i>.pem``): with
+    ``--tls-require-client-cert --authenticate-agents`` the master takes it as the agent's
+    principal, so one agent's certificate cannot re-register another agent's id."""
     directory.mkdir(parents=True, exist_ok=True)
     ca = LocalCA.create()
     ca_path = ca.write_ca(directory / "ca.pem")
     mc, mk = ca.issue("agora-master", hosts).write_pem(directory / "master.pem", directory / "master-key.pem")
     ac, ak = ca.issue("agora-agent", hosts).write_pem(directory / "agent.pem", directory / "agent-key.pem")
-    return ClusterCerts(ca_path, mc, mk, ac, ak)
+    per_agent = tuple(
+        ca.issue(p, hosts).write_pem(directory / f"agent-{i}.pem", directory / f"agent-{i}-key.pem")
+        for i, p in enumerate(agent_principals)
+    )
+    return ClusterCerts(ca_path, mc, mk, ac, ak, per_agent)

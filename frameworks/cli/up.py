@@ -122,10 +122,16 @@ def start_cluster(
     cluster = LocalCluster(master_url=url, work_dir=work_dir)
     tls_master: tuple[str, ...] = ()
     tls_agent: tuple[str, ...] = ()
+    from frameworks.cli.authfiles import agent_principal
+
+    # --tls --auth: each agent's certificate names its own principal (its credential on the channel)
+    cert_agents = tuple(agent_principal(i) for i in range(agents)) if tls and auth else ()
+    per_agent_tls: tuple[tuple[str, ...], ...] = ()
     if tls:
         from frameworks.cli.certs import make_cluster_certs
 
-        certs = make_cluster_certs(work_dir / "tls")
+        certs = make_cluster_certs(work_dir / "tls", agent_principals=cert_agents)
+        per_agent_tls = tuple(("--tls-cert", str(c), "--tls-key", str(k)) for c, k in certs.per_agent)
         cluster.ca = certs.ca
         set_ca(str(certs.ca))
         tls_master = ("--tls-cert", str(certs.master_cert), "--tls-key", str(certs.master_key),
@@ -137,11 +143,12 @@ def start_cluster(
     if auth:  # authentication on everywhere, default-deny ACLs (frameworks/cli/authfiles.py)
         from frameworks.cli.authfiles import make_local_auth
 
-        local = make_local_auth(work_dir / "auth")
+        local = make_local_auth(work_dir / "auth", cert_agents=cert_agents)
         cluster.token = local.operator_token
         set_token(local.operator_token)  # this process' own calls (readiness, demos)
         tls_master = (*tls_master, *local.master_args())
-        tls_agent = (*tls_agent, *local.agent_args())
+        if not cert_agents:  # with per-agent certificates the certificate is the credential
+            tls_agent = (*tls_agent, *local.agent_args())
         fw_auth = {p: local.framework_args(p) for p in local.framework_secrets}
         env.pop("AGORA_TOKEN", None)  # the services authenticate with their own principal
     try:
@@ -185,6 +192,7 @@ def start_cluster(
                     "--attributes",
                     f"host_index:{i}",
                     *tls_agent,
+                    *(per_agent_tls[i] if i < len(per_agent_tls) else ()),
                     *agent_args,
                 ],
                 log_path=logs / f"agent-{i}.log",

@@ -59,3 +59,24 @@ def test_up_tls_wires_ca_master_agents_and_batch(tmp_path: Path, restore_ca: Non
         assert res.returncode == 0 and "hello over tls" in res.stdout, res.stdout + res.stderr
         res = agora("agents", "--master", cluster.master_url)
         assert res.returncode != 0 and "TLS certificate is not trusted" in res.stderr
+
+
+def test_up_tls_auth_gives_each_agent_a_certificate_naming_its_principal(tmp_path: Path, restore_ca: None) -> None:
+    import sqlite3
+
+    from frameworks.cli.authfiles import agent_principal
+
+    try:
+        with start_cluster(2, tmp_path / "c", port=0, with_batch=False, tls=True, auth=True,
+                           resources="cpus:1;mem:256;disk:100", ready_timeout=60) as cluster:
+            assert cluster.ca is not None and cluster.token is not None
+            res = agora("agents", "--json", "--master", cluster.master_url, ca=cluster.ca)
+            assert res.returncode != 0  # the operator token is needed too
+        db = sqlite3.connect(str(tmp_path / "c" / "master" / "registry.sqlite3"))
+        try:
+            bound = sorted(p for (p,) in db.execute("SELECT principal FROM agent_principals"))
+        finally:
+            db.close()
+        assert bound == [agent_principal(0), agent_principal(1)]  # each agent id bound to its own cert
+    finally:
+        common.set_token(None)
