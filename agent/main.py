@@ -11,6 +11,7 @@ from pathlib import Path
 import click
 import uvloop
 
+from agent import auth as agent_auth
 from agent.config import AgentConfig, ConfigError
 from agent.service import AgentService, StartupError
 
@@ -41,6 +42,7 @@ async def _serve(config: AgentConfig) -> int:
         stop.set()
 
     loop.add_signal_handler(signal.SIGUSR1, on_usr1)
+    loop.add_signal_handler(signal.SIGHUP, agent_auth.reload_all)  # re-read --http-credentials
     await stop.wait()
     if retire.is_set():  # SIGUSR1: kill every task, then exit (SIGTERM leaves them to recover)
         log.info("SIGUSR1: killing all tasks before exiting")

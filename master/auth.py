@@ -133,6 +133,25 @@ def load_auth(cfg: MasterConfig) -> MasterAuth:
     )
 
 
+def reload_auth(svc: MasterService) -> bool:
+    """Re-read the credentials and ACL files (SIGHUP, ``master/main.py``): a removed or changed
+    token or secret is refused from the next request on, and the core's ACLs are replaced at once.
+    A file that is missing or fails to parse keeps the previous set (logged as an error, counted in
+    ``auth_reload_failures_total``): never fall open. True when the new set is in force."""
+    try:
+        new = load_auth(svc.config)
+    except AuthConfigError as e:
+        svc.metrics_inc("auth_reload_failures_total")
+        log.error("reload: keeping the previous credentials and ACLs: %s", e)
+        return False
+    svc.auth = new
+    if svc.state is not None:
+        svc.state.cfg = attrs.evolve(svc.state.cfg, acls=new.acls)
+    svc.metrics_inc("auth_reloads_total")
+    log.info("reload: %d credentials and the ACLs re-read", len(new.credentials.entries))
+    return True
+
+
 def failed_reason(result: AuthResult | None) -> str | None:
     return result.reason if isinstance(result, AuthFailed) else None
 

@@ -17,7 +17,7 @@ import sys
 
 import click
 
-from master.auth import AuthConfigError, load_auth
+from master.auth import AuthConfigError, load_auth, reload_auth
 from master.config import ConfigError, MasterConfig, load
 from master.registry import RegistryError
 from master.service import MasterService
@@ -44,6 +44,8 @@ async def serve(cfg: MasterConfig) -> int:
     for sig in (signal.SIGINT, signal.SIGTERM):
         with contextlib.suppress(NotImplementedError):
             loop.add_signal_handler(sig, stop.set)
+    with contextlib.suppress(NotImplementedError):  # re-read --credentials / --acls (master/auth.py)
+        loop.add_signal_handler(signal.SIGHUP, reload_auth, svc)
     try:
         await svc.start()
     except (OSError, RegistryError) as e:

@@ -105,3 +105,30 @@ async def test_agent_http_endpoints_need_credentials(
             assert await status(path, basic_header("ops", "ops-secreT")) == 401
             assert await status(path, bearer_header("ag-token")) == 401  # an agent's credential reads no agent
         assert await status("/state", basic_header("ops", "ops-secret")) == 200
+
+
+async def test_agent_http_credentials_are_reread_on_reload(
+    master: MasterService, make_agent: Callable[..., Any], tmp_path: Path
+) -> None:
+    """SIGHUP (``agent/main.py`` -> ``agent.auth.reload_all``): a removed credential is refused
+    from the next request on; a file that does not parse keeps the previous set."""
+    from agent import auth as agent_auth
+
+    (tmp_path / "http.json").write_text(json.dumps(CREDS))
+    a = await make_agent("a", token="ag-token", authenticate_http=True, http_credentials=tmp_path / "http.json")
+    ops = basic_header("ops", "ops-secret")
+    async with aiohttp.ClientSession() as s:
+        async def status(auth: str | None) -> int:
+            async with s.get(a.url + "/state", headers={"Authorization": auth} if auth else {}) as r:
+                return r.status
+
+        assert await status(ops) == 200
+        (tmp_path / "http.json").write_text(json.dumps({"credentials": [{"principal": "ops2", "secret": "s2"}]}))
+        assert await status(ops) == 200  # nothing re-read until told
+        assert agent_auth.reload_all() >= 1
+        assert await status(ops) == 401 and await status(basic_header("ops2", "s2")) == 200
+        (tmp_path / "http.json").write_text("{")
+        agent_auth.reload_all()
+        assert await status(basic_header("ops2", "s2")) == 200 and await status(ops) == 401 and await status(None) == 401
+        live = [h for h in agent_auth._LIVE if h.path == str(tmp_path / "http.json")]
+        assert len(live) == 1 and live[0].reloads == 1 and live[0].reload_failures == 1
