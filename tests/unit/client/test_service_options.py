@@ -1,0 +1,81 @@
+"""The options every framework service shares (``frameworks.client.options``): both bundled
+services take the same master/TLS/auth options, bad combinations are usage errors, and an expected
+start failure is one line, not a traceback."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+import pytest
+from click.testing import CliRunner
+
+from frameworks.batch.__main__ import main as batch_main
+from frameworks.client.options import ServiceConnection, connection_options
+from frameworks.elastic.__main__ import main as elastic_main
+
+NO_AUTH_ENV: dict[str, str | None] = {"AGORA_PRINCIPAL": None, "AGORA_SECRET": None, "AGORA_TOKEN": None}
+SHARED = {"--master", "--ca", "--tls-cert", "--tls-key", "--principal", "--secret", "--token"}
+
+
+def _flags(cmd: click.Command) -> set[str]:
+    return {o for p in cmd.params for o in p.opts}
+
+
+def test_batch_and_elastic_take_the_same_connection_options() -> None:
+    assert _flags(batch_main) >= SHARED
+    assert _flags(elastic_main) >= SHARED
+
+
+def test_the_options_reach_the_service_as_keyword_arguments() -> None:
+    seen: list[ServiceConnection] = []
+
+    @click.command()
+    @connection_options("10.0.0.1:5050")
+    @click.option("--port", default=1)
+    def cmd(conn: ServiceConnection, port: int) -> None:
+        seen.append(conn)
+
+    env = {"AGORA_PRINCIPAL": "batch", "AGORA_SECRET": "s3cret"}
+    result = CliRunner().invoke(cmd, ["--ca", "ca.pem", "--tls-cert", "c.pem", "--tls-key", "k.pem"], env=env)
+    assert result.exit_code == 0, result.output
+    (conn,) = seen
+    assert conn.master == "10.0.0.1:5050"
+    assert conn.service_kwargs() == {
+        "ca": "ca.pem", "tls_cert": "c.pem", "tls_key": "k.pem", "principal": "batch", "secret": "s3cret", "token": None,
+    }
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--tls-cert", "c.pem"], "--tls-cert and --tls-key go together"),
+        (["--tls-key", "k.pem"], "--tls-cert and --tls-key go together"),
+        (["--secret", "s"], "--secret needs --principal"),
+        (["--master", "zk://127.0.0.1:2181"], "zk:// URL needs hosts and a path"),
+        (["--master", "http://"], "bad master address"),
+    ],
+)
+@pytest.mark.parametrize("service", [batch_main, elastic_main], ids=["batch", "elastic"])
+def test_bad_combinations_are_usage_errors(service: click.Command, args: list[str], message: str) -> None:
+    result = CliRunner().invoke(service, args, env=NO_AUTH_ENV)
+    assert result.exit_code == 2
+    assert message in result.output
+
+
+def test_a_zk_master_is_accepted() -> None:
+    conn = ServiceConnection("zk://127.0.0.1:2181,127.0.0.2:2181/agora")
+    assert conn.master.startswith("zk://")
+
+
+@pytest.mark.parametrize(("service", "label"), [(batch_main, "agora-batch"), (elastic_main, "agora-elastic")])
+def test_an_unusable_ca_is_one_line_not_a_traceback(service: click.Command, label: str, tmp_path: Path) -> None:
+    bad = tmp_path / "ca.pem"
+    bad.write_text("not a certificate\n")
+    result = CliRunner().invoke(
+        service, ["--ca", str(bad), "--port", "0", "--work-dir", str(tmp_path / "work")],
+        env=NO_AUTH_ENV,
+    )
+    assert result.exit_code == 1, result.output
+    assert result.output.startswith(f"Error: {label}: ") and "ca.pem" in result.output
+    assert result.exception is not None and isinstance(result.exception, SystemExit)
