@@ -16,7 +16,7 @@ from typing import Any
 
 import click
 
-from frameworks.cli.common import CliError, http_get_json, master_state, master_url
+from frameworks.cli.common import CliError, http_get_json, master_option, master_state, master_url
 
 Row = dict[str, Any]
 
@@ -222,10 +222,7 @@ def _load(master: str | None) -> tuple[str, dict[str, Any]]:
 
 def _options(f: Callable[..., Any]) -> Callable[..., Any]:
     f = click.option("--json", "as_json", is_flag=True, help="Print plain JSON instead of a table.")(f)
-    f = click.option(
-        "--master", envvar="AGORA_MASTER", default=None, help="Master host:port (or AGORA_MASTER)."
-    )(f)
-    return f
+    return master_option(f)
 
 
 def _run(fn: Callable[[], None]) -> None:

@@ -85,18 +85,22 @@ def unreachable(url: str, exc: BaseException) -> CliError:
     return CliError(f"cannot reach {url}: {reason}")
 
 
-def auth_headers() -> dict[str, str]:
-    """``Authorization: Bearer <token>`` when a token is set (for calls made without ``_do``)."""
-    tok = token()
-    return {"Authorization": f"Bearer {tok}"} if tok else {}
-
-
 def _scheme() -> str:
     """What a bare ``host:port`` means: https once a cluster CA is given."""
     return "https" if ca_file() else "http"
 
 
 # --- master address and HTTP -----------------------------------------------------------------
+
+
+def master_option(f: Any) -> Any:
+    """Every command's ``--master``: ``host:port``, a URL or ``zk://host:port/path`` (see ``master_url``)."""
+    import click
+
+    return click.option(
+        "--master", envvar="AGORA_MASTER", default=None,
+        help="Master host:port, URL or zk://host:port/path (else AGORA_MASTER, the config file, 127.0.0.1:5050).",
+    )(f)
 
 
 def master_url(master: str | None) -> str:
@@ -140,16 +144,35 @@ def http_post_json(url: str, body: Any, timeout: float = 5.0) -> Any:
     return _do(req, timeout)
 
 
-def _do(req: urllib.request.Request, timeout: float) -> Any:
+def open_url(req: urllib.request.Request, timeout: float) -> Any:
+    """Open ``req`` the one way every CLI request goes (master, framework services, agents, the
+    event stream): the bearer token unless ``req`` carries its own ``Authorization``, the cluster
+    CA; no answer becomes ``unreachable``'s error. An ``HTTPError`` (an answer with an error
+    status) is the caller's to read and close."""
     if (tok := token()) is not None and not req.has_header("Authorization"):
         req.add_header("Authorization", f"Bearer {tok}")
     try:
-        with urllib.request.urlopen(req, timeout=timeout, context=ssl_context()) as resp:
+        return urllib.request.urlopen(req, timeout=timeout, context=ssl_context())
+    except urllib.error.HTTPError:
+        raise
+    except (urllib.error.URLError, OSError) as exc:
+        raise unreachable(req.full_url, exc) from exc
+
+
+def http_error_detail(exc: urllib.error.HTTPError) -> str:
+    """The body of an error answer (closing it: its response holds the connection)."""
+    with exc:
+        return exc.read().decode("utf-8", "replace").strip()
+
+
+def _do(req: urllib.request.Request, timeout: float) -> Any:
+    try:
+        with open_url(req, timeout) as resp:
             raw = resp.read()
     except urllib.error.HTTPError as exc:
-        detail = exc.read().decode("utf-8", "replace").strip()
+        detail = http_error_detail(exc)
         raise CliError(f"{req.get_method()} {req.full_url}: HTTP {exc.code} {detail}".rstrip()) from exc
-    except (urllib.error.URLError, OSError) as exc:
+    except OSError as exc:  # the answer broke off while being read
         raise unreachable(req.full_url, exc) from exc
     if not raw:
         return None

@@ -24,8 +24,10 @@ from frameworks.cli.common import (
     clock_time,
     console,
     emit,
+    http_error_detail,
     json_flag,
-    ssl_context,
+    master_option,
+    open_url,
     unreachable,
 )
 
@@ -56,16 +58,16 @@ def post_toml(url: str, text: str, timeout: float = 10.0) -> Any:
         headers={"Content-Type": "application/toml", "Accept": "application/json"},
     )
     try:
-        with urllib.request.urlopen(req, timeout=timeout, context=ssl_context()) as resp:
+        with open_url(req, timeout) as resp:  # the CA and the token, as every other request
             return json.loads(resp.read() or b"null")
     except urllib.error.HTTPError as exc:
-        detail = exc.read().decode("utf-8", "replace").strip()
+        detail = http_error_detail(exc)
         try:
             detail = json.loads(detail).get("error", detail)
         except (ValueError, AttributeError):
             pass
         raise CliError(f"submit refused (HTTP {exc.code}): {detail}") from exc
-    except (urllib.error.URLError, OSError) as exc:
+    except OSError as exc:  # the answer broke off while being read
         raise unreachable(url, exc) from exc
 
 
@@ -77,9 +79,7 @@ def _num(v: Any, fmt: str = "{:.3f}") -> str:
 @click.option(
     "--elastic", envvar="AGORA_ELASTIC", default=None, help="Elastic framework URL (default: ask the master)."
 )
-@click.option(
-    "--master", envvar="AGORA_MASTER", default=None, help="Master host:port (default 127.0.0.1:5050)."
-)
+@master_option
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of tables.")
 @click.pass_context
 def elastic(ctx: click.Context, elastic: str | None, master: str | None, as_json: bool) -> None:

@@ -24,7 +24,7 @@ from typing import IO, Any
 
 import click
 
-from frameworks.cli.common import CliError, auth_headers, master_url, ssl_context
+from frameworks.cli.common import CliError, http_error_detail, master_option, master_url, open_url
 
 DEFAULT_HEARTBEAT = 15.0
 MAX_RECORD = 256 * 1024 * 1024  # a SUBSCRIBED snapshot of a large cluster is big; a bad header is not
@@ -141,15 +141,13 @@ def subscribe(base: str, timeout: float) -> Any:
         base + "/api/v1",
         data=b'{"type": "SUBSCRIBE"}',
         method="POST",
-        headers={"Content-Type": "application/json", "Accept": "application/json", **auth_headers()},
+        headers={"Content-Type": "application/json", "Accept": "application/json"},
     )
     try:
-        return urllib.request.urlopen(req, timeout=timeout, context=ssl_context())
+        return open_url(req, timeout)
     except urllib.error.HTTPError as exc:
-        detail = exc.read().decode("utf-8", "replace").strip()
+        detail = http_error_detail(exc)
         raise CliError(f"SUBSCRIBE to {base}: HTTP {exc.code} {detail}".rstrip()) from exc
-    except (urllib.error.URLError, OSError) as exc:
-        raise CliError(f"cannot reach {base}: {getattr(exc, 'reason', exc)}") from exc
 
 
 def _set_read_timeout(resp: Any, seconds: float) -> None:
@@ -160,7 +158,7 @@ def _set_read_timeout(resp: Any, seconds: float) -> None:
 
 
 @click.command()
-@click.option("--master", envvar="AGORA_MASTER", default=None, help="Master host:port (or AGORA_MASTER).")
+@master_option
 @click.option("--json", "as_json", is_flag=True, help="Print each event as one line of Mesos JSON.")
 @click.option("--heartbeats", is_flag=True, help="Also print the HEARTBEAT events.")
 @click.option("--count", type=click.IntRange(min=0), default=0, help="Stop after this many events (0: until Ctrl-C).")

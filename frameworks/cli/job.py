@@ -27,6 +27,7 @@ from frameworks.cli.common import (
     error_text,
     http_get_json,
     json_flag,
+    master_option,
 )
 from frameworks.cli.follow import Chunk, LogStream, json_lines
 from frameworks.cli.follow import follow as follow_logs
@@ -76,9 +77,7 @@ def _tasks_summary(counts: dict[str, int]) -> str:
 @click.option(
     "--batch", envvar="AGORA_BATCH", default=None, help="Batch framework URL (default: ask the master)."
 )
-@click.option(
-    "--master", envvar="AGORA_MASTER", default=None, help="Master host:port (default 127.0.0.1:5050)."
-)
+@master_option
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of tables.")
 @click.pass_context
 def job(ctx: click.Context, batch: str | None, master: str | None, as_json: bool) -> None:

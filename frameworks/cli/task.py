@@ -27,16 +27,17 @@ import click
 from frameworks.cli import cluster
 from frameworks.cli.common import (
     CliError,
-    auth_headers,
-    ca_file,
     error_text,
+    http_error_detail,
     http_post_json,
+    master_option,
     master_state,
     master_url,
-    ssl_context,
+    open_url,
     unreachable,
 )
 from frameworks.cli.follow import Chunk, LineBuffer, LogStream, follow, json_lines, last_lines
+from protocol.tls import AGENT_HTTPS
 
 TERMINAL_TASK_STATES = frozenset(
     {
@@ -89,9 +90,12 @@ def find_task(state: dict[str, Any], task_id: str) -> Row | None:
     return found
 
 
-def agent_url(state: dict[str, Any], agent_id: str, scheme: str = "http") -> str | None:
+def agent_url(state: dict[str, Any], agent_id: str) -> str | None:
+    """The agent's API base URL from ``/state``: ``https`` when it registered the ``HTTPS``
+    capability (as the master's offers and web UI decide), whatever CA the CLI was given."""
     for a in state.get("slaves") or []:
         if a.get("id") == agent_id and a.get("hostname") and a.get("port"):
+            scheme = "https" if AGENT_HTTPS in (a.get("capabilities") or ()) else "http"
             return f"{scheme}://{a['hostname']}:{a['port']}"
     return None
 
@@ -121,8 +125,7 @@ def _locate(master: str | None, task_id: str) -> tuple[str, dict[str, Any], Row]
     row = find_task(state, task_id)
     if row is None:
         raise CliError(f"no task {task_id!r} known to the master at {base}")
-    # agents serve HTTPS when the cluster has a CA (agora --ca / AGORA_CA / the config file)
-    row["agent_url"] = agent_url(state, row["agent_id"], "https" if ca_file() else "http")
+    row["agent_url"] = agent_url(state, row["agent_id"])
     return base, state, row
 
 
@@ -131,17 +134,14 @@ def files_read(agent: str, path: str, offset: int, length: int = READ_LENGTH) ->
     q = urllib.parse.urlencode({"path": path, "offset": str(offset), "length": str(length)})
     url = f"{agent}/files/read?{q}"
     try:
-        with urllib.request.urlopen(
-            urllib.request.Request(url, headers=auth_headers()), timeout=10.0, context=ssl_context()
-        ) as resp:
+        with open_url(urllib.request.Request(url), timeout=10.0) as resp:
             body = json.loads(resp.read())
     except urllib.error.HTTPError as exc:
-        with exc:  # its response holds the connection
-            if exc.code == 404:
-                return None
-            detail = exc.read().decode("utf-8", "replace").strip()
+        detail = http_error_detail(exc)
+        if exc.code == 404:
+            return None
         raise CliError(f"GET {url}: HTTP {exc.code} {detail}") from exc
-    except (urllib.error.URLError, OSError) as exc:
+    except OSError as exc:  # the answer broke off while being read
         raise unreachable(url, exc) from exc
     except ValueError as exc:
         raise CliError(f"{url} did not answer JSON") from exc
@@ -213,8 +213,7 @@ def _terminal_check(master: str | None, task_id: str) -> Callable[[], bool]:
 
 def _options(f: Callable[..., Any]) -> Callable[..., Any]:
     f = click.option("--json", "as_json", is_flag=True, help="Print JSON.")(f)
-    f = click.option("--master", envvar="AGORA_MASTER", default=None, help="Master host:port (or AGORA_MASTER).")(f)
-    return f
+    return master_option(f)
 
 
 @click.group()
@@ -336,7 +335,7 @@ def kill(task_id: str, master: str | None, as_json: bool) -> None:
 @click.argument("task_id")
 @click.option("--stderr", is_flag=True, help="stderr instead of stdout.")
 @click.option("--output", "-o", type=click.Path(dir_okay=False, writable=True), default=None, help="File to write (default: stdout).")
-@click.option("--master", envvar="AGORA_MASTER", default=None, help="Master host:port (or AGORA_MASTER).")
+@master_option
 def download(task_id: str, stderr: bool, output: str | None, master: str | None) -> None:
     """Download a task's whole stdout (or stderr) file from its sandbox (``/files/download``)."""
     stream = "stderr" if stderr else "stdout"
@@ -348,9 +347,7 @@ def download(task_id: str, stderr: bool, output: str | None, master: str | None)
         q = urllib.parse.urlencode({"path": sandbox_file(row["framework_id"], task_id, stream)})
         url = f"{row['agent_url']}/files/download?{q}"
         try:
-            with urllib.request.urlopen(
-                urllib.request.Request(url, headers=auth_headers()), timeout=30.0, context=ssl_context()
-            ) as resp:
+            with open_url(urllib.request.Request(url), timeout=30.0) as resp:
                 if output is None:
                     shutil.copyfileobj(resp, sys.stdout.buffer)
                     sys.stdout.buffer.flush()
@@ -358,7 +355,7 @@ def download(task_id: str, stderr: bool, output: str | None, master: str | None)
                     with open(output, "wb") as out:
                         shutil.copyfileobj(resp, out)
         except urllib.error.HTTPError as exc:
-            exc.close()
+            http_error_detail(exc)
             if exc.code == 404:
                 raise CliError(f"task {task_id} has no {stream} on agent {row['agent_id']} (sandbox removed?)") from exc
             raise CliError(f"GET {url}: HTTP {exc.code}") from exc

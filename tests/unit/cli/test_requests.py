@@ -1,0 +1,154 @@
+"""Every ``agora`` request goes one way (``common.open_url``): the bearer token, the cluster CA and
+one error for an untrusted certificate, whichever command makes it -- the master's API, a framework
+service (``elastic submit`` posts TOML), the operator event stream, an agent's sandbox."""
+
+from __future__ import annotations
+
+import json
+import ssl
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import attrs
+import pytest
+from click.testing import CliRunner
+
+from frameworks.cli import task as tk
+from frameworks.cli.certs import make_cluster_certs
+from frameworks.cli.common import set_ca, set_token
+from frameworks.cli.main import cli
+
+
+@attrs.define
+class Server:
+    url: str
+    requests: list[dict[str, Any]]
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.0"
+    requests: list[dict[str, Any]] = []
+
+    def _answer(self, body: bytes, ctype: str = "application/json") -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", ctype)
+        self.end_headers()
+        self.wfile.write(body)
+
+    def do_GET(self) -> None:
+        _Handler.requests.append({"method": "GET", "path": self.path, "auth": self.headers.get("Authorization")})
+        self._answer(json.dumps({"data": "hello\n", "offset": 0}).encode())
+
+    def do_POST(self) -> None:
+        body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
+        _Handler.requests.append(
+            {"method": "POST", "path": self.path, "auth": self.headers.get("Authorization"),
+             "ctype": self.headers.get("Content-Type"), "body": body.decode()}
+        )
+        if self.path == "/api/v1":  # the operator API: SUBSCRIBE answers an empty stream
+            self._answer(b"")
+        else:
+            self._answer(json.dumps({"id": 7}).encode())
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture(autouse=True)
+def _clean_settings(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[None]:
+    for var in ("AGORA_CA", "AGORA_TOKEN", "AGORA_MASTER", "AGORA_ELASTIC"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("AGORA_CONFIG", str(tmp_path / "none.toml"))
+    yield
+    set_ca(None)  # the CLI group keeps --ca/--token in module state
+    set_token(None)
+
+
+def _serve(context: ssl.SSLContext | None = None) -> Iterator[Server]:
+    _Handler.requests = []
+    srv = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
+    if context is not None:
+        srv.socket = context.wrap_socket(srv.socket, server_side=True)
+    t = threading.Thread(target=srv.serve_forever, daemon=True)
+    t.start()
+    try:
+        yield Server(f"{'https' if context else 'http'}://127.0.0.1:{srv.server_address[1]}", _Handler.requests)
+    finally:
+        srv.shutdown()
+        srv.server_close()
+        t.join(5)
+
+
+@pytest.fixture
+def server() -> Iterator[Server]:
+    yield from _serve()
+
+
+@pytest.fixture(scope="module")
+def certs(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    return make_cluster_certs(tmp_path_factory.mktemp("tls"))
+
+
+@pytest.fixture
+def tls_server(certs: Any) -> Iterator[Server]:
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.load_cert_chain(str(certs.master_cert), str(certs.master_key))
+    yield from _serve(ctx)
+
+
+def test_elastic_submit_presents_the_token_like_every_other_command(server: Server, tmp_path: Path) -> None:
+    spec = tmp_path / "job.toml"
+    spec.write_text('name = "x"\n')
+    res = CliRunner().invoke(cli, ["--token", "T0K", "elastic", "--elastic", server.url, "submit", str(spec)])
+    assert res.exit_code == 0, res.output
+    (req,) = server.requests
+    assert req["ctype"] == "application/toml" and req["auth"] == "Bearer T0K"
+
+
+def test_events_presents_the_token(server: Server) -> None:
+    res = CliRunner().invoke(cli, ["--token", "T0K", "events", "--master", server.url])
+    assert "closed the event stream" in res.output  # the canned stream is empty
+    assert [r["auth"] for r in server.requests] == ["Bearer T0K"]
+
+
+def test_the_agent_files_read_presents_the_token(server: Server) -> None:
+    set_token("T0K")
+    assert tk.files_read(server.url, "f/t/stdout", 0) == ("hello\n", 0)
+    assert server.requests[0]["auth"] == "Bearer T0K"
+
+
+@pytest.mark.parametrize(
+    "args",
+    [["events"], ["agents"], ["task", "show", "t1"]],
+    ids=["events", "agents", "task"],
+)
+def test_an_untrusted_master_certificate_says_to_give_the_ca(tls_server: Server, args: list[str]) -> None:
+    res = CliRunner().invoke(cli, [*args, "--master", tls_server.url])
+    assert res.exit_code == 1
+    assert "its TLS certificate is not trusted" in res.output
+    assert "give the cluster CA with --ca FILE or AGORA_CA" in res.output
+
+
+def test_events_reach_an_https_master_with_the_ca(tls_server: Server, certs: Any) -> None:
+    res = CliRunner().invoke(cli, ["--ca", str(certs.ca), "events", "--master", tls_server.url.removeprefix("https://")])
+    assert "closed the event stream" in res.output  # reached it, over https (host:port + CA)
+    assert [r["path"] for r in tls_server.requests] == ["/api/v1"]
+
+
+def test_the_agent_scheme_comes_from_its_capabilities_not_from_the_cli_ca() -> None:
+    """A cluster whose master is https (the CLI has a CA) may run plaintext agents, and an agent with
+    ``--tls-cert`` says ``HTTPS``: the CLI builds what the master's offers and web UI build."""
+    set_ca("/some/ca.pem")
+    state = {
+        "slaves": [
+            {"id": "plain", "hostname": "h0", "port": 5051, "capabilities": ["MULTI_ROLE"]},
+            {"id": "tls", "hostname": "h1", "port": 5051, "capabilities": ["HTTPS"]},
+            {"id": "old", "hostname": "h2", "port": 5051},
+        ]
+    }
+    assert tk.agent_url(state, "plain") == "http://h0:5051"
+    assert tk.agent_url(state, "tls") == "https://h1:5051"
+    assert tk.agent_url(state, "old") == "http://h2:5051"
