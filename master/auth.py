@@ -36,6 +36,8 @@ from protocol.authn import (
     Credentials,
     certificate_identity,
     certificate_names,
+    credential_header,
+    parse_client_credential,
 )
 from protocol.tls import peer_certificate
 
@@ -67,6 +69,8 @@ class MasterAuth:
     # mTLS with --authenticate-agents: an agent's verified client certificate names its principal
     # (protocol.authn.certificate_identity), so the agent id <-> principal binding holds per cert
     agent_certs: bool = False
+    # the Authorization header the web UI's sandbox proxy presents to agents (--agent-http-credential)
+    agent_http_header: str | None = attrs.field(default=None, repr=False)
 
     @property
     def enabled(self) -> bool:
@@ -122,6 +126,14 @@ def load_auth(cfg: MasterConfig) -> MasterAuth:
             raise AuthConfigError(f"cannot read ACLs {cfg.acls}: {e}") from e
         except AclError as e:
             raise AuthConfigError(f"bad ACL file {cfg.acls}: {e}") from e
+    agent_header = None
+    if cfg.agent_http_credential:
+        try:
+            agent_header = credential_header(parse_client_credential(Path(cfg.agent_http_credential).read_text()))
+        except (OSError, UnicodeError) as e:
+            raise AuthConfigError(f"cannot read --agent-http-credential {cfg.agent_http_credential}: {e}") from e
+        except CredentialError as e:
+            raise AuthConfigError(f"bad --agent-http-credential {cfg.agent_http_credential}: {e}") from e
     return MasterAuth(
         credentials=creds,
         acls=acls,
@@ -130,6 +142,7 @@ def load_auth(cfg: MasterConfig) -> MasterAuth:
         http_readwrite=cfg.authenticate_http_readwrite,
         http_readonly=cfg.authenticate_http_readonly,
         agent_certs=cfg.authenticate_agents and cfg.tls_require_client_cert,
+        agent_http_header=agent_header,
     )
 
 

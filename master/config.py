@@ -60,6 +60,9 @@ class MasterConfig:
     authenticate_agents: bool = False  # the agent channel
     authenticate_http_readwrite: bool = False  # the operator API (/api/v1)
     authenticate_http_readonly: bool = False  # GET views (/state, /metrics, web UI)
+    # the web UI's credential towards agents run with --authenticate-http (an agent's --credential
+    # format: {"principal", "secret"} / {"principal", "token"} / "principal secret"; master/auth.py)
+    agent_http_credential: str | None = None
     # high availability (master/ha.py): contend for leadership in ZooKeeper, registry kept there
     zk: str | None = None  # zk://host:port[,host:port...]/path (Mesos' --zk); None = SQLite, one master
     zk_session_timeout: float = 10.0  # a leader cut off from ZooKeeper this long exits

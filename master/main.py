@@ -89,6 +89,8 @@ def _auth_flag(ctx: click.Context, param: click.Parameter, value: object) -> obj
               callback=_auth_flag, help="The operator API (/api/v1) needs credentials.")
 @click.option("--authenticate-http-readonly/--no-authenticate-http-readonly", default=None, expose_value=False,
               callback=_auth_flag, help="GET views (/state, /metrics, web UI) need credentials.")
+@click.option("--agent-http-credential", default=None, expose_value=False, callback=_auth_flag,
+              help="Credential file the web UI presents to agents run with --authenticate-http.")
 @click.option("--ip", default=None, help="Address to bind (default 127.0.0.1).")
 @click.option("--port", type=int, default=None, help="Port to bind; 0 picks a free one (default 5050).")
 @click.option("--work-dir", default=None, help="Directory for the registry (SQLite).")

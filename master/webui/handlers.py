@@ -89,6 +89,12 @@ class WebUI:
             self._http = aiohttp.ClientSession(timeout=AGENT_TIMEOUT, connector=aiohttp.TCPConnector(ssl=ctx))
         return self._http
 
+    def _agent_headers(self) -> dict[str, str]:
+        """The master's credential for agents run with ``--authenticate-http``
+        (``--agent-http-credential``; re-read on SIGHUP with the other auth files)."""
+        header = self.svc.auth.agent_http_header
+        return {"Authorization": header} if header else {}
+
     async def close(self) -> None:
         """Close the session to the agents (idempotent)."""
         http, self._http = self._http, None
@@ -268,7 +274,8 @@ class WebUI:
                           params: dict[str, str]) -> Any:
         base = self._agent_url(task, agent)
         try:
-            async with self._client().get(f"{base}/files/{endpoint}", params=params) as resp:
+            async with self._client().get(f"{base}/files/{endpoint}", params=params,
+                                          headers=self._agent_headers()) as resp:
                 if resp.status != 200:
                     detail = (await resp.text())[:500]
                     status = resp.status if resp.status in (400, 403, 404) else 502
@@ -357,7 +364,7 @@ class WebUI:
         timeout = aiohttp.ClientTimeout(total=None, connect=2.0, sock_read=10.0)
         try:
             async with self._client().get(f"{base}/files/download", params={"path": self._agent_path(task, sub)},
-                                          timeout=timeout) as up:
+                                          timeout=timeout, headers=self._agent_headers()) as up:
                 if up.status != 200:
                     detail = (await up.text())[:500]
                     status = up.status if up.status in (400, 403, 404) else 502

@@ -1,0 +1,120 @@
+"""The web UI's sandbox proxy against agents that run ``--authenticate-http``: the master presents
+its ``--agent-http-credential`` (``master.auth``), so the logs pages work; without it the agent's
+401 is a clear page. With ACLs, ``access_sandboxes`` decides whose sandboxes a UI user may read
+(the master's proxy) and whose the agent serves (``agent/files.py``)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import attrs
+import pytest
+from aiohttp import web
+from aiohttp.test_utils import TestClient, TestServer
+
+from agent import auth as agent_auth
+from agent import files
+from frameworks.client.driver import SchedulerDriver
+from frameworks.client.testing import SimAgent
+from frameworks.client.transport import HttpTransport
+from master.auth import middleware as master_auth_middleware
+from master.auth import reload_auth
+from master.config import MasterConfig
+from master.service import MasterService
+from master.webui import add_webui
+from master.webui.html import path
+from protocol.authn import Credentials, basic_header
+from protocol.backoff import Backoff
+from protocol.mesos import CommandInfo, FrameworkInfo, TaskInfo
+from protocol.mesos_common import TaskID
+from protocol.resources import Resources
+from protocol.task_states import TaskState
+
+AGENT_CREDS = {"credentials": [{"principal": "agora-master", "secret": "m-secret", "kind": "operator"}]}
+
+
+@attrs.define
+class Setup:
+    master: MasterService
+    ui: TestClient[web.Request, web.Application]
+    sandboxes: Path
+    framework_id: str
+    auth_dir: Path
+
+
+@pytest.fixture
+async def setup(tmp_path: Path) -> AsyncIterator[Setup]:
+    d = tmp_path / "auth"
+    d.mkdir()
+    (d / "master-agent.json").write_text(json.dumps({"principal": "agora-master", "secret": "m-secret"}))
+    master = MasterService(MasterConfig(
+        ip="127.0.0.1", port=0, work_dir=str(tmp_path / "master"), heartbeat_interval=1.0, ping_interval=0.5,
+        ping_timeout=5.0, read_timeout=5.0, agent_http_credential=str(d / "master-agent.json"),
+    ))
+    await master.start()
+    sandboxes = tmp_path / "sandboxes"
+    sandboxes.mkdir()
+    # the agent's /files/* behind the agent's own --authenticate-http check
+    files_app = web.Application(middlewares=[agent_auth.middleware(Credentials.parse(json.dumps(AGENT_CREDS)))])
+    files.add_routes(files_app, sandboxes)
+    files_site = web.AppRunner(files_app, access_log=None)
+    await files_site.setup()
+    await web.TCPSite(files_site, "127.0.0.1", 0).start()
+    agent = SimAgent(master.url, "cpus:2;mem:1024;disk:2048", hostname="127.0.0.1",
+                     port=int(files_site.addresses[0][1]))
+    ui_app = web.Application(middlewares=[master_auth_middleware(master)])
+    add_webui(ui_app, master)
+    ui = TestClient(TestServer(ui_app, host="127.0.0.1", port=0))
+    driver = SchedulerDriver(FrameworkInfo(user="alice", name="ui-auth"), HttpTransport(master.url),
+                             backoff=Backoff(0.01, 0.1))
+    try:
+        await agent.start()
+        await agent.wait_registered()
+        await ui.start_server()
+        async with driver:
+            fid = await driver.wait_subscribed(30)
+            await driver.wait_for(lambda: len(driver.offers) == 1)
+            (offer,) = list(driver.offers)
+            info = TaskInfo(name="t", task_id=TaskID("t1"), resources=Resources.parse("cpus:1;mem:128").to_mesos(),
+                            command=CommandInfo(value="sleep 60"))
+            await driver.launch(offer.offer_id, [info])
+            await driver.wait_for(lambda: "t1" in driver.tasks and driver.tasks["t1"].state is TaskState.TASK_RUNNING)
+            box = sandboxes / fid / "t1"
+            box.mkdir(parents=True)
+            (box / "stdout").write_text("hello from an authenticated agent\n")
+            yield Setup(master, ui, sandboxes, fid, d)
+    finally:
+        await ui.close()
+        await agent.stop()
+        await files_site.cleanup()
+        await master.stop()
+
+
+async def _get(s: Setup, url: str, auth: str | None = None) -> tuple[int, str]:
+    async with s.ui.get(url, headers={"Authorization": auth} if auth else {}) as r:
+        return r.status, await r.text()
+
+
+async def test_ui_logs_pages_work_against_an_agent_with_authenticate_http(setup: Setup) -> None:
+    s = setup
+    base = path("ui", "tasks", s.framework_id, "t1", "files")
+    status, page = await _get(s, base + "/stdout")
+    assert status == 200 and "hello from an authenticated agent" in page
+    status, listing = await _get(s, base)
+    assert status == 200 and "stdout" in listing
+    async with s.ui.get(base + "/download", params={"path": "stdout"}) as r:
+        assert r.status == 200 and await r.read() == b"hello from an authenticated agent\n"
+    async with s.ui.get(base + "/read", params={"path": "stdout", "offset": "0"}) as r:
+        assert r.status == 200 and (await r.json())["data"].startswith("hello")
+    # a master with a wrong credential gets the agent's 401, shown as a clear page (not a 500)
+    (s.auth_dir / "master-agent.json").write_text(json.dumps({"principal": "agora-master", "secret": "wrong"}))
+    assert reload_auth(s.master)
+    status, page = await _get(s, base + "/stdout")
+    assert status == 502 and "answered 401" in page
+    # and a master with none at all
+    s.master.auth = attrs.evolve(s.master.auth, agent_http_header=None)
+    status, page = await _get(s, base + "/stdout")
+    assert status == 502 and "answered 401" in page
+    assert basic_header("agora-master", "m-secret") not in page
