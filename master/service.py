@@ -334,11 +334,15 @@ class MasterService(Service):
             self._act(fx)  # nothing to write and nothing queued or in flight ahead: act at once
             return
         fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._pipeline.append((fx, fut))
-        self._pipeline_wake.set()
+        if self._stopping:  # the effects loop is cancelled (or about to be): none would ever run
+            fut.cancel()
+        else:
+            self._pipeline.append((fx, fut))
+            self._pipeline_wake.set()
         await fut
 
     async def _effects_loop(self) -> None:
+        batch: list[tuple[list[Effect], asyncio.Future[None]]] = []
         try:
             while True:
                 await self._pipeline_wake.wait()
@@ -365,8 +369,8 @@ class MasterService(Service):
                     if not f.done():
                         f.set_result(None)
                 self._in_flight = False
-        finally:
-            for _, f in self._pipeline:
+        finally:  # stopped: release every dispatcher, including those of a batch still in flight
+            for _, f in (*batch, *self._pipeline):
                 if not f.done():
                     f.cancel()
             self._pipeline = []
