@@ -8,9 +8,6 @@ import asyncio
 import contextlib
 import json
 import os
-import signal
-import sys
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import aiohttp
@@ -24,6 +21,8 @@ from protocol.backoff import Backoff
 from protocol.mesos_common import TaskID
 from protocol.resources import Resources
 from protocol.task_states import TaskState
+
+from ..agent_process import agent_process
 
 ET = mesos.OperatorEventType
 TS = TaskState
@@ -105,30 +104,6 @@ def summary(events: list[mesos.OperatorEvent]) -> list[tuple[str, str]]:
     return out
 
 
-@contextlib.asynccontextmanager
-async def agent_process(master_port: int, work: Path) -> AsyncIterator[None]:
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "agent.main", "--master", f"127.0.0.1:{master_port}", "--work-dir", str(work),
-        "--resources", "cpus:2;mem:1024;disk:1000", "--isolation", "psutil",
-        "--log-level", "WARNING",
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL, start_new_session=True,
-    )
-    try:
-        assert proc.stdout is not None
-        line = (await asyncio.wait_for(proc.stdout.readline(), 30)).decode()
-        assert line.startswith("agora-agent listening on"), line
-        yield
-    finally:
-        if proc.returncode is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                await asyncio.wait_for(proc.wait(), 15)
-            except TimeoutError:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(proc.pid, signal.SIGKILL)
-                await proc.wait()
-
-
 @pytest.mark.slow
 async def test_subscribers_see_agent_framework_and_task_events_in_order(master: MasterService, tmp_path: Path) -> None:
     async with (
@@ -146,7 +121,7 @@ async def test_subscribers_see_agent_framework_and_task_events_in_order(master: 
         async with aiohttp.ClientSession() as s, s.get(master.url + "/metrics/snapshot") as r:
             assert (await r.json())["master/operator_event_stream_subscriptions"] == 2
 
-        async with agent_process(master.port, tmp_path / "agent"):
+        async with agent_process(f"127.0.0.1:{master.port}", tmp_path / "agent"):
             for sub in (js, mp):
                 await sub.until(lambda ev: ev.type is ET.AGENT_ADDED)
             info = mesos.FrameworkInfo(user=os.environ.get("USER", "nobody"), name="op-watch")

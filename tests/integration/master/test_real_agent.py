@@ -6,9 +6,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import signal
-import sys
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import aiohttp
@@ -16,35 +13,13 @@ import pytest
 
 from master.service import MasterService
 
+from ..agent_process import agent_process
 from .test_pymesos import MesosSchedulerDriver, N, Sched, _wait  # fails clearly if pymesos is missing
-
-
-@contextlib.asynccontextmanager
-async def agent_process(master_port: int, work: Path) -> AsyncIterator[asyncio.subprocess.Process]:
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "agent.main", "--master", f"127.0.0.1:{master_port}", "--work-dir", str(work),
-        "--resources", "cpus:2;mem:1024;disk:1000", "--isolation", "psutil", "--log-level", "WARNING",
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL, start_new_session=True,
-    )
-    try:
-        assert proc.stdout is not None
-        line = (await asyncio.wait_for(proc.stdout.readline(), 30)).decode()
-        assert line.startswith("agora-agent listening on"), line
-        yield proc
-    finally:
-        if proc.returncode is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                await asyncio.wait_for(proc.wait(), 15)
-            except TimeoutError:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(proc.pid, signal.SIGKILL)
-                await proc.wait()
 
 
 @pytest.mark.slow
 async def test_pymesos_with_a_real_agent(master: MasterService, tmp_path: Path) -> None:
-    async with agent_process(master.port, tmp_path / "agent"):
+    async with agent_process(f"127.0.0.1:{master.port}", tmp_path / "agent"):
         await master.wait_until(lambda: any(a.conn_id is not None for a in master.state.agents.values()), 20)
         sched = Sched()
         framework = {"user": os.environ.get("USER", "nobody"), "name": "real-agent", "hostname": "localhost"}
@@ -95,7 +70,7 @@ async def test_master_kill9_with_a_real_agent_keeps_task_processes(tmp_path: Pat
     async with (
         aiohttp.ClientSession() as session,
         master_process(work, port) as (mproc, url),
-        agent_process(port, tmp_path / "agent"),
+        agent_process(f"127.0.0.1:{port}", tmp_path / "agent"),
     ):
         s = MsgpackScheduler(url, session)
         info = mesos.FrameworkInfo(user=os.environ.get("USER", "nobody"), name="r10", failover_timeout=300.0)

@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import signal
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -17,6 +16,8 @@ import pytest
 from frameworks.cli.certs import ClusterCerts, LocalCA, make_cluster_certs
 from master.config import MasterConfig
 from master.service import MasterService
+
+from ..agent_process import agent_process as real_agent
 
 
 @attrs.frozen
@@ -58,27 +59,12 @@ async def master(tmp_path: Path, certs: Certs) -> AsyncIterator[MasterService]:
 
 @contextlib.asynccontextmanager
 async def agent_process(master: MasterService, work: Path, *tls_args: str) -> AsyncIterator[str]:
-    """A real ``agora-agent`` process; yields the URL it prints (``https://`` with ``--tls-cert``)."""
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "agent.main", "--master", master.url, "--work-dir", str(work),
-        "--resources", "cpus:2;mem:512;disk:100", "--isolation", "psutil", "--log-level", "WARNING",
-        "--default-grace", "0.5", *tls_args,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL, start_new_session=True,
-    )
-    try:
-        assert proc.stdout is not None
-        line = (await asyncio.wait_for(proc.stdout.readline(), 30)).decode().strip()
-        assert line.startswith("agora-agent listening on"), line
-        yield line.rsplit(" ", 1)[-1]
-    finally:
-        if proc.returncode is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                await asyncio.wait_for(proc.wait(), 15)
-            except TimeoutError:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(proc.pid, signal.SIGKILL)
-                await proc.wait()
+    """A real ``agora-agent`` process (``tests/integration/agent_process.py``) against the TLS
+    master; yields the URL it prints (``https://`` with ``--tls-cert``)."""
+    async with real_agent(
+        master.url, work, "--default-grace", "0.5", *tls_args, resources="cpus:2;mem:512;disk:100"
+    ) as url:
+        yield url
 
 
 def agent_tls_args(c: ClusterCerts) -> tuple[str, ...]:
