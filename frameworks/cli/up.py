@@ -139,7 +139,9 @@ def start_cluster(
         tls_agent = ("--master-ca", str(certs.ca), "--tls-cert", str(certs.agent_cert),
                      "--tls-key", str(certs.agent_key))
     env = child_env()
-    fw_auth: dict[str, tuple[str, ...]] = {}
+    for var in ("AGORA_PRINCIPAL", "AGORA_SECRET"):  # the services' credentials are up's to give
+        env.pop(var, None)
+    fw_secrets: dict[str, str] = {}  # principal (= framework name) -> secret
     if auth:  # authentication on everywhere, default-deny ACLs (frameworks/cli/authfiles.py)
         from frameworks.cli.authfiles import make_local_auth
 
@@ -149,7 +151,7 @@ def start_cluster(
         tls_master = (*tls_master, *local.master_args())
         if not cert_agents:  # with per-agent certificates the certificate is the credential
             tls_agent = (*tls_agent, *local.agent_args())
-        fw_auth = {p: local.framework_args(p) for p in local.framework_secrets}
+        fw_secrets = dict(local.framework_secrets)
         env.pop("AGORA_TOKEN", None)  # the services authenticate with their own principal
     try:
         master = start_process(
@@ -204,12 +206,12 @@ def start_cluster(
         if with_batch and module_available("frameworks.batch"):
             cluster.batch_url = _start_framework(
                 cluster, "batch", "frameworks.batch", BATCH_NAME, port, work_dir, env, ready_timeout, echo,
-                fw_auth.get(BATCH_NAME, ()),
+                fw_secrets.get(BATCH_NAME),
             )
         if (with_batch if with_elastic is None else with_elastic) and module_available("frameworks.elastic"):
             cluster.elastic_url = _start_framework(
                 cluster, "elastic", "frameworks.elastic", ELASTIC_NAME, port, work_dir, env, ready_timeout, echo,
-                fw_auth.get(ELASTIC_NAME, ()),
+                fw_secrets.get(ELASTIC_NAME),
             )
     except BaseException:
         cluster.stop(grace=2.0)
@@ -231,9 +233,11 @@ def _start_framework(
     env: dict[str, str],
     ready_timeout: float,
     echo: Callable[[str], None],
-    auth_args: tuple[str, ...] = (),
+    secret: str | None = None,
 ) -> str:
-    """Start a bundled framework service (``python -m module``) and wait until it subscribed."""
+    """Start a bundled framework service (``python -m module``) and wait until it subscribed. With
+    ``secret`` (``up --auth``) it authenticates as ``framework_name``; the secret goes in the
+    child's environment (``AGORA_SECRET``), never on its command line where ``ps`` shows it."""
     fport = free_port(HOST)
     tls: list[str] = []
     if cluster.ca is not None:  # the services reuse the agents' certificate (localhost, server+client)
@@ -247,10 +251,10 @@ def _start_framework(
             "--port", str(fport),
             "--work-dir", str(work_dir / name),
             *tls,
-            *auth_args,
+            *(("--principal", framework_name) if secret is not None else ()),
         ],
         log_path=work_dir / "logs" / f"{name}.log",
-        env=env,
+        env=env if secret is None else {**env, "AGORA_SECRET": secret},
     )
     cluster.processes.append(proc)
     url = f"{'https' if tls else 'http'}://{HOST}:{fport}"

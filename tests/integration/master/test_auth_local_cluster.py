@@ -43,6 +43,8 @@ def test_agora_up_auth_runs_a_batch_job(tmp_path: Path) -> None:
         e.value.close()
         state = common.master_state(cluster.master_url)  # this process presents the operator token
         assert [f["principal"] for f in state["frameworks"]] == ["agora-batch"]
+        batch = next(p for p in cluster.processes if p.name == "batch")  # its secret is not in `ps`
+        assert "--secret" not in batch.argv and batch.argv[batch.argv.index("--principal") + 1] == "agora-batch"
         api = cluster.batch_url + "/api/v1"
         job = common.http_post_json(f"{api}/jobs", {"name": "hi", "shell": "echo hi", "cpus": 0.1, "mem": 32})
         common.wait_until(
