@@ -12,7 +12,8 @@ Vocabulary:
 - *kill intent*: why a task is being killed, which decides its terminal state and reason:
   framework kill -> TASK_KILLED; revocation / QoS -> TASK_KILLED + REASON_CONTAINER_PREEMPTED;
   memory limit -> TASK_FAILED + REASON_CONTAINER_LIMITATION_MEMORY; framework shutdown ->
-  TASK_KILLED + REASON_FRAMEWORK_REMOVED.
+  TASK_KILLED + REASON_FRAMEWORK_REMOVED; the master draining the agent -> TASK_KILLED +
+  REASON_AGENT_DRAINING.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ class KillReason(enum.Enum):
     MEMORY = "MEMORY"
     SHUTDOWN = "SHUTDOWN"
     AGENT_SHUTDOWN = "AGENT_SHUTDOWN"
+    DRAINING = "DRAINING"  # the master drains this agent (DRAIN_AGENT)
 
 
 _KILL_OUTCOME: dict[KillReason, tuple[TaskState, str | None]] = {
@@ -48,7 +50,11 @@ _KILL_OUTCOME: dict[KillReason, tuple[TaskState, str | None]] = {
     KillReason.MEMORY: (S.TASK_FAILED, "REASON_CONTAINER_LIMITATION_MEMORY"),
     KillReason.SHUTDOWN: (S.TASK_KILLED, "REASON_FRAMEWORK_REMOVED"),
     KillReason.AGENT_SHUTDOWN: (S.TASK_KILLED, "REASON_AGENT_REMOVED_BY_OPERATOR"),
+    KillReason.DRAINING: (S.TASK_KILLED, "REASON_AGENT_DRAINING"),
 }
+
+# a KillTask's reason from the master (the channel's ``KillTask.reason``) -> the kill intent
+MASTER_KILL_REASONS: dict[str, KillReason] = {"REASON_AGENT_DRAINING": KillReason.DRAINING}
 
 
 # --- events ---------------------------------------------------------------------------------

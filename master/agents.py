@@ -11,13 +11,14 @@ from master.acls import agent_problem
 from master.allocator import events as ae
 from master.core_base import EMPTY, TS, CoreBase, R, _attr_dict, _attrs_string
 from master.events import (
+    AgentDrainRequested,
     CloseAgent,
     Effect,
     Persist,
     SendToAgent,
 )
 from master.lifecycles import AgentPhase, FrameworkPhase, check_agent
-from master.records import AgentRec, TaskRec
+from master.records import AgentRec, DrainMode, TaskRec
 from protocol import agent_channel as ac
 from protocol import mesos
 from protocol.ids import new_agent_id
@@ -25,6 +26,8 @@ from protocol.resources import ResourceError, Resources
 from protocol.task_states import can_transition, for_framework, is_terminal
 
 __pure__ = True
+
+DRAINING_REASON = mesos.Reason.REASON_AGENT_DRAINING.value  # a drained task's TASK_KILLED reason
 
 
 class AgentRules(CoreBase):
@@ -54,25 +57,115 @@ class AgentRules(CoreBase):
         fx.append(Persist((ops.ReservationsSet(agent_id, str(ag.reservations)),)))
         self._alloc_event(ae.AgentUpdated(agent_id=agent_id, total=self._alloc_total(ag)), now, fx)
 
-    def _drain(self, agent_id: str, draining: bool, now: float, fx: list[Effect], reason: str | None = None) -> None:
-        ag = self.agents.get(agent_id)
-        if ag is None or ag.phase in (AgentPhase.REMOVED, AgentPhase.UNREACHABLE):
+    # --- maintenance: DRAIN_AGENT / DEACTIVATE_AGENT / REACTIVATE_AGENT -------------------------
+
+    def _drain(self, ev: AgentDrainRequested, now: float, fx: list[Effect]) -> None:
+        """Mesos' automatic draining: DRAIN_AGENT kills every task on the agent (now if it is
+        reachable, else when it re-registers) and it is DRAINING until they have all ended with
+        their updates acknowledged, then DRAINED (and gone with ``mark_gone``); DEACTIVATE_AGENT only
+        stops offers; REACTIVATE_AGENT ends either. The mode is persisted, so it holds across a
+        master restart."""
+        ag = self.agents.get(ev.agent_id)
+        if ag is None or ag.phase is AgentPhase.REMOVED:
             return
-        ag.drain_reason = reason if draining else None
-        fx.append(Persist((ops.AgentDrainSet(agent_id, draining),)))
-        ag.draining = draining
-        if ag.phase is AgentPhase.RECOVERED:
+        if not ev.draining:
+            mode = None
+        elif ev.kill:
+            mode = DrainMode(ev.max_grace, ev.mark_gone)
+        else:
+            mode = ag.drain  # DEACTIVATE_AGENT of a draining agent: it goes on draining
+        # a drained agent stays drained when drained again (nothing can have started there)
+        ag.drained = ag.drained and mode is not None and ag.drain is not None
+        if mode is None or ev.reason is not None or not ev.draining:
+            ag.drain_reason = ev.reason if ev.draining else None
+        ag.draining = ev.draining
+        ag.drain = mode
+        if mode is None:
+            ag.drain_pending.clear()
+        fx.append(Persist((self._drain_op(ag),)))
+        if ag.phase in (AgentPhase.RECOVERED, AgentPhase.UNREACHABLE):
             return  # applied when it re-registers
-        new = AgentPhase.DRAINING if draining else AgentPhase.REGISTERED
+        new = AgentPhase.DRAINING if ev.draining else AgentPhase.REGISTERED
         check_agent(ag.phase, new)
         ag.phase = new
         if ag.in_allocator:
-            ev: ae.Event = (
-                ae.AgentDeactivated(agent_id=agent_id, reason="agent draining (maintenance)")
-                if draining
-                else ae.AgentReactivated(agent_id=agent_id)
+            alloc_ev: ae.Event = (
+                ae.AgentDeactivated(agent_id=ag.agent_id, reason="agent draining (maintenance)")
+                if ev.draining
+                else ae.AgentReactivated(agent_id=ag.agent_id)
             )
-            self._alloc_event(ev, now, fx)
+            self._alloc_event(alloc_ev, now, fx)
+        self._drain_kill(ag, fx)
+        self._drain_progress(ag, now, fx)
+
+    @staticmethod
+    def _drain_op(ag: AgentRec) -> ops.AgentDrainSet:
+        d = ag.drain
+        return ops.AgentDrainSet(
+            ag.agent_id, ag.draining, kill=d is not None, max_grace=d.max_grace if d else None,
+            mark_gone=d.mark_gone if d else False, drained=ag.drained,
+        )
+
+    def _drain_kill(self, ag: AgentRec, fx: list[Effect]) -> None:
+        """Kill every live task on a draining, reachable agent: TASK_KILLED with
+        REASON_AGENT_DRAINING, after at most the drain's grace (the task's kill policy if shorter)."""
+        if ag.drain is None or ag.drained or not ag.reachable:
+            return
+        for fid, tid in sorted(ag.tasks):
+            fw = self.frameworks.get(fid)
+            task = fw.tasks.get(tid) if fw else None
+            if task is None or is_terminal(task.state) or task.state is TS.TASK_UNREACHABLE:
+                continue
+            ag.drain_pending.add((fid, tid))
+            self._to_agent(
+                ag.agent_id,
+                ac.KillTask(
+                    framework_id=mesos.FrameworkID(fid), task_id=mesos.TaskID(tid),
+                    grace_seconds=_drain_grace(task, ag.drain.max_grace), reason=DRAINING_REASON,
+                ),
+                fx,
+            )
+
+    def _drain_check(self, agent_id: str, now: float, fx: list[Effect]) -> None:
+        """A fact touched a task on ``agent_id`` (an update, an acknowledgement, a removal)."""
+        ag = self.agents.get(agent_id)
+        if ag is not None and ag.drain is not None:
+            self._drain_progress(ag, now, fx)
+
+    def _drain_check_all(self, now: float, fx: list[Effect]) -> None:
+        """A framework went away: the draining agents that waited for its tasks (rare: a scan)."""
+        for ag in [a for a in self.agents.values() if a.drain is not None and a.drain_pending]:
+            self._drain_progress(ag, now, fx)
+
+    def _drain_progress(self, ag: AgentRec, now: float, fx: list[Effect]) -> None:
+        """DRAINING -> DRAINED once no task on the agent is live and every one that was there has
+        its last update acknowledged (or its framework is gone); then gone with ``mark_gone``."""
+        if ag.drain is None or ag.drained or not ag.reachable:
+            return
+        ag.drain_pending |= ag.tasks
+        for key in sorted(ag.drain_pending):
+            if self._drain_settled(key):
+                ag.drain_pending.discard(key)
+        if ag.drain_pending:
+            return
+        ag.drained = True
+        fx.append(Persist((self._drain_op(ag),)))
+        if ag.drain.mark_gone:
+            self._mark_unreachable(ag, now, "marked gone by the operator: drained", fx)
+
+    def _drain_settled(self, key: tuple[str, str]) -> bool:
+        fw = self.frameworks.get(key[0])
+        if fw is None:
+            return True
+        if key[1] in fw.tasks:
+            return False  # live (or unreachable)
+        task = fw.finished(key[1])
+        return task is None or task.status_update_uuid is None or task.acked_uuid == task.status_update_uuid
+
+    def _gone(self, ag: AgentRec) -> bool:
+        """Marked gone by the operator (drained with ``mark_gone``): it may not register again
+        until REACTIVATE_AGENT."""
+        return ag.drain is not None and ag.drain.mark_gone and ag.drained
 
     def _agent_register(
         self, conn_id: int, reg: ac.Register, now: float, fx: list[Effect], principal: str | None = None
@@ -101,6 +194,10 @@ class AgentRules(CoreBase):
             return
         aid = reg.agent_id.value if reg.agent_id is not None else None
         ag = self.agents.get(aid) if aid is not None else None
+        if ag is not None and self._gone(ag):
+            fx.append(SendToAgent(conn_id, ac.Refused(message=f"agent {aid} was drained and marked gone by the operator")))
+            fx.append(CloseAgent(conn_id, "agent marked gone"))
+            return
         if aid is None:
             aid = new_agent_id(self.master_id, self.agent_seq)
             self.agent_seq += 1
@@ -170,6 +267,9 @@ class AgentRules(CoreBase):
             self._alloc_event(ae.AgentDeactivated(agent_id=aid, reason="agent draining (maintenance)"), now, fx)
         self._op_agent_added(ag, fx)
         self._merge_tasks(ag, reg, was_unreachable, same_conn, now, fx)
+        if ag.drain is not None:  # draining: what it still runs is killed now
+            self._drain_kill(ag, fx)
+            self._drain_progress(ag, now, fx)
         if self.recovery_deadline is not None and not self.recovering():
             self.recovery_deadline = None
 
@@ -378,6 +478,8 @@ class AgentRules(CoreBase):
         if shown is not status.state:
             status = attrs.evolve(status, state=shown)
         self._send(fw, mesos.Event.make_update(status), fx)
+        if ag.drain is not None:
+            self._drain_progress(ag, now, fx)
 
     # --- time -------------------------------------------------------------------------------------
 
@@ -425,6 +527,18 @@ class AgentRules(CoreBase):
                 self._send(fw, mesos.Event.make_failure(mesos.AgentID(ag.agent_id)), fx)
 
     # --- views used by the operator endpoints ------------------------------------------------------
+
+
+def _drain_grace(task: TaskRec, max_grace: float | None) -> float | None:
+    """The grace a drain gives a task: its kill policy's, capped at the drain's ``max_grace``
+    (Mesos); None leaves it to the agent's default."""
+    own = None
+    kp = task.info.kill_policy if task.info is not None else None
+    if kp is not None and kp.grace_period is not None:
+        own = max(0.0, kp.grace_period.nanoseconds / 1e9)
+    if max_grace is None:
+        return own
+    return max_grace if own is None else min(own, max_grace)
 
 
 def _role_of(resources: tuple[mesos.Resource, ...], default: str) -> str:

@@ -101,12 +101,18 @@ class WeightUpdated:
 
 @attrs.frozen
 class AgentDrainRequested:
-    """Operator: stop (``draining=True``) or resume offering an agent's resources (maintenance,
-    DRAIN_AGENT / DEACTIVATE_AGENT / REACTIVATE_AGENT). Running tasks are not touched."""
+    """Operator: stop (``draining=True``) or resume offering an agent's resources (maintenance).
+    DRAIN_AGENT (``kill``): its tasks are killed, each with at most ``max_grace`` seconds (None:
+    the task's own kill policy), and it is marked gone once drained if ``mark_gone``;
+    DEACTIVATE_AGENT (``kill=False``): no new offers, tasks run on; REACTIVATE_AGENT
+    (``draining=False``) ends either."""
 
     agent_id: str
     draining: bool
     reason: str | None = None  # the operator's words, shown with the agent (not persisted)
+    kill: bool = False
+    max_grace: float | None = None
+    mark_gone: bool = False
 
 
 @attrs.frozen

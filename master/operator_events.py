@@ -71,6 +71,7 @@ def agent_record(ag: AgentRec, allocated: Resources = EMPTY, offered: Resources 
         total_resources=total,
         allocated_resources=allocated.to_mesos(),
         offered_resources=offered.to_mesos(),
+        drain_info=ag.drain_info(),
     )
 
 

@@ -97,8 +97,15 @@ class OperatorV1(StateViews):
             aid = body.agent_id.value
             if aid not in svc.state.agents:
                 raise _Bad(f"Unknown agent {aid}")
-            reason = call.drain_agent.reason if call.drain_agent is not None else None
-            await svc.dispatch(AgentDrainRequested(agent_id=aid, draining=t is not OT.REACTIVATE_AGENT, reason=reason))
+            drain = call.drain_agent
+            grace = drain.max_grace_period if drain is not None else None
+            if grace is not None and grace.nanoseconds < 0:
+                raise _Bad("max_grace_period must not be negative")
+            await svc.dispatch(AgentDrainRequested(
+                agent_id=aid, draining=t is not OT.REACTIVATE_AGENT, reason=drain.reason if drain else None,
+                kill=drain is not None, max_grace=grace.nanoseconds / 1e9 if grace is not None else None,
+                mark_gone=bool(drain.mark_gone) if drain is not None else False,
+            ))
             return None
         if t in (OT.RESERVE_RESOURCES, OT.UNRESERVE_RESOURCES):
             body_r = call.reserve_resources or call.unreserve_resources

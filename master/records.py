@@ -75,6 +75,15 @@ class FrameworkRec:
         return self.phase is FrameworkPhase.SUBSCRIBED and self.stream_id is not None
 
 
+@attrs.frozen
+class DrainMode:
+    """DRAIN_AGENT's settings (persisted): its tasks are killed with at most ``max_grace`` seconds
+    (None: each task's kill policy); ``mark_gone``: the agent is gone once drained."""
+
+    max_grace: float | None = None
+    mark_gone: bool = False
+
+
 @attrs.define(eq=False)
 class AgentRec:
     agent_id: str
@@ -96,6 +105,9 @@ class AgentRec:
     slack: Resources = EMPTY
     draining: bool = False
     drain_reason: str | None = None  # the operator's, in memory only (a new master shows none)
+    drain: DrainMode | None = None  # set by DRAIN_AGENT (tasks killed); None if only deactivated
+    drained: bool = False  # draining, and every task ended with its update acknowledged (persisted)
+    drain_pending: set[tuple[str, str]] = attrs.field(factory=set)  # tasks to see end and acknowledged
     tasks: set[tuple[str, str]] = attrs.field(factory=set)  # (framework_id, task_id)
     in_allocator: bool = False
 
@@ -109,3 +121,16 @@ class AgentRec:
     @property
     def reachable(self) -> bool:
         return self.phase in (AgentPhase.REGISTERED, AgentPhase.DRAINING)
+
+    def drain_info(self) -> mesos.DrainInfo | None:
+        """Mesos' ``DrainInfo`` while DRAIN_AGENT holds (None when in service or only deactivated)."""
+        if self.drain is None:
+            return None
+        grace = self.drain.max_grace
+        return mesos.DrainInfo(
+            state=mesos.DrainState.DRAINED if self.drained else mesos.DrainState.DRAINING,
+            config=mesos.DrainConfig(
+                max_grace_period=mesos.DurationInfo(int(grace * 1e9)) if grace is not None else None,
+                mark_gone=self.drain.mark_gone,
+            ),
+        )

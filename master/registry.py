@@ -23,7 +23,9 @@ CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS agents (
     agent_id TEXT PRIMARY KEY, hostname TEXT NOT NULL, port INTEGER NOT NULL,
     resources TEXT NOT NULL, attributes TEXT NOT NULL DEFAULT '', registered_at REAL NOT NULL,
-    unreachable_since REAL, draining INTEGER NOT NULL DEFAULT 0, reservations TEXT NOT NULL DEFAULT '');
+    unreachable_since REAL, draining INTEGER NOT NULL DEFAULT 0, reservations TEXT NOT NULL DEFAULT '',
+    drain_kill INTEGER NOT NULL DEFAULT 0, drain_max_grace REAL, drain_mark_gone INTEGER NOT NULL DEFAULT 0,
+    drained INTEGER NOT NULL DEFAULT 0);
 CREATE TABLE IF NOT EXISTS frameworks (
     framework_id TEXT PRIMARY KEY, info BLOB NOT NULL, failover_timeout REAL NOT NULL,
     registered_at REAL NOT NULL, deadline REAL);
@@ -32,6 +34,15 @@ CREATE TABLE IF NOT EXISTS quotas (role TEXT PRIMARY KEY, guarantee TEXT NOT NUL
 CREATE TABLE IF NOT EXISTS weights (role TEXT PRIMARY KEY, weight REAL NOT NULL);
 CREATE TABLE IF NOT EXISTS agent_principals (agent_id TEXT PRIMARY KEY, principal TEXT NOT NULL);
 """
+
+# columns added after the first release: (table, column, definition), added to an older file
+# by ``ALTER TABLE ... ADD COLUMN`` when it is opened (its rows take the defaults)
+ADDED_COLUMNS = (
+    ("agents", "drain_kill", "INTEGER NOT NULL DEFAULT 0"),
+    ("agents", "drain_max_grace", "REAL"),
+    ("agents", "drain_mark_gone", "INTEGER NOT NULL DEFAULT 0"),
+    ("agents", "drained", "INTEGER NOT NULL DEFAULT 0"),
+)
 
 FILENAME = "registry.sqlite3"
 
@@ -61,7 +72,16 @@ def _connect(path: Path) -> sqlite3.Connection:
     conn.execute("PRAGMA journal_mode=WAL")
     conn.execute("PRAGMA synchronous=FULL")
     conn.executescript(SCHEMA)
+    _migrate(conn)
     return conn
+
+
+def _migrate(conn: sqlite3.Connection) -> None:
+    """Add the columns an older registry file lacks (backward compatible: nothing is rewritten)."""
+    for table, column, definition in ADDED_COLUMNS:
+        have = {str(r[1]) for r in conn.execute(f"PRAGMA table_info({table})")}
+        if column not in have:
+            conn.execute(f"ALTER TABLE {table} ADD COLUMN {column} {definition}")
 
 
 def _apply_one(c: sqlite3.Connection, op: ops.RegistryOp) -> None:
@@ -79,7 +99,11 @@ def _apply_one(c: sqlite3.Connection, op: ops.RegistryOp) -> None:
         case ops.AgentRemoved():
             c.execute("DELETE FROM agents WHERE agent_id=?", (op.agent_id,))
         case ops.AgentDrainSet():
-            c.execute("UPDATE agents SET draining=? WHERE agent_id=?", (int(op.draining), op.agent_id))
+            c.execute(
+                "UPDATE agents SET draining=?, drain_kill=?, drain_max_grace=?, drain_mark_gone=?, drained=?"
+                " WHERE agent_id=?",
+                (int(op.draining), int(op.kill), op.max_grace, int(op.mark_gone), int(op.drained), op.agent_id),
+            )
         case ops.AgentPrincipalBound():
             c.execute(
                 "INSERT OR REPLACE INTO agent_principals (agent_id, principal) VALUES (?, ?)", (op.agent_id, op.principal)
@@ -140,10 +164,15 @@ def _read(conn: sqlite3.Connection, master_seq: int) -> ops.RegistrySnapshot:
             unreachable_since=None if r[6] is None else float(r[6]),
             draining=bool(r[7]),
             reservations=r[8],
+            drain_kill=bool(r[9]),
+            drain_max_grace=None if r[10] is None else float(r[10]),
+            drain_mark_gone=bool(r[11]),
+            drained=bool(r[12]),
         )
         for r in conn.execute(
             "SELECT agent_id, hostname, port, resources, attributes, registered_at, unreachable_since,"
-            " draining, reservations FROM agents ORDER BY agent_id"
+            " draining, reservations, drain_kill, drain_max_grace, drain_mark_gone, drained FROM agents"
+            " ORDER BY agent_id"
         )
     )
     frameworks = tuple(

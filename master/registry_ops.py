@@ -38,10 +38,18 @@ class AgentRemoved:
 
 @attrs.frozen
 class AgentDrainSet:
-    """Maintenance: the agent is draining (no new offers) or back in service."""
+    """Maintenance: the agent is out of service (no new offers) or back in service (``draining``
+    False). ``kill``: DRAIN_AGENT, its tasks are killed (``max_grace`` seconds at most, None = each
+    task's own kill policy) and it is marked gone once drained if ``mark_gone``; without ``kill``
+    it is only deactivated (DEACTIVATE_AGENT). ``drained``: draining, and every task on it ended
+    with its last update acknowledged (Mesos' DRAINED)."""
 
     agent_id: str
     draining: bool
+    kill: bool = False
+    max_grace: float | None = None
+    mark_gone: bool = False
+    drained: bool = False
 
 
 @attrs.frozen
@@ -139,6 +147,10 @@ class AgentEntry:
     unreachable_since: float | None = None
     draining: bool = False
     reservations: str = ""
+    drain_kill: bool = False  # DRAIN_AGENT rather than DEACTIVATE_AGENT (see ``AgentDrainSet``)
+    drain_max_grace: float | None = None
+    drain_mark_gone: bool = False
+    drained: bool = False
 
 
 @attrs.frozen

@@ -73,7 +73,10 @@ def fold(mirror: Mirror, batch: Iterable[ops.RegistryOp]) -> set[tuple[str, str]
                 if mirror.pop(("agents", op.agent_id), None) is not None:
                     touched.add(("agents", op.agent_id))
             case ops.AgentDrainSet():
-                upd(("agents", op.agent_id), draining=op.draining)
+                upd(
+                    ("agents", op.agent_id), draining=op.draining, drain_kill=op.kill,
+                    drain_max_grace=op.max_grace, drain_mark_gone=op.mark_gone, drained=op.drained,
+                )
             case ops.ReservationsSet():
                 upd(("agents", op.agent_id), reservations=op.resources)
             case ops.AgentPrincipalBound():  # kept when the agent is removed (as in SQLite)
@@ -123,6 +126,10 @@ def snapshot_of(mirror: Mirror, epoch: int) -> ops.RegistrySnapshot:
             attributes=v.get("attributes", ""), registered_at=float(v.get("registered_at", 0.0)),
             unreachable_since=None if v.get("unreachable_since") is None else float(v["unreachable_since"]),
             draining=bool(v.get("draining", False)), reservations=v.get("reservations", ""),
+            # (absent from nodes written before drain modes were kept: deactivated only)
+            drain_kill=bool(v.get("drain_kill", False)),
+            drain_max_grace=None if v.get("drain_max_grace") is None else float(v["drain_max_grace"]),
+            drain_mark_gone=bool(v.get("drain_mark_gone", False)), drained=bool(v.get("drained", False)),
         )
         for k, v in rows("agents")
     )

@@ -59,7 +59,7 @@ from master.events import (
     WeightUpdated,
 )
 from master.lifecycles import AgentPhase, FrameworkPhase, check_framework
-from master.records import AgentRec, FrameworkRec, TaskRec
+from master.records import AgentRec, DrainMode, FrameworkRec, TaskRec
 from protocol import agent_channel as ac
 from protocol import codec, mesos
 from protocol.ids import new_framework_id, role_error
@@ -98,6 +98,8 @@ class MasterState(AgentRules, AcceptRules):
                 unreachable_since=e.unreachable_since,
                 reservations=reservations,
                 draining=e.draining,
+                drain=DrainMode(e.drain_max_grace, e.drain_mark_gone) if e.drain_kill else None,
+                drained=e.drained,
             )
         if any(a.phase is AgentPhase.RECOVERED for a in self.agents.values()):
             self.recovery_deadline = now + self.cfg.agent_reregister_timeout
@@ -166,7 +168,7 @@ class MasterState(AgentRules, AcceptRules):
                 fx.append(Persist((ops.WeightSet(event.role, event.weight),)))
                 self._set_weight(event.role, event.weight, now, fx)
             case AgentDrainRequested():
-                self._drain(event.agent_id, event.draining, now, fx, event.reason)
+                self._drain(event, now, fx)
             case ReservationRequested():
                 self._operator_reservation(event.agent_id, event.resources, event.reserve, now, fx)
             case TeardownRequested():
@@ -358,6 +360,7 @@ class MasterState(AgentRules, AcceptRules):
         self.completed_frameworks.append(fw)
         self.counters["frameworks_removed"] += 1
         self._op_framework_removed(fw, fx)
+        self._drain_check_all(now, fx)  # its tasks ended: a draining agent may be drained now
 
     # --- scheduler calls ------------------------------------------------------------------------
 
@@ -375,10 +378,10 @@ class MasterState(AgentRules, AcceptRules):
                 and ev.call.type in (CT.ACKNOWLEDGE, CT.ACKNOWLEDGE_MANY)
             ):
                 if ev.call.acknowledge is not None:
-                    self._acknowledge(fw, ev.call.acknowledge, fx)
+                    self._acknowledge(fw, ev.call.acknowledge, now, fx)
                 if ev.call.acknowledge_many is not None:
                     for ack in ev.call.acknowledge_many.acknowledgements:
-                        self._acknowledge(fw, ack, fx)
+                        self._acknowledge(fw, ack, now, fx)
                 return
             self.counters["dropped_messages"] += 1
             return
@@ -421,14 +424,14 @@ class MasterState(AgentRules, AcceptRules):
                 )
             case CT.ACKNOWLEDGE:
                 assert call.acknowledge is not None
-                self._acknowledge(fw, call.acknowledge, fx)
+                self._acknowledge(fw, call.acknowledge, now, fx)
             case CT.ACKNOWLEDGE_MANY:
                 # Agora: each entry exactly like one ACKNOWLEDGE (one not naming this framework's
                 # task on that agent is ignored, the others are forwarded; the shell's coalescing
                 # sends what goes to one agent within a loop tick as one frame)
                 assert call.acknowledge_many is not None
                 for ack in call.acknowledge_many.acknowledgements:
-                    self._acknowledge(fw, ack, fx)
+                    self._acknowledge(fw, ack, now, fx)
             case CT.RECONCILE:
                 self._reconcile(fw, call.reconcile.tasks if call.reconcile else (), now, fx)
             case CT.MESSAGE:
@@ -495,7 +498,7 @@ class MasterState(AgentRules, AcceptRules):
             fx,
         )
 
-    def _acknowledge(self, fw: FrameworkRec, ack: mesos.Acknowledge, fx: list[Effect]) -> None:
+    def _acknowledge(self, fw: FrameworkRec, ack: mesos.Acknowledge, now: float, fx: list[Effect]) -> None:
         tid = ack.task_id.value
         task = fw.tasks.get(tid) or fw.finished(tid)
         if task is None or task.agent_id != ack.agent_id.value:
@@ -510,6 +513,7 @@ class MasterState(AgentRules, AcceptRules):
             ac.AcknowledgeMsg(framework_id=mesos.FrameworkID(fw.framework_id), task_id=ack.task_id, uuid=ack.uuid),
             fx,
         )
+        self._drain_check(task.agent_id, now, fx)  # a draining agent waits for its acknowledgements
 
     def _reconcile(self, fw: FrameworkRec, tasks: Iterable[mesos.ReconcileTask], now: float, fx: list[Effect]) -> None:
         wanted = list(tasks)

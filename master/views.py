@@ -139,6 +139,9 @@ class StateViews:
             "deactivated": not ag.reachable,
             "draining": ag.draining,
             "drain_reason": ag.drain_reason,
+            # Mesos' DrainInfo ({"state": "DRAINING"|"DRAINED", "config": {...}}) while DRAIN_AGENT
+            # holds; absent when the agent is in service or only deactivated (DEACTIVATE_AGENT)
+            **({"drain_info": codec.to_builtins(di)} if (di := ag.drain_info()) is not None else {}),
             "version": ag.version,
             "capabilities": list(ag.capabilities),
             "phase": ag.phase.value,

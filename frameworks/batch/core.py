@@ -42,6 +42,9 @@ __pure__ = True
 RETRY_BASE = 1.0
 RETRY_MAX = 60.0
 PREEMPTED_REASON = "REASON_CONTAINER_PREEMPTED"
+DRAINING_REASON = "REASON_AGENT_DRAINING"  # killed because the operator drains its agent
+# Killed for reasons of the cluster, not the task's: run again elsewhere without counting a failure
+NOT_A_FAILURE = frozenset({PREEMPTED_REASON, DRAINING_REASON})
 MAX_FREE_RELAUNCHES = 10
 # A launch that ends in one of these before the task ever ran did not run the user's command
 # (a stale offer, an agent gone meanwhile): relaunch it without spending a retry.
@@ -380,8 +383,9 @@ class BatchCore:
             self._set_phase(task, TaskPhase.SUCCEEDED)
         elif task.killing == "cancel":
             self._set_phase(task, TaskPhase.CANCELLED)
-        elif reason == PREEMPTED_REASON and task.killing is None:
-            # Revoked (or evicted): run it again, this does not count as a failure.
+        elif reason in NOT_A_FAILURE and task.killing is None:
+            # Revoked (or evicted), or its agent drained: run it again (the drained agent gets
+            # no offers, so elsewhere); this does not count as a failure.
             self._retry(task, now, count=False)
         elif (
             state in NEVER_RAN

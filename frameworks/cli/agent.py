@@ -1,11 +1,13 @@
 """``agora agent list|show|drain|reactivate`` — agents as ``sinfo``/``scontrol`` show nodes.
 
-States (``agent_state``, from the master's ``/state``): ``active``; ``draining`` (nothing new
-is offered, tasks still run) and ``drained`` (draining and empty: safe to take down);
-``deactivated`` (known, not reachable for offers); ``disconnected`` (registered, its connection
-gone: within the ping timeout); ``unreachable`` (missed its pings); ``recovering`` (known from the
-registry after a master restart, not back yet). Draining shows the operator's reason. ``drain`` and
-``reactivate`` are the operator API's ``DRAIN_AGENT`` and ``REACTIVATE_AGENT`` calls.
+States (``agent_state``, from the master's ``/state``): ``active``; ``draining`` (DRAIN_AGENT:
+nothing new is offered, its tasks are being killed) and ``drained`` (every task ended and
+acknowledged: safe to take down), from the agent's ``drain_info`` (Mesos' ``DrainInfo``); ``gone``
+(drained with ``--mark-gone``); ``deactivated`` (DEACTIVATE_AGENT: no offers, tasks run on; or not
+reachable for offers); ``disconnected`` (registered, its connection gone: within the ping timeout);
+``unreachable`` (missed its pings); ``recovering`` (known from the registry after a master
+restart, not back yet). Draining shows the operator's reason. ``drain`` and ``reactivate`` are the
+operator API's ``DRAIN_AGENT`` and ``REACTIVATE_AGENT`` calls.
 """
 
 from __future__ import annotations
@@ -28,12 +30,17 @@ Row = dict[str, Any]
 
 def agent_state(a: dict[str, Any], running_tasks: int) -> str:
     phase = a.get("phase", "")
+    drain = (a.get("drain_info") or {}).get("state")
+    if drain == "DRAINED" and ((a.get("drain_info") or {}).get("config") or {}).get("mark_gone"):
+        return "gone"
     if phase == "UNREACHABLE":
         return "unreachable"
     if phase == "RECOVERED":
         return "recovering"
+    if drain in ("DRAINING", "DRAINED"):
+        return str(drain).lower()
     if phase == "DRAINING" or a.get("draining"):
-        return "draining" if running_tasks else "drained"
+        return "deactivated"
     if a.get("deactivated"):
         return "deactivated"
     if not a.get("active", True):
@@ -95,10 +102,12 @@ def find_agent(rows: list[Row], key: str) -> Row:
     raise CliError(f"agent {key!r} is ambiguous: {', '.join(sorted(str(r['id']) for r in near))}")
 
 
-def drain_call(agent_id: str, grace: float | None, reason: str | None) -> dict[str, Any]:
+def drain_call(agent_id: str, grace: float | None, reason: str | None, mark_gone: bool = False) -> dict[str, Any]:
     body: dict[str, Any] = {"agent_id": {"value": agent_id}}
     if grace is not None:
         body["max_grace_period"] = {"nanoseconds": int(grace * 1e9)}
+    if mark_gone:
+        body["mark_gone"] = True
     if reason:
         body["reason"] = reason
     return {"type": "DRAIN_AGENT", "drain_agent": body}
@@ -190,16 +199,23 @@ def show(agent_id: str, master: str | None, as_json: bool) -> None:
 
 @agent.command()
 @click.argument("agent_id")
-@click.option("--grace", default=None, type=click.FloatRange(0), help="Seconds tasks may keep running (max_grace_period).")
+@click.option("--grace", default=None, type=click.FloatRange(0),
+              help="Seconds a task may take to stop after SIGTERM before SIGKILL (max_grace_period; "
+                   "default: each task's kill policy).")
+@click.option("--mark-gone", is_flag=True, help="Mark the agent gone once drained (it may not register again).")
 @click.option("--reason", default=None, help="Why (shown by `agora agent list`).")
 @_options
-def drain(agent_id: str, grace: float | None, reason: str | None, master: str | None, as_json: bool) -> None:
-    """Stop offering an agent's resources (maintenance); running tasks finish. DRAIN_AGENT."""
+def drain(
+    agent_id: str, grace: float | None, mark_gone: bool, reason: str | None, master: str | None, as_json: bool
+) -> None:
+    """Take an agent out of service: no new offers, every task on it killed now (SIGTERM, SIGKILL
+    after the grace; TASK_KILLED with REASON_AGENT_DRAINING); drained once they all ended.
+    DRAIN_AGENT."""
 
     def go() -> None:
         base, rows = _load(master)
         r = find_agent(rows, agent_id)
-        http_post_json(base + "/api/v1", drain_call(str(r["id"]), grace, reason))
+        http_post_json(base + "/api/v1", drain_call(str(r["id"]), grace, reason, mark_gone))
         _, after = _load(master)
         now = find_agent(after, str(r["id"]))
         if as_json:
@@ -214,7 +230,7 @@ def drain(agent_id: str, grace: float | None, reason: str | None, master: str | 
 @click.argument("agent_id")
 @_options
 def reactivate(agent_id: str, master: str | None, as_json: bool) -> None:
-    """Offer a drained agent's resources again. REACTIVATE_AGENT."""
+    """Offer a drained (or deactivated) agent's resources again. REACTIVATE_AGENT."""
 
     def go() -> None:
         base, rows = _load(master)

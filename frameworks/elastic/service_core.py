@@ -20,7 +20,7 @@ One scheduling round (``schedule(offers, now)``):
    running one; nothing wanted at all -> idle offers are declined.
 
 Worker endings: killed by us (scale down; only workers we decided to kill), revoked
-(``REASON_CONTAINER_PREEMPTED``), lost (agent gone, unreachable, invalid offer), failed (non-zero
+(``REASON_CONTAINER_PREEMPTED``, or ``REASON_AGENT_DRAINING``: its agent drained), lost (agent gone, unreachable, invalid offer), failed (non-zero
 exit, or a kill we did not ask for such as the agent's memory limit; backoff before replacing,
 longer for repeats of the same cause, the job fails after ``max_worker_failures`` failures in a
 row without training progress), finished.
@@ -350,8 +350,8 @@ _GONE_REASONS = frozenset(
 
 def classify(state: TaskState, reason: str | None, asked: bool) -> Ending:
     """How a worker ended; ``asked``: we had decided to kill it."""
-    if reason == "REASON_CONTAINER_PREEMPTED":
-        return Ending.REVOKED
+    if reason in ("REASON_CONTAINER_PREEMPTED", "REASON_AGENT_DRAINING"):
+        return Ending.REVOKED  # a shrink forced on us (revocation, agent drain): no backoff
     if asked and state in (TaskState.TASK_KILLED, TaskState.TASK_FAILED, TaskState.TASK_FINISHED):
         return Ending.KILLED
     if state is TaskState.TASK_FINISHED:

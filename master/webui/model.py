@@ -121,7 +121,10 @@ def task_states(snapshot: Mapping[str, float]) -> list[tuple[str, int]]:
 def agent_label(agent: Mapping[str, Any]) -> str:
     """``active``, ``draining``, ``unreachable``, ... as an operator says it."""
     if agent.get("active"):
-        return "draining" if agent.get("phase") == "DRAINING" or agent.get("draining") else "active"
+        drain = (agent.get("drain_info") or {}).get("state")
+        if drain:  # DRAIN_AGENT: DRAINING until its tasks ended, then DRAINED
+            return str(drain).lower()
+        return "deactivated" if agent.get("phase") == "DRAINING" or agent.get("draining") else "active"
     return str(agent.get("phase", "inactive")).lower()
 
 
@@ -143,7 +146,7 @@ class MaintenanceRow:
 
     agent_id: str
     address: str
-    state: str  # "in service", "draining", "draining (unreachable)", "deactivated (unreachable)"
+    state: str  # "in service", "draining", "drained", "deactivated", "... (unreachable)"
     phase: str
     out_of_service: bool
     live_tasks: int
@@ -163,10 +166,12 @@ def maintenance_rows(state: State) -> list[MaintenanceRow]:
     rows = []
     for a in state.get("slaves", ()):
         aid, phase = str(a.get("id", "")), str(a.get("phase", ""))
-        draining = bool(a.get("draining")) or phase == "DRAINING"
+        drain = str((a.get("drain_info") or {}).get("state") or "").lower()  # draining / drained
+        draining = bool(a.get("draining")) or phase == "DRAINING" or bool(drain)
         deactivated = bool(a.get("deactivated")) or not a.get("active")
         if draining:
-            words = "draining (unreachable)" if deactivated else "draining"
+            words = drain or "deactivated"  # no drain_info: DEACTIVATE_AGENT (no kills)
+            words = f"{words} (unreachable)" if deactivated else words
         elif deactivated:
             words = f"deactivated ({phase.lower() or 'inactive'})"
         else:

@@ -467,8 +467,9 @@ def maintenance_page(state: State) -> Html:
 
     headers = ("agent", "address", "state", "phase", "reason", "live tasks", "allocated", "action")
     body = [
-        tag("p", "A draining agent gets no new offers; its running tasks go on until they end or are "
-                 "killed. Reactivate puts it back in service. The buttons send DRAIN_AGENT / "
+        tag("p", "Drain takes an agent out of service: no new offers, and every task on it is killed "
+                 "(it is drained once they all ended); a deactivated agent only gets no offers. "
+                 "Reactivate puts it back in service. The buttons send DRAIN_AGENT / "
                  "REACTIVATE_AGENT to the operator API (POST /api/v1) and need JavaScript.", cls="note"),
         section(f"Out of service ({len(out)})", table(headers, [cells(r) for r in out],
                                                        empty="every agent is in service")),

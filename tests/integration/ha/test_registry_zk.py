@@ -33,6 +33,7 @@ BATCH: list[ops.RegistryOp] = [
     ops.AgentAdmitted("a3", "h3", 5051, "cpus:1", registered_at=3.0),
     ops.AgentMarkedUnreachable("a2", at=10.0),
     ops.AgentDrainSet("a1", draining=True),
+    ops.AgentDrainSet("a2", draining=True, kill=True, max_grace=2.5, mark_gone=True, drained=True),  # DRAIN_AGENT
     ops.ReservationsSet("a1", "cpus(web):1"),
     ops.AgentRemoved("a3"),
     ops.AgentMarkedUnreachable("nobody", at=1.0),  # unknown agent: no effect (as in SQLite)
@@ -73,7 +74,9 @@ async def test_operations_read_back_like_sqlite(zk: tuple[KazooClient, str], tmp
     assert snap.weights == expected.weights
     a1 = next(a for a in snap.agents if a.agent_id == "a1")
     assert (a1.draining, a1.reservations, a1.attributes) == (True, "cpus(web):1", "rack:r1")
-    assert next(a for a in snap.agents if a.agent_id == "a2").unreachable_since == 10.0
+    a2 = next(a for a in snap.agents if a.agent_id == "a2")
+    assert a2.unreachable_since == 10.0
+    assert (a2.drain_kill, a2.drain_max_grace, a2.drain_mark_gone, a2.drained) == (True, 2.5, True, True)
     assert snap.agent_principals == (("a1", "agent-principal"),)
 
     # re-admission clears unreachable and keeps registered_at; reconnect clears the deadline

@@ -21,7 +21,8 @@ def state() -> dict[str, Any]:
     return {
         "slaves": [
             {"id": "m-S0", "hostname": "h0", "port": 5051, "active": True, "phase": "REGISTERED"},
-            {"id": "m-S1", "hostname": "h1", "port": 5052, "active": True, "phase": "DRAINING", "drain_reason": "fan"},
+            {"id": "m-S1", "hostname": "h1", "port": 5052, "active": True, "phase": "DRAINING", "drain_reason": "fan",
+             "drain_info": {"state": "DRAINED", "config": {"mark_gone": False}}},
             {"id": "m-S10", "hostname": "h2", "port": 5053, "active": False, "deactivated": True, "phase": "UNREACHABLE"},
         ],
         "recovered_slaves": [{"id": "m-S3", "hostname": "h3", "port": 5054}],
@@ -52,8 +53,11 @@ def test_find_task_prefers_the_running_copy_and_knows_completed_frameworks() -> 
     [
         ({"phase": "REGISTERED", "active": True}, 2, "active"),
         ({"phase": "REGISTERED", "active": False}, 0, "disconnected"),
-        ({"phase": "DRAINING", "active": True}, 1, "draining"),
-        ({"phase": "DRAINING", "active": True}, 0, "drained"),
+        ({"phase": "DRAINING", "active": True, "drain_info": {"state": "DRAINING"}}, 1, "draining"),
+        ({"phase": "DRAINING", "active": True, "drain_info": {"state": "DRAINED"}}, 0, "drained"),
+        ({"phase": "DRAINING", "active": True}, 1, "deactivated"),  # DEACTIVATE_AGENT: no drain_info
+        ({"phase": "UNREACHABLE", "drain_info": {"state": "DRAINED", "config": {"mark_gone": True}}}, 0, "gone"),
+        ({"phase": "UNREACHABLE", "drain_info": {"state": "DRAINING", "config": {}}}, 0, "unreachable"),
         ({"phase": "UNREACHABLE", "deactivated": True}, 0, "unreachable"),
         ({"phase": "RECOVERED"}, 0, "recovering"),
         ({"deactivated": True}, 0, "deactivated"),
@@ -80,6 +84,7 @@ def test_agent_rows_and_lookup() -> None:
         "type": "DRAIN_AGENT",
         "drain_agent": {"agent_id": {"value": "m-S1"}, "max_grace_period": {"nanoseconds": 2_500_000_000}, "reason": "disk"},
     }
+    assert ag.drain_call("m-S1", None, None, mark_gone=True)["drain_agent"]["mark_gone"] is True
     assert ag.reactivate_call("a")["reactivate_agent"] == {"agent_id": {"value": "a"}}
 
 

@@ -188,9 +188,9 @@ def test_maintenance_shows_out_of_service_agents_first_with_their_state() -> Non
     state = {
         "slaves": [
             agent("a1"),
-            agent("a2", phase="DRAINING", draining=True, drain_reason="kernel <upgrade>"),
+            agent("a2", phase="DRAINING", draining=True, drain_reason="kernel <upgrade>", drain_info={"state": "DRAINING", "config": {}}),
             agent("a3", active=False, deactivated=True, phase="UNREACHABLE"),
-            agent("a4", active=False, deactivated=True, phase="UNREACHABLE", draining=True),
+            agent("a4", active=False, deactivated=True, phase="UNREACHABLE", draining=True, drain_info={"state": "DRAINING", "config": {}}),
         ],
         "frameworks": [framework(tasks=[task("t1", agent="a2"), task("t2", agent="a2")],
                                  completed=[task("t3", "TASK_FINISHED", agent="a2")])],
@@ -216,7 +216,7 @@ def test_maintenance_shows_out_of_service_agents_first_with_their_state() -> Non
 
 
 def test_agent_page_offers_the_maintenance_action() -> None:
-    page = agent_page({"slaves": [agent(phase="DRAINING", draining=True, drain_reason="disk")]}, "a1")
+    page = agent_page({"slaves": [agent(phase="DRAINING", draining=True, drain_reason="disk", drain_info={"state": "DRAINING", "config": {}})]}, "a1")
     assert page is not None and 'data-call="REACTIVATE_AGENT"' in page and "draining (DRAINING): disk" in page
     page = agent_page({"slaves": [agent()]}, "a1")
     assert page is not None and 'data-call="DRAIN_AGENT"' in page
