@@ -4,9 +4,8 @@ from a tiny HTTP server (what the master's SUBSCRIBE answers)."""
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 import pytest
@@ -16,6 +15,8 @@ from frameworks.cli.events import event_line, events
 from protocol import codec, mesos, recordio
 from protocol.resources import Resources
 from protocol.task_states import TaskState
+
+from .stub_server import stub_server
 
 RES = Resources.parse("cpus:2;mem:1024").to_mesos()
 AGENT = mesos.AgentRecord(
@@ -100,15 +101,8 @@ class _Handler(BaseHTTPRequestHandler):
 def server() -> Iterator[str]:
     _Handler.calls = []
     _Handler.status = 200
-    srv = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
-    t = threading.Thread(target=srv.serve_forever, daemon=True)
-    t.start()
-    try:
-        yield f"127.0.0.1:{srv.server_address[1]}"
-    finally:
-        srv.shutdown()
-        srv.server_close()
-        t.join(5)
+    with stub_server(_Handler) as addr:
+        yield addr
 
 
 def test_prints_one_line_per_event_without_heartbeats(server: str) -> None:

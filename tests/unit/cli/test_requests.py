@@ -6,9 +6,8 @@ from __future__ import annotations
 
 import json
 import ssl
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +19,8 @@ from frameworks.cli import task as tk
 from frameworks.cli.certs import make_cluster_certs
 from frameworks.cli.common import set_ca, set_token
 from frameworks.cli.main import cli
+
+from .stub_server import stub_server
 
 
 @attrs.define
@@ -69,17 +70,8 @@ def _clean_settings(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator
 
 def _serve(context: ssl.SSLContext | None = None) -> Iterator[Server]:
     _Handler.requests = []
-    srv = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
-    if context is not None:
-        srv.socket = context.wrap_socket(srv.socket, server_side=True)
-    t = threading.Thread(target=srv.serve_forever, daemon=True)
-    t.start()
-    try:
-        yield Server(f"{'https' if context else 'http'}://127.0.0.1:{srv.server_address[1]}", _Handler.requests)
-    finally:
-        srv.shutdown()
-        srv.server_close()
-        t.join(5)
+    with stub_server(_Handler, context) as addr:
+        yield Server(f"{'https' if context else 'http'}://{addr}", _Handler.requests)
 
 
 @pytest.fixture

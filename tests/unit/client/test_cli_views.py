@@ -4,9 +4,8 @@ against a tiny HTTP server serving that state."""
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 import pytest
@@ -14,6 +13,8 @@ from click.testing import CliRunner
 
 from frameworks.cli import cluster
 from frameworks.cli.common import CliError, agent_share, master_url
+
+from ..cli.stub_server import stub_server
 
 STATE: dict[str, Any] = {
     "slaves": [
@@ -70,15 +71,8 @@ def state_server() -> Iterator[str]:
         def log_message(self, *args: object) -> None:
             pass
 
-    srv = ThreadingHTTPServer(("127.0.0.1", 0), H)
-    th = threading.Thread(target=srv.serve_forever, daemon=True)
-    th.start()
-    try:
-        yield f"127.0.0.1:{srv.server_address[1]}"
-    finally:
-        srv.shutdown()
-        srv.server_close()
-        th.join()
+    with stub_server(H) as addr:
+        yield addr
 
 
 @pytest.mark.parametrize("cmd", ["agents", "frameworks", "tasks", "offers"])
