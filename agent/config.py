@@ -79,6 +79,7 @@ class AgentConfig:
     token: str | None = None
     authenticate_http: bool = False
     http_credentials: Path | None = attrs.field(default=None, converter=attrs.converters.optional(Path))
+    acls: Path | None = attrs.field(default=None, converter=attrs.converters.optional(Path))  # access_sandboxes
 
     @property
     def tls_to_master(self) -> bool:
@@ -127,5 +128,7 @@ class AgentConfig:
             raise ConfigError("give --credential or --token, not both")
         if self.authenticate_http and self.http_credentials is None:
             raise ConfigError("--authenticate-http needs --http-credentials")
+        if self.acls is not None and not self.authenticate_http:
+            raise ConfigError("--acls needs --authenticate-http (the ACLs decide for authenticated principals)")
         if (self.tls_cert is None) != (self.tls_key is None):
             raise ConfigError("--tls-cert and --tls-key go together")

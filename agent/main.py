@@ -110,6 +110,8 @@ async def _serve(config: AgentConfig) -> int:
               help="The agent's endpoints (/files, /state, /metrics) need credentials from --http-credentials.")
 @click.option("--http-credentials", default=None, type=click.Path(path_type=Path),
               help="Credentials accepted by the agent's endpoints (the master's --credentials format).")
+@click.option("--acls", default=None, type=click.Path(path_type=Path),
+              help="Mesos ACL JSON for the endpoints (access_sandboxes: who reads whose /files); needs --authenticate-http.")
 def main(**kw: object) -> None:
     """Run an Agora agent."""
     level = str(kw.pop("log_level")).upper()

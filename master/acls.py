@@ -19,18 +19,22 @@ Agora rules on top of Mesos:
 
 * ``permissive`` defaults to **false when authentication is on** (default deny), true otherwise.
 * ``run_tasks``: ``users: ANY`` does not cover ``root``: a rule must name ``root`` to allow it.
+* the read actions ``view_frameworks``, ``view_tasks`` and ``access_sandboxes`` (object: the
+  framework's / task's user) are enforced only when the file has rules for them
+  (``Acls.enforces``): a default-deny file that lists only write actions hides nothing.
 
 Actions (the Mesos names) and their object: ``register_frameworks`` roles, ``run_tasks`` users,
 ``teardown_frameworks`` framework_principals, ``register_agents`` agents, ``update_quotas`` roles,
 ``update_weights`` roles, ``reserve_resources`` roles, ``unreserve_resources``
-reserver_principals, ``drain_agents`` / ``deactivate_agents`` / ``reactivate_agents`` agents.
+reserver_principals, ``drain_agents`` / ``deactivate_agents`` / ``reactivate_agents`` agents,
+``view_frameworks`` / ``view_tasks`` / ``access_sandboxes`` users.
 """
 
 from __future__ import annotations
 
 import enum
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -58,6 +62,9 @@ class Action(enum.Enum):
     DRAIN_AGENTS = "drain_agents"
     DEACTIVATE_AGENTS = "deactivate_agents"
     REACTIVATE_AGENTS = "reactivate_agents"
+    VIEW_FRAMEWORKS = "view_frameworks"
+    VIEW_TASKS = "view_tasks"
+    ACCESS_SANDBOXES = "access_sandboxes"
 
 
 # the object entity's key for each action (the subject is always "principals")
@@ -73,7 +80,12 @@ OBJECT_KEY: dict[Action, str] = {
     Action.DRAIN_AGENTS: "agents",
     Action.DEACTIVATE_AGENTS: "agents",
     Action.REACTIVATE_AGENTS: "agents",
+    Action.VIEW_FRAMEWORKS: "users",  # the framework's user (FrameworkInfo.user)
+    Action.VIEW_TASKS: "users",  # the task's user (command, else executor, else framework)
+    Action.ACCESS_SANDBOXES: "users",  # the user of the task whose sandbox is read
 }
+# read actions: enforced only once the ACL file has rules for them (see enforces)
+READ_ACTIONS = frozenset({Action.VIEW_FRAMEWORKS, Action.VIEW_TASKS, Action.ACCESS_SANDBOXES})
 
 
 class EntityType(enum.Enum):
@@ -196,6 +208,13 @@ class Acls:
     def allows(self, action: Action, principal: str | None, obj: str | None) -> bool:
         return self.decide(action, principal, obj).allowed
 
+    def enforces(self, action: Action) -> bool:
+        """Whether ``action`` is checked at all. A read action (``view_*``, ``access_sandboxes``)
+        with no rules in the file is not: what an authenticated principal could read before stays
+        readable (read-only authentication is the gate), so a default-deny file written for the
+        write actions hides nothing. Once it has rules, they (then ``permissive``) decide."""
+        return action not in READ_ACTIONS or action in self.rules
+
 
 # --- the questions the master's core asks (pure; called from state / agents / accept) -------------
 
@@ -305,3 +324,121 @@ def operator_problem(
         if not d.allowed:
             return f"Forbidden: {d.reason}"
     return None
+
+
+# --- what a principal may read (view_frameworks, view_tasks, access_sandboxes) ---------------------
+
+
+def may_read(acls: Acls, action: Action, principal: str | None, user: str | None) -> bool:
+    """May ``principal`` see (``view_*``) or read the sandbox of (``access_sandboxes``) something
+    owned by ``user`` (a framework's or task's user; None: unknown, matched only by ANY rules)?"""
+    return not acls.enforces(action) or acls.allows(action, principal, user)
+
+
+def sandbox_problem(acls: Acls, principal: str | None, user: str | None) -> str | None:
+    """Why ``principal`` may not read a sandbox of a task run as ``user`` (answered ``403``), or None."""
+    if not acls.enforces(Action.ACCESS_SANDBOXES):
+        return None
+    d = acls.decide(Action.ACCESS_SANDBOXES, principal, user)
+    return None if d.allowed else f"Forbidden: {d.reason}"
+
+
+TASK_LISTS = ("tasks", "unreachable_tasks", "completed_tasks")
+
+
+def filter_frameworks_json(
+    acls: Acls, principal: str | None, frameworks: Sequence[Mapping[str, Any]], owners: Owners
+) -> list[dict[str, Any]]:
+    """``/state``'s ``frameworks`` (or ``completed_frameworks``) as ``principal`` may see them:
+    frameworks whose ``user`` ``view_frameworks`` allows, and in each only the tasks whose user
+    (``owners``, else the framework's) ``view_tasks`` allows."""
+    out: list[dict[str, Any]] = []
+    see_tasks = acls.enforces(Action.VIEW_TASKS)
+    for fw in frameworks:
+        fw_user = fw.get("user") or None
+        if not may_read(acls, Action.VIEW_FRAMEWORKS, principal, fw_user):
+            continue
+        kept = dict(fw)
+        if see_tasks:
+            fid = str(fw.get("id", ""))
+            for key in TASK_LISTS:
+                kept[key] = [
+                    t for t in fw.get(key, ())
+                    if acls.allows(Action.VIEW_TASKS, principal, owners.task(fid, str(t.get("id", ""))) or fw_user)
+                ]
+        out.append(kept)
+    return out
+
+
+def filter_get_frameworks(acls: Acls, principal: str | None, got: mesos.GetFrameworks) -> mesos.GetFrameworks:
+    """GET_FRAMEWORKS as ``principal`` may see it (``view_frameworks`` on ``FrameworkInfo.user``)."""
+    def ok(info: mesos.FrameworkInfo) -> bool:
+        return may_read(acls, Action.VIEW_FRAMEWORKS, principal, info.user or None)
+
+    return attrs.evolve(
+        got,
+        frameworks=tuple(f for f in got.frameworks if ok(f.framework_info)),
+        completed_frameworks=tuple(f for f in got.completed_frameworks if ok(f.framework_info)),
+        recovered_frameworks=tuple(f for f in got.recovered_frameworks if ok(f)),
+    )
+
+
+@attrs.frozen
+class Owners:
+    """Whose things are whose, for the view filters: each framework's user and each task's
+    (``task_user``: command, else executor, else framework), built by the shell from the state."""
+
+    frameworks: Mapping[str, str | None] = attrs.field(factory=dict)
+    tasks: Mapping[tuple[str, str], str | None] = attrs.field(factory=dict)
+
+    def task(self, fid: str, tid: str, given: str | None = None) -> str | None:
+        return given or self.tasks.get((fid, tid)) or self.frameworks.get(fid)
+
+
+def filter_get_tasks(acls: Acls, principal: str | None, got: mesos.GetTasks, owners: Owners) -> mesos.GetTasks:
+    """GET_TASKS as ``principal`` may see it (``view_tasks`` on each task's user)."""
+    def ok(t: mesos.Task) -> bool:
+        return may_read(acls, Action.VIEW_TASKS, principal, owners.task(t.framework_id.value, t.task_id.value, t.user))
+
+    return attrs.evolve(
+        got,
+        pending_tasks=tuple(t for t in got.pending_tasks if may_read(acls, Action.VIEW_TASKS, principal, None)),
+        tasks=tuple(t for t in got.tasks if ok(t)),
+        unreachable_tasks=tuple(t for t in got.unreachable_tasks if ok(t)),
+        completed_tasks=tuple(t for t in got.completed_tasks if ok(t)),
+        orphan_tasks=tuple(t for t in got.orphan_tasks if ok(t)),
+    )
+
+
+def filter_operator_response(
+    acls: Acls, principal: str | None, resp: mesos.OperatorResponse, owners: Owners
+) -> mesos.OperatorResponse:
+    """GET_FRAMEWORKS, GET_TASKS, GET_EXECUTORS and GET_STATE as ``principal`` may see them; any
+    other response unchanged. Executors go with their framework (``view_frameworks``)."""
+    if not (acls.enforces(Action.VIEW_FRAMEWORKS) or acls.enforces(Action.VIEW_TASKS)):
+        return resp
+
+    def executors(got: mesos.GetExecutors) -> mesos.GetExecutors:
+        def ok(r: mesos.ExecutorRecord) -> bool:
+            fid = r.executor_info.framework_id.value if r.executor_info.framework_id is not None else ""
+            return may_read(acls, Action.VIEW_FRAMEWORKS, principal, owners.frameworks.get(fid))
+
+        return attrs.evolve(got, executors=tuple(r for r in got.executors if ok(r)),
+                            orphan_executors=tuple(r for r in got.orphan_executors if ok(r)))
+
+    changes: dict[str, Any] = {}
+    if resp.get_frameworks is not None:
+        changes["get_frameworks"] = filter_get_frameworks(acls, principal, resp.get_frameworks)
+    if resp.get_tasks is not None:
+        changes["get_tasks"] = filter_get_tasks(acls, principal, resp.get_tasks, owners)
+    if resp.get_executors is not None:
+        changes["get_executors"] = executors(resp.get_executors)
+    if resp.get_state is not None:
+        st = resp.get_state
+        changes["get_state"] = attrs.evolve(
+            st,
+            get_frameworks=filter_get_frameworks(acls, principal, st.get_frameworks) if st.get_frameworks else None,
+            get_tasks=filter_get_tasks(acls, principal, st.get_tasks, owners) if st.get_tasks else None,
+            get_executors=executors(st.get_executors) if st.get_executors else None,
+        )
+    return attrs.evolve(resp, **changes) if changes else resp

@@ -8,9 +8,15 @@ peer a request is (framework, agent, operator, read-only) and whether it must au
 authenticated principal on the request; the pure core decides everything else (roles, users,
 agent ids) from the principal carried in its events.
 
-``load_auth(config)`` reads the files named by ``credentials`` and ``acls``. With any
-authentication flag on, ACLs default to deny (``permissive: false``): no ``acls`` file then
-means nothing is authorized.
+``load_auth(config)`` reads the files named by ``credentials``, ``acls`` and
+``agent_http_credential`` (the web UI's credential towards agents). With any authentication flag
+on, ACLs default to deny (``permissive: false``): no ``acls`` file then means nothing is
+authorized. ``reload_auth(svc)`` (SIGHUP) re-reads them all, keeping the old set on any error.
+
+With mTLS and ``--authenticate-agents`` (``agent_certs``) an agent's verified client certificate
+names its principal (``protocol.authn.certificate_identity``). ``visible_state`` /
+``visible_response`` / ``sandbox_denied`` apply the read ACLs (``view_frameworks``,
+``view_tasks``, ``access_sandboxes``; decided in ``master.acls``) to what the master serves.
 """
 
 from __future__ import annotations
@@ -23,7 +29,16 @@ from typing import TYPE_CHECKING, Any
 import attrs
 from aiohttp import web
 
-from master.acls import AclError, Acls
+from master.acls import (
+    AclError,
+    Acls,
+    Action,
+    Owners,
+    filter_frameworks_json,
+    filter_operator_response,
+    sandbox_problem,
+    task_user,
+)
 from protocol import agent_channel as ac
 from protocol.authn import (
     AGENT,
@@ -163,6 +178,60 @@ def reload_auth(svc: MasterService) -> bool:
     svc.metrics_inc("auth_reloads_total")
     log.info("reload: %d credentials and the ACLs re-read", len(new.credentials.entries))
     return True
+
+
+# --- read ACLs applied to what the master serves (pure decisions in master.acls) -----------------
+
+
+def owners(svc: MasterService) -> Owners:
+    """Each framework's and task's user, for the view filters and ``access_sandboxes``."""
+    fws: dict[str, str | None] = {}
+    tasks: dict[tuple[str, str], str | None] = {}
+    st = svc.state
+    for fw in (*st.frameworks.values(), *st.completed_frameworks):
+        fw_user = fw.info.user or None
+        fws[fw.framework_id] = fw_user
+        for t in (*fw.tasks.values(), *fw.completed.values()):
+            info = t.info
+            if info is None:
+                continue
+            cmd = info.command.user if info.command is not None else None
+            ex = info.executor.command.user if info.executor is not None and info.executor.command is not None else None
+            tasks[(fw.framework_id, t.task_id)] = task_user(cmd, ex, fw_user)
+    return Owners(fws, tasks)
+
+
+def _views_enforced(acls: Acls) -> bool:
+    return acls.enforces(Action.VIEW_FRAMEWORKS) or acls.enforces(Action.VIEW_TASKS)
+
+
+def visible_state(svc: MasterService, request: web.Request, state: dict[str, Any]) -> dict[str, Any]:
+    """``/state`` (or its summary's source) with the frameworks and tasks the request's principal
+    may not view (``view_frameworks`` / ``view_tasks``) left out."""
+    acls = svc.auth.acls
+    if not _views_enforced(acls):
+        return state
+    who, own = principal_of(request), owners(svc)
+    out = dict(state)
+    for key in ("frameworks", "completed_frameworks"):
+        out[key] = filter_frameworks_json(acls, who, state.get(key, ()), own)
+    return out
+
+
+def visible_response(svc: MasterService, request: web.Request, resp: Any) -> Any:
+    """An operator GET_* response as the request's principal may see it."""
+    acls = svc.auth.acls
+    if not _views_enforced(acls):
+        return resp
+    return filter_operator_response(acls, principal_of(request), resp, owners(svc))
+
+
+def sandbox_denied(svc: MasterService, request: web.Request, framework_id: str, task_id: str) -> str | None:
+    """Why the request's principal may not read this task's sandbox (``access_sandboxes``), or None."""
+    acls = svc.auth.acls
+    if not acls.enforces(Action.ACCESS_SANDBOXES):
+        return None
+    return sandbox_problem(acls, principal_of(request), owners(svc).task(framework_id, task_id))
 
 
 def failed_reason(result: AuthResult | None) -> str | None:

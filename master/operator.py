@@ -21,7 +21,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from master.acls import operator_problem
-from master.auth import forbidden, principal_of
+from master.auth import forbidden, principal_of, visible_response, visible_state
 from master.http_api import BodyTooLarge, media_type, read_body, text
 from master.operator_v1 import OperatorV1, _Bad, _Conflict
 from master.views import _legacy
@@ -79,7 +79,7 @@ class OperatorApi(OperatorV1):
     async def state(self, request: web.Request) -> web.Response:
         if (r := self._not_ready()) is not None:
             return r
-        body = json.dumps(self.state_dict(), ensure_ascii=True, separators=(",", ":"))
+        body = json.dumps(visible_state(self.svc, request, self.state_dict()), ensure_ascii=True, separators=(",", ":"))
         cb = request.query.get("jsonp")
         if cb and cb.replace("_", "").replace(".", "").isalnum():
             return web.Response(text=f"{cb}({body});", content_type="text/javascript")
@@ -88,7 +88,7 @@ class OperatorApi(OperatorV1):
     async def state_summary(self, request: web.Request) -> web.Response:
         if (r := self._not_ready()) is not None:
             return r
-        full = self.state_dict()
+        full = visible_state(self.svc, request, self.state_dict())
         summary = {
             "hostname": full["hostname"],
             "cluster": "",
@@ -185,4 +185,5 @@ class OperatorApi(OperatorV1):
             return text(400, str(e))
         if resp is None:
             return web.Response(status=200)
+        resp = visible_response(svc, request, resp)  # view_frameworks / view_tasks
         return web.Response(body=codec.encode(resp, out_type), content_type=out_type)

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 import aiohttp
 from aiohttp import web
 
+from master.auth import sandbox_denied
 from master.lifecycles import AgentPhase
 from master.views import legacy_resources
 from master.webui import model, pages, sandbox
@@ -251,6 +252,8 @@ class WebUI:
         sub = sandbox_subpath(raw)
         if sub is None:
             return _html(error_page(400, "Bad path", f"{raw!r} is not a path inside the task's sandbox."), 400)
+        if (denied := sandbox_denied(self.svc, request, fid, tid)) is not None:  # access_sandboxes
+            return _html(error_page(403, "Forbidden", denied), 403)
         task, agent = found
         return task, agent, sub
 

@@ -14,6 +14,7 @@ from typing import Any
 
 import aiohttp
 import pytest
+from aiohttp import web
 
 from agent.config import AgentConfig
 from agent.recovery import StartupError
@@ -132,3 +133,65 @@ async def test_agent_http_credentials_are_reread_on_reload(
         assert await status(basic_header("ops2", "s2")) == 200 and await status(ops) == 401 and await status(None) == 401
         live = [h for h in agent_auth._LIVE if h.path == str(tmp_path / "http.json")]
         assert len(live) == 1 and live[0].reloads == 1 and live[0].reload_failures == 1
+
+
+async def test_agent_files_follow_access_sandboxes(tmp_path: Path) -> None:
+    """``--acls`` with ``access_sandboxes``: ``/files/*`` serves a principal only the sandboxes of
+    tasks whose user (the task's command user, else the framework's, from the checkpoint) it may
+    read; the root listing needs a rule for ANY user. Re-read on reload with the credentials."""
+    from aiohttp.test_utils import TestClient, TestServer
+
+    from agent import auth as agent_auth
+    from agent import files
+    from agent.checkpoint import Checkpoint, TaskRecordFile
+    from protocol.mesos import CommandInfo, FrameworkInfo, TaskInfo
+    from protocol.mesos_common import TaskID
+
+    work = tmp_path / "agent"
+    ckpt = Checkpoint(work, fsync=False)
+    ckpt.init()
+    ckpt.write_framework("f1", FrameworkInfo(user="alice", name="f"))
+    ckpt.write_task(TaskRecordFile("f1", TaskInfo(name="a", task_id=TaskID("ta"), command=CommandInfo(value="true"))))
+    ckpt.write_task(TaskRecordFile("f1", TaskInfo(name="r", task_id=TaskID("tr"),
+                                                  command=CommandInfo(value="true", user="root"))))
+    ckpt.commit()
+    ckpt.close()
+    for tid in ("ta", "tr"):
+        (work / "sandboxes" / "f1" / tid).mkdir(parents=True)
+        (work / "sandboxes" / "f1" / tid / "stdout").write_text(f"out of {tid}\n")
+    (tmp_path / "http.json").write_text(json.dumps(
+        {"credentials": [{"principal": "alice-ui", "secret": "a"}, {"principal": "ops", "secret": "o"}]}))
+    acls = {"access_sandboxes": [{"principals": {"values": ["alice-ui"]}, "users": {"values": ["alice"]}},
+                                 {"principals": {"values": ["ops"]}, "users": {"type": "ANY"}}]}
+    (tmp_path / "acls.json").write_text(json.dumps(acls))
+    cfg = AgentConfig(master="127.0.0.1:1", work_dir=work, authenticate_http=True,
+                      http_credentials=tmp_path / "http.json", acls=tmp_path / "acls.json")
+    holder = agent_auth.http_credentials(cfg)
+    assert holder is not None
+    app = web.Application(middlewares=[agent_auth.middleware(holder)])
+    files.add_routes(app, work / "sandboxes")
+    alice, ops = basic_header("alice-ui", "a"), basic_header("ops", "o")
+    async with TestClient(TestServer(app, host="127.0.0.1", port=0)) as client:
+        async def status(path: str, auth: str) -> int:
+            async with client.get("/files/read", params={"path": path, "offset": "0"},
+                                  headers={"Authorization": auth}) as r:
+                return r.status
+
+        assert await status("f1/ta/stdout", alice) == 200
+        assert await status("f1/tr/stdout", alice) == 403  # runs as root (its command's user)
+        assert await status(str(work / "sandboxes" / "f1" / "tr" / "stdout"), alice) == 403  # absolute path too
+        assert await status("f1/ta/../tr/stdout", alice) in (403, 404)  # never served
+        assert await status("f1/tr/stdout", ops) == 200
+        async with client.get("/files/browse", params={"path": "f1"}, headers={"Authorization": alice}) as r:
+            assert r.status == 403  # above a sandbox: no user, only ANY rules
+        async with client.get("/files/browse", params={"path": "f1"}, headers={"Authorization": ops}) as r:
+            assert r.status == 200
+        acls["access_sandboxes"] = [{"principals": {"values": ["alice-ui"]}, "users": {"type": "ANY"}}]
+        (tmp_path / "acls.json").write_text(json.dumps(acls))
+        assert holder.reload()
+        assert await status("f1/tr/stdout", alice) == 200 and await status("f1/tr/stdout", ops) == 403
+        (tmp_path / "acls.json").write_text("{")
+        assert not holder.reload()  # a bad file keeps the previous credentials and ACLs
+        assert await status("f1/tr/stdout", alice) == 200 and await status("f1/tr/stdout", ops) == 403
+    with pytest.raises(StartupError):
+        agent_auth.http_credentials(cfg)

@@ -118,3 +118,54 @@ async def test_ui_logs_pages_work_against_an_agent_with_authenticate_http(setup:
     status, page = await _get(s, base + "/stdout")
     assert status == 502 and "answered 401" in page
     assert basic_header("agora-master", "m-secret") not in page
+
+
+async def test_view_acls_filter_state_and_get_tasks_and_access_sandboxes_guards_the_ui(setup: Setup) -> None:
+    """Read-only principals see only the frameworks and tasks ``view_frameworks`` / ``view_tasks``
+    allow (``/state``, ``/state-summary``, GET_STATE / GET_TASKS / GET_FRAMEWORKS), and the UI's
+    sandbox proxy asks ``access_sandboxes`` before it asks the agent."""
+    import aiohttp
+
+    from master.acls import Acls
+
+    s = setup
+    creds = {"credentials": [{"principal": "alice-ui", "secret": "a"}, {"principal": "bob-ui", "secret": "b"},
+                             {"principal": "ops", "secret": "o"}]}
+    rule = {"principals": {"values": ["alice-ui"]}, "users": {"values": ["alice"]}}
+    ops = {"principals": {"values": ["ops"]}, "users": {"type": "ANY"}}
+    acls = {"view_frameworks": [rule, ops], "view_tasks": [rule, ops], "access_sandboxes": [rule]}
+    # authentication turned on in the running master (the task was launched before)
+    s.master.auth = attrs.evolve(s.master.auth, credentials=Credentials.parse(json.dumps(creds)), http_readonly=True,
+                                 http_readwrite=True, acls=Acls.parse(json.dumps(acls), default_permissive=False))
+    alice, bob, op = basic_header("alice-ui", "a"), basic_header("bob-ui", "b"), basic_header("ops", "o")
+    async with aiohttp.ClientSession() as http:
+        async def state(auth: str) -> dict[str, object]:
+            async with http.get(s.master.url + "/state", headers={"Authorization": auth}) as r:
+                assert r.status == 200
+                return dict(await r.json())
+
+        async def v1(auth: str, call: str) -> dict[str, object]:
+            async with http.post(s.master.url + "/api/v1", json={"type": call},
+                                 headers={"Authorization": auth, "Accept": "application/json"}) as r:
+                assert r.status == 200, await r.text()
+                return dict(await r.json())
+
+        mine = await state(alice)
+        assert [f["id"] for f in mine["frameworks"]] == [s.framework_id]  # type: ignore[attr-defined,index]
+        assert [t["id"] for t in mine["frameworks"][0]["tasks"]] == ["t1"]  # type: ignore[index]
+        assert (await state(bob))["frameworks"] == [] and len((await state(op))["frameworks"]) == 1  # type: ignore[arg-type]
+        async with http.get(s.master.url + "/state-summary", headers={"Authorization": bob}) as r:
+            assert (await r.json())["frameworks"] == []
+        assert len((await v1(alice, "GET_TASKS"))["get_tasks"]["tasks"]) == 1  # type: ignore[index]
+        assert (await v1(bob, "GET_TASKS"))["get_tasks"].get("tasks", []) == []  # type: ignore[attr-defined]
+        got = (await v1(bob, "GET_STATE"))["get_state"]
+        assert got["get_frameworks"].get("frameworks", []) == [] and got["get_tasks"].get("tasks", []) == []  # type: ignore[index]
+        assert len((await v1(op, "GET_FRAMEWORKS"))["get_frameworks"]["frameworks"]) == 1  # type: ignore[index]
+    base = path("ui", "tasks", s.framework_id, "t1", "files")
+    status, page = await _get(s, base + "/stdout", alice)
+    assert status == 200 and "hello from an authenticated agent" in page
+    for who in (bob, op):  # ops may view everything but access_sandboxes names only alice-ui
+        status, page = await _get(s, base + "/stdout", who)
+        assert status == 403 and "access_sandboxes denied" in page
+        async with s.ui.get(base + "/download", params={"path": "stdout"}, headers={"Authorization": who}) as r:
+            assert r.status == 403
