@@ -4,7 +4,8 @@
 shares -- ``--master`` (``host:port``, a URL, or ``zk://host:port/path`` to follow the leader),
 ``--ca`` (the cluster CA: the master and agents are https), ``--tls-cert``/``--tls-key`` (the
 service's own API is https), ``--principal`` with ``--secret`` (HTTP Basic) or ``--token``
-(Bearer), the last three also from ``AGORA_PRINCIPAL``/``AGORA_SECRET``/``AGORA_TOKEN`` -- and
+(Bearer), the last three also from ``AGORA_PRINCIPAL``/``AGORA_SECRET``/``AGORA_TOKEN`` (a secret
+and a token: the one on the command line wins, as the CLI's ``AGORA_TOKEN`` may be exported) -- and
 hands the command one ``conn: ServiceConnection`` instead of seven parameters. Bad combinations
 (a certificate without its key, a secret without a principal, a malformed master) are usage
 errors before anything starts.
@@ -89,6 +90,8 @@ def connection_options(default_master: str = "127.0.0.1:5050") -> Callable[[F], 
         @functools.wraps(f)
         def wrapper(*args: Any, **kwargs: Any) -> Any:
             values = {n: kwargs.pop(n) for n in names}
+            if values["secret"] is not None and values["token"] is not None:
+                values.update(_one_credential(click.get_current_context()))
             try:
                 conn = ServiceConnection(**values)
             except ValueError as exc:
@@ -101,6 +104,18 @@ def connection_options(default_master: str = "127.0.0.1:5050") -> Callable[[F], 
         return cmd
 
     return decorate
+
+
+def _one_credential(ctx: click.Context) -> dict[str, None]:
+    """Both a secret and a token: the one given on the command line wins over one from the
+    environment (``AGORA_TOKEN`` is also the CLI's operator token, which ``agora up --auth`` tells
+    users to export); both on the command line, or both from the environment, is a usage error."""
+    from click.core import ParameterSource
+
+    typed = {n for n in ("secret", "token") if ctx.get_parameter_source(n) is not ParameterSource.ENVIRONMENT}
+    if len(typed) == 1:
+        return {"token": None} if typed == {"secret"} else {"secret": None}
+    raise click.UsageError("give --secret or --token, not both (AGORA_SECRET / AGORA_TOKEN count too)")
 
 
 class ApiService(Protocol):

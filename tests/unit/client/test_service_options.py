@@ -79,3 +79,30 @@ def test_an_unusable_ca_is_one_line_not_a_traceback(service: click.Command, labe
     assert result.exit_code == 1, result.output
     assert result.output.startswith(f"Error: {label}: ") and "ca.pem" in result.output
     assert result.exception is not None and isinstance(result.exception, SystemExit)
+
+
+def _conn_of(args: list[str], env: dict[str, str | None]) -> ServiceConnection | str:
+    seen: list[ServiceConnection] = []
+
+    @click.command()
+    @connection_options()
+    def cmd(conn: ServiceConnection) -> None:
+        seen.append(conn)
+
+    result = CliRunner().invoke(cmd, args, env={**NO_AUTH_ENV, **env})
+    return seen[0] if seen else result.output
+
+
+def test_a_secret_given_wins_over_the_exported_operator_token() -> None:
+    """``agora up --auth`` says ``export AGORA_TOKEN=<operator token>`` for the CLI; a service then
+    started with its own principal and secret must not present the operator's token (the master
+    would refuse a principal that is not FrameworkInfo.principal)."""
+    conn = _conn_of(["--principal", "mybatch", "--secret", "s"], {"AGORA_TOKEN": "operator-token"})
+    assert isinstance(conn, ServiceConnection)
+    assert (conn.principal, conn.secret, conn.token) == ("mybatch", "s", None)
+    conn = _conn_of(["--principal", "mybatch", "--token", "fw-token"], {"AGORA_SECRET": "old"})
+    assert isinstance(conn, ServiceConnection) and (conn.secret, conn.token) == (None, "fw-token")
+    out = _conn_of(["--principal", "p", "--secret", "s", "--token", "t"], {})
+    assert isinstance(out, str) and "give --secret or --token, not both" in out
+    out = _conn_of([], {"AGORA_PRINCIPAL": "p", "AGORA_SECRET": "s", "AGORA_TOKEN": "t"})
+    assert isinstance(out, str) and "give --secret or --token, not both" in out
