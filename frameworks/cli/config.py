@@ -29,7 +29,7 @@ from frameworks.cli.common import DEFAULT_MASTER, CliError
 
 # key -> (environment variable, default, help)
 KEYS: dict[str, tuple[str, str | None, str]] = {
-    "master": ("AGORA_MASTER", DEFAULT_MASTER, "master host:port or URL"),
+    "master": ("AGORA_MASTER", DEFAULT_MASTER, "master host:port, URL or zk://host:port/path"),
     "batch": ("AGORA_BATCH", None, "batch framework URL (default: ask the master)"),
     "elastic": ("AGORA_ELASTIC", None, "elastic framework URL (default: ask the master)"),
     "token": ("AGORA_TOKEN", None, "bearer token sent to the master and services"),
@@ -153,7 +153,8 @@ def set_value(key: str, value: str, as_json: bool) -> None:
     except CliError as exc:
         raise _fail(exc) from exc
     if value:
-        values[key] = value
+        # a CA file is kept by its absolute path: the file is read from wherever agora runs next
+        values[key] = str(Path(value).expanduser().resolve()) if key == "ca" else value
     else:
         values.pop(key, None)
     try:

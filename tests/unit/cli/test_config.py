@@ -93,3 +93,12 @@ def test_a_broken_file_is_a_one_line_error(config_file: Path) -> None:
     assert "Traceback" not in r.output
     with pytest.raises(CliError, match="bad config file"):
         master_url(None)
+
+
+def test_a_relative_ca_is_kept_by_its_absolute_path(config_file: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``agora config set ca ./ca.pem`` must still find the file when agora runs from elsewhere."""
+    monkeypatch.chdir(tmp_path)
+    r = CliRunner().invoke(cfg.config, ["set", "ca", "ca.pem"])
+    assert r.exit_code == 0, r.output
+    monkeypatch.chdir("/")
+    assert cfg.file_value("ca") == str(tmp_path / "ca.pem")
