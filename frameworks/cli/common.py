@@ -17,6 +17,7 @@ import subprocess
 import sys
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -151,12 +152,31 @@ def open_url(req: urllib.request.Request, timeout: float) -> Any:
     status) is the caller's to read and close."""
     if (tok := token()) is not None and not req.has_header("Authorization"):
         req.add_header("Authorization", f"Bearer {tok}")
-    try:
-        return urllib.request.urlopen(req, timeout=timeout, context=ssl_context())
-    except urllib.error.HTTPError:
-        raise
-    except (urllib.error.URLError, OSError) as exc:
-        raise unreachable(req.full_url, exc) from exc
+    for _ in range(MAX_REDIRECTS + 1):
+        try:
+            return urllib.request.urlopen(req, timeout=timeout, context=ssl_context())
+        except urllib.error.HTTPError as exc:
+            # urllib follows a 307 for GET only; a standby master answers every call with one
+            # (``Location: //leader:port/path``), so a POST (drain, SUBSCRIBE, submit) is re-sent
+            location = exc.headers.get("Location") if exc.code in (307, 308) else None
+            if not location:
+                raise
+            http_error_detail(exc)
+            req = _redirected(req, location)
+        except (urllib.error.URLError, OSError) as exc:
+            raise unreachable(req.full_url, exc) from exc
+    raise CliError(f"{req.get_method()} {req.full_url}: more than {MAX_REDIRECTS} redirects")
+
+
+MAX_REDIRECTS = 4
+
+
+def _redirected(req: urllib.request.Request, location: str) -> urllib.request.Request:
+    """The same request (method, body, headers) to ``location``; never from https to http."""
+    target = urllib.parse.urljoin(req.full_url, location)
+    if req.full_url.startswith("https:") and not target.startswith("https:"):
+        raise CliError(f"{req.full_url} redirected to {target}: refusing to leave https")
+    return urllib.request.Request(target, data=req.data, method=req.get_method(), headers=dict(req.header_items()))
 
 
 def http_error_detail(exc: urllib.error.HTTPError) -> str:

@@ -144,3 +144,36 @@ def test_the_agent_scheme_comes_from_its_capabilities_not_from_the_cli_ca() -> N
     assert tk.agent_url(state, "plain") == "http://h0:5051"
     assert tk.agent_url(state, "tls") == "https://h1:5051"
     assert tk.agent_url(state, "old") == "http://h2:5051"
+
+
+class _Standby(BaseHTTPRequestHandler):
+    """A standby master: every call gets Mesos' 307 to the leader (scheme-relative)."""
+
+    protocol_version = "HTTP/1.0"
+    leader = ""
+
+    def _redirect(self) -> None:
+        self.rfile.read(int(self.headers.get("Content-Length", "0")))
+        self.send_response(307)
+        self.send_header("Location", f"//{_Standby.leader}{self.path}")
+        self.end_headers()
+
+    do_GET = do_POST = _redirect
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+def test_a_post_to_a_standby_master_is_re_sent_to_the_leader(server: Server) -> None:
+    """urllib follows a 307 only for GET; ``agora events`` (and drain, submit...) POST to a
+    standby's address must reach the leader with the same body and token."""
+    _Standby.leader = server.url.removeprefix("http://")
+    with stub_server(_Standby) as standby:
+        res = CliRunner().invoke(cli, ["--token", "T0K", "events", "--master", standby])
+        assert "closed the event stream" in res.output  # the leader's (empty) stream was read
+        res = CliRunner().invoke(cli, ["agents", "--master", standby, "--json"])  # a GET, urllib's own
+    post, get = server.requests
+    assert (post["method"], post["path"], post["auth"], json.loads(post["body"])) == (
+        "POST", "/api/v1", "Bearer T0K", {"type": "SUBSCRIBE"}
+    )
+    assert (get["method"], get["path"]) == ("GET", "/state")
