@@ -142,7 +142,9 @@ class AgentRules(CoreBase):
         its last update acknowledged (or its framework is gone); then gone with ``mark_gone``."""
         if ag.drain is None or ag.drained or not ag.reachable:
             return
-        ag.drain_pending |= ag.tasks
+        if ag.tasks:  # (only live and unreachable tasks are in it: not drained, no scan)
+            ag.drain_pending |= ag.tasks
+            return
         for key in sorted(ag.drain_pending):
             if self._drain_settled(key):
                 ag.drain_pending.discard(key)
