@@ -203,9 +203,12 @@ def _write(piece: str) -> None:
     sys.stdout.flush()
 
 
-def _terminal_check(master: str | None, task_id: str) -> Callable[[], bool]:
+def _terminal_check(base: str, task_id: str) -> Callable[[], bool]:
+    """Whether the task ended, asked of the master at ``base`` (resolved once per command: a
+    ``zk://`` master is not looked up in ZooKeeper at every poll)."""
+
     def done() -> bool:
-        row = find_task(master_state(master_url(master), timeout=5.0), task_id)
+        row = find_task(master_state(base, timeout=5.0), task_id)
         return row is None or row["state"] in TERMINAL_TASK_STATES
 
     return done
@@ -259,7 +262,7 @@ def logs(task_id: str, stderr: bool, follow: bool, tail: int | None, master: str
     stream = "stderr" if stderr else "stdout"
 
     def go() -> None:
-        _, _, row = _locate(master, task_id)
+        base, _, row = _locate(master, task_id)
         read = _reader(row, stream, must_exist=not follow)
         render = json_lines(task=task_id, stream=stream) if as_json else None
         start = 0
@@ -268,16 +271,16 @@ def logs(task_id: str, stderr: bool, follow: bool, tail: int | None, master: str
             for piece in [text] if render is None else LineBuffer("").feed(text):
                 _write(piece if render is None else render(piece))
         s = LogStream(read, offset=start, prefix="" if as_json else None, render=render)
-        _follow([s], follow, master, task_id)
+        _follow([s], follow, base, task_id)
 
     _run(go)
 
 
-def _follow(streams: list[LogStream], keep: bool, master: str | None, task_id: str) -> None:
+def _follow(streams: list[LogStream], keep: bool, base: str, task_id: str) -> None:
     follow(
         streams,
         keep_following=keep,
-        done=_terminal_check(master, task_id),
+        done=_terminal_check(base, task_id),
         sleep=time.sleep,
         write=_write,
         poll=POLL,
@@ -291,7 +294,7 @@ def attach(task_id: str, master: str | None, as_json: bool) -> None:
     """Follow a task's stdout and stderr together (lines prefixed) until it ends; Ctrl-C detaches."""
 
     def go() -> None:
-        _, _, row = _locate(master, task_id)
+        base, _, row = _locate(master, task_id)
         streams = [
             LogStream(
                 _reader(row, s, must_exist=False),
@@ -300,7 +303,7 @@ def attach(task_id: str, master: str | None, as_json: bool) -> None:
             )
             for s in ("stdout", "stderr")
         ]
-        _follow(streams, True, master, task_id)
+        _follow(streams, True, base, task_id)
 
     _run(go)
 

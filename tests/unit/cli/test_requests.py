@@ -177,3 +177,53 @@ def test_a_post_to_a_standby_master_is_re_sent_to_the_leader(server: Server) -> 
         "POST", "/api/v1", "Bearer T0K", {"type": "SUBSCRIBE"}
     )
     assert (get["method"], get["path"]) == ("GET", "/state")
+
+
+class _Cluster(BaseHTTPRequestHandler):
+    """A master's ``/state`` (task t1 running for two reads, then finished) and its agent's
+    ``/files/read`` (one line of stdout), on one port."""
+
+    protocol_version = "HTTP/1.0"
+    port = 0
+    state_reads = 0
+
+    def do_GET(self) -> None:
+        if self.path.startswith("/state"):
+            _Cluster.state_reads += 1
+            state = "TASK_RUNNING" if _Cluster.state_reads <= 2 else "TASK_FINISHED"
+            task = {"id": "t1", "state": state, "slave_id": "A1", "framework_id": "F1"}
+            body = {"slaves": [{"id": "A1", "hostname": "127.0.0.1", "port": _Cluster.port}],
+                    "frameworks": [{"id": "F1", "name": "fw", "tasks": [task], "completed_tasks": []}]}
+        else:
+            offset = int(self.path.split("offset=")[1].split("&")[0])
+            body = {"data": "hello\n" if offset == 0 else "", "offset": offset}
+        raw = json.dumps(body).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.end_headers()
+        self.wfile.write(raw)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+def test_following_a_task_of_a_zk_master_asks_zookeeper_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``task logs -f`` polls the master until the task ends; a zk:// master is resolved once per
+    command (as ``job`` does), not with a ZooKeeper session every poll."""
+    import protocol.detector
+
+    lookups: list[str] = []
+    monkeypatch.setattr(tk, "POLL", 0.01)
+    with stub_server(_Cluster) as addr:
+        _Cluster.port, _Cluster.state_reads = int(addr.rsplit(":", 1)[1]), 0
+
+        def resolve_once(url: str, timeout: float = 10.0) -> str:
+            lookups.append(url)
+            return addr
+
+        monkeypatch.setattr(protocol.detector, "resolve_once", resolve_once)
+        res = CliRunner().invoke(cli, ["task", "logs", "t1", "-f", "--master", "zk://127.0.0.1:2181/agora"])
+    assert res.exit_code == 0, res.output
+    assert res.output == "hello\n"
+    assert _Cluster.state_reads >= 3  # it polled until the task ended
+    assert lookups == ["zk://127.0.0.1:2181/agora"]
