@@ -482,7 +482,9 @@ class TaskTracker:
             out.append(StartExecutor(spec.framework_id, spec.executor_id, spec))
         else:
             ex.tasks.add(spec.task_id)
-            if ex.pid is not None:
+            # A re-attached executor not back yet gets it when it re-registers (every STAGING task
+            # it does not list is handed then); handed now as well, it would get it twice.
+            if ex.pid is not None and not ex.reregistering:
                 out.append(HandToExecutor(spec.framework_id, spec.executor_id, (spec.task_id,)))
         return out
 

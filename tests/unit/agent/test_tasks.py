@@ -290,6 +290,18 @@ def test_a_re_attached_executor_keeps_its_tasks_and_gets_undelivered_ones_again(
     assert tr.handle(ExecutorReregistered("f1", "e1"), 7.0) == []  # a later reconnect: no re-hand
 
 
+def test_a_task_for_a_re_attached_executor_not_back_yet_is_handed_once() -> None:
+    """Launched between the agent's restart and the executor's SUBSCRIBE: handed when it
+    re-registers, not also at once (the queued LAUNCH was delivered first, the re-registration
+    then handed it again, and pymesos' executor died on the duplicate: TASK_FAILED)."""
+    tr = TaskTracker()
+    tr.handle(RecoveredTask(spec("run", executor="e1"), S.TASK_RUNNING, True, True, pid=7), 0.0)
+    assert tr.handle(LaunchTask(spec("late", executor="e1")), 1.0) == [CheckpointTask(spec("late", executor="e1"))]
+    assert tr.handle(ExecutorReregistered("f1", "e1", frozenset()), 2.0) == [HandToExecutor("f1", "e1", ("late",))]
+    eff = tr.handle(LaunchTask(spec("next", executor="e1")), 3.0)  # back: handed at once again
+    assert HandToExecutor("f1", "e1", ("next",)) in eff
+
+
 def test_an_executor_that_does_not_come_back_loses_its_tasks_and_is_killed() -> None:
     tr = TaskTracker()
     tr.handle(RecoveredTask(spec("a", executor="e1"), S.TASK_RUNNING, True, True, pid=7), 0.0)
