@@ -15,6 +15,11 @@ A slow reader never slows the master: ``publish`` only appends to each stream's 
 encoded once per media type); a stream more than ``max_queue`` records behind is closed and its
 connection aborted (like a scheduler stream past ``max_framework_queue``), counted in
 ``dropped``.
+
+Read ACLs (``view_frameworks``, ``view_tasks``; ``master/acls.py``), as Mesos filters its
+subscribers: the snapshot is the GET_STATE the subscriber's principal may see, and a
+``TASK_*`` / ``FRAMEWORK_*`` event reaches a stream only if its principal may view that task's
+or framework's user (decided with the ACLs in force when the event is published).
 """
 
 from __future__ import annotations
@@ -27,6 +32,8 @@ from typing import TYPE_CHECKING
 
 from aiohttp import web
 
+from master.acls import Action, may_read, task_user
+from master.auth import principal_of, visible_response
 from master.events import OperatorStreamClosed, OperatorStreamOpened, PublishOperatorEvent
 from protocol import codec, mesos, recordio
 from protocol.ids import new_stream_id
@@ -40,8 +47,11 @@ log = logging.getLogger(__name__)
 class OperatorSubscriber:
     """One open operator stream: a bounded queue of encoded records and its writer."""
 
-    def __init__(self, stream_id: str, media: str, after_seq: int, max_queue: int) -> None:
+    def __init__(
+        self, stream_id: str, media: str, after_seq: int, max_queue: int, principal: str | None = None
+    ) -> None:
         self.stream_id = stream_id
+        self.principal = principal  # whose read ACLs decide what the stream shows
         self.media = media
         self.after_seq = after_seq  # the snapshot's seq: events up to it are in the snapshot
         self.max_queue = max_queue
@@ -115,8 +125,11 @@ class OperatorStreams:
             return
         self.published += 1
         encoded: dict[str, bytes] = {}
+        viewer = self._viewer(effect.event)
         for sub in list(self.subscribers.values()):
             if effect.seq <= sub.after_seq:
+                continue
+            if viewer is not None and not may_read(self.svc.auth.acls, viewer[0], sub.principal, viewer[1]):
                 continue
             record = encoded.get(sub.media)
             if record is None:
@@ -124,6 +137,41 @@ class OperatorStreams:
             if not sub.push(record) and self.subscribers.pop(sub.stream_id, None) is not None:
                 self.dropped += 1
                 log.warning("operator stream %s dropped: %s", sub.stream_id, sub.close_reason)
+
+    def _viewer(self, ev: mesos.OperatorEvent) -> tuple[Action, str | None] | None:
+        """The read ACL an event is under and its object (the task's or framework's user), or
+        None when every stream gets it (agents, heartbeats; no view rules in the ACLs)."""
+        acls = self.svc.auth.acls
+        if not (acls.enforces(Action.VIEW_FRAMEWORKS) or acls.enforces(Action.VIEW_TASKS)):
+            return None
+        if ev.task_added is not None:
+            t = ev.task_added.task
+            return Action.VIEW_TASKS, self._task_user(t.framework_id.value, t.task_id.value, t.user)
+        if ev.task_updated is not None:
+            u = ev.task_updated
+            return Action.VIEW_TASKS, self._task_user(u.framework_id.value, u.status.task_id.value, None)
+        for added in (ev.framework_added, ev.framework_updated):
+            if added is not None:
+                return Action.VIEW_FRAMEWORKS, added.framework.framework_info.user or None
+        if ev.framework_removed is not None:
+            return Action.VIEW_FRAMEWORKS, ev.framework_removed.framework_info.user or None
+        return None
+
+    def _task_user(self, fid: str, tid: str, given: str | None) -> str | None:
+        """A task's user as the view filters read it (command, else executor, else framework)."""
+        if given:
+            return given
+        st = self.svc.state
+        fw = st.frameworks.get(fid) or next((f for f in reversed(st.completed_frameworks) if f.framework_id == fid), None)
+        if fw is None:
+            return None
+        rec = fw.tasks.get(tid) or fw.finished(tid)
+        info = rec.info if rec is not None else None
+        if info is None:
+            return fw.info.user or None
+        cmd = info.command.user if info.command is not None else None
+        ex = info.executor.command.user if info.executor is not None and info.executor.command is not None else None
+        return task_user(cmd, ex, fw.info.user or None)
 
     def close_all(self) -> None:
         for sub in list(self.subscribers.values()):
@@ -149,9 +197,11 @@ class OperatorStreams:
         try:
             await svc.dispatch(OperatorStreamOpened(stream_id))  # the core publishes from now on
             opened = True
-            # the snapshot and its seq together, no await between them
+            # the snapshot and its seq together, no await between them; as the principal may see it
             state = self.snapshot()
-            sub = OperatorSubscriber(stream_id, media, svc.state.operator_seq, self.max_queue)
+            shown = visible_response(svc, request, mesos.OperatorResponse(type=mesos.OperatorResponseType.GET_STATE, get_state=state))
+            state = shown.get_state or state
+            sub = OperatorSubscriber(stream_id, media, svc.state.operator_seq, self.max_queue, principal_of(request))
             sub.transport = request.transport
             sub.queue.append(recordio.encode(codec.encode(mesos.OperatorEvent.make_subscribed(state, heartbeat), media)))
             self.subscribers[stream_id] = sub

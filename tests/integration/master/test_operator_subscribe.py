@@ -32,8 +32,8 @@ SUBSCRIBE = mesos.OperatorCall(type=mesos.OperatorCallType.SUBSCRIBE)
 class OperatorSubscriber:
     """A minimal operator stream reader: every event into a queue, in arrival order."""
 
-    def __init__(self, session: aiohttp.ClientSession, url: str, media: str) -> None:
-        self.session, self.url, self.media = session, url, media
+    def __init__(self, session: aiohttp.ClientSession, url: str, media: str, auth: str | None = None) -> None:
+        self.session, self.url, self.media, self.auth = session, url, media, auth
         self.events: asyncio.Queue[mesos.OperatorEvent] = asyncio.Queue()
         self.seen: list[mesos.OperatorEvent] = []
         self._resp: aiohttp.ClientResponse | None = None
@@ -43,7 +43,7 @@ class OperatorSubscriber:
         self._resp = await self.session.post(
             self.url + "/api/v1",
             data=codec.encode(SUBSCRIBE, self.media),
-            headers={"Content-Type": self.media, "Accept": self.media},
+            headers={"Content-Type": self.media, "Accept": self.media, **({"Authorization": self.auth} if self.auth else {})},
         )
         assert self._resp.status == 200, await self._resp.text()
         assert self._resp.headers["Content-Type"] == self.media
@@ -189,3 +189,68 @@ async def test_agora_events_follows_a_real_master(master: MasterService) -> None
     assert second["type"] == "AGENT_ADDED"
     assert second["agent_added"]["agent"]["agent_info"]["hostname"] == "sim-events"
     await master.wait_until(lambda: not master.operator_streams.subscribers)
+
+
+async def test_read_acls_decide_what_each_operator_stream_shows(tmp_path: Path) -> None:
+    """view_frameworks / view_tasks (master/acls.py) filter the stream as they filter GET_STATE:
+    'alice-ui' may view only user alice's frameworks and tasks, 'ops' everything; agents are
+    shown to both (there is no view_agents)."""
+    from frameworks.client.testing import SimAgent
+    from protocol.authn import bearer_header
+
+    from .conftest import master_config
+
+    (tmp_path / "credentials.json").write_text(json.dumps({"tokens": [
+        {"principal": "ops", "token": "ops-token", "kind": "operator"},
+        {"principal": "alice-ui", "token": "alice-token", "kind": "operator"},
+    ]}))
+    mine = [{"principals": {"values": ["ops"]}, "users": {"type": "ANY"}},
+            {"principals": {"values": ["alice-ui"]}, "users": {"values": ["alice"]}},
+            {"principals": {"type": "ANY"}, "users": {"type": "NONE"}}]
+    (tmp_path / "acls.json").write_text(json.dumps({"permissive": True, "view_frameworks": mine, "view_tasks": mine}))
+    master = MasterService(master_config(
+        tmp_path / "master", credentials=str(tmp_path / "credentials.json"), acls=str(tmp_path / "acls.json"),
+        authenticate_http_readwrite=True,
+    ))
+    await master.start()
+    agent = SimAgent(master.url, "cpus:2;mem:1024", hostname="sim-acl")
+    try:
+        async with (
+            aiohttp.ClientSession() as session,
+            OperatorSubscriber(session, master.url, codec.JSON, bearer_header("ops-token")) as ops,
+            OperatorSubscriber(session, master.url, codec.JSON, bearer_header("alice-token")) as alice,
+        ):
+            await agent.start()
+            for user in ("bob", "alice"):  # bob's events are all published before alice's
+                info = mesos.FrameworkInfo(user=user, name=f"{user}-fw")
+                driver = SchedulerDriver(info, HttpTransport(master.url), backoff=Backoff(0.01, 0.1))
+                await driver.start()
+                await driver.wait_subscribed(30)
+                await driver.wait_for(lambda d=driver: len(d.offers) == 1, 30)  # type: ignore[misc]
+                (offer,) = list(driver.offers)
+                t = mesos.TaskInfo(
+                    name=f"t-{user}", task_id=TaskID(f"t-{user}"),
+                    resources=Resources.parse("cpus:0.1;mem:32").to_mesos(), command=mesos.CommandInfo(value="x"),
+                )
+                await driver.launch(offer.offer_id, [t])
+                for sub in (ops, alice):
+                    if sub is ops or user == "alice":
+                        await sub.until(task_update(f"t-{user}", TS.TASK_RUNNING))
+                await driver.stop()  # disconnects; its framework and task stay (failover)
+            seen = {sub: [e for e in summary(sub.seen) if e[0] != "SUBSCRIBED"] for sub in (ops, alice)}
+            assert ("AGENT_ADDED", "sim-acl") in seen[ops] and ("AGENT_ADDED", "sim-acl") in seen[alice]
+            assert {("FRAMEWORK_ADDED", "bob-fw"), ("TASK_ADDED", "t-bob"), ("FRAMEWORK_ADDED", "alice-fw"),
+                    ("TASK_ADDED", "t-alice")} <= set(seen[ops])
+            assert ("TASK_ADDED", "t-alice") in seen[alice] and ("FRAMEWORK_ADDED", "alice-fw") in seen[alice]
+            assert not [e for e in seen[alice] if "bob" in e[1]], seen[alice]
+            # a stream opened now: its snapshot holds only what alice-ui may view
+            async with OperatorSubscriber(session, master.url, codec.JSON, bearer_header("alice-token")) as late:
+                first = await late.until(lambda ev: True)
+            assert first.subscribed is not None and first.subscribed.get_state is not None
+            st = first.subscribed.get_state
+            assert st.get_tasks is not None and [t.task_id.value for t in st.get_tasks.tasks] == ["t-alice"]
+            assert st.get_frameworks is not None
+            assert [f.framework_info.name for f in st.get_frameworks.frameworks] == ["alice-fw"]
+    finally:
+        await agent.stop()
+        await master.stop()

@@ -10,6 +10,7 @@ import contextlib
 from types import SimpleNamespace
 from typing import Any, cast
 
+from master.auth import MasterAuth
 from master.events import PublishOperatorEvent
 from master.operator_stream import OperatorStreams, OperatorSubscriber
 from master.service import MasterService
@@ -54,7 +55,7 @@ class Response:
 
 
 def streams(max_queue: int) -> OperatorStreams:
-    svc = SimpleNamespace(config=SimpleNamespace(max_framework_queue=max_queue))
+    svc = SimpleNamespace(config=SimpleNamespace(max_framework_queue=max_queue), auth=MasterAuth())  # no read ACLs
     return OperatorStreams(cast(MasterService, svc))
 
 
