@@ -58,6 +58,7 @@ from protocol.agent_channel import (
     ShutdownExecutor,
     ShutdownFramework,
     StatusUpdateMsg,
+    Unregister,
 )
 from protocol.clock import Clock, SystemClock
 from protocol.ids import new_status_uuid
@@ -74,6 +75,7 @@ from protocol.mesos import (
 )
 from protocol.mesos_common import AgentID, ExecutorID, FrameworkID, Label, Labels, TaskID
 from protocol.resources import Resources, attributes_to_mesos, parse_attributes
+from protocol.task_states import TaskState
 from protocol.tls import AGENT_HTTPS, TlsError, client_context, server_context
 
 log = logging.getLogger(__name__)
@@ -182,6 +184,7 @@ class AgentService(Service):
         self.channel: AgentChannel | None = None
         self.executor_api: Any = None
         self.recovery_report: list[str] = []
+        self.retiring = False  # SIGUSR1: new launches are dropped, every task is killed, then exit
         self.ephemeral: set[tuple[str, str]] = set()  # streams not checkpointed (invalid launches)
         self.executor_uuids: dict[bytes, str] = {}  # update uuid -> executor id (acks go back)
         self.groups: dict[tuple[str, str], tuple[str, ...]] = {}  # (fid, tid) -> group's task ids
@@ -253,10 +256,23 @@ class AgentService(Service):
         self.spawn(self._timer_loop(), name="agent-timers")
         self.spawn(self._monitor_loop(), name="agent-monitor")
 
+    def retire(self) -> None:
+        """Stop taking work: from now on every launch is answered TASK_DROPPED (TASK_LOST for
+        frameworks that are not partition aware) so its framework re-runs it elsewhere, and the
+        master is told (``UNREGISTER``) to offer nothing more on this agent."""
+        if self.retiring:
+            return
+        self.retiring = True
+        log.info("retiring: refusing new launches, asking the master to stop offering this agent")
+        if self.channel is not None and self.channel.registered:
+            self.channel.send(Unregister())
+
     async def kill_all_tasks(self, within: float = 30.0) -> bool:
-        """Kill every task (each with its grace period) and wait until all have ended: what
-        ``SIGUSR1`` does before the agent exits (Mesos semantics), so a deliberately retired agent
-        leaves no process behind. Returns False if some task outlived ``within``."""
+        """Retire (:meth:`retire`), kill every task (each with its grace period) and wait until
+        all have ended: what ``SIGUSR1`` does before the agent exits (Mesos semantics), so a
+        deliberately retired agent leaves no process behind and runs nothing launched after it.
+        Returns False if some task outlived ``within``."""
+        self.retire()
         now = self.clock.now()
         for fid in sorted({t.spec.framework_id for t in self.tracker.active()}):
             self.submit(self.tracker.handle(tk.ShutdownFramework(fid, None, tk.KillReason.AGENT_SHUTDOWN), now))
@@ -706,6 +722,8 @@ class AgentService(Service):
         if self.estimator is not None:
             self.estimator.reset()
         self.submit(self.updates.handle(su.Resumed(), self.clock.now()))
+        if self.retiring and self.channel is not None:  # a new master must not offer it either
+            self.channel.send(Unregister())
         self.timer_wake.set()
 
     def _on_disconnected(self) -> None:
@@ -750,6 +768,9 @@ class AgentService(Service):
 
     def _run_tasks(self, rt: RunTasks, now: float) -> None:
         fid = rt.framework_id.value
+        if self.retiring:
+            self._drop_launch(rt)
+            return
         fi = rt.framework_info
         if fi.id is None:
             fi = attrs.evolve(fi, id=rt.framework_id)
@@ -791,6 +812,24 @@ class AgentService(Service):
                 self.groups[(fid, spec.task_id)] = group_ids
                 self.group_executors[(fid, spec.task_id)] = rt.executor
             effects.extend(self.tracker.handle(tk.LaunchTask(spec), now))
+        self.submit(effects)
+
+    def _drop_launch(self, rt: RunTasks) -> None:
+        """A launch that reached a retiring agent: answered TASK_DROPPED (the master shows
+        TASK_LOST to frameworks that are not partition aware), nothing is started or checkpointed."""
+        fid = rt.framework_id.value
+        effects: list[Any] = []
+        for info in rt.tasks:
+            tid = info.task_id.value
+            if self.tracker.get(fid, tid) is not None:
+                continue  # a duplicate of a task it knows: that one is being killed
+            self.ephemeral.add((fid, tid))
+            eid = rt.executor.executor_id.value if rt.group and rt.executor is not None else None
+            effects.append(tk.EmitStatus(
+                fid, tid, TaskState.TASK_DROPPED, "SOURCE_AGENT", "REASON_AGENT_REMOVED_BY_OPERATOR",
+                "Agent is retiring (SIGUSR1): launch refused", eid,
+            ))
+        log.info("retiring: dropped %d task(s) launched for %s", len(effects), fid)
         self.submit(effects)
 
     # --- timers and monitoring ---------------------------------------------------------------------

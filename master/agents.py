@@ -421,6 +421,9 @@ class AgentRules(CoreBase):
                     )
             case ac.Register():
                 self._agent_register(conn_id, body, now, fx)
+            case ac.Unregister():  # retiring (SIGUSR1): offer nothing more on it; it goes soon
+                if ag.in_allocator:
+                    self._alloc_event(ae.AgentDeactivated(agent_id=ag.agent_id, reason=body.reason or "agent is retiring"), now, fx)
             case _:
                 self.counters["dropped_messages"] += 1
 

@@ -55,6 +55,7 @@ class MessageType(enum.Enum):
     EXECUTOR_MESSAGE = "EXECUTOR_MESSAGE"
     EXECUTOR_EXITED = "EXECUTOR_EXITED"
     PONG = "PONG"
+    UNREGISTER = "UNREGISTER"
     # master -> agent
     REGISTERED = "REGISTERED"
     REFUSED = "REFUSED"
@@ -131,6 +132,14 @@ class ExecutorExited:
 @attrs.frozen
 class Pong:
     seq: int
+
+
+@attrs.frozen
+class Unregister:
+    """The agent is retiring (``SIGUSR1``): it kills its tasks, refuses new launches and exits;
+    the master stops offering its resources at once (the agent stays registered until it goes)."""
+
+    reason: str = "agent is retiring"
 
 
 # --- master -> agent ------------------------------------------------------------------------
@@ -225,6 +234,7 @@ class AgentMessage:
     executor_message: ExecutorMessageMsg | None = None
     executor_exited: ExecutorExited | None = None
     pong: Pong | None = None
+    unregister: Unregister | None = None
     registered: Registered | None = None
     refused: Refused | None = None
     run_tasks: RunTasks | None = None
@@ -248,6 +258,7 @@ Body = (
     | ExecutorMessageMsg
     | ExecutorExited
     | Pong
+    | Unregister
     | Registered
     | Refused
     | RunTasks
@@ -267,6 +278,7 @@ _TYPE_OF: dict[type, MessageType] = {
     ExecutorMessageMsg: MessageType.EXECUTOR_MESSAGE,
     ExecutorExited: MessageType.EXECUTOR_EXITED,
     Pong: MessageType.PONG,
+    Unregister: MessageType.UNREGISTER,
     Registered: MessageType.REGISTERED,
     Refused: MessageType.REFUSED,
     RunTasks: MessageType.RUN_TASKS,

@@ -380,3 +380,17 @@ def test_gpu_agents_only_offered_to_gpu_frameworks() -> None:
     assert {o.hostname for o in offers(h.effects, sp)} == {"cpu-host"}
     got = offers(h.effects, sg)
     assert any(o.hostname == "gpu-host" and Resources.from_mesos(o.resources).scalar("gpus") == 2 for o in got)
+
+
+def test_a_retiring_agent_is_offered_no_more() -> None:
+    """UNREGISTER (the agent got SIGUSR1): its offers are rescinded at once, no new one is made,
+    and the other agent goes on being offered."""
+    h = Harness()
+    _, sid = h.subscribe()
+    _, conn = h.agent("cpus:2;mem:1024", hostname="h1")
+    (offer,) = offers(h.allocate(), sid)
+    fx = h.agent_says(conn, ac.Unregister())
+    assert [e.rescind.offer_id for e in events(fx, sid, ET.RESCIND) if e.rescind] == [offer.id]
+    assert offers(h.advance(2), sid) == []
+    h.agent("cpus:2;mem:1024", hostname="h2")
+    assert [o.hostname for o in offers(h.allocate(), sid)] == ["h2"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import sys
 from pathlib import Path
 from typing import Any
@@ -277,3 +278,27 @@ async def test_resends_follow_the_agents_clock(master: Any, tmp_path: Path) -> N
     finally:
         await svc.stop()
         await kill_leftovers(tmp_path)
+
+
+async def test_a_retiring_agent_drops_launches_and_tells_the_master(master: Any, make_agent: Any) -> None:
+    """SIGUSR1 (``kill_all_tasks``): the master is told at once (UNREGISTER, so it offers the
+    agent no more), a task launched while the kill-all runs is dropped, not run, and the running
+    task is killed."""
+    from protocol.agent_channel import Unregister
+
+    agent = await make_agent()
+    await master.wait_connected()
+    await master.run("old", "trap '' TERM; sleep 60 & wait", grace=1.0)  # outlives its SIGTERM
+    await master.wait_state("old", S.TASK_RUNNING)
+    retiring = asyncio.ensure_future(agent.kill_all_tasks(within=20.0))
+    await master.wait_for(lambda: any(isinstance(b, Unregister) for b in master.other))
+    await master.run("late", "sleep 60")
+    st = await master.wait_terminal("late")
+    assert st.state is S.TASK_DROPPED
+    assert st.reason is not None and st.reason.name == "REASON_AGENT_REMOVED_BY_OPERATOR"
+    assert "retiring" in (st.message or "")
+    assert await asyncio.wait_for(retiring, 20.0)
+    old = master.terminal("old")
+    assert old is not None and old.state is S.TASK_KILLED
+    assert agent.tracker.get("fw1", "late") is None
+    assert master.states("late") == [S.TASK_DROPPED]

@@ -36,6 +36,7 @@ def _all_bodies() -> list[ac.Body]:
         ac.ExecutorMessageMsg(FID, ExecutorID("e"), b"\x00\xff"),
         ac.ExecutorExited(FID, ExecutorID("e"), 137),
         ac.Pong(7),
+        ac.Unregister("agent is retiring"),
         ac.Registered(AgentID("a-S0"), "m", 3, 1.0, 5.0),
         ac.Refused("agent id bound to another credential"),
         ac.RunTasks(FID, FrameworkInfo(user="u", name="n", id=FID), (task,)),
