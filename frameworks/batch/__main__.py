@@ -34,7 +34,7 @@ def main(
             conn.master, work_dir, host=host, port=port, roles=role_list, framework_name=name,
             gang_timeout=gang_timeout, **conn.service_kwargs(),
         ),
-        "agora-batch",
+        name,  # --name: the line says which service this is
         errors=(sqlite3.Error,),
     )
 

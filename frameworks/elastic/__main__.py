@@ -74,7 +74,7 @@ def main(
             failover_timeout=failover_timeout,
             **conn.service_kwargs(),
         ),
-        "agora-elastic",
+        name,  # --name: the line says which service this is
         errors=(StoreError, ServiceError),
     )
 

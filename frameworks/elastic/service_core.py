@@ -921,7 +921,7 @@ class ElasticCore:
                 self._move(job, JobState.STARTING, "restored finished", now)
                 self._move(job, JobState.RUNNING, "restored finished", now)
                 self._move(job, JobState.SUCCEEDED, "every shard is done", now)
-            job.reason = ""
+            job.reason = "finished: every shard is done"  # not "" (shown as "at its maximum")
             out += self._settle(job, now)
             return out
         state = job.state

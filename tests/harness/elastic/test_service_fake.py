@@ -297,6 +297,7 @@ async def test_finished_training_ends_the_job_successfully(
     await service.wait_for(lambda: job.state is JobState.SUCCEEDED)
     await service.wait_for(lambda: job_id not in service.coordinators)
     assert job.counts.get("finished") == 1
+    assert job.reason == "finished: every shard is done"  # was "" (the CLI showed "(at its maximum)")
 
 
 async def test_restart_reattaches_to_running_workers(tmp_path: Path) -> None:

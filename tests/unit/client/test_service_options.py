@@ -106,3 +106,17 @@ def test_a_secret_given_wins_over_the_exported_operator_token() -> None:
     assert isinstance(out, str) and "give --secret or --token, not both" in out
     out = _conn_of([], {"AGORA_PRINCIPAL": "p", "AGORA_SECRET": "s", "AGORA_TOKEN": "t"})
     assert isinstance(out, str) and "give --secret or --token, not both" in out
+
+
+@pytest.mark.parametrize("service", [batch_main, elastic_main])
+def test_the_service_speaks_with_its_name(service: click.Command, tmp_path: Path) -> None:
+    """``--name batch-ml``: its lines (``batch-ml listening on ...``, errors) carry that name,
+    not the default ``agora-batch``."""
+    bad = tmp_path / "ca.pem"
+    bad.write_text("not a certificate\n")
+    result = CliRunner().invoke(
+        service, ["--name", "batch-ml", "--ca", str(bad), "--port", "0", "--work-dir", str(tmp_path / "work")],
+        env=NO_AUTH_ENV,
+    )
+    assert result.exit_code == 1, result.output
+    assert result.output.startswith("Error: batch-ml: "), result.output
