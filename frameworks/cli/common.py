@@ -176,7 +176,8 @@ def _redirected(req: urllib.request.Request, location: str) -> urllib.request.Re
     target = urllib.parse.urljoin(req.full_url, location)
     if req.full_url.startswith("https:") and not target.startswith("https:"):
         raise CliError(f"{req.full_url} redirected to {target}: refusing to leave https")
-    return urllib.request.Request(target, data=req.data, method=req.get_method(), headers=dict(req.header_items()))
+    # ``headers`` only: the unredirected ones (Host, Content-Length) belong to the first server
+    return urllib.request.Request(target, data=req.data, method=req.get_method(), headers=dict(req.headers))
 
 
 def http_error_detail(exc: urllib.error.HTTPError) -> str:

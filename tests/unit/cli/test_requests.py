@@ -47,7 +47,7 @@ class _Handler(BaseHTTPRequestHandler):
         body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
         _Handler.requests.append(
             {"method": "POST", "path": self.path, "auth": self.headers.get("Authorization"),
-             "ctype": self.headers.get("Content-Type"), "body": body.decode()}
+             "ctype": self.headers.get("Content-Type"), "body": body.decode(), "host": self.headers.get("Host")}
         )
         if self.path == "/api/v1":  # the operator API: SUBSCRIBE answers an empty stream
             self._answer(b"")
@@ -176,6 +176,7 @@ def test_a_post_to_a_standby_master_is_re_sent_to_the_leader(server: Server) -> 
     assert (post["method"], post["path"], post["auth"], json.loads(post["body"])) == (
         "POST", "/api/v1", "Bearer T0K", {"type": "SUBSCRIBE"}
     )
+    assert post["host"] == _Standby.leader  # not the standby's Host header carried over
     assert (get["method"], get["path"]) == ("GET", "/state")
 
 
