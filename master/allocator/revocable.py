@@ -15,11 +15,11 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from master.allocator.decisions import Decision, Revoke
-from master.allocator.eligibility import filtered, gpu_blocked
+from master.allocator.eligibility import available_to, filtered, gpu_blocked
 from master.allocator.ledger import Ledger
 from master.allocator.offering import give, take_back
-from master.allocator.quantities import meets_minimum, take, units_that_fit
-from master.allocator.state import EMPTY, AgentState, FrameworkState, TaskAlloc
+from master.allocator.quantities import meets_minimum, shrink, take, units_that_fit
+from master.allocator.state import EMPTY, AgentState, DemandState, FrameworkState, TaskAlloc
 from protocol.resources import Resources, is_subrole
 
 __pure__ = True
@@ -63,7 +63,7 @@ def revocable_stage(ledger: Ledger, agents: Iterable[AgentState], now: float, ou
                 fw.framework_id, role, agent.agent_id
             ) is not None:
                 continue
-            offer, demand, units = capacity, None, 0
+            offer, regular, demand, units = capacity, EMPTY, None, 0
             if fw.uses_demand:  # shaped to its first unmet demand that accepts revocable resources
                 demand = next(
                     (d for d in sorted(fw.demands, key=lambda d: (-d.priority, d.seq)) if d.revocable_ok and d.unmet()),
@@ -71,18 +71,44 @@ def revocable_stage(ledger: Ledger, agents: Iterable[AgentState], now: float, ou
                 )
                 if demand is None:
                     continue
-                units = units_that_fit(capacity.scalars(), demand.shape_scalars, demand.unmet())
+                units, regular = _mixed_units(ledger, agent, demand, capacity)
                 if units <= 0 or units < demand.gang_needed():  # a gang: whole on this agent or not here
                     continue
-                offer = take(capacity, {n: v * units for n, v in demand.shape_scalars.items()})
+                rev_part = {n: v * units for n, v in demand.shape_scalars.items() if capacity.scalar(n) > 0}
+                offer = take(capacity, rev_part)
+                regular = take(regular, {n: v * units for n, v in demand.shape_scalars.items() if n not in rev_part})
                 role = demand.role
             # lend only the allocation slack the offer needs beyond what already backs revocable use
             spare = ledger.revocable_capacity(agent)
             need = {n: v - spare.scalar(n) for n, v in offer.scalars().items() if v > spare.scalar(n) + 1e-9}
             ledger.lend(agent, take(lend, need) if need else EMPTY)
             reason = "revocable: usage and allocation slack"
-            out.append(give(ledger, fw, role, agent, EMPTY, offer, now, reason, demand, units))
+            out.append(give(ledger, fw, role, agent, regular, offer, now, reason, demand, units))
             break
+
+
+def _mixed_units(
+    ledger: Ledger, agent: AgentState, demand: DemandState, capacity: Resources
+) -> tuple[int, Resources]:
+    """How many units of ``demand`` this agent can host on revocable resources, and the regular
+    resources they may draw on. The revocable pool holds what the estimator reports (often cpus
+    only); a shape name it lacks (mem of a 1-cpu task) comes from the agent's free regular
+    resources, as it does when a regular offer and a revocable one are accepted together.
+    Without this, a preemptible job whose framework's lease had no idle regular memory was
+    never offered the agent's revocable cpus at all."""
+    rev = capacity.scalars()
+    rev_shape = {n: v for n, v in demand.shape_scalars.items() if rev.get(n, 0.0) > 0}
+    if not rev_shape:
+        return 0, EMPTY
+    units = units_that_fit(rev, rev_shape, demand.unmet())
+    reg_shape = {n: v for n, v in demand.shape_scalars.items() if n not in rev_shape}
+    if not reg_shape or units <= 0:
+        return units, EMPTY
+    regular = available_to(agent, demand.role) if agent.free else EMPTY
+    room = ledger.roles.headroom_limit(demand.role)
+    if room:
+        regular = shrink(regular, dict(room))
+    return min(units, units_that_fit(regular.scalars(), reg_shape, units)), regular
 
 
 def revocable_back(ledger: Ledger, fw: FrameworkState, agent: AgentState, task: TaskAlloc) -> Resources:

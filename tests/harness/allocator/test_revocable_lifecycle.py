@@ -240,3 +240,22 @@ def test_lent_resources_flow_back_unless_the_owner_wants_them(sim):
     view = sim.alloc.agent_view("n1")
     assert view.lent == sim.R("cpus(ml):3;mem(ml):300")  # r2's part went back to ml's free pool
     assert view.revocable_allocated == sim.R("")
+
+
+def test_revocable_demand_takes_what_the_slack_lacks_from_free_regular_resources(sim):
+    """The estimator reports cpus only (``--oversubscribed cpus:2``); a preemptible 1-cpu task
+    also needs mem. With the regular cpus all in use by the framework's own lease, its revocable
+    demand is offered the 2 revocable cpus plus the mem from the agent's free pool (before, no
+    offer at all: the job waited 'all held resources in use' while 2 revocable cpus sat idle)."""
+    sim.agent("n1").cpus(2).mem(1024).add()
+    sim.framework("batch").reusable().revocable().add()
+    sim.demand("batch", Demand(sim.R("cpus:1;mem:128"), count=2))
+    lease = sim.created(sim.allocate())[0]
+    sim.accept("batch", lease.offer_id, sim.launch("a", "cpus:1;mem:128"), sim.launch("b", "cpus:1;mem:128"))
+    sim.handle(AgentSlackEstimated("n1", sim.R("cpus:2")))
+    sim.demand("batch", Demand(sim.R("cpus:1;mem:128"), count=2, revocable_ok=True))
+    sim.allocate()
+    offer = sim.offer_on("batch", "n1")
+    assert offer.revocable == sim.R("cpus:2").as_revocable()
+    assert offer.resources == sim.R("mem:256") + offer.revocable
+    assert sim.allocate() == []  # the demand is covered
