@@ -480,7 +480,9 @@ class BatchCore:
         seen = now if self._round_at is None else min(now, self._round_at)
         times: list[float] = []
         for job in self.live.values():
-            if job.hold_since is not None:
+            # (A hold that ran out before the latest round is released by the next schedule; a
+            # round without one - disconnected - must not make the loop spin until it comes.)
+            if job.hold_since is not None and job.hold_since + self.gang_timeout > seen:
                 times.append(job.hold_since + self.gang_timeout)
             if job.hold_cooldown_until > seen:
                 times.append(job.hold_cooldown_until)  # the gang may hold again then

@@ -195,6 +195,9 @@ def test_gang_demand_and_hold_timeout_cooldown() -> None:
     assert key == "job-1" and d.gang_id == "job-1" and d.gang_min == 4 and d.count == 4 and d.role == "*"
     assert not any(isinstance(e, Decline) for e in eff)  # the offer is held for the gang
     assert core.job(jid).hold_since == 0
+    assert core.next_wakeup(1) == 30  # the hold's end wakes the loop
+    assert core.tick(31) == []  # a round without a schedule (the driver is disconnected) ...
+    assert core.next_wakeup(31.5) is None  # ... leaves the release to the next schedule: no busy loop
     eff = core.schedule([offer(cpus=4)], now=31)
     assert Decline(("o1",), 5.0) in eff
     assert core.job(jid).hold_since is None
