@@ -5,7 +5,9 @@ Every timeout is configurable so tests can compress them (RELIABILITY.md A9.6).
 
 from __future__ import annotations
 
+import socket
 import tomllib
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +23,8 @@ class MasterConfig:
     ip: str = "127.0.0.1"
     port: int = 5050
     work_dir: str = "./agora-master"
-    hostname: str | None = None  # advertised; defaults to ip
+    hostname: str | None = None  # advertised; defaults to ip (the machine's hostname for a wildcard ip)
+    advertise_ip: str | None = None  # MasterInfo.address.ip (Mesos' --advertise_ip); see advertised_address
     # scheduler API
     heartbeat_interval: float = 15.0
     extra_heartbeat_after_burst: bool = True  # mesoshttp delivers an event only when the next arrives
@@ -74,7 +77,8 @@ class MasterConfig:
 
     @property
     def advertised_host(self) -> str:
-        return self.hostname or self.ip
+        """``--hostname``, else the ip unless a wildcard, else this machine's hostname."""
+        return _advertised_hostname(self, socket.gethostname())
 
     @property
     def scheme(self) -> str:
@@ -82,6 +86,35 @@ class MasterConfig:
 
     def replace(self, **changes: Any) -> MasterConfig:
         return attrs.evolve(self, **changes)
+
+
+WILDCARD_IPS = frozenset({"0.0.0.0", "::", ""})
+
+
+def advertised_address(cfg: MasterConfig, machine_hostname: str, resolve: Callable[[str], str]) -> tuple[str, str]:
+    """(ip, hostname) a master publishes -- in its ``MasterInfo`` (ZooKeeper's ``json.info_``
+    node, which standbys redirect to and pymesos connects to) and as its own address when it
+    compares itself to the leader. Nobody can connect to a wildcard bind (``--ip 0.0.0.0``), so:
+    the hostname is ``--hostname``, else the ip unless a wildcard, else ``machine_hostname``; the
+    ip is ``--advertise-ip``, else the bound ip unless a wildcard, else ``resolve(hostname)``.
+    ``ConfigError`` when that cannot be resolved (give ``--advertise-ip``)."""
+    wildcard = cfg.ip in WILDCARD_IPS
+    host = _advertised_hostname(cfg, machine_hostname)
+    if cfg.advertise_ip:
+        return cfg.advertise_ip, host
+    if not wildcard:
+        return cfg.ip, host
+    try:
+        ip = resolve(host)
+    except (OSError, UnicodeError) as e:
+        raise ConfigError(f"--ip {cfg.ip or '0.0.0.0'}: cannot resolve {host!r} to advertise ({e}); give --advertise-ip") from e
+    if ip in WILDCARD_IPS:
+        raise ConfigError(f"--ip {cfg.ip}: {host!r} resolves to {ip}; give --advertise-ip")
+    return ip, host
+
+
+def _advertised_hostname(cfg: MasterConfig, machine_hostname: str) -> str:
+    return cfg.hostname or (machine_hostname if cfg.ip in WILDCARD_IPS else cfg.ip)
 
 
 _FIELDS = {f.name: f for f in attrs.fields(MasterConfig)}

@@ -184,8 +184,7 @@ class SchedulerApi:
         return web.Response(status=200)
 
     async def redirect(self, request: web.Request) -> web.Response:
-        cfg = self.svc.config
-        return web.Response(status=307, headers={"Location": f"//{cfg.advertised_host}:{self.svc.port}"})
+        return web.Response(status=307, headers={"Location": f"//{self.svc.advertised_host}:{self.svc.port}"})
 
     # --- the scheduler endpoint -------------------------------------------------------------------
 

@@ -94,7 +94,9 @@ def _auth_flag(ctx: click.Context, param: click.Parameter, value: object) -> obj
 @click.option("--ip", default=None, help="Address to bind (default 127.0.0.1).")
 @click.option("--port", type=int, default=None, help="Port to bind; 0 picks a free one (default 5050).")
 @click.option("--work-dir", default=None, help="Directory for the registry (SQLite).")
-@click.option("--hostname", default=None, help="Hostname to advertise (default: the ip).")
+@click.option("--hostname", default=None, help="Hostname to advertise (default: the ip; for 0.0.0.0 the machine's).")
+@click.option("--advertise-ip", default=None,
+              help="IP published in MasterInfo (ZooKeeper; default: the ip, for 0.0.0.0 --hostname resolved).")
 @click.option("--config", "config_file", default=None, type=click.Path(dir_okay=False), help="TOML file.")
 @click.option("--heartbeat-interval", type=float, default=None, help="Seconds between scheduler HEARTBEATs.")
 @click.option("--ping-interval", type=float, default=None, help="Seconds between agent pings.")
@@ -115,6 +117,7 @@ def main(
     port: int | None,
     work_dir: str | None,
     hostname: str | None,
+    advertise_ip: str | None,
     config_file: str | None,
     heartbeat_interval: float | None,
     ping_interval: float | None,
@@ -136,6 +139,7 @@ def main(
             port=port,
             work_dir=work_dir,
             hostname=hostname,
+            advertise_ip=advertise_ip,
             heartbeat_interval=heartbeat_interval,
             ping_interval=ping_interval,
             ping_timeout=ping_timeout,

@@ -27,7 +27,7 @@ from master.agent_channel import AgentChannelServer
 from master.allocator import Allocator, AllocatorConfig
 from master.auth import MasterAuth, load_auth
 from master.auth import middleware as auth_middleware
-from master.config import MasterConfig
+from master.config import ConfigError, MasterConfig, advertised_address
 from master.events import (
     CloseAgent,
     CloseStream,
@@ -99,6 +99,7 @@ class MasterService(Service):
         self.config = config
         self.clock: Clock = clock or SystemClock()
         self.port = 0
+        self.advertised_ip, self.advertised_host = config.ip, config.ip  # resolved in _start
         self.ready = False
         self.epoch = 0
         self.master_id = ""
@@ -132,6 +133,10 @@ class MasterService(Service):
 
     async def _start(self) -> None:
         cfg = self.config
+        try:  # what others connect to, never a wildcard bind (published in MasterInfo, HA's own address)
+            self.advertised_ip, self.advertised_host = advertised_address(cfg, socket.gethostname(), socket.gethostbyname)
+        except ConfigError as e:
+            raise OSError(str(e)) from e
         ssl_ctx = None
         if cfg.tls_cert and cfg.tls_key:  # TLS: only TLS is served (a plaintext client is refused)
             try:
@@ -178,15 +183,15 @@ class MasterService(Service):
         )
         self.port = int(self._server.sockets[0].getsockname()[1])
 
-        host = cfg.advertised_host
+        ip, host = self.advertised_ip, self.advertised_host
         master_info = mesos.MasterInfo(
             id=self.master_id,
-            ip=ip_to_int(cfg.ip),
+            ip=ip_to_int(ip),
             port=self.port,
-            pid=f"master@{cfg.ip}:{self.port}",
+            pid=f"master@{ip}:{self.port}",
             hostname=host,
             version=VERSION,
-            address=mesos.Address(port=self.port, hostname=host, ip=cfg.ip),
+            address=mesos.Address(port=self.port, hostname=host, ip=ip),
             # Agora: tells clients they may send ACKNOWLEDGE_MANY (protocol/README.md)
             capabilities=(mesos.MasterCapability(type=mesos.MasterCapabilityType.ACKNOWLEDGE_MANY),),
         )
@@ -298,7 +303,8 @@ class MasterService(Service):
         return None if self.election is None else self.election.detector.current
 
     def _own_address(self) -> str:
-        return f"{self.config.ip}:{self.port}"
+        """``host:port`` as published in ZooKeeper (``MasterInfo.address.ip``, the detector's rule)."""
+        return f"{self.advertised_ip}:{self.port}"
 
     @property
     def url(self) -> str:
