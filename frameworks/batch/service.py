@@ -453,6 +453,10 @@ class BatchService(Service, Scheduler):
             spec = spec_from_dict(body)
         except SpecError as exc:
             return _error(request, 400, str(exc))
+        if spec.queue not in self.roles:  # no offer would ever come for it: refuse now, not wait forever
+            served = ", ".join(repr(r) for r in self.roles)
+            return _error(request, 400, f"queue {spec.queue!r} is not served by {self.framework_name}: "
+                          f"it subscribes with roles {served} (start it with --roles, or agora up --roles)")
         job_id, effects = self.core.submit(spec, self.now())
         # Durable before we answer: the id we return is never lost.
         await self.store.open().awrite([self.core.jobs[job_id]])

@@ -43,9 +43,6 @@ class LocalAuth:
     def agent_args(self) -> tuple[str, ...]:
         return ("--credential", str(self.agent_credential))
 
-    def framework_args(self, principal: str) -> tuple[str, ...]:
-        return ("--principal", principal, "--secret", self.framework_secrets[principal])
-
 
 def _write(path: Path, data: object) -> None:
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)

@@ -43,6 +43,7 @@ from frameworks.cli.common import (
     wait_master_ready,
     wait_until,
 )
+from protocol.ids import role_error
 from protocol.resources import ResourceError, Resources
 
 HOST = "127.0.0.1"
@@ -59,6 +60,7 @@ class LocalCluster:
     elastic_url: str | None = None
     ca: Path | None = None  # --tls: the throwaway cluster CA (AGORA_CA for the CLI)
     token: str | None = None  # --auth: the operator's bearer token (AGORA_TOKEN for the CLI)
+    batch_roles: tuple[str, ...] = ("*",)  # --queues: the roles the batch framework subscribes with
 
     def stop(self, grace: float = 5.0) -> None:
         """Retire the agents first (SIGUSR1: each kills its tasks, reports them, and exits; a plain
@@ -103,13 +105,16 @@ def start_cluster(
     with_elastic: bool | None = None,
     tls: bool = False,
     auth: bool = False,
+    batch_roles: tuple[str, ...] = (),
 ) -> LocalCluster:
     """Start master + ``agents`` agents (+ the batch framework if present) and wait until every
     agent is registered. On any failure everything started so far is stopped again.
 
     ``tls``: a throwaway CA and certificates in ``<work_dir>/tls`` (``frameworks/cli/certs.py``);
     the master serves only HTTPS/WSS and requires agents' client certificates (mTLS), the agents
-    and framework services serve HTTPS, and this process' CLI calls pin the CA (``set_ca``)."""
+    and framework services serve HTTPS, and this process' CLI calls pin the CA (``set_ca``).
+    ``batch_roles``: the roles (queues) the batch framework subscribes with (default ``*`` only);
+    it refuses a job for any other queue."""
     share = resources or agent_share(agents)
     try:
         Resources.parse(share)
@@ -119,7 +124,7 @@ def start_cluster(
     logs = work_dir / "logs"
     port = port or free_port(HOST)
     url = f"{'https' if tls else 'http'}://{HOST}:{port}"
-    cluster = LocalCluster(master_url=url, work_dir=work_dir)
+    cluster = LocalCluster(master_url=url, work_dir=work_dir, batch_roles=batch_roles or ("*",))
     tls_master: tuple[str, ...] = ()
     tls_agent: tuple[str, ...] = ()
     from frameworks.cli.authfiles import agent_principal
@@ -206,7 +211,7 @@ def start_cluster(
         if with_batch and module_available("frameworks.batch"):
             cluster.batch_url = _start_framework(
                 cluster, "batch", "frameworks.batch", BATCH_NAME, port, work_dir, env, ready_timeout, echo,
-                fw_secrets.get(BATCH_NAME),
+                fw_secrets.get(BATCH_NAME), ("--roles", ",".join(batch_roles)) if batch_roles else (),
             )
         if (with_batch if with_elastic is None else with_elastic) and module_available("frameworks.elastic"):
             cluster.elastic_url = _start_framework(
@@ -234,6 +239,7 @@ def _start_framework(
     ready_timeout: float,
     echo: Callable[[str], None],
     secret: str | None = None,
+    extra: tuple[str, ...] = (),
 ) -> str:
     """Start a bundled framework service (``python -m module``) and wait until it subscribed. With
     ``secret`` (``up --auth``) it authenticates as ``framework_name``; the secret goes in the
@@ -252,6 +258,7 @@ def _start_framework(
             "--work-dir", str(work_dir / name),
             *tls,
             *(("--principal", framework_name) if secret is not None else ()),
+            *extra,
         ],
         log_path=work_dir / "logs" / f"{name}.log",
         env=env if secret is None else {**env, "AGORA_SECRET": secret},
@@ -341,6 +348,9 @@ class _Signals:
 @click.option("--tls", is_flag=True, help="TLS everywhere: a throwaway CA and certificates in <work-dir>/tls, mTLS for agents.")
 @click.option("--auth", is_flag=True,
               help="Authentication on everywhere: throwaway credentials and default-deny ACLs in <work-dir>/auth.")
+@click.option("--queues", "--roles", "queues", default="*", show_default=True,
+              help="Comma-separated queues (roles) the batch framework serves, e.g. --queues 'ml,*'; "
+                   "a job for any other queue is refused at submit.")
 @click.option("--agent-opt", "agent_opts", multiple=True,
               help='Extra agora-agent flags, e.g. --agent-opt "--resource-estimator fixed --oversubscribed cpus:2".')
 def up(
@@ -356,8 +366,13 @@ def up(
     agent_opts: tuple[str, ...],
     tls: bool,
     auth: bool,
+    queues: str,
 ) -> None:
     """Start a local cluster (master, agents, batch framework) and keep it running until Ctrl-C."""
+    roles = tuple(r.strip() for r in queues.split(",") if r.strip())
+    for r in roles:
+        if (err := role_error(r)) is not None:
+            raise click.BadParameter(f"{r!r}: {err}", param_hint="--queues")
     sig = _Signals()
     old = {s: signal.signal(s, sig) for s in (signal.SIGINT, signal.SIGTERM)}
     wd = work_dir or Path(tempfile.mkdtemp(prefix="agora-"))
@@ -372,6 +387,7 @@ def up(
             agent_args=tuple(a for o in agent_opts for a in shlex.split(o)),
             tls=tls,
             auth=auth,
+            batch_roles=roles,
         )
         _print_endpoints(cluster, agents)
         if demo:
@@ -412,7 +428,7 @@ def _print_endpoints(cluster: LocalCluster, agents: int) -> None:
     click.echo(f"  scheduler API     {cluster.master_url}/api/v1/scheduler")
     click.echo(f"  state / metrics   {cluster.master_url}/state  {cluster.master_url}/metrics")
     if cluster.batch_url:
-        click.echo(f"  batch framework   {cluster.batch_url}   (agora job submit ...)")
+        click.echo(f"  batch framework   {cluster.batch_url}   (agora job submit ...; queues {','.join(cluster.batch_roles)})")
     if cluster.elastic_url:
         click.echo(f"  elastic framework {cluster.elastic_url}   (agora elastic submit ...)")
     click.echo(f"  work dir, logs    {wd}  {wd / 'logs'}")

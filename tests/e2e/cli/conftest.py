@@ -16,7 +16,8 @@ AGENT_RESOURCES = "cpus:2;mem:2048;disk:1024"
 @pytest.fixture(scope="package")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
     work: Path = tmp_path_factory.mktemp("cli-cluster")
-    c = start_cluster(2, work, port=0, resources=AGENT_RESOURCES, ready_timeout=60, with_elastic=False)
+    c = start_cluster(2, work, port=0, resources=AGENT_RESOURCES, ready_timeout=60, with_elastic=False,
+                      batch_roles=("*", "ml"))
     try:
         assert c.batch_url is not None
         yield c

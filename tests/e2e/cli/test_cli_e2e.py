@@ -132,3 +132,11 @@ def test_job_logs_follow_every_task_prefixed_and_history(agora: Any) -> None:
     assert codes[str(jid)] == "CD" and codes[str(bad)] == "F"
     r = agora("job", "logs", "999")
     assert r.exit_code == 1 and "no job 999" in r.output
+
+
+def test_a_queue_the_batch_framework_serves_runs_and_another_is_refused(agora: Any, cluster: LocalCluster) -> None:
+    assert cluster.batch_roles == ("*", "ml")  # start_cluster(batch_roles=...) = agora up --queues '*,ml'
+    jid = submit(agora, "--queue", "ml", "--", "true")
+    assert ok(agora("job", "wait", str(jid), "--timeout", "60")).startswith(f"job {jid} succeeded")
+    r = agora("job", "submit", *SMALL, "--queue", "gpu", "--", "true")
+    assert r.exit_code == 1 and "queue 'gpu' is not served by agora-batch: it subscribes with roles '*', 'ml'" in r.output
