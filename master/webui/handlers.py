@@ -23,7 +23,8 @@ from typing import TYPE_CHECKING, Any
 import aiohttp
 from aiohttp import web
 
-from master.auth import sandbox_denied
+from master.acls import TASK_LISTS
+from master.auth import sandbox_denied, visible_state
 from master.lifecycles import AgentPhase
 from master.views import legacy_resources
 from master.webui import model, pages, sandbox
@@ -140,10 +141,11 @@ class WebUI:
 
     # --- the operator views ---------------------------------------------------------------------
 
-    def _state(self, *, master: bool = False, agents: bool | str = False,
+    def _state(self, request: web.Request, *, master: bool = False, agents: bool | str = False,
                frameworks: bool | str = False) -> dict[str, Any]:
         """The part of ``/state`` a page shows: the master's own fields, the agents (all, or the
-        one with that id) and the frameworks (all, or the one with that id)."""
+        one with that id) and the frameworks (all, or the one with that id) -- those the request's
+        principal may view (``view_frameworks``/``view_tasks``, as ``/state`` filters them)."""
         views = self.svc.operator_api
         out: dict[str, Any] = views.master_json() if master else {}
         if agents is not False:
@@ -156,6 +158,7 @@ class WebUI:
         if frameworks is not False:
             out["frameworks"], out["completed_frameworks"] = views.frameworks_json(
                 None if frameworks is True else frameworks)
+            out = visible_state(self.svc, request, out)
         return out
 
     def _offers(self) -> list[dict[str, Any]]:
@@ -188,25 +191,25 @@ class WebUI:
     # --- pages ----------------------------------------------------------------------------------
 
     async def summary(self, request: web.Request) -> web.Response:
-        state = self._state(master=True, agents=True, frameworks=True)
+        state = self._state(request, master=True, agents=True, frameworks=True)
         return _html(pages.summary_page(state, self.svc.operator_api.snapshot(), self._offers()))
 
     async def agents(self, request: web.Request) -> web.Response:
-        return _html(pages.agents_page(self._state(agents=True)))
+        return _html(pages.agents_page(self._state(request, agents=True)))
 
     async def agent(self, request: web.Request) -> web.Response:
         aid = request.match_info["agent_id"]
-        return self._or_404(pages.agent_page(self._state(agents=aid, frameworks=True), aid), "agent", aid)
+        return self._or_404(pages.agent_page(self._state(request, agents=aid, frameworks=True), aid), "agent", aid)
 
     async def frameworks(self, request: web.Request) -> web.Response:
-        return _html(pages.frameworks_page(self._state(frameworks=True)))
+        return _html(pages.frameworks_page(self._state(request, frameworks=True)))
 
     async def framework(self, request: web.Request) -> web.Response:
         fid = request.match_info["framework_id"]
-        return self._or_404(pages.framework_page(self._state(frameworks=fid), fid), "framework", fid)
+        return self._or_404(pages.framework_page(self._state(request, frameworks=fid), fid), "framework", fid)
 
     async def tasks(self, request: web.Request) -> web.Response:
-        return _html(pages.tasks_page(self._state(frameworks=True), request.query.get("state") or None))
+        return _html(pages.tasks_page(self._state(request, frameworks=True), request.query.get("state") or None))
 
     async def offers(self, request: web.Request) -> web.Response:
         return _html(pages.offers_page(self._offers()))
@@ -215,11 +218,11 @@ class WebUI:
         return _html(pages.roles_page(self._roles(self._offers())))
 
     async def maintenance(self, request: web.Request) -> web.Response:
-        return _html(pages.maintenance_page(self._state(agents=True, frameworks=True)))
+        return _html(pages.maintenance_page(self._state(request, agents=True, frameworks=True)))
 
     async def task(self, request: web.Request) -> web.Response:
         fid, tid = request.match_info["framework_id"], request.match_info["task_id"]
-        found = self._find_task(fid, tid)
+        found = self._find_task(request, fid, tid)
         if found is None:
             return _html(pages.not_found_page("task", f"{fid}/{tid}"), 404)
         return _html(sandbox.task_page(*found))
@@ -230,14 +233,25 @@ class WebUI:
 
     # --- sandbox --------------------------------------------------------------------------------
 
-    def _find_task(self, fid: str, tid: str) -> tuple[dict[str, Any], dict[str, Any] | None] | None:
-        """The task's ``/state`` entry and its agent's (None if the master no longer has it)."""
+    def _find_task(
+        self, request: web.Request | None, fid: str, tid: str
+    ) -> tuple[dict[str, Any], dict[str, Any] | None] | None:
+        """The task's ``/state`` entry and its agent's (None if the master no longer has it, or --
+        given the request -- its principal may not view it: ``view_frameworks``/``view_tasks``)."""
         views = self.svc.operator_api
         task = views.task_json(fid, tid)
-        if task is None:
+        if task is None or (request is not None and not self._may_view_task(request, fid, tid)):
             return None
         agents = views.agents_json(str(task.get("slave_id", "")))
         return task, (agents[0] if agents else None)
+
+    def _may_view_task(self, request: web.Request, fid: str, tid: str) -> bool:
+        seen = self._state(request, frameworks=fid)
+        return any(
+            str(t.get("id", "")) == tid
+            for fw in (*seen["frameworks"], *seen["completed_frameworks"])
+            for key in TASK_LISTS for t in fw.get(key, ())
+        )
 
     def _task_and_agent(
         self, request: web.Request
@@ -245,7 +259,7 @@ class WebUI:
         """The task, its agent's ``/state`` entry (None if the master no longer has it) and the
         requested sandbox sub-path; or the error page to answer."""
         fid, tid = request.match_info["framework_id"], request.match_info["task_id"]
-        found = self._find_task(fid, tid)
+        found = self._find_task(None, fid, tid)  # sandboxes: access_sandboxes decides (403)
         if found is None:
             return _html(pages.not_found_page("task", f"{fid}/{tid}"), 404)
         raw = request.match_info.get("stream") or request.query.get("path", "")
