@@ -32,7 +32,7 @@ from frameworks.batch.model import (
     check_task_transition,
     dependency_status,
 )
-from frameworks.batch.planner import DEFAULT_GANG_TIMEOUT, JobView, OfferView, Placement, plan
+from frameworks.batch.planner import DEFAULT_GANG_TIMEOUT, AgentCapacity, JobView, OfferView, Placement, plan
 from frameworks.client.demand import Demand
 from protocol.resources import Resources
 from protocol.task_states import TaskState
@@ -233,6 +233,9 @@ class BatchCore:
         self._suppressed = False
         self._last_demand: tuple[tuple[str, Demand], ...] = ()
         self._round_at: float | None = None  # the ``now`` of the latest tick/schedule
+        # the most we have seen of each agent (offers + our tasks there): a job that can never
+        # fit in them says so in its reason
+        self.capacity: dict[str, AgentCapacity] = {}
 
     # --- queries -------------------------------------------------------------------------------
 
@@ -534,7 +537,9 @@ class BatchCore:
                     hold_since=job.hold_since,
                 )
             )
-        p = plan(views, offers, now, self.gang_timeout)
+        self._see_capacity(offers)
+        capacity = tuple(self.capacity.values())
+        p = plan(views, offers, now, self.gang_timeout, capacity)
         effects: list[Effect] = []
         by_offer: dict[str, list[Placement]] = {}
         for pl in p.placements:
@@ -559,11 +564,6 @@ class BatchCore:
                     TaskLaunch(task.task_id, job.job_id, pl.index, f"{job.spec.name}[{pl.index}]", job.spec, pl.resources)
                 )
             effects.append(Launch(offer_id, pls[0].agent_id, tuple(launches)))
-        for job_id, why in p.reasons.items():
-            self.jobs[job_id].reason = why
-        for view in views:
-            if view.job_id not in p.reasons and view.job_id not in touched:
-                self.jobs[view.job_id].reason = None
         # Gang holds: start the clock for a new holder; a timed-out holder lets go and cools down.
         if p.holding_job is not None:
             holder = self.jobs[p.holding_job]
@@ -583,8 +583,19 @@ class BatchCore:
             keep.update(o.offer_id for o in offers if o.agent_id in busy)
         # (An offer with nothing left, every resource in use by our tasks, is not idle.)
         idle = [o.offer_id for o in offers if o.resources and o.offer_id not in used and o.offer_id not in keep]
+        reasons = p.reasons
         if idle and not self._retry_pending():
             effects.append(Decline(tuple(idle), self.decline_seconds))
+            # Reasons describe the offers we go on holding, not the ones just declined ("largest
+            # free offer has 0.5" while that offer is gone). The declined offers were neither used
+            # nor held, so planning without them places the same; only the reasons may differ.
+            gone = set(idle)
+            reasons = plan(views, [o for o in offers if o.offer_id not in gone], now, self.gang_timeout, capacity).reasons
+        for job_id, why in reasons.items():
+            self.jobs[job_id].reason = why
+        for view in views:
+            if view.job_id not in reasons and view.job_id not in touched:
+                self.jobs[view.job_id].reason = None
         if touched:
             effects.append(Persist(tuple(sorted(touched))))
         # Ask for offers exactly while there is work waiting (a retry puts a task back to PENDING).
@@ -602,6 +613,33 @@ class BatchCore:
         return effects
 
     # --- helpers -------------------------------------------------------------------------------
+
+    def _see_capacity(self, offers: Sequence[OfferView]) -> None:
+        """Remember, per agent, the most we have seen of it: what its offers hold now plus what
+        our tasks use there (regular and revocable apart), the maximum per resource over time."""
+        regular: dict[str, dict[str, float]] = {}
+        revocable: dict[str, dict[str, float]] = {}
+        attributes: dict[str, Mapping[str, str]] = {}
+        for o in offers:
+            _add(regular.setdefault(o.agent_id, {}), o.resources.non_revocable().scalars())
+            _add(revocable.setdefault(o.agent_id, {}), o.resources.revocable().scalars())
+            attributes[o.agent_id] = o.attributes
+        if not regular:
+            return
+        for job in self.live.values():
+            for i in job.active:
+                task = job.tasks[i]
+                cur = task.current
+                if cur is not None and cur.agent_id in regular:
+                    _add((revocable if task.revocable else regular)[cur.agent_id], job.spec.resources().scalars())
+        for aid, now_seen in regular.items():
+            old = self.capacity.get(aid)
+            self.capacity[aid] = AgentCapacity(
+                aid,
+                _max(old.scalars if old else {}, now_seen),
+                attributes[aid],
+                _max(old.revocable if old else {}, revocable[aid]),
+            )
 
     def _agents_running_ours(self) -> set[str]:
         agents: set[str] = set()
@@ -668,6 +706,15 @@ class BatchCore:
         job.state = state
         if state in JOB_TERMINAL:
             self.live.pop(job.job_id, None)
+
+
+def _add(acc: dict[str, float], scalars: Mapping[str, float]) -> None:
+    for n, v in scalars.items():
+        acc[n] = acc.get(n, 0.0) + v
+
+
+def _max(a: Mapping[str, float], b: Mapping[str, float]) -> dict[str, float]:
+    return {n: max(a.get(n, 0.0), b.get(n, 0.0)) for n in {*a, *b}}
 
 
 def worth_declaring(

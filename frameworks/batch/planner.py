@@ -12,7 +12,9 @@ not delay it. A hold older than ``gang_timeout`` is released (the service declin
 so two frameworks each holding half of what their gangs need can never deadlock.
 
 Every job that is not fully placed gets a human reason: "waiting for 4 gpus; largest free
-offer has 2", "gang 3/8 placed", "after job 12", "behind gang job 5".
+offer has 2", "gang 3/8 placed", "after job 12", "behind gang job 5". Given the capacity of the
+agents the framework has been offered (``AgentCapacity``), a job that cannot fit in them says so:
+"cannot fit in the agents offered so far: 4 x cpus:1;mem:128 at once, they have room for 2".
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from collections.abc import Mapping, Sequence
 import attrs
 
 from frameworks.batch.model import JobSpec
-from frameworks.client.placement import pick
+from frameworks.client.placement import attribute_equals, pick
 from protocol.resources import Resources
 
 __pure__ = True
@@ -38,6 +40,18 @@ class OfferView:
     role: str  # the role the offer is allocated to
     resources: Resources  # what is available in it now (empty: all of it is in use by our tasks)
     attributes: Mapping[str, str] = attrs.field(factory=dict)
+
+
+@attrs.frozen
+class AgentCapacity:
+    """The most this framework has seen of an agent: its offered resources plus what our own
+    tasks use there (scalars, flattened; other frameworks' use is not seen, so it can be less
+    than the agent's total)."""
+
+    agent_id: str
+    scalars: Mapping[str, float]  # regular
+    attributes: Mapping[str, str] = attrs.field(factory=dict)
+    revocable: Mapping[str, float] = attrs.field(factory=dict)  # on top, for preemptible jobs
 
 
 @attrs.frozen
@@ -81,7 +95,52 @@ def matches(spec: JobSpec, offer: OfferView) -> bool:
     """The offer's role serves the job's queue and the agent satisfies its constraints."""
     if offer.role != spec.queue:
         return False
-    return all(offer.attributes.get(name) == value for name, value in spec.constraints)
+    return constraints_met(spec, offer.attributes)
+
+
+def constraints_met(spec: JobSpec, attributes: Mapping[str, str]) -> bool:
+    """Numbers compare as numbers: ``host_index=1.0`` matches the agent attribute ``host_index:1``."""
+    return all(attribute_equals(attributes.get(name), value) for name, value in spec.constraints)
+
+
+def shape_text(r: Resources) -> str:
+    """``cpus:1;mem:128`` (no brackets: the CLI prints reasons through rich, which takes
+    ``[...]`` for markup and printed ``waiting for 4 x  to be offered together``)."""
+    return ";".join(f"{k}:{v:g}" for k, v in sorted(r.scalars().items()))
+
+
+def room_for(spec: JobSpec, capacity: Sequence[AgentCapacity]) -> int | None:
+    """How many tasks of ``spec`` the agents in ``capacity`` that meet its constraints could
+    hold at once, each on one agent (None when no agent has been seen with anything in it)."""
+    if not any(v > 0 for a in capacity for v in (*a.scalars.values(), *a.revocable.values())):
+        return None
+    shape = {n: v for n, v in spec.resources().scalars().items() if v > 0}
+    total = 0
+    for agent in capacity:
+        if not constraints_met(spec, agent.attributes):
+            continue
+        have = dict(agent.scalars)
+        if spec.preemptible:
+            for n, v in agent.revocable.items():
+                have[n] = have.get(n, 0.0) + v
+        fit = min((int((have.get(n, 0.0) + 1e-9) // v) for n, v in shape.items()), default=0)
+        total += max(fit, 0)
+    return total
+
+
+def cannot_fit(spec: JobSpec, need: int, capacity: Sequence[AgentCapacity]) -> str | None:
+    """``cannot fit: ...`` when ``need`` tasks of ``spec`` (a whole gang, or one task) do not fit
+    at once in the agents this framework has been offered, else None."""
+    room = room_for(spec, capacity)
+    if room is None or room >= need:
+        return None
+    if spec.constraints and not any(constraints_met(spec, a.attributes) for a in capacity):
+        wanted = ", ".join(f"{k}={v}" for k, v in spec.constraints)
+        return f"cannot fit in the agents offered so far: none matches {wanted}"
+    shape = shape_text(spec.resources())
+    if need == 1:
+        return f"cannot fit in the agents offered so far: none has room for {shape}"
+    return f"cannot fit in the agents offered so far: {need} x {shape} at once, they have room for {room}"
 
 
 def carve(available: Resources, want: Resources, role: str, preemptible: bool) -> Resources | None:
@@ -162,6 +221,7 @@ def plan(
     offers: Sequence[OfferView],
     now: float,
     gang_timeout: float = DEFAULT_GANG_TIMEOUT,
+    capacity: Sequence[AgentCapacity] = (),
 ) -> Plan:
     free: dict[str, Resources] = {o.offer_id: o.resources for o in offers}
     placements: list[Placement] = []
@@ -194,15 +254,17 @@ def plan(
                 )
             continue
         if not needs_gang:
-            reasons[job.job_id] = shortfall(spec, offers, free)
+            reasons[job.job_id] = cannot_fit(spec, 1, capacity) or shortfall(spec, offers, free)
             continue
         # A gang that cannot start: it becomes the head gang and holds what it could use.
         if not any(o.resources and matches(spec, o) for o in offers):
             # Demand-driven allocation offers a gang whole or not at all (REQUEST with gang_min).
-            shape = ";".join(f"{k}:{v:g}" for k, v in sorted(spec.resources().scalars().items()))
-            why = f"gang 0/{gang} placed; waiting for {gang} x [{shape}] to be offered together"
+            why = f"gang 0/{gang} placed; waiting for {gang} x {shape_text(spec.resources())} to be offered together"
         else:
             why = f"gang {len(tentative)}/{gang} placed; {shortfall(spec, offers, trial)}"
+        impossible = cannot_fit(spec, gang, capacity)
+        if impossible:  # rather than what it waits for: waiting will not help
+            why = f"gang {len(tentative)}/{gang} placed; {impossible}"
         if job.hold_since is not None and now - job.hold_since >= gang_timeout:
             released = job.job_id
             reasons[job.job_id] = f"{why}; released held resources after {gang_timeout:g}s"

@@ -90,19 +90,31 @@ class Constraint:
         )
 
 
-def _fmt(v: str | float) -> str:
+def attribute_text(v: object) -> str:
+    """An attribute value as users write it: the scalar ``host_index:1`` is ``1``, not ``1.0``
+    (``0.5`` stays ``0.5``); text as it is."""
     if isinstance(v, float) and v.is_integer():
         return str(int(v))
     return str(v)
 
 
+_fmt = attribute_text
+
+
 def _num_eq(have: str | float, want: str) -> bool:
-    if not isinstance(have, (int, float)):
-        return False
+    """Numbers compare as numbers: ``1``, ``1.0`` and ``1e0`` are the same scalar. A text
+    attribute that reads as a number (batch offers carry their attributes as text) counts too."""
     try:
         return float(want) == float(have)
-    except ValueError:
+    except (TypeError, ValueError):
         return False
+
+
+def attribute_equals(have: str | float | None, want: str) -> bool:
+    """``attr==want`` for an agent attribute value (``None``: the agent has no such attribute)."""
+    if have is None:
+        return False
+    return attribute_text(have) == want or _num_eq(have, want)
 
 
 def satisfies(offer: CachedOffer, constraints: Iterable[Constraint]) -> bool:

@@ -245,7 +245,10 @@ def agents_page(state: State) -> Html:
 
 
 def _attributes_text(attrs: Mapping[str, Any]) -> str:
-    return "; ".join(f"{k}:{v}" for k, v in sorted(attrs.items())) or "-"
+    # scalars as users write them: host_index:1, not the 1.0 of /state
+    return "; ".join(
+        f"{k}:{int(v) if isinstance(v, float) and v.is_integer() else v}" for k, v in sorted(attrs.items())
+    ) or "-"
 
 
 def agent_page(state: State, agent_id: str) -> Html | None:

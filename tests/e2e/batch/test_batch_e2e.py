@@ -126,7 +126,7 @@ def test_gang_waits_with_reason_then_starts(cluster: LocalCluster) -> None:
     # Either the master offers nothing (it co-allocates a gang whole, REQUEST with gang_min), or the
     # framework still holds part of what the gang needs: both are named.
     assert d["reason"] in (
-        "gang 0/4 placed; waiting for 4 x [cpus:1;mem:16] to be offered together",
+        "gang 0/4 placed; waiting for 4 x cpus:1;mem:16 to be offered together",
         "gang 2/4 placed; waiting for 1 cpus; largest free offer has 0",
     ), d["reason"]
     cli(cluster, "cancel", str(blocker))

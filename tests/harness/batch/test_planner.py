@@ -129,7 +129,7 @@ def test_reserved_resources_are_used_by_their_queue() -> None:
 
 def test_gang_with_no_offers_says_it_waits_for_a_whole_gang() -> None:
     p = plan([job(1).cpus(1).mem(16).count(4).gang(4).build()], [], now=0)
-    assert p.reasons[1] == "gang 0/4 placed; waiting for 4 x [cpus:1;mem:16] to be offered together"
+    assert p.reasons[1] == "gang 0/4 placed; waiting for 4 x cpus:1;mem:16 to be offered together"
 
 
 def test_reason_says_held_resources_are_in_use_rather_than_that_there_are_no_offers() -> None:
@@ -144,4 +144,4 @@ def test_reason_says_held_resources_are_in_use_rather_than_that_there_are_no_off
     assert p.reasons == {1: "2 of 3 pending tasks placed; all held resources in use"}
     # A gang whose offers are all busy waits to be offered together (REQUEST with gang_min).
     p = plan([job(1).cpus(1).count(2).gang(2).build()], [busy.build()], now=0)
-    assert p.reasons[1] == "gang 0/2 placed; waiting for 2 x [cpus:1;mem:128] to be offered together"
+    assert p.reasons[1] == "gang 0/2 placed; waiting for 2 x cpus:1;mem:128 to be offered together"

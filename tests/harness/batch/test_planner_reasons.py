@@ -1,0 +1,83 @@
+"""Reasons a docs writer found wrong on a real cluster: a gang that can never fit said only what it
+waited for, the shape printed through rich lost its ``[...]``, and ``host_index=1.0`` matched no
+agent showing ``host_index:1``."""
+
+from __future__ import annotations
+
+from frameworks.batch.core import BatchCore
+from frameworks.batch.model import JobSpec
+from frameworks.batch.planner import AgentCapacity, plan
+from frameworks.client.placement import Constraint, attribute_equals, attribute_text
+from protocol.task_states import TaskState as S
+
+from .builders import job, offer
+
+TWO_ONE_CPU_AGENTS = (
+    AgentCapacity("agent-a", {"cpus": 1.0, "mem": 1024.0}),
+    AgentCapacity("agent-b", {"cpus": 1.0, "mem": 1024.0}),
+)
+
+
+def test_a_gang_bigger_than_the_agents_seen_says_it_cannot_fit() -> None:
+    gang = job(1).cpus(1).count(4).gang(4)
+    offers = [offer("a").cpus(1).mem(1024).build(), offer("b").cpus(1).mem(1024).build()]
+    p = plan([gang.build()], offers, now=0, capacity=TWO_ONE_CPU_AGENTS)
+    assert p.reasons[1] == (
+        "gang 2/4 placed; cannot fit in the agents offered so far: 4 x cpus:1;mem:128 at once, they have room for 2"
+    )
+    # nothing held by the framework: the same, not "waiting for 4 x ... to be offered together"
+    p = plan([gang.build()], [], now=0, capacity=TWO_ONE_CPU_AGENTS)
+    assert p.reasons[1].startswith("gang 0/4 placed; cannot fit in the agents offered so far: 4 x cpus:1;mem:128")
+
+
+def test_a_gang_that_fits_the_agents_seen_waits_and_names_its_shape_without_brackets() -> None:
+    caps = (*TWO_ONE_CPU_AGENTS, AgentCapacity("agent-c", {"cpus": 2.0, "mem": 1024.0}))
+    p = plan([job(1).cpus(1).count(4).gang(4).build()], [], now=0, capacity=caps)
+    # (rich took "[cpus:1;mem:128]" for markup: "waiting for 4 x  to be offered together")
+    assert p.reasons[1] == "gang 0/4 placed; waiting for 4 x cpus:1;mem:128 to be offered together"
+
+
+def test_a_task_bigger_than_every_agent_seen_says_so_and_revocable_counts_for_preemptible_jobs() -> None:
+    caps = (AgentCapacity("agent-a", {"cpus": 2.0, "mem": 1024.0}, revocable={"cpus": 2.0}),)
+    p = plan([job(1).cpus(3).build()], [], now=0, capacity=caps)
+    assert p.reasons[1] == "cannot fit in the agents offered so far: none has room for cpus:3;mem:128"
+    p = plan([job(1).cpus(3).preemptible().build()], [], now=0, capacity=caps)
+    assert p.reasons[1] == "no offers for queue '*'"
+    p = plan([job(1).constraint("rack", "r9").build()], [], now=0, capacity=caps)
+    assert p.reasons[1] == "cannot fit in the agents offered so far: none matches rack=r9"
+
+
+def test_the_core_learns_capacity_from_offers_and_its_own_tasks() -> None:
+    core = BatchCore()
+    small = JobSpec(name="s", argv=("true",), cpus=1.0, mem=64.0)
+    core.submit(small, now=0)
+    offers = [offer("a").cpus(1).mem(1024).build(), offer("b").cpus(1).mem(1024).build()]
+    core.schedule(offers, now=0)
+    core.on_update("j1-0-0", S.TASK_RUNNING, 1)
+    # agent-a is busy with our task: its offer is smaller now, but the agent is not
+    core.schedule([offer("a").cpus(0).mem(960).build(), offer("b").cpus(1).mem(1024).build()], now=1)
+    assert core.capacity["agent-a"].scalars["cpus"] == 1.0 and core.capacity["agent-b"].scalars["cpus"] == 1.0
+    gang, _ = core.submit(JobSpec(name="g", argv=("true",), cpus=1.0, mem=64.0, count=4, gang=4), now=2)
+    core.schedule([offer("b").cpus(1).mem(1024).build()], now=2)
+    assert "cannot fit in the agents offered so far: 4 x cpus:1;mem:64 at once, they have room for 2" in (
+        core.job(gang).reason or ""
+    )
+
+
+def test_numeric_constraints_compare_numbers_and_attributes_show_as_typed() -> None:
+    one = offer("a").cpus(1).mem(1024).attr("host_index", "1").build()
+    for want, placed in (("1", True), ("1.0", True), ("01", True), ("2", False)):
+        p = plan([job(1).constraint("host_index", want).build()], [one], now=0)
+        assert bool(p.placements) is placed, want
+    assert attribute_equals(1.0, "1.0") and attribute_equals("1", "1.0") and not attribute_equals("r1", "1")
+    assert attribute_equals("r1", "r1") and not attribute_equals(None, "1")
+    assert Constraint.parse("host_index==1.0").check({"host_index": 1.0})
+    assert attribute_text(0.0) == "0" and attribute_text(1.0) == "1" and attribute_text(0.5) == "0.5"
+    assert attribute_text("r1") == "r1"
+
+
+def test_agents_show_scalar_attributes_as_users_typed_them() -> None:
+    from master.webui.pages import _attributes_text
+
+    attrs = {"host_index": 0.0, "rack": "r1", "weight": 0.5}
+    assert _attributes_text(attrs) == "host_index:0; rack:r1; weight:0.5"
