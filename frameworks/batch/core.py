@@ -233,9 +233,9 @@ class BatchCore:
         self._suppressed = False
         self._last_demand: tuple[tuple[str, Demand], ...] = ()
         self._round_at: float | None = None  # the ``now`` of the latest tick/schedule
-        # the most we have seen of each agent (offers + our tasks there): a job that can never
-        # fit in them says so in its reason
-        self.capacity: dict[str, AgentCapacity] = {}
+        # the cluster's agents as the master last showed them (the shell refreshes it from the
+        # master's /state): a job that cannot fit in them says so in its reason
+        self.cluster: tuple[AgentCapacity, ...] = ()
 
     # --- queries -------------------------------------------------------------------------------
 
@@ -537,8 +537,7 @@ class BatchCore:
                     hold_since=job.hold_since,
                 )
             )
-        self._see_capacity(offers)
-        capacity = tuple(self.capacity.values())
+        capacity = self.cluster
         p = plan(views, offers, now, self.gang_timeout, capacity)
         effects: list[Effect] = []
         by_offer: dict[str, list[Placement]] = {}
@@ -614,33 +613,6 @@ class BatchCore:
 
     # --- helpers -------------------------------------------------------------------------------
 
-    def _see_capacity(self, offers: Sequence[OfferView]) -> None:
-        """Remember, per agent, the most we have seen of it: what its offers hold now plus what
-        our tasks use there (regular and revocable apart), the maximum per resource over time."""
-        regular: dict[str, dict[str, float]] = {}
-        revocable: dict[str, dict[str, float]] = {}
-        attributes: dict[str, Mapping[str, str]] = {}
-        for o in offers:
-            _add(regular.setdefault(o.agent_id, {}), o.resources.non_revocable().scalars())
-            _add(revocable.setdefault(o.agent_id, {}), o.resources.revocable().scalars())
-            attributes[o.agent_id] = o.attributes
-        if not regular:
-            return
-        for job in self.live.values():
-            for i in job.active:
-                task = job.tasks[i]
-                cur = task.current
-                if cur is not None and cur.agent_id in regular:
-                    _add((revocable if task.revocable else regular)[cur.agent_id], job.spec.resources().scalars())
-        for aid, now_seen in regular.items():
-            old = self.capacity.get(aid)
-            self.capacity[aid] = AgentCapacity(
-                aid,
-                _max(old.scalars if old else {}, now_seen),
-                attributes[aid],
-                _max(old.revocable if old else {}, revocable[aid]),
-            )
-
     def _agents_running_ours(self) -> set[str]:
         agents: set[str] = set()
         for job in self.live.values():
@@ -706,15 +678,6 @@ class BatchCore:
         job.state = state
         if state in JOB_TERMINAL:
             self.live.pop(job.job_id, None)
-
-
-def _add(acc: dict[str, float], scalars: Mapping[str, float]) -> None:
-    for n, v in scalars.items():
-        acc[n] = acc.get(n, 0.0) + v
-
-
-def _max(a: Mapping[str, float], b: Mapping[str, float]) -> dict[str, float]:
-    return {n: max(a.get(n, 0.0), b.get(n, 0.0)) for n in {*a, *b}}
 
 
 def worth_declaring(

@@ -12,9 +12,10 @@ not delay it. A hold older than ``gang_timeout`` is released (the service declin
 so two frameworks each holding half of what their gangs need can never deadlock.
 
 Every job that is not fully placed gets a human reason: "waiting for 4 gpus; largest free
-offer has 2", "gang 3/8 placed", "after job 12", "behind gang job 5". Given the capacity of the
-agents the framework has been offered (``AgentCapacity``), a job that cannot fit in them says so:
-"cannot fit in the agents offered so far: 4 x cpus:1;mem:128 at once, they have room for 2".
+offer has 2", "gang 3/8 placed", "after job 12", "behind gang job 5". Given the cluster's agents
+(``AgentCapacity``: their totals, from the master), a job that cannot fit in them says so rather
+than what it waits for: "cannot fit in the cluster: 4 x cpus:1;mem:128 at once, its agents have
+room for 2".
 """
 
 from __future__ import annotations
@@ -44,12 +45,11 @@ class OfferView:
 
 @attrs.frozen
 class AgentCapacity:
-    """The most this framework has seen of an agent: its offered resources plus what our own
-    tasks use there (scalars, flattened; other frameworks' use is not seen, so it can be less
-    than the agent's total)."""
+    """One agent of the cluster as the master shows it (``/state``): its total resources
+    (scalars, roles flattened), its attributes as text, its revocable resources (usage slack)."""
 
     agent_id: str
-    scalars: Mapping[str, float]  # regular
+    scalars: Mapping[str, float]  # regular totals
     attributes: Mapping[str, str] = attrs.field(factory=dict)
     revocable: Mapping[str, float] = attrs.field(factory=dict)  # on top, for preemptible jobs
 
@@ -129,18 +129,18 @@ def room_for(spec: JobSpec, capacity: Sequence[AgentCapacity]) -> int | None:
 
 
 def cannot_fit(spec: JobSpec, need: int, capacity: Sequence[AgentCapacity]) -> str | None:
-    """``cannot fit: ...`` when ``need`` tasks of ``spec`` (a whole gang, or one task) do not fit
-    at once in the agents this framework has been offered, else None."""
+    """``cannot fit in the cluster: ...`` when ``need`` tasks of ``spec`` (a whole gang, or one
+    task) do not fit at once in the cluster's agents even if all of them were free, else None."""
     room = room_for(spec, capacity)
     if room is None or room >= need:
         return None
     if spec.constraints and not any(constraints_met(spec, a.attributes) for a in capacity):
         wanted = ", ".join(f"{k}={v}" for k, v in spec.constraints)
-        return f"cannot fit in the agents offered so far: none matches {wanted}"
+        return f"cannot fit in the cluster: no agent matches {wanted}"
     shape = shape_text(spec.resources())
     if need == 1:
-        return f"cannot fit in the agents offered so far: none has room for {shape}"
-    return f"cannot fit in the agents offered so far: {need} x {shape} at once, they have room for {room}"
+        return f"cannot fit in the cluster: no agent has room for {shape}"
+    return f"cannot fit in the cluster: {need} x {shape} at once, its agents have room for {room}"
 
 
 def carve(available: Resources, want: Resources, role: str, preemptible: bool) -> Resources | None:

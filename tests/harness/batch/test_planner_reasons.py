@@ -4,15 +4,13 @@ agent showing ``host_index:1``."""
 
 from __future__ import annotations
 
-from frameworks.batch.core import BatchCore
-from frameworks.batch.model import JobSpec
 from frameworks.batch.planner import AgentCapacity, plan
+from frameworks.batch.service import cluster_of
 from frameworks.client.placement import Constraint, attribute_equals, attribute_text
-from protocol.task_states import TaskState as S
 
 from .builders import job, offer
 
-TWO_ONE_CPU_AGENTS = (
+TWO_ONE_CPU_AGENTS = (  # the cluster, as the master's /state shows it
     AgentCapacity("agent-a", {"cpus": 1.0, "mem": 1024.0}),
     AgentCapacity("agent-b", {"cpus": 1.0, "mem": 1024.0}),
 )
@@ -23,11 +21,11 @@ def test_a_gang_bigger_than_the_agents_seen_says_it_cannot_fit() -> None:
     offers = [offer("a").cpus(1).mem(1024).build(), offer("b").cpus(1).mem(1024).build()]
     p = plan([gang.build()], offers, now=0, capacity=TWO_ONE_CPU_AGENTS)
     assert p.reasons[1] == (
-        "gang 2/4 placed; cannot fit in the agents offered so far: 4 x cpus:1;mem:128 at once, they have room for 2"
+        "gang 2/4 placed; cannot fit in the cluster: 4 x cpus:1;mem:128 at once, its agents have room for 2"
     )
     # nothing held by the framework: the same, not "waiting for 4 x ... to be offered together"
     p = plan([gang.build()], [], now=0, capacity=TWO_ONE_CPU_AGENTS)
-    assert p.reasons[1].startswith("gang 0/4 placed; cannot fit in the agents offered so far: 4 x cpus:1;mem:128")
+    assert p.reasons[1].startswith("gang 0/4 placed; cannot fit in the cluster: 4 x cpus:1;mem:128")
 
 
 def test_a_gang_that_fits_the_agents_seen_waits_and_names_its_shape_without_brackets() -> None:
@@ -40,28 +38,26 @@ def test_a_gang_that_fits_the_agents_seen_waits_and_names_its_shape_without_brac
 def test_a_task_bigger_than_every_agent_seen_says_so_and_revocable_counts_for_preemptible_jobs() -> None:
     caps = (AgentCapacity("agent-a", {"cpus": 2.0, "mem": 1024.0}, revocable={"cpus": 2.0}),)
     p = plan([job(1).cpus(3).build()], [], now=0, capacity=caps)
-    assert p.reasons[1] == "cannot fit in the agents offered so far: none has room for cpus:3;mem:128"
+    assert p.reasons[1] == "cannot fit in the cluster: no agent has room for cpus:3;mem:128"
     p = plan([job(1).cpus(3).preemptible().build()], [], now=0, capacity=caps)
     assert p.reasons[1] == "no offers for queue '*'"
     p = plan([job(1).constraint("rack", "r9").build()], [], now=0, capacity=caps)
-    assert p.reasons[1] == "cannot fit in the agents offered so far: none matches rack=r9"
+    assert p.reasons[1] == "cannot fit in the cluster: no agent matches rack=r9"
 
 
-def test_the_core_learns_capacity_from_offers_and_its_own_tasks() -> None:
-    core = BatchCore()
-    small = JobSpec(name="s", argv=("true",), cpus=1.0, mem=64.0)
-    core.submit(small, now=0)
-    offers = [offer("a").cpus(1).mem(1024).build(), offer("b").cpus(1).mem(1024).build()]
-    core.schedule(offers, now=0)
-    core.on_update("j1-0-0", S.TASK_RUNNING, 1)
-    # agent-a is busy with our task: its offer is smaller now, but the agent is not
-    core.schedule([offer("a").cpus(0).mem(960).build(), offer("b").cpus(1).mem(1024).build()], now=1)
-    assert core.capacity["agent-a"].scalars["cpus"] == 1.0 and core.capacity["agent-b"].scalars["cpus"] == 1.0
-    gang, _ = core.submit(JobSpec(name="g", argv=("true",), cpus=1.0, mem=64.0, count=4, gang=4), now=2)
-    core.schedule([offer("b").cpus(1).mem(1024).build()], now=2)
-    assert "cannot fit in the agents offered so far: 4 x cpus:1;mem:64 at once, they have room for 2" in (
-        core.job(gang).reason or ""
+def test_the_cluster_is_read_from_the_masters_state() -> None:
+    state = {
+        "slaves": [
+            {"id": "a", "active": True, "resources": {"cpus": 2.0, "mem": 1024.0, "ports": "[31000-32000]"},
+             "attributes": {"host_index": 0.0, "rack": "r1"}, "revocable_resources": {"cpus": 2.0}},
+            {"id": "gone", "active": False, "resources": {"cpus": 8.0}},
+            {"id": "drained", "active": True, "draining": True, "resources": {"cpus": 8.0}},
+        ]
+    }
+    assert cluster_of(state) == (
+        AgentCapacity("a", {"cpus": 2.0, "mem": 1024.0}, {"host_index": "0", "rack": "r1"}, {"cpus": 2.0}),
     )
+    assert cluster_of({}) == () and cluster_of(None) == ()
 
 
 def test_numeric_constraints_compare_numbers_and_attributes_show_as_typed() -> None:

@@ -1,0 +1,74 @@
+"""The batch service against a real in-process master and a simulated agent (no task processes):
+what a docs writer saw on a real cluster."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+
+import pytest
+
+from frameworks.batch.model import JobState, spec_from_dict
+from frameworks.batch.service import BatchService
+from frameworks.client.testing import SimAgent
+from master.config import MasterConfig
+from master.service import MasterService
+
+
+@pytest.fixture
+async def master(tmp_path: Path) -> AsyncIterator[MasterService]:
+    svc = MasterService(
+        MasterConfig(
+            ip="127.0.0.1", port=0, work_dir=str(tmp_path / "master"),
+            heartbeat_interval=1.0, ping_interval=0.5, ping_timeout=5.0, read_timeout=5.0,
+        )
+    )
+    await svc.start()
+    try:
+        yield svc
+    finally:
+        await svc.stop()
+
+
+async def until(pred: Callable[[], object], within: float = 20.0) -> None:
+    deadline = asyncio.get_running_loop().time() + within
+    while not pred():
+        assert asyncio.get_running_loop().time() < deadline, "condition not met in time"
+        await asyncio.sleep(0.05)  # polling a condition with a deadline
+
+
+def submit(batch: BatchService, **spec: object) -> int:
+    job_id, effects = batch.core.submit(spec_from_dict({"shell": "sleep 30", **spec}), batch.now())
+    batch._absorb(effects)
+    batch._wake.set()
+    return job_id
+
+
+async def test_a_preemptible_job_runs_on_revocable_cpus_while_the_lease_is_busy(
+    master: MasterService, tmp_path: Path
+) -> None:
+    """Agent cpus:2 with 2 revocable cpus (--resource-estimator fixed --oversubscribed cpus:2): a
+    2x1-cpu regular job, then a preemptible 2x1-cpu one. It used to wait 'all held resources in
+    use' for as long as the first job ran (the master never offered the revocable cpus with the
+    mem they need); submitted together both ran."""
+    async with SimAgent(master.url, "cpus:2;mem:1024", hostname="sim-1") as agent:
+        await agent.wait_registered()
+        await agent.slack("cpus:2")
+        async with BatchService(master.url, tmp_path / "batch") as batch:
+            regular = submit(batch, cpus=1, count=2)
+            await until(lambda: batch.core.job(regular).counts().get("RUNNING") == 2)
+            preemptible = submit(batch, cpus=1, count=2, preemptible=True)
+            await until(lambda: batch.core.job(preemptible).state is JobState.RUNNING, 10)
+            await until(lambda: len(agent.running_tasks()) == 4)
+            assert all(t.revocable for t in batch.core.job(preemptible).tasks)
+
+
+async def test_a_gang_bigger_than_the_cluster_says_it_cannot_fit(master: MasterService, tmp_path: Path) -> None:
+    async with SimAgent(master.url, "cpus:2;mem:1024", hostname="sim-1") as agent:
+        await agent.wait_registered()
+        async with BatchService(master.url, tmp_path / "batch") as batch:
+            gang = submit(batch, cpus=1, mem=16, count=4, gang=4)
+            want = "cannot fit in the cluster: 4 x cpus:1;mem:16 at once, its agents have room for 2"
+            await until(lambda: want in (batch.core.job(gang).reason or ""))
+            assert batch.core.job(gang).state is JobState.PENDING
