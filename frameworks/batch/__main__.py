@@ -18,20 +18,25 @@ from frameworks.client.options import ServiceConnection, connection_options, run
 @click.command()
 @connection_options()
 @click.option("--ip", "host", default="127.0.0.1", show_default=True, help="Address the HTTP API binds.")
+@click.option(
+    "--advertise-ip", "advertise", default=None,
+    help="Address published in webui_url, where `agora job` finds the API (default: --ip, or this host's name for 0.0.0.0).",
+)
 @click.option("--port", default=5052, show_default=True, help="HTTP API port (0 picks a free one).")
 @click.option("--work-dir", type=click.Path(path_type=Path), default=Path(".agora/batch"), show_default=True)
 @click.option("--roles", default="*", show_default=True, help="Comma-separated roles (queues) to subscribe with.")
 @click.option("--gang-timeout", default=30.0, show_default=True, help="Seconds a blocked gang may hold offers.")
 @click.option("--name", default="agora-batch", show_default=True, help="Framework name.")
 def main(
-    conn: ServiceConnection, host: str, port: int, work_dir: Path, roles: str, gang_timeout: float, name: str
+    conn: ServiceConnection, host: str, advertise: str | None, port: int, work_dir: Path, roles: str,
+    gang_timeout: float, name: str,
 ) -> None:
     """The Agora batch framework: queues, priorities, gangs, backfill, arrays, dependencies."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     role_list = tuple(r.strip() for r in roles.split(",") if r.strip()) or ("*",)
     run_service(
         lambda: BatchService(
-            conn.master, work_dir, host=host, port=port, roles=role_list, framework_name=name,
+            conn.master, work_dir, host=host, advertise_host=advertise, port=port, roles=role_list, framework_name=name,
             gang_timeout=gang_timeout, **conn.service_kwargs(),
         ),
         name,  # --name: the line says which service this is

@@ -56,6 +56,7 @@ from frameworks.batch.planner import AgentCapacity, OfferView
 from frameworks.batch.store import JobStore, attempt_to_dict
 from frameworks.client.driver import KnownTask, Scheduler, SchedulerDriver
 from frameworks.client.offers import OfferCacheError
+from frameworks.client.options import ServiceConnection, advertised_host, stop_refused
 from frameworks.client.transport import HttpTransport, TransportError
 from protocol.authn import client_header
 from protocol.codec import JSON, MSGPACK
@@ -76,7 +77,6 @@ from protocol.mesos import (
 from protocol.mesos_common import FrameworkID, TaskID
 from protocol.resources import Resources
 from protocol.task_states import TaskState
-from protocol.tls import client_context, server_context
 
 log = logging.getLogger(__name__)
 
@@ -106,19 +106,22 @@ class BatchService(Service, Scheduler):
         principal: str | None = None,
         secret: str | None = None,
         token: str | None = None,
+        agent_http_credential: str | Path | None = None,
+        advertise_host: str | None = None,
     ) -> None:
         Service.__init__(self)
         self.master = master
-        # master authentication (protocol/authn.py): FrameworkInfo.principal, and the secret
-        # (HTTP Basic) or bearer token the transport presents
+        # how the service reaches the master and agents (frameworks/client/options.py): TLS
+        # (``ca`` pins the cluster CA; the certificate and key make the API and its webui_url
+        # https), the principal with its secret or token, the agents' --authenticate-http credential
+        self.conn = ServiceConnection.of(
+            master, ca=ca, tls_cert=tls_cert, tls_key=tls_key, principal=principal, secret=secret, token=token,
+            agent_http_credential=agent_http_credential,
+        )
         self.principal, self._secret, self._token = principal, secret, token
-        # TLS (protocol/tls.py): ``ca`` pins the master's (and agents') CA, the certificate and key
-        # make the HTTP API https (its webui_url too)
-        self.ca = ca
-        self.tls_cert = tls_cert
-        self.tls_key = tls_key
         self.work_dir = work_dir
         self.host = host
+        self.advertise_host = advertised_host(host, advertise_host)  # webui_url: never 0.0.0.0
         self.port = port
         self.roles = roles
         self.framework_name = framework_name
@@ -139,6 +142,8 @@ class BatchService(Service, Scheduler):
         self._queued: list[Effect] = []  # effects from callbacks, run by the one scheduling loop
         self._runner: web.AppRunner | None = None
         self._http: aiohttp.ClientSession | None = None
+        self._refused: asyncio.Task[None] | None = None
+        self._agent_headers: dict[str, str] = {}
         self.url = ""
         self.cluster_interval = 10.0  # seconds between reads of the cluster's agents (/state)
         self._cluster_at: float | None = None  # when the latest read started
@@ -149,12 +154,9 @@ class BatchService(Service, Scheduler):
         store = self.store.open()
         for job in await asyncio.to_thread(store.load):
             self.core.restore(job)
-        client_ssl = client_context(self.ca) if self.ca is not None else None
-        server_ssl = server_context(self.tls_cert, self.tls_key) if self.tls_cert and self.tls_key else None
-        self._http = aiohttp.ClientSession(
-            timeout=aiohttp.ClientTimeout(total=10),
-            connector=aiohttp.TCPConnector(ssl=client_ssl if client_ssl is not None else True),
-        )
+        client_ssl, server_ssl = self.conn.client_ssl(), self.conn.server_ssl()
+        self._http = self.conn.agent_session(client_ssl)
+        self._agent_headers = self.conn.agent_headers()  # task logs from agents' /files (--authenticate-http)
         app = web.Application(client_max_size=MAX_BODY)
         app.add_routes(
             [
@@ -173,7 +175,7 @@ class BatchService(Service, Scheduler):
         site = web.TCPSite(self._runner, self.host, self.port, ssl_context=server_ssl)
         await site.start()
         self.port = int(self._runner.addresses[0][1])
-        self.url = f"{'https' if server_ssl is not None else 'http'}://{self.host}:{self.port}"
+        self.url = f"{'https' if server_ssl is not None else 'http'}://{self.advertise_host}:{self.port}"
         # The API's address rides in FrameworkInfo.webui_url, so `agora job` finds it via the master.
         fid = store.get_meta("framework_id")
         info = FrameworkInfo(
@@ -195,8 +197,7 @@ class BatchService(Service, Scheduler):
                 )
             ),
         )
-        transport = HttpTransport(self.master, tls=client_ssl, principal=self.principal, secret=self._secret, token=self._token)
-        self.driver = SchedulerDriver(info, transport, scheduler=self)
+        self.driver = SchedulerDriver(info, self.conn.transport(client_ssl), scheduler=self)
         await self.driver.start()
         self.spawn(self._loop(), name="batch-schedule")
         self.spawn(self._flusher(), name="batch-flush")
@@ -213,6 +214,10 @@ class BatchService(Service, Scheduler):
         self.store.close()
 
     # --- driver callbacks ------------------------------------------------------------------------
+
+    def error(self, driver: SchedulerDriver, message: str) -> None:
+        """The master refused the subscription (401/403...): not transient, the service exits."""
+        self._refused = stop_refused(self, message)
 
     def subscribed(self, driver: SchedulerDriver, framework_id: str, master_info: object) -> None:
         self.store.open().set_meta("framework_id", framework_id)
@@ -574,7 +579,8 @@ class BatchService(Service, Scheduler):
         path = f"{driver.framework_id}/{attempt.task_id}/{stream}"
         try:
             async with self._http.get(
-                f"{agent}/files/read", params={"path": path, "offset": str(offset), "length": str(length)}
+                f"{agent}/files/read", params={"path": path, "offset": str(offset), "length": str(length)},
+                headers=self._agent_headers,
             ) as resp:
                 if resp.status != 200:
                     return _error(request, resp.status, await resp.text())

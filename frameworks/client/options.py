@@ -5,14 +5,25 @@ shares -- ``--master`` (``host:port``, a URL, or ``zk://host:port/path`` to foll
 ``--ca`` (the cluster CA: the master and agents are https), ``--tls-cert``/``--tls-key`` (the
 service's own API is https), ``--principal`` with ``--secret`` (HTTP Basic) or ``--token``
 (Bearer), the last three also from ``AGORA_PRINCIPAL``/``AGORA_SECRET``/``AGORA_TOKEN`` (a secret
-and a token: the one on the command line wins, as the CLI's ``AGORA_TOKEN`` may be exported) -- and
-hands the command one ``conn: ServiceConnection`` instead of seven parameters. Bad combinations
-(a certificate without its key, a secret without a principal, a malformed master) are usage
-errors before anything starts.
+and a token: the one on the command line wins, as the CLI's ``AGORA_TOKEN`` may be exported), and
+``--agent-http-credential FILE`` (what the service presents to agents run with
+``--authenticate-http`` when it reads task logs from their ``/files``; the master's option of
+that name, same format: ``protocol.authn.parse_client_credential``) -- and hands the command one
+``conn: ServiceConnection`` instead of eight parameters. Bad combinations (a certificate without
+its key, a secret without a principal, a malformed master, an unreadable credential file) are
+usage errors before anything starts.
+
+The services build the same ``ServiceConnection`` from their keyword arguments and take from it
+everything they open: ``client_ssl()``/``server_ssl()``, ``transport()`` (to the master) and
+``agent_session()`` (to agents, with the agent credential). ``advertised_host(host, advertise)``
+is the address a service publishes (its ``webui_url``): never a wildcard bind.
 
 ``run_service(make, label, errors)`` runs a service (an async context manager with a ``url``)
 until SIGINT/SIGTERM, printing ``<label> listening on <url>``; an expected failure (a TLS file, a
-port in use, ZooKeeper unreachable, ``errors``) becomes a one-line message, not a traceback.
+port in use, ZooKeeper unreachable, ``errors``) becomes a one-line message, not a traceback. A
+service that stops itself with ``failed`` set -- ``stop_refused`` when the master refuses the
+subscription (401 a bad credential, 403 an ACL: not transient, retrying would not help) -- exits
+non-zero with ``<label>: <why>``.
 
 ``python -m frameworks.batch`` and ``python -m frameworks.elastic`` are written with these.
 """
@@ -21,16 +32,25 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import logging
 import signal
+import socket
+import ssl
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
+import aiohttp
 import attrs
 import click
 
-from frameworks.client.transport import base_url
+from frameworks.client.transport import HttpTransport, base_url
+from protocol.authn import CredentialError, credential_header, parse_client_credential
 from protocol.detector import DetectorError, is_zk_url, parse_zk_url
-from protocol.tls import TlsError
+from protocol.lifecycle import Service
+from protocol.tls import TlsError, client_context, server_context
+
+log = logging.getLogger(__name__)
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -46,8 +66,15 @@ class ServiceConnection:
     principal: str | None = None  # FrameworkInfo.principal, and the Basic/Bearer identity
     secret: str | None = None
     token: str | None = None
+    agent_http_credential: str | None = None  # file: the credential for agents' /files (--authenticate-http)
 
-    def __attrs_post_init__(self) -> None:
+    @classmethod
+    def of(cls, master: str, **paths_and_credentials: str | Path | None) -> ServiceConnection:
+        """From a service's keyword arguments (files may be ``Path``s); not checked (``check``)."""
+        return cls(master, **{k: None if v is None else str(v) for k, v in paths_and_credentials.items()})
+
+    def check(self) -> None:
+        """``ValueError`` naming what is wrong (the command line turns it into a usage error)."""
         if (self.tls_cert is None) != (self.tls_key is None):
             raise ValueError("--tls-cert and --tls-key go together (the API's certificate and its key)")
         if self.secret is not None and not self.principal:
@@ -56,6 +83,7 @@ class ServiceConnection:
             parse_zk_url(self.master)  # DetectorError (a ValueError) names what is wrong
         else:
             base_url(self.master)
+        self.agent_headers()
 
     def service_kwargs(self) -> dict[str, Any]:
         """The keyword arguments ``BatchService``/``ElasticService`` take (all but ``master``)."""
@@ -66,7 +94,78 @@ class ServiceConnection:
             "principal": self.principal,
             "secret": self.secret,
             "token": self.token,
+            "agent_http_credential": self.agent_http_credential,
         }
+
+    def client_ssl(self) -> ssl.SSLContext | None:
+        """Towards the master and agents: the cluster CA pinned, or None (system defaults)."""
+        return client_context(self.ca) if self.ca is not None else None
+
+    def server_ssl(self) -> ssl.SSLContext | None:
+        """The service's own API: https with ``tls_cert``/``tls_key``, else None (http)."""
+        return server_context(self.tls_cert, self.tls_key) if self.tls_cert and self.tls_key else None
+
+    def transport(self, client_ssl: ssl.SSLContext | None) -> HttpTransport:
+        """The scheduler API transport to the master (TLS, principal with secret or token)."""
+        return HttpTransport(self.master, tls=client_ssl, principal=self.principal, secret=self.secret, token=self.token)
+
+    def agent_headers(self) -> dict[str, str]:
+        """``Authorization`` for agents run with ``--authenticate-http`` (empty without a credential).
+        ``CredentialError`` (a ``ValueError``) when the file cannot be read or parsed."""
+        if not self.agent_http_credential:
+            return {}
+        try:
+            text = Path(self.agent_http_credential).read_text()
+        except (OSError, UnicodeError) as e:
+            raise CredentialError(f"cannot read --agent-http-credential {self.agent_http_credential}: {e}") from e
+        try:
+            return {"Authorization": credential_header(parse_client_credential(text))}
+        except CredentialError as e:
+            raise CredentialError(f"bad --agent-http-credential {self.agent_http_credential}: {e}") from e
+
+    def agent_session(self, client_ssl: ssl.SSLContext | None) -> aiohttp.ClientSession:
+        """The session task-log reads go through (``/files/read`` on agents, with ``agent_headers``
+        per request: never sent to the master; 10 s per request)."""
+        return aiohttp.ClientSession(
+            timeout=aiohttp.ClientTimeout(total=10),
+            connector=aiohttp.TCPConnector(ssl=client_ssl if client_ssl is not None else True),
+        )
+
+
+WILDCARD_HOSTS = frozenset({"0.0.0.0", "::", ""})
+
+
+def advertised_host(host: str, advertise: str | None = None) -> str:
+    """What a service bound to ``host`` publishes (its ``webui_url``, what workers are told):
+    ``advertise`` if given, else ``host`` unless a wildcard nobody can connect to, else the
+    machine's hostname (the agent's ``--advertise-host`` rule)."""
+    if advertise:
+        return advertise
+    return socket.gethostname() if host in WILDCARD_HOSTS else host
+
+
+class ServiceFailed(Exception):
+    """The service stopped itself on an error (``failed``): ``run_service`` exits non-zero."""
+
+
+class MasterRefused(Exception):
+    """The master refused the service's subscription (a 4xx: 401 a bad credential, 403 an ACL)."""
+
+
+def stop_refused(service: Service, message: str) -> asyncio.Task[None] | None:
+    """A scheduler's ``error`` callback for a refused subscription: the driver has given up, so
+    the service would serve with no master. It fails (``failed``) and stops; ``run_service``
+    exits non-zero with the reason. Returns the stop task (keep it), None if already failing."""
+    if service.failed is not None:
+        return None
+    why = message.removeprefix("subscription refused: ")
+    if "HTTP 401" in why:
+        why += " (check --principal and --secret/--token)"
+    elif "HTTP 403" in why:
+        why += " (the master's ACLs do not allow this framework)"
+    service.failed = MasterRefused(f"the master refused the subscription: {why}")
+    log.critical("%s: %s; stopping", service.name, service.failed)
+    return asyncio.get_running_loop().create_task(service.stop())
 
 
 def connection_options(default_master: str = "127.0.0.1:5050") -> Callable[[F], F]:
@@ -83,8 +182,12 @@ def connection_options(default_master: str = "127.0.0.1:5050") -> Callable[[F], 
         click.option("--principal", envvar="AGORA_PRINCIPAL", default=None, help="The framework's principal (master auth on)."),
         click.option("--secret", envvar="AGORA_SECRET", default=None, help="Its secret (HTTP Basic), or give --token."),
         click.option("--token", envvar="AGORA_TOKEN", default=None, help="A bearer token for the master (with --principal)."),
+        click.option(
+            "--agent-http-credential", default=None, type=pem,
+            help="Credential file for agents run with --authenticate-http (task logs); the master's format.",
+        ),
     ]
-    names = ("master", "ca", "tls_cert", "tls_key", "principal", "secret", "token")
+    names = ("master", "ca", "tls_cert", "tls_key", "principal", "secret", "token", "agent_http_credential")
 
     def decorate(f: F) -> F:
         @functools.wraps(f)
@@ -94,6 +197,7 @@ def connection_options(default_master: str = "127.0.0.1:5050") -> Callable[[F], 
                 values.update(_one_credential(click.get_current_context()))
             try:
                 conn = ServiceConnection(**values)
+                conn.check()
             except ValueError as exc:
                 raise click.UsageError(str(exc)) from exc
             return f(*args, conn=conn, **kwargs)
@@ -122,6 +226,9 @@ class ApiService(Protocol):
     """A framework service: started and stopped by ``async with``, serving its API at ``url``."""
 
     url: str
+    failed: BaseException | None
+
+    async def wait_stopped(self) -> None: ...
 
     async def __aenter__(self) -> Any: ...
 
@@ -146,9 +253,17 @@ def run_service(
             loop.add_signal_handler(sig, stop.set)
         async with service:
             print(f"{label} listening on {service.url}", flush=True)
-            await stop.wait()
+            stopped = asyncio.ensure_future(service.wait_stopped())  # it stopped itself (failed)
+            waiter = asyncio.ensure_future(stop.wait())
+            try:
+                await asyncio.wait({stopped, waiter}, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                stopped.cancel()
+                waiter.cancel()
+        if service.failed is not None:
+            raise ServiceFailed(str(service.failed))
 
-    expected: tuple[type[BaseException], ...] = (OSError, TlsError, DetectorError, *errors)
+    expected: tuple[type[BaseException], ...] = (OSError, TlsError, DetectorError, CredentialError, ServiceFailed, *errors)
     try:
         uvloop.run(run())
     except expected as exc:  # a clear message, not a traceback

@@ -36,7 +36,6 @@ import contextlib
 import getpass
 import json
 import logging
-import socket
 import ssl
 import sys
 import time
@@ -50,7 +49,8 @@ from prometheus_client import CollectorRegistry
 
 from frameworks.client.driver import KnownTask, Scheduler, SchedulerDriver
 from frameworks.client.offers import OfferCacheError
-from frameworks.client.transport import HttpTransport, Transport, TransportError
+from frameworks.client.options import ServiceConnection, advertised_host, stop_refused
+from frameworks.client.transport import Transport, TransportError
 from frameworks.elastic import messages as m
 from frameworks.elastic import metrics
 from frameworks.elastic.coordinator import Coordinator
@@ -92,7 +92,6 @@ from protocol.mesos import (
 from protocol.mesos_common import DurationInfo, FrameworkID, TaskID
 from protocol.resources import Resources
 from protocol.task_states import TaskState
-from protocol.tls import client_context, server_context
 
 log = logging.getLogger(__name__)
 
@@ -138,17 +137,19 @@ class ElasticService(Service, Scheduler):
         principal: str | None = None,
         secret: str | None = None,
         token: str | None = None,
+        agent_http_credential: str | Path | None = None,
     ) -> None:
         Service.__init__(self)
         self.master = master
-        # master authentication (protocol/authn.py): FrameworkInfo.principal, and the secret
-        # (HTTP Basic) or bearer token the transport presents
-        self.principal, self._secret, self._token = principal, secret, token
-        # TLS (protocol/tls.py): ``ca`` pins the master's (and agents') CA, the certificate and key
-        # make the HTTP API https (its webui_url too); coordinators stay plain (worker traffic)
-        self.ca = ca
-        self.tls_cert = tls_cert
-        self.tls_key = tls_key
+        # how the service reaches the master and agents (frameworks/client/options.py): TLS
+        # (``ca`` pins the cluster CA; the certificate and key make the API and its webui_url
+        # https; coordinators stay plain, worker traffic), the principal with its secret or token,
+        # the agents' --authenticate-http credential
+        self.conn = ServiceConnection.of(
+            master, ca=ca, tls_cert=tls_cert, tls_key=tls_key, principal=principal, secret=secret, token=token,
+            agent_http_credential=agent_http_credential,
+        )
+        self.principal = principal
         self.work_dir = Path(work_dir)
         self.host = host
         self.port = port
@@ -157,7 +158,7 @@ class ElasticService(Service, Scheduler):
         self.failover_timeout = failover_timeout
         self.coordinator_host = coordinator_host or host
         # the address workers and the CLI are told (binding 0.0.0.0 needs a reachable name)
-        self.advertise_host = advertise_host or (socket.gethostname() if host in ("0.0.0.0", "::") else host)
+        self.advertise_host = advertised_host(host, advertise_host)
         self.heartbeat_timeout = heartbeat_timeout
         self.lease_timeout = lease_timeout
         self.kill_grace = kill_grace
@@ -176,6 +177,8 @@ class ElasticService(Service, Scheduler):
         self._write_lock = asyncio.Lock()
         self._http: aiohttp.ClientSession | None = None
         self._client_ssl: ssl.SSLContext | None = None
+        self._agent_headers: dict[str, str] = {}
+        self._refused: asyncio.Task[None] | None = None
         self._registry: CollectorRegistry | None = None
         self._runner: web.AppRunner | None = None
         self.url = ""
@@ -205,13 +208,9 @@ class ElasticService(Service, Scheduler):
                 web.get("/metrics", self._metrics),
             ]
         )
-        client_ssl = client_context(self.ca) if self.ca is not None else None
-        server_ssl = server_context(self.tls_cert, self.tls_key) if self.tls_cert and self.tls_key else None
-        self._client_ssl = client_ssl
-        self._http = aiohttp.ClientSession(
-            timeout=aiohttp.ClientTimeout(total=10),
-            connector=aiohttp.TCPConnector(ssl=client_ssl if client_ssl is not None else True),
-        )
+        self._client_ssl, server_ssl = self.conn.client_ssl(), self.conn.server_ssl()
+        self._http = self.conn.agent_session(self._client_ssl)
+        self._agent_headers = self.conn.agent_headers()  # worker logs from agents' /files (--authenticate-http)
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()
         await web.TCPSite(self._runner, self.host, self.port, ssl_context=server_ssl).start()
@@ -232,9 +231,7 @@ class ElasticService(Service, Scheduler):
             roles=self.roles,
             capabilities=tuple(Capability(c) for c in CAPABILITIES),
         )
-        transport = self._transport or HttpTransport(
-            self.master, tls=self._client_ssl, principal=self.principal, secret=self._secret, token=self._token
-        )
+        transport = self._transport or self.conn.transport(self._client_ssl)
         self.driver = SchedulerDriver(info, transport, scheduler=self)
         for task_id, agent_id in self.core.known_tasks():  # reconciled explicitly on subscribe
             self.driver.tasks[task_id] = KnownTask(task_id, agent_id, TaskState.TASK_RUNNING)
@@ -258,6 +255,10 @@ class ElasticService(Service, Scheduler):
             await self._flush()
 
     # --- driver callbacks ----------------------------------------------------------------------------
+
+    def error(self, driver: SchedulerDriver, message: str) -> None:
+        """The master refused the subscription (401/403...): not transient, the service exits."""
+        self._refused = stop_refused(self, message)
 
     def subscribed(self, driver: SchedulerDriver, framework_id: str, master_info: object) -> None:
         self.core.forget_kills()  # a kill sent to an earlier subscription may be lost
@@ -658,7 +659,7 @@ class ElasticService(Service, Scheduler):
             return _error(503, f"agent {w.agent_id} of worker {w.task_id} is not reachable from here")
         params = {"path": f"{fid}/{w.task_id}/{stream}", "offset": str(offset), "length": str(length)}
         try:
-            async with self._http.get(f"{agent}/files/read", params=params) as resp:
+            async with self._http.get(f"{agent}/files/read", params=params, headers=self._agent_headers) as resp:
                 if resp.status != 200:
                     return _error(resp.status, await resp.text())
                 data = await resp.json()

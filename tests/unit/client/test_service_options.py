@@ -4,6 +4,7 @@ start failure is one line, not a traceback."""
 
 from __future__ import annotations
 
+import socket
 from pathlib import Path
 
 import click
@@ -11,11 +12,13 @@ import pytest
 from click.testing import CliRunner
 
 from frameworks.batch.__main__ import main as batch_main
-from frameworks.client.options import ServiceConnection, connection_options
+from frameworks.client.options import ServiceConnection, advertised_host, connection_options
 from frameworks.elastic.__main__ import main as elastic_main
+from protocol.authn import basic_header, bearer_header
 
 NO_AUTH_ENV: dict[str, str | None] = {"AGORA_PRINCIPAL": None, "AGORA_SECRET": None, "AGORA_TOKEN": None}
-SHARED = {"--master", "--ca", "--tls-cert", "--tls-key", "--principal", "--secret", "--token"}
+SHARED = {"--master", "--ca", "--tls-cert", "--tls-key", "--principal", "--secret", "--token", "--agent-http-credential",
+          "--advertise-ip"}
 
 
 def _flags(cmd: click.Command) -> set[str]:
@@ -43,7 +46,50 @@ def test_the_options_reach_the_service_as_keyword_arguments() -> None:
     assert conn.master == "10.0.0.1:5050"
     assert conn.service_kwargs() == {
         "ca": "ca.pem", "tls_cert": "c.pem", "tls_key": "k.pem", "principal": "batch", "secret": "s3cret", "token": None,
+        "agent_http_credential": None,
     }
+
+
+@pytest.mark.parametrize(
+    ("text", "header"),
+    [
+        ('{"principal": "batch-logs", "secret": "s"}', basic_header("batch-logs", "s")),
+        ('{"principal": "batch-logs", "token": "t0k"}', bearer_header("t0k")),
+        ("batch-logs s\n", basic_header("batch-logs", "s")),
+    ],
+)
+def test_the_agent_http_credential_is_the_masters_format(tmp_path: Path, text: str, header: str) -> None:
+    """--agent-http-credential FILE: what a service presents to agents run with --authenticate-http
+    when it reads task logs (the master's option of that name, the agent's --credential format)."""
+    (tmp_path / "cred").write_text(text)
+    seen: list[ServiceConnection] = []
+
+    @click.command()
+    @connection_options()
+    def cmd(conn: ServiceConnection) -> None:
+        seen.append(conn)
+
+    result = CliRunner().invoke(cmd, ["--agent-http-credential", str(tmp_path / "cred")], env=NO_AUTH_ENV)
+    assert result.exit_code == 0, result.output
+    (conn,) = seen
+    assert conn.service_kwargs()["agent_http_credential"] == str(tmp_path / "cred")
+    assert conn.agent_headers() == {"Authorization": header}
+    assert ServiceConnection("m:5050").agent_headers() == {}
+
+
+@pytest.mark.parametrize("service", [batch_main, elastic_main], ids=["batch", "elastic"])
+def test_an_unusable_agent_credential_is_a_usage_error(service: click.Command, tmp_path: Path) -> None:
+    (tmp_path / "bad").write_text("{not json")
+    for path, message in ((tmp_path / "bad", "bad --agent-http-credential"),
+                          (tmp_path / "missing", "cannot read --agent-http-credential")):
+        result = CliRunner().invoke(service, ["--agent-http-credential", str(path)], env=NO_AUTH_ENV)
+        assert result.exit_code == 2 and message in result.output, result.output
+
+
+def test_a_wildcard_bind_advertises_a_name() -> None:
+    assert advertised_host("0.0.0.0") == socket.gethostname() == advertised_host("::")
+    assert advertised_host("0.0.0.0", "batch.example") == "batch.example"
+    assert advertised_host("10.0.0.3") == "10.0.0.3"
 
 
 @pytest.mark.parametrize(
