@@ -19,7 +19,14 @@ from typing import Any
 import click
 
 from frameworks.cli import cluster
-from frameworks.cli.common import CliError, error_text, http_post_json, master_state, master_url
+from frameworks.cli.common import (
+    CliError,
+    error_text,
+    http_post_json,
+    master_option,
+    master_state,
+    master_url,
+)
 from frameworks.cli.task import TERMINAL_TASK_STATES
 
 Row = dict[str, Any]
@@ -58,11 +65,11 @@ def running_tasks(state: dict[str, Any]) -> dict[str, list[str]]:
     return out
 
 
-def rows_agents(state: dict[str, Any]) -> list[Row]:
+def rows_agents(state: dict[str, Any], revocable: dict[str, dict[str, float]] | None = None) -> list[Row]:
     """``cluster.rows_agents`` plus state, drain reason and running tasks; recovered agents too."""
     tasks = running_tasks(state)
     raw = {a.get("id"): a for a in state.get("slaves") or []}
-    rows = cluster.rows_agents(state)
+    rows = cluster.rows_agents(state, revocable)
     for r in rows:
         a = raw.get(r["id"], {})
         r["tasks"] = sorted(tasks.get(r["id"], []))
@@ -77,6 +84,7 @@ def rows_agents(state: dict[str, Any]) -> list[Row]:
                 "active": False,
                 "resources": {},
                 "used_resources": {},
+                "revocable_used_resources": {},
                 "offered_resources": {},
                 "attributes": {},
                 "registered_time": None,
@@ -122,8 +130,7 @@ def reactivate_call(agent_id: str) -> dict[str, Any]:
 
 def _options(f: Callable[..., Any]) -> Callable[..., Any]:
     f = click.option("--json", "as_json", is_flag=True, help="Print JSON.")(f)
-    f = click.option("--master", envvar="AGORA_MASTER", default=None, help="Master host:port (or AGORA_MASTER).")(f)
-    return f
+    return master_option(f)
 
 
 def _run(fn: Callable[[], None]) -> None:
@@ -133,9 +140,11 @@ def _run(fn: Callable[[], None]) -> None:
         raise click.ClickException(error_text(str(exc))) from exc
 
 
-def _load(master: str | None) -> tuple[str, list[Row]]:
+def _load(master: str | None, usage: bool = False) -> tuple[str, list[Row]]:
+    """The agents' rows; ``usage``: with their revocable use apart (one more request)."""
     base = master_url(master)
-    return base, rows_agents(master_state(base, timeout=5.0))
+    state = master_state(base, timeout=5.0)
+    return base, rows_agents(state, cluster.load_revocable(base) if usage else None)
 
 
 def _host(r: Row) -> str:
@@ -151,10 +160,11 @@ def agent() -> None:
 @_options
 @click.option("--state", "only", default=None, help="Only agents in this state (e.g. drained).")
 def list_agents(master: str | None, as_json: bool, only: str | None) -> None:
-    """Agents with state (active/draining/drained/...), resources used/total, tasks, reason."""
+    """Agents with state (active/draining/drained/...), resources used/total (revocable use
+    apart: cpus 2/2 (+2 revocable)), tasks, reason."""
 
     def go() -> None:
-        _, rows = _load(master)
+        _, rows = _load(master, usage=True)
         if only:
             rows = [r for r in rows if r["state"] == only.lower()]
         cluster._emit(
@@ -164,7 +174,7 @@ def list_agents(master: str | None, as_json: bool, only: str | None) -> None:
                 ("id", lambda r: str(r["id"])),
                 ("host", _host),
                 ("state", lambda r: str(r["state"])),
-                ("resources (used/total)", lambda r: cluster._res_text(r["resources"], r["used_resources"])),
+                ("resources (used/total)", cluster.usage_text),
                 ("tasks", lambda r: str(len(r["tasks"]))),
                 ("reason", lambda r: str(r["reason"] or "")),
             ],
@@ -181,14 +191,14 @@ def show(agent_id: str, master: str | None, as_json: bool) -> None:
     """One agent (id, its -S<n> suffix, or host:port): state, reason, resources, tasks."""
 
     def go() -> None:
-        _, rows = _load(master)
+        _, rows = _load(master, usage=True)
         r = find_agent(rows, agent_id)
         if as_json:
             click.echo(json.dumps(r, indent=2, sort_keys=True))
             return
         click.echo(f"agent {r['id']}  {_host(r)}")
         click.echo(f"  state      {r['state']}" + (f"  reason: {r['reason']}" if r["reason"] else ""))
-        click.echo(f"  resources  {cluster._res_text(r['resources'], r['used_resources'])} (used/total)")
+        click.echo(f"  resources  {cluster.usage_text(r)} (used/total)")
         click.echo(f"  offered    {cluster._res_text(r['offered_resources']) or '-'}")
         attrs_text = ";".join(f"{k}:{v}" for k, v in sorted(r["attributes"].items()))
         click.echo(f"  attributes {attrs_text or '-'}")

@@ -16,7 +16,14 @@ from typing import Any
 
 import click
 
-from frameworks.cli.common import CliError, http_get_json, master_option, master_state, master_url
+from frameworks.cli.common import (
+    CliError,
+    http_get_json,
+    http_post_json,
+    master_option,
+    master_state,
+    master_url,
+)
 
 Row = dict[str, Any]
 
@@ -37,7 +44,28 @@ def _fmt_num(v: float) -> str:
     return f"{v:g}"
 
 
-def rows_agents(state: dict[str, Any]) -> list[Row]:
+def revocable_used(get_agents: Any) -> dict[str, dict[str, float]]:
+    """agent id -> the scalar revocable resources its tasks use, from the operator API's
+    ``GET_AGENTS`` answer: its ``allocated_resources`` carry Mesos' ``revocable`` marker, which
+    ``/state``'s flattened ``used_resources`` (regular and revocable summed) lose."""
+    out: dict[str, dict[str, float]] = {}
+    body = get_agents.get("get_agents") if isinstance(get_agents, dict) else None
+    agents = (body or {}).get("agents") or []
+    for a in agents:
+        aid = str((((a.get("agent_info") or {}).get("id")) or {}).get("value", ""))
+        for r in a.get("allocated_resources") or []:
+            if "revocable" not in r or r.get("type", "SCALAR") != "SCALAR":
+                continue
+            value = _num(r.get("scalar") or {}, "value")
+            if aid and value:
+                into = out.setdefault(aid, {})
+                into[r.get("name", "")] = into.get(r.get("name", ""), 0.0) + value
+    return out
+
+
+def rows_agents(state: dict[str, Any], revocable: dict[str, dict[str, float]] | None = None) -> list[Row]:
+    """Agents from ``/state``; ``revocable`` (``revocable_used``) splits each agent's usage:
+    ``revocable_used_resources`` is the revocable part of ``used_resources``."""
     rows: list[Row] = []
     for a in state.get("slaves", []) or []:
         total, used = _res(a.get("resources")), _res(a.get("used_resources"))
@@ -50,6 +78,7 @@ def rows_agents(state: dict[str, Any]) -> list[Row]:
                 "active": bool(a.get("active", True)),
                 "resources": total,
                 "used_resources": used,
+                "revocable_used_resources": dict((revocable or {}).get(str(a.get("id", "")), {})),
                 "offered_resources": offered,
                 "attributes": a.get("attributes", {}) or {},
                 "registered_time": a.get("registered_time"),
@@ -169,17 +198,35 @@ def _id(v: Any) -> str:
 # --- rendering -------------------------------------------------------------------------------------
 
 
-def _res_text(d: dict[str, Any], used: dict[str, Any] | None = None) -> str:
+def _res_text(d: dict[str, Any], used: dict[str, Any] | None = None, revocable: dict[str, Any] | None = None) -> str:
+    """``cpus 2, mem 512``; with ``used``: ``cpus 1/2`` (used/total); with ``revocable`` (the part
+    of ``used`` on revocable resources, not counted in the total): ``cpus 2/2 (+2 revocable)``."""
     parts = []
     for name in ("cpus", "mem", "gpus", "disk"):
         total = _num(d, name)
         if name in ("gpus", "disk") and total == 0 and not (used and _num(used, name)):
             continue
         if used is not None:
-            parts.append(f"{name} {_fmt_num(_num(used, name))}/{_fmt_num(total)}")
+            rev = _num(revocable or {}, name)
+            text = f"{name} {_fmt_num(max(0.0, _num(used, name) - rev))}/{_fmt_num(total)}"
+            parts.append(text + (f" (+{_fmt_num(rev)} revocable)" if rev else ""))
         else:
             parts.append(f"{name} {_fmt_num(total)}")
     return ", ".join(parts)
+
+
+def usage_text(r: Row) -> str:
+    """An agent row's resources as used/total, revocable use apart."""
+    return _res_text(r["resources"], r["used_resources"], r.get("revocable_used_resources"))
+
+
+def load_revocable(base: str) -> dict[str, dict[str, float]]:
+    """``revocable_used`` of the master at ``base`` (one ``GET_AGENTS`` call); empty when the master
+    will not answer it (usage then shows regular and revocable together, as ``/state`` has it)."""
+    try:
+        return revocable_used(http_post_json(base + "/api/v1", {"type": "GET_AGENTS"}))
+    except CliError:
+        return {}
 
 
 def _age_text(age: float | None) -> str:
@@ -238,11 +285,11 @@ def _run(fn: Callable[[], None]) -> None:
 @click.command()
 @_options
 def agents(master: str | None, as_json: bool) -> None:
-    """List the cluster's agents with their resources (used/total)."""
+    """List the cluster's agents with their resources (used/total; revocable use apart)."""
 
     def go() -> None:
-        _, state = _load(master)
-        rows = rows_agents(state)
+        base, state = _load(master)
+        rows = rows_agents(state, load_revocable(base))
         _emit(
             rows,
             as_json,
@@ -250,7 +297,7 @@ def agents(master: str | None, as_json: bool) -> None:
                 ("id", lambda r: str(r["id"])),
                 ("hostname", lambda r: f"{r['hostname']}:{r['port']}" if r["port"] else str(r["hostname"])),
                 ("active", lambda r: "yes" if r["active"] else "no"),
-                ("resources (used/total)", lambda r: _res_text(r["resources"], r["used_resources"])),
+                ("resources (used/total)", usage_text),
                 ("offered", lambda r: _res_text(r["offered_resources"])),
                 ("attributes", lambda r: ";".join(f"{k}:{v}" for k, v in sorted(r["attributes"].items()))),
             ],

@@ -69,6 +69,30 @@ def exit_code(detail: dict[str, Any]) -> int | None:
     return max(known) if known else None
 
 
+def attempt_rows(detail: dict[str, Any]) -> list[tuple[str, ...]]:
+    """``job show``'s table: one row per attempt of each task, oldest first; the task's index and
+    phase only on its first row; a task never launched is one row of dashes."""
+    rows: list[tuple[str, ...]] = []
+    for t in detail.get("task_list", []):
+        for n, a in enumerate(t.get("history") or [{}]):
+            attempt = a.get("attempt")
+            rows.append(
+                (
+                    str(t["index"]) if n == 0 else "",
+                    t["phase"] if n == 0 else "",
+                    "-" if attempt is None else str(attempt),
+                    a.get("task_id") or "-",
+                    a.get("hostname") or "-",
+                    clock_time(a.get("started_at")),
+                    clock_time(a.get("ended_at")),
+                    a.get("state") or "-",
+                    "-" if a.get("exit_code") is None else str(a["exit_code"]),
+                    a.get("message") or "",
+                )
+            )
+    return rows
+
+
 def _tasks_summary(counts: dict[str, int]) -> str:
     return " ".join(f"{k.lower()}:{v}" for k, v in sorted(counts.items()))
 
@@ -248,7 +272,8 @@ def history(ctx: click.Context, limit: int) -> None:
 @json_flag
 @click.pass_context
 def show(ctx: click.Context, job_id: int) -> None:
-    """Show a job: its spec, state, reason, and every task attempt."""
+    """Show a job: its state, reason, and every attempt of every task (one row each, oldest
+    first; a task's index and phase on its first row), with agent, times, state, exit code."""
     data = API.get(ctx, f"/jobs/{job_id}")
 
     def render(d: dict[str, Any]) -> None:
@@ -259,22 +284,10 @@ def show(ctx: click.Context, job_id: int) -> None:
         if d.get("reason"):
             con.print(f"reason: {d['reason']}")
         table = Table(box=None, header_style="bold")
-        for col in ("TASK", "PHASE", "ATTEMPT", "AGENT", "START", "END", "STATE", "EXIT", "MESSAGE"):
+        for col in ("TASK", "PHASE", "ATTEMPT", "TASK ID", "AGENT", "START", "END", "STATE", "EXIT", "MESSAGE"):
             table.add_column(col)
-        for t in d["task_list"]:
-            hist = t["history"] or [{}]
-            a = hist[-1]
-            table.add_row(
-                str(t["index"]),
-                t["phase"],
-                str(t["attempt"]),
-                a.get("hostname") or "-",
-                clock_time(a.get("started_at")),
-                clock_time(a.get("ended_at")),
-                a.get("state") or "-",
-                "-" if a.get("exit_code") is None else str(a["exit_code"]),
-                a.get("message") or "",
-            )
+        for row in attempt_rows(d):
+            table.add_row(*row)
         con.print(table)
 
     emit(ctx, data, render)

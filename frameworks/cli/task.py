@@ -60,12 +60,15 @@ Row = dict[str, Any]
 # --- pure ------------------------------------------------------------------------------------
 
 
-def find_task(state: dict[str, Any], task_id: str) -> Row | None:
-    """The task ``task_id`` (running or completed, in any framework) with its framework's name and
-    API address, or None. A running copy wins over a completed one of the same id."""
-    found: Row | None = None
+def task_matches(state: dict[str, Any], task_id: str, framework: str | None = None) -> list[Row]:
+    """Every framework's task ``task_id`` (running or completed), one row per framework with the
+    framework's name and API address; within a framework a running copy wins over a completed one.
+    ``framework`` (an id or a name) keeps only that framework's."""
+    found: dict[str, Row] = {}
     for group in (state.get("frameworks") or [], state.get("completed_frameworks") or []):
         for f in group:
+            if framework is not None and framework not in (f.get("id"), f.get("name")):
+                continue
             for completed, tasks in ((False, f.get("tasks") or []), (True, f.get("completed_tasks") or [])):
                 for t in tasks:
                     if t.get("id") != task_id:
@@ -84,10 +87,24 @@ def find_task(state: dict[str, Any], task_id: str) -> Row | None:
                         "statuses": t.get("statuses") or [],
                         "completed": completed,
                     }
-                    if not completed:
-                        return row
-                    found = found or row
-    return found
+                    key = str(row["framework_id"])
+                    if key not in found or (found[key]["completed"] and not completed):
+                        found[key] = row
+    return list(found.values())
+
+
+def find_task(state: dict[str, Any], task_id: str, framework: str | None = None) -> Row | None:
+    """The task ``task_id`` (see ``task_matches``), or None. Task ids are unique only within a
+    framework: an id that two frameworks use is a ``CliError`` naming them (pick one with
+    ``--framework``)."""
+    rows = task_matches(state, task_id, framework)
+    if len(rows) > 1:
+        names = ", ".join(f"{r['framework'] or '?'} (id {r['framework_id']}, {r['state'] or '?'})" for r in rows)
+        raise CliError(
+            f"task id {task_id!r} is used by {len(rows)} frameworks: {names}; "
+            "choose one with --framework ID|NAME"
+        )
+    return rows[0] if rows else None
 
 
 def agent_url(state: dict[str, Any], agent_id: str) -> str | None:
@@ -119,12 +136,13 @@ def batch_task(task_id: str) -> tuple[int, int] | None:
 # --- shell -----------------------------------------------------------------------------------
 
 
-def _locate(master: str | None, task_id: str) -> tuple[str, dict[str, Any], Row]:
+def _locate(master: str | None, task_id: str, framework: str | None = None) -> tuple[str, dict[str, Any], Row]:
     base = master_url(master)
     state = master_state(base, timeout=5.0)
-    row = find_task(state, task_id)
+    row = find_task(state, task_id, framework)
     if row is None:
-        raise CliError(f"no task {task_id!r} known to the master at {base}")
+        where = f" in framework {framework!r}" if framework is not None else ""
+        raise CliError(f"no task {task_id!r}{where} known to the master at {base}")
     row["agent_url"] = agent_url(state, row["agent_id"])
     return base, state, row
 
@@ -203,20 +221,27 @@ def _write(piece: str) -> None:
     sys.stdout.flush()
 
 
-def _terminal_check(base: str, task_id: str) -> Callable[[], bool]:
-    """Whether the task ended, asked of the master at ``base`` (resolved once per command: a
-    ``zk://`` master is not looked up in ZooKeeper at every poll)."""
+def _terminal_check(base: str, task_id: str, framework_id: str) -> Callable[[], bool]:
+    """Whether the task (of framework ``framework_id``) ended, asked of the master at ``base``
+    (resolved once per command: a ``zk://`` master is not looked up in ZooKeeper at every poll)."""
 
     def done() -> bool:
-        row = find_task(master_state(base, timeout=5.0), task_id)
+        row = find_task(master_state(base, timeout=5.0), task_id, framework_id)
         return row is None or row["state"] in TERMINAL_TASK_STATES
 
     return done
 
 
+def _framework_option(f: Callable[..., Any]) -> Callable[..., Any]:
+    return click.option(
+        "--framework", default=None, metavar="ID|NAME",
+        help="The framework whose task it is (needed when two frameworks use the same task id).",
+    )(f)
+
+
 def _options(f: Callable[..., Any]) -> Callable[..., Any]:
     f = click.option("--json", "as_json", is_flag=True, help="Print JSON.")(f)
-    return master_option(f)
+    return master_option(_framework_option(f))
 
 
 @click.group()
@@ -230,11 +255,11 @@ task.add_command(cluster.tasks, name="list")
 @task.command()
 @click.argument("task_id")
 @_options
-def show(task_id: str, master: str | None, as_json: bool) -> None:
+def show(task_id: str, master: str | None, as_json: bool, framework: str | None) -> None:
     """A task: state, framework, agent, resources, sandbox, status history."""
 
     def go() -> None:
-        _, _, row = _locate(master, task_id)
+        _, _, row = _locate(master, task_id, framework)
         row["sandbox"] = sandbox_file(row["framework_id"], row["id"], "")
         if as_json:
             click.echo(json.dumps(row, indent=2, sort_keys=True))
@@ -256,13 +281,15 @@ def show(task_id: str, master: str | None, as_json: bool) -> None:
 @click.option("--follow", "-f", is_flag=True, help="Keep printing until the task ends.")
 @click.option("--tail", "-n", "tail", default=None, type=click.IntRange(0), help="Start with the last N lines.")
 @_options
-def logs(task_id: str, stderr: bool, follow: bool, tail: int | None, master: str | None, as_json: bool) -> None:
+def logs(
+    task_id: str, stderr: bool, follow: bool, tail: int | None, master: str | None, as_json: bool, framework: str | None
+) -> None:
     """Print a task's stdout (or stderr) from its agent's sandbox; -f follows it to the end.
     --json: one {"task", "stream", "line"} object per line."""
     stream = "stderr" if stderr else "stdout"
 
     def go() -> None:
-        base, _, row = _locate(master, task_id)
+        base, _, row = _locate(master, task_id, framework)
         read = _reader(row, stream, must_exist=not follow)
         render = json_lines(task=task_id, stream=stream) if as_json else None
         start = 0
@@ -271,16 +298,16 @@ def logs(task_id: str, stderr: bool, follow: bool, tail: int | None, master: str
             for piece in [text] if render is None else LineBuffer("").feed(text):
                 _write(piece if render is None else render(piece))
         s = LogStream(read, offset=start, prefix="" if as_json else None, render=render)
-        _follow([s], follow, base, task_id)
+        _follow([s], follow, base, row)
 
     _run(go)
 
 
-def _follow(streams: list[LogStream], keep: bool, base: str, task_id: str) -> None:
+def _follow(streams: list[LogStream], keep: bool, base: str, row: Row) -> None:
     follow(
         streams,
         keep_following=keep,
-        done=_terminal_check(base, task_id),
+        done=_terminal_check(base, str(row["id"]), str(row["framework_id"])),
         sleep=time.sleep,
         write=_write,
         poll=POLL,
@@ -290,11 +317,13 @@ def _follow(streams: list[LogStream], keep: bool, base: str, task_id: str) -> No
 @task.command()
 @click.argument("task_id")
 @_options
-def attach(task_id: str, master: str | None, as_json: bool) -> None:
-    """Follow a task's stdout and stderr together (lines prefixed) until it ends; Ctrl-C detaches."""
+def attach(task_id: str, master: str | None, as_json: bool, framework: str | None) -> None:
+    """Follow a task's stdout and stderr together (lines prefixed [stdout]/[stderr]) until it ends;
+    Ctrl-C detaches. The sandbox files carry no timestamps, so lines are not in time order across
+    the two streams: each poll (every 0.5 s) prints what stdout gained, then what stderr gained."""
 
     def go() -> None:
-        base, _, row = _locate(master, task_id)
+        base, _, row = _locate(master, task_id, framework)
         streams = [
             LogStream(
                 _reader(row, s, must_exist=False),
@@ -303,7 +332,7 @@ def attach(task_id: str, master: str | None, as_json: bool) -> None:
             )
             for s in ("stdout", "stderr")
         ]
-        _follow(streams, True, base, task_id)
+        _follow(streams, True, base, row)
 
     _run(go)
 
@@ -311,11 +340,11 @@ def attach(task_id: str, master: str | None, as_json: bool) -> None:
 @task.command()
 @click.argument("task_id")
 @_options
-def kill(task_id: str, master: str | None, as_json: bool) -> None:
+def kill(task_id: str, master: str | None, as_json: bool, framework: str | None) -> None:
     """Ask the task's framework to kill it (batch tasks: like a crash, retried if retries remain)."""
 
     def go() -> None:
-        _, _, row = _locate(master, task_id)
+        _, _, row = _locate(master, task_id, framework)
         if row["state"] in TERMINAL_TASK_STATES:
             raise CliError(f"task {task_id} already ended ({row['state']})")
         ref = batch_task(task_id)
@@ -339,12 +368,13 @@ def kill(task_id: str, master: str | None, as_json: bool) -> None:
 @click.option("--stderr", is_flag=True, help="stderr instead of stdout.")
 @click.option("--output", "-o", type=click.Path(dir_okay=False, writable=True), default=None, help="File to write (default: stdout).")
 @master_option
-def download(task_id: str, stderr: bool, output: str | None, master: str | None) -> None:
+@_framework_option
+def download(task_id: str, stderr: bool, output: str | None, master: str | None, framework: str | None) -> None:
     """Download a task's whole stdout (or stderr) file from its sandbox (``/files/download``)."""
     stream = "stderr" if stderr else "stdout"
 
     def go() -> None:
-        _, _, row = _locate(master, task_id)
+        _, _, row = _locate(master, task_id, framework)
         if not row.get("agent_url"):
             raise CliError(f"task {task_id}: its agent {row['agent_id'] or '?'} is not registered with the master")
         q = urllib.parse.urlencode({"path": sandbox_file(row["framework_id"], task_id, stream)})

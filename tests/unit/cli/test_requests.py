@@ -172,12 +172,14 @@ def test_a_post_to_a_standby_master_is_re_sent_to_the_leader(server: Server) -> 
         res = CliRunner().invoke(cli, ["--token", "T0K", "events", "--master", standby])
         assert "closed the event stream" in res.output  # the leader's (empty) stream was read
         res = CliRunner().invoke(cli, ["agents", "--master", standby, "--json"])  # a GET, urllib's own
-    post, get = server.requests
+    post, get, usage = server.requests
     assert (post["method"], post["path"], post["auth"], json.loads(post["body"])) == (
         "POST", "/api/v1", "Bearer T0K", {"type": "SUBSCRIBE"}
     )
     assert post["host"] == _Standby.leader  # not the standby's Host header carried over
     assert (get["method"], get["path"]) == ("GET", "/state")
+    # agents' revocable use (GET_AGENTS), a POST too
+    assert (usage["method"], usage["path"], json.loads(usage["body"])) == ("POST", "/api/v1", {"type": "GET_AGENTS"})
 
 
 class _Cluster(BaseHTTPRequestHandler):
