@@ -5,24 +5,19 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
-import signal
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import IO
 
 import aiohttp
 import attrs
 
 from protocol.detector import MasterDetector
 
+from ..agent_process import agent_process, start_ready
+from ..agent_process import stop_process as stop
+
 SESSION_TIMEOUT = 1.5  # seconds: a killed leader's znode goes after this
-
-
-def _append(log: Path) -> IO[bytes]:
-    log.parent.mkdir(parents=True, exist_ok=True)
-    return open(log, "ab")
 
 
 def _text(log: Path) -> str:
@@ -44,35 +39,14 @@ class MasterProc:
 
 
 async def start_master(zk_url: str, work: Path, log: Path) -> MasterProc:
-    with _append(log) as err:
-        proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "master.main", "--ip", "127.0.0.1", "--port", "0", "--work-dir", str(work),
-            "--zk", zk_url, "--zk-session-timeout", str(SESSION_TIMEOUT),
-            "--heartbeat-interval", "0.5", "--ping-interval", "0.5", "--ping-timeout", "10",
-            "--agent-reregister-timeout", "30", "--log-level", "INFO",
-            stdout=asyncio.subprocess.PIPE, stderr=err, start_new_session=True,
-        )
-    try:
-        assert proc.stdout is not None
-        line = (await asyncio.wait_for(proc.stdout.readline(), 30)).decode()
-        assert line.startswith("agora-master listening on http://127.0.0.1:"), (line, _text(log))
-    except BaseException:
-        await stop(proc)
-        raise
+    proc, line = await start_ready(
+        (sys.executable, "-m", "master.main", "--ip", "127.0.0.1", "--port", "0", "--work-dir", str(work),
+         "--zk", zk_url, "--zk-session-timeout", str(SESSION_TIMEOUT),
+         "--heartbeat-interval", "0.5", "--ping-interval", "0.5", "--ping-timeout", "10",
+         "--agent-reregister-timeout", "30", "--log-level", "INFO"),
+        "agora-master listening on http://127.0.0.1:", log,
+    )
     return MasterProc(proc, line.split()[-1].removeprefix("http://"), log)
-
-
-async def stop(proc: asyncio.subprocess.Process) -> None:
-    if proc.returncode is None:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGCONT)
-            proc.send_signal(signal.SIGTERM)
-        try:
-            await asyncio.wait_for(proc.wait(), 15)
-        except TimeoutError:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)
-            await proc.wait()
 
 
 @contextlib.asynccontextmanager
@@ -103,21 +77,10 @@ async def detector(zk_url: str) -> AsyncIterator[MasterDetector]:
 
 
 @contextlib.asynccontextmanager
-async def agent(zk_url: str, work: Path, log: Path) -> AsyncIterator[asyncio.subprocess.Process]:
-    with _append(log) as err:
-        proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "agent.main", "--master", zk_url, "--work-dir", str(work),
-            "--resources", "cpus:2;mem:1024;disk:1000", "--isolation", "psutil", "--default-grace", "0.5",
-            "--log-level", "INFO",
-            stdout=asyncio.subprocess.PIPE, stderr=err, start_new_session=True,
-        )
-    try:
-        assert proc.stdout is not None
-        line = (await asyncio.wait_for(proc.stdout.readline(), 30)).decode()
-        assert line.startswith("agora-agent listening on"), (line, _text(log))
-        yield proc
-    finally:
-        await stop(proc)
+async def agent(zk_url: str, work: Path, log: Path) -> AsyncIterator[str]:
+    """A real agent following the leader through ZooKeeper; yields its URL."""
+    async with agent_process(zk_url, work, "--default-grace", "0.5", "--log-level", "INFO", log=log) as url:
+        yield url
 
 
 async def state(address: str) -> dict[str, object]:

@@ -6,10 +6,8 @@ fails to parse keeps the previous set (an error is logged; never fall open)."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import logging
-import os
 import signal
 import sys
 from pathlib import Path
@@ -22,6 +20,7 @@ from master.service import MasterService
 from master.testing_agent import FakeAgent
 from protocol.authn import basic_header, bearer_header
 
+from ..agent_process import stop_process
 from .conftest import master_config
 from .test_auth import ACLS, AG, CREDENTIALS, OPS, get, write_auth_files
 
@@ -113,11 +112,4 @@ async def test_sighup_reloads_a_real_master(tmp_path: Path) -> None:
         assert await _status(url + "/state", bearer_header("ops-token")) == 401
         assert proc.returncode is None
     finally:
-        if proc.returncode is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                await asyncio.wait_for(proc.wait(), 15)
-            except TimeoutError:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(proc.pid, signal.SIGKILL)
-                await proc.wait()
+        await stop_process(proc)
