@@ -75,6 +75,14 @@ class LocalCluster:
                 p.popen.wait(timeout=max(0.1, deadline - time.monotonic()))
         stop_all(self.processes, grace=grace)
 
+    def service_tls_args(self) -> list[str]:
+        """A framework service's TLS flags on this cluster (none without ``--tls``): the cluster CA,
+        and the agents' certificate (localhost, server+client) for its own API and for mTLS."""
+        if self.ca is None:
+            return []
+        d = self.ca.parent
+        return ["--ca", str(self.ca), "--tls-cert", str(d / "agent.pem"), "--tls-key", str(d / "agent-key.pem")]
+
     def dead(self) -> list[ManagedProcess]:
         return [p for p in self.processes if not p.alive()]
 
@@ -245,10 +253,7 @@ def _start_framework(
     ``secret`` (``up --auth``) it authenticates as ``framework_name``; the secret goes in the
     child's environment (``AGORA_SECRET``), never on its command line where ``ps`` shows it."""
     fport = free_port(HOST)
-    tls: list[str] = []
-    if cluster.ca is not None:  # the services reuse the agents' certificate (localhost, server+client)
-        d = cluster.ca.parent
-        tls = ["--ca", str(cluster.ca), "--tls-cert", str(d / "agent.pem"), "--tls-key", str(d / "agent-key.pem")]
+    tls = cluster.service_tls_args()
     proc = start_process(
         name,
         [
@@ -299,8 +304,11 @@ def _run_demos(cluster: LocalCluster, echo: Callable[[str], None]) -> bool:
         echo(f"demo: {module} ...")
         kwargs: dict[str, Any] = {}
         with contextlib.suppress(TypeError, ValueError):
-            if "echo" in inspect.signature(run_demo).parameters:
+            params = inspect.signature(run_demo).parameters
+            if "echo" in params:
                 kwargs["echo"] = echo
+            if "service_args" in params:  # a service the demo starts itself must speak the cluster's TLS
+                kwargs["service_args"] = tuple(cluster.service_tls_args())
         try:
             good = bool(run_demo(cluster.master_url, cluster.batch_url, **kwargs))
         except Exception as exc:  # a demo hook's failure is reported, not a traceback

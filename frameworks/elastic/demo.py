@@ -3,9 +3,10 @@ scikit-learn's digits) as an elastic job with 1..3 workers, trained to >= 90% te
 
 ``run_demo(master_url, batch_url)`` uses the elastic framework registered with the master (named
 ``agora-elastic``, API at its ``webui_url``); if there is none it starts ``python -m
-frameworks.elastic`` itself for the demo and stops it again afterwards. It submits the job, prints
-its progress (workers, generation, samples/s, loss, accuracy, the reason it is not at its
-maximum) and returns True when the job succeeded with a test accuracy of at least 90%.
+frameworks.elastic`` itself for the demo (with the cluster's CA and TLS settings) and stops it
+again afterwards. It submits the job, prints its progress (workers, generation, samples/s, loss,
+accuracy, the reason it is not at its maximum) and returns True when the job succeeded with a
+test accuracy of at least 90%.
 """
 
 from __future__ import annotations
@@ -13,13 +14,14 @@ from __future__ import annotations
 import shutil
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from frameworks.cli.common import (
     CliError,
     ManagedProcess,
+    ca_file,
     child_env,
     free_port,
     http_get_json,
@@ -64,13 +66,16 @@ def find_service(master_url: str) -> str | None:
     return None
 
 
-def start_service(master_url: str, work_dir: Path, timeout: float = 30.0) -> tuple[ManagedProcess, str]:
+def start_service(
+    master_url: str, work_dir: Path, timeout: float = 30.0, service_args: Sequence[str] = ()
+) -> tuple[ManagedProcess, str]:
     """Start ``python -m frameworks.elastic`` against the master; returns it and its API URL once
-    it has subscribed."""
+    it has subscribed. ``service_args``: its TLS flags (``--ca``, and with ``--tls-cert``/``--tls-key``
+    its API is https); the master's scheme is kept, so an https master is never tried in plaintext."""
     import sys
 
     port = free_port()
-    master = master_url.removeprefix("http://").removeprefix("https://").rstrip("/")
+    master = master_url.rstrip("/")
     proc = start_process(
         "elastic",
         [
@@ -85,11 +90,12 @@ def start_service(master_url: str, work_dir: Path, timeout: float = 30.0) -> tup
             str(work_dir),
             "--failover-timeout",
             "1",  # a demo's framework is forgotten soon after it stops
+            *service_args,
         ],
         log_path=work_dir / "elastic.log",
         env=child_env(),
     )
-    url = f"http://127.0.0.1:{port}"
+    url = f"{'https' if '--tls-cert' in service_args else 'http'}://127.0.0.1:{port}"
     try:
         wait_until(
             lambda: find_service(master_url) == url,
@@ -109,15 +115,21 @@ def run_demo(
     timeout: float = 300.0,
     echo: Callable[[str], None] = print,
     poll: float = 0.5,
+    service_args: Sequence[str] | None = None,
 ) -> bool:
-    """Run the digits job on the elastic framework; True when it reached >= 90% test accuracy."""
+    """Run the digits job on the elastic framework; True when it reached >= 90% test accuracy.
+    ``service_args``: TLS flags for a service it starts itself (``agora up`` gives the cluster's;
+    default: ``--ca`` with the CLI's CA, if it has one)."""
+    if service_args is None:
+        ca = ca_file()
+        service_args = ("--ca", ca) if ca else ()
     url = find_service(master_url)
     proc: ManagedProcess | None = None
     work_dir: Path | None = None
     if url is None:
         work_dir = Path(tempfile.mkdtemp(prefix="agora-elastic-demo-"))
         echo(f"demo: no elastic framework is registered; starting one (logs in {work_dir})")
-        proc, url = start_service(master_url, work_dir)
+        proc, url = start_service(master_url, work_dir, service_args=service_args)
     good = False
     try:
         good = _run(url, timeout, echo, poll)
