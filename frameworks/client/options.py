@@ -153,17 +153,20 @@ class MasterRefused(Exception):
 
 
 def stop_refused(service: Service, message: str) -> asyncio.Task[None] | None:
-    """A scheduler's ``error`` callback for a refused subscription: the driver has given up, so
-    the service would serve with no master. It fails (``failed``) and stops; ``run_service``
+    """A scheduler's ``error`` callback: the subscription was refused (4xx) or ended by an ERROR
+    event (the framework removed), the driver has given up, so the service would serve with no
+    master. It fails (``failed``) and stops; ``run_service``
     exits non-zero with the reason. Returns the stop task (keep it), None if already failing."""
     if service.failed is not None:
         return None
+    refused = message.startswith("subscription refused: ")
     why = message.removeprefix("subscription refused: ")
     if "HTTP 401" in why:
         why += " (check --principal and --secret/--token)"
     elif "HTTP 403" in why:
         why += " (the master's ACLs do not allow this framework)"
-    service.failed = MasterRefused(f"the master refused the subscription: {why}")
+    # else a Mesos ERROR event: the master closed the stream for good (the framework was removed)
+    service.failed = MasterRefused(f"the master {'refused' if refused else 'ended'} the subscription: {why}")
     log.critical("%s: %s; stopping", service.name, service.failed)
     return asyncio.get_running_loop().create_task(service.stop())
 

@@ -4,6 +4,7 @@ start failure is one line, not a traceback."""
 
 from __future__ import annotations
 
+import asyncio
 import socket
 from pathlib import Path
 
@@ -12,9 +13,16 @@ import pytest
 from click.testing import CliRunner
 
 from frameworks.batch.__main__ import main as batch_main
-from frameworks.client.options import ServiceConnection, advertised_host, connection_options
+from frameworks.client.options import (
+    MasterRefused,
+    ServiceConnection,
+    advertised_host,
+    connection_options,
+    stop_refused,
+)
 from frameworks.elastic.__main__ import main as elastic_main
 from protocol.authn import basic_header, bearer_header
+from protocol.lifecycle import Service
 
 NO_AUTH_ENV: dict[str, str | None] = {"AGORA_PRINCIPAL": None, "AGORA_SECRET": None, "AGORA_TOKEN": None}
 SHARED = {"--master", "--ca", "--tls-cert", "--tls-key", "--principal", "--secret", "--token", "--agent-http-credential",
@@ -166,3 +174,21 @@ def test_the_service_speaks_with_its_name(service: click.Command, tmp_path: Path
     )
     assert result.exit_code == 1, result.output
     assert result.output.startswith("Error: batch-ml: "), result.output
+
+
+@pytest.mark.parametrize(
+    ("message", "expect"),
+    [
+        ("subscription refused: HTTP 401: Unauthorized", "refused the subscription: HTTP 401: Unauthorized (check --principal"),
+        ("subscription refused: HTTP 403: not authorized", "refused the subscription: HTTP 403: not authorized (the master's ACLs"),
+        ("Framework has been removed", "ended the subscription: Framework has been removed"),
+    ],
+)
+async def test_a_refused_or_ended_subscription_stops_the_service(message: str, expect: str) -> None:
+    svc = Service()
+    await svc.start()
+    task = stop_refused(svc, message)
+    assert task is not None and stop_refused(svc, "again") is None  # once
+    await asyncio.wait_for(svc.wait_stopped(), 5)
+    await task
+    assert isinstance(svc.failed, MasterRefused) and expect in str(svc.failed)
