@@ -39,7 +39,7 @@ def test_advertise_ip_wins() -> None:
 
 
 def test_an_unresolvable_hostname_with_a_wildcard_bind_is_a_config_error() -> None:
-    with pytest.raises(ConfigError, match="cannot resolve 'nowhere'.*--advertise-ip"):
+    with pytest.raises(ConfigError, match=r"cannot resolve 'nowhere'.*--advertise-ip"):
         advertised_address(MasterConfig(ip="0.0.0.0", hostname="nowhere"), "node-1", resolve)
     with pytest.raises(ConfigError, match="--advertise-ip"):
         advertised_address(MasterConfig(ip="0.0.0.0", hostname="zero"), "x", lambda h: "0.0.0.0")
