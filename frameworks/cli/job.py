@@ -133,7 +133,8 @@ def _pairs(values: tuple[str, ...], what: str) -> dict[str, str]:
 @click.option("--gpus", default=0.0, show_default=True, type=float)
 @click.option("--disk", default=0.0, show_default=True, type=float)
 @click.option("--priority", default=0, show_default=True, type=int)
-@click.option("--queue", default="*", show_default=True, help="Queue (the role offers come from).")
+@click.option("--queue", default="*", show_default=True,
+              help="Queue (the role offers come from); the batch framework refuses one it does not subscribe to.")
 @click.option("--after", multiple=True, type=int, help="Run after this job succeeds (repeatable).")
 @click.option("--after-any", multiple=True, type=int, help="Run after this job ends, however it ends.")
 @click.option("--retries", default=0, show_default=True, type=click.IntRange(0), help="Retries per task.")

@@ -6,6 +6,8 @@ stops them all (SIGTERM, then SIGKILL after a grace period) and nothing is left 
 ``--demo`` submits the sample workloads through the batch/elastic frameworks' demo hooks and
 exits 0 when they all succeed. ``--tls`` runs it all over TLS with a throwaway CA in
 ``<work-dir>/tls`` (mTLS for agents; ``export AGORA_CA=...`` is printed for the CLI).
+``--queues ml,*`` (``--roles``) are the roles the batch framework subscribes with: it serves only
+those queues and refuses a job for any other at submit.
 """
 
 from __future__ import annotations
