@@ -200,7 +200,7 @@ def show(agent_id: str, master: str | None, as_json: bool) -> None:
         click.echo(f"  state      {r['state']}" + (f"  reason: {r['reason']}" if r["reason"] else ""))
         click.echo(f"  resources  {cluster.usage_text(r)} (used/total)")
         click.echo(f"  offered    {cluster._res_text(r['offered_resources']) or '-'}")
-        attrs_text = ";".join(f"{k}:{v}" for k, v in sorted(r["attributes"].items()))
+        attrs_text = cluster.attributes_text(r["attributes"])
         click.echo(f"  attributes {attrs_text or '-'}")
         click.echo(f"  tasks      {' '.join(r['tasks']) or '-'}")
 

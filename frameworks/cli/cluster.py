@@ -24,6 +24,7 @@ from frameworks.cli.common import (
     master_state,
     master_url,
 )
+from frameworks.client.placement import attribute_text
 
 Row = dict[str, Any]
 
@@ -61,6 +62,11 @@ def revocable_used(get_agents: Any) -> dict[str, dict[str, float]]:
                 into = out.setdefault(aid, {})
                 into[r.get("name", "")] = into.get(r.get("name", ""), 0.0) + value
     return out
+
+
+def attributes_text(attributes: dict[str, Any]) -> str:
+    """``host_index:1;rack:r1``: scalars as users write them (``1``, not the ``1.0`` of /state)."""
+    return ";".join(f"{k}:{attribute_text(v)}" for k, v in sorted(attributes.items()))
 
 
 def rows_agents(state: dict[str, Any], revocable: dict[str, dict[str, float]] | None = None) -> list[Row]:
@@ -299,7 +305,7 @@ def agents(master: str | None, as_json: bool) -> None:
                 ("active", lambda r: "yes" if r["active"] else "no"),
                 ("resources (used/total)", usage_text),
                 ("offered", lambda r: _res_text(r["offered_resources"])),
-                ("attributes", lambda r: ";".join(f"{k}:{v}" for k, v in sorted(r["attributes"].items()))),
+                ("attributes", lambda r: attributes_text(r["attributes"])),
             ],
             "Agents",
         )

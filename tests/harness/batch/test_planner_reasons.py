@@ -73,7 +73,9 @@ def test_numeric_constraints_compare_numbers_and_attributes_show_as_typed() -> N
 
 
 def test_agents_show_scalar_attributes_as_users_typed_them() -> None:
+    from frameworks.cli.cluster import attributes_text
     from master.webui.pages import _attributes_text
 
     attrs = {"host_index": 0.0, "rack": "r1", "weight": 0.5}
-    assert _attributes_text(attrs) == "host_index:0; rack:r1; weight:0.5"
+    assert attributes_text(attrs) == "host_index:0;rack:r1;weight:0.5"  # agora agents / agent show
+    assert _attributes_text(attrs) == "host_index:0; rack:r1; weight:0.5"  # the web UI
