@@ -161,11 +161,19 @@ class WebUI:
             out = visible_state(self.svc, request, out)
         return out
 
-    def _offers(self) -> list[dict[str, Any]]:
-        return self.svc.operator_api.offers_list()  # what ``GET /api/v1/offers`` serves
+    def _offers(self, request: web.Request) -> list[dict[str, Any]]:
+        """What ``GET /api/v1/offers`` serves, less offers to frameworks the principal may not view."""
+        seen = self._visible_framework_ids(request)
+        return [o for o in self.svc.operator_api.offers_list() if str(o.get("framework_id", "")) in seen]
 
-    def _roles(self, offers: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        """GET_ROLES joined with GET_QUOTA and the offered resources per role."""
+    def _visible_framework_ids(self, request: web.Request) -> set[str]:
+        state = self._state(request, frameworks=True)
+        return {str(fw.get("id", "")) for fw in (*state["frameworks"], *state["completed_frameworks"])}
+
+    def _roles(self, request: web.Request, offers: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """GET_ROLES joined with GET_QUOTA and the offered resources per role (the frameworks
+        listed: those the principal may view)."""
+        seen = self._visible_framework_ids(request)
         api = self.svc.operator_api
         quotas = {
             c["role"]: c
@@ -179,7 +187,7 @@ class WebUI:
                 {
                     "name": r.name,
                     "weight": r.weight,
-                    "frameworks": [f.value for f in r.frameworks],
+                    "frameworks": [f.value for f in r.frameworks if f.value in seen],
                     "allocated": legacy_resources(Resources.from_mesos(r.allocated)),
                     "offered": model.sum_resources(o["resources"] for o in offers if o["role"] == r.name),
                     "guarantee": {k: v["value"] for k, v in q.get("guarantees", {}).items()},
@@ -192,7 +200,7 @@ class WebUI:
 
     async def summary(self, request: web.Request) -> web.Response:
         state = self._state(request, master=True, agents=True, frameworks=True)
-        return _html(pages.summary_page(state, self.svc.operator_api.snapshot(), self._offers()))
+        return _html(pages.summary_page(state, self.svc.operator_api.snapshot(), self._offers(request)))
 
     async def agents(self, request: web.Request) -> web.Response:
         return _html(pages.agents_page(self._state(request, agents=True)))
@@ -212,10 +220,10 @@ class WebUI:
         return _html(pages.tasks_page(self._state(request, frameworks=True), request.query.get("state") or None))
 
     async def offers(self, request: web.Request) -> web.Response:
-        return _html(pages.offers_page(self._offers()))
+        return _html(pages.offers_page(self._offers(request)))
 
     async def roles(self, request: web.Request) -> web.Response:
-        return _html(pages.roles_page(self._roles(self._offers())))
+        return _html(pages.roles_page(self._roles(request, self._offers(request))))
 
     async def maintenance(self, request: web.Request) -> web.Response:
         return _html(pages.maintenance_page(self._state(request, agents=True, frameworks=True)))

@@ -71,6 +71,15 @@ async def test_list_pages_show_only_what_the_principal_may_view(tmp_path: Path) 
                 assert status == 200 and "alice-task" in body and "bob-task" not in body, url
                 status, body = await page("ops-token", url)
                 assert status == 200 and "alice-task" in body and "bob-task" in body, url
+            # offers and roles: nothing of bob's framework (its id) for alice
+            offered_to = {str(o["framework_id"]) for o in master.operator_api.offers_list()}
+            for url in ("/ui/offers", "/ui/roles", "/"):
+                status, body = await page("alice-token", url)
+                assert status == 200 and fids["bob"] not in body, url
+                status, body = await page("ops-token", url)
+                assert status == 200, url
+                if url == "/ui/offers":
+                    assert all(fid in body for fid in offered_to)
             assert (await page("alice-token", f"/ui/frameworks/{fids['bob']}"))[0] == 404
             assert (await page("alice-token", f"/ui/tasks/{fids['bob']}/bob-t"))[0] == 404
             assert (await page("alice-token", f"/ui/tasks/{fids['alice']}/alice-t"))[0] == 200
