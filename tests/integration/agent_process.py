@@ -3,7 +3,8 @@
 ``agent_process(master, work, *extra, log=None)`` starts ``python -m agent.main`` in its own session
 against ``master`` (``host:port``, a URL, or ``zk://``), waits for its ``agora-agent listening on
 URL`` line and yields that URL (``https://`` with ``--tls-cert``); its stderr goes to ``log``
-(appended) or nowhere. On exit it is stopped with ``stop_process``.
+(appended) or nowhere. On exit it is retired with SIGUSR1 (its tasks are killed, none outlives
+the test) by ``stop_process``.
 
 ``start_ready(argv, ready, log)`` starts any such process (a master: ``agora-master listening
 on``) and returns it with its ready line, stopping it if the line does not come. ``stop_process``
@@ -36,7 +37,9 @@ async def agent_process(
     try:
         yield line.rsplit(" ", 1)[-1]
     finally:
-        await stop_process(proc)
+        # SIGUSR1 retires the agent: it kills and reports its tasks, then exits (SIGTERM would
+        # leave them running for a later agent to recover, outliving the test)
+        await stop_process(proc, stop_signal=signal.SIGUSR1)
 
 
 async def start_ready(
@@ -70,15 +73,17 @@ def _text(log: Path | None) -> str:
     return log.read_text(errors="replace") if log is not None else ""
 
 
-async def stop_process(proc: asyncio.subprocess.Process, grace: float = 15.0) -> None:
-    """SIGCONT and SIGTERM, then SIGKILL to the process group after ``grace`` seconds; waits for
-    the exit."""
+async def stop_process(
+    proc: asyncio.subprocess.Process, grace: float = 15.0, stop_signal: int = signal.SIGTERM
+) -> None:
+    """SIGCONT and ``stop_signal`` (SIGTERM), then SIGKILL to the process group after ``grace``
+    seconds; waits for the exit."""
     if proc.returncode is not None:
         return
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, signal.SIGCONT)  # a stopped process would not see the SIGTERM
     with contextlib.suppress(ProcessLookupError):
-        proc.send_signal(signal.SIGTERM)
+        proc.send_signal(stop_signal)
     try:
         await asyncio.wait_for(proc.wait(), grace)
     except TimeoutError:

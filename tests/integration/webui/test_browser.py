@@ -166,5 +166,6 @@ async def test_home_tasks_task_and_a_live_stdout_pailer(browser: BrowserContext,
             assert not master.state.agents[aid].draining
             assert dialogs == []
     finally:
+        await agent.kill_all_tasks(within=10)  # the ticker never outlives the test, even on failure
         await agent.stop()
         await master.stop()
