@@ -1,9 +1,11 @@
-"""A master bound to a wildcard publishes (and compares itself to the leader by) its advertised
-address: standbys and pymesos read MasterInfo.address from ZooKeeper (protocol/detector.py)."""
+"""A master publishes (and compares itself to the leader by) its advertised address, not the
+address it binds: standbys and pymesos read MasterInfo.address from ZooKeeper
+(protocol/detector.py). The wildcard-bind rule itself (0.0.0.0 -> the resolved hostname) is
+tested without binding a wildcard in tests/unit/master/test_advertised_address.py; here the master
+binds 127.0.0.1 and advertises another loopback address."""
 
 from __future__ import annotations
 
-import socket
 from pathlib import Path
 
 import aiohttp
@@ -15,11 +17,11 @@ from protocol.detector import master_address
 from .conftest import master_config
 
 
-async def test_a_wildcard_bind_publishes_the_resolved_hostname(tmp_path: Path) -> None:
-    svc = MasterService(master_config(tmp_path / "m", ip="0.0.0.0", hostname="localhost"))
+async def test_the_master_publishes_its_advertised_address(tmp_path: Path) -> None:
+    svc = MasterService(master_config(tmp_path / "m", ip="127.0.0.1", hostname="localhost", advertise_ip="127.0.0.2"))
     await svc.start()
     try:
-        expect = socket.gethostbyname("localhost")
+        expect = "127.0.0.2"
         info = svc.state.master_info
         assert info.address is not None and info.address.ip == expect and info.address.hostname == "localhost"
         assert info.pid == f"master@{expect}:{svc.port}"
