@@ -32,7 +32,7 @@ from agent.checkpoint import CheckpointError, load_json, read_records
 from agent.config import AgentConfig
 from agent.executor_api import PATH as EXECUTOR_PATH
 from agent.recovery import StartupError
-from master.acls import AclError, Acls, Action, sandbox_problem, task_user
+from protocol.acls import AclError, Acls, Action, sandbox_problem, task_user
 from protocol.authn import (
     WWW_AUTHENTICATE,
     AuthFailed,

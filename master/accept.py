@@ -7,7 +7,6 @@ from __future__ import annotations
 import attrs
 
 from master import registry_ops as ops
-from master.acls import task_problem, task_user
 from master.allocator import decisions as ad
 from master.allocator import events as ae
 from master.core_base import EMPTY, OFFER_PROBLEMS, TS, CoreBase, R, _sane_refuse
@@ -19,6 +18,7 @@ from master.records import FrameworkRec
 from master.validation import check_executor, check_task, parse_resources, task_resources
 from protocol import agent_channel as ac
 from protocol import mesos
+from protocol.acls import task_problem, task_user
 from protocol.resources import ResourceError, Resources
 
 __pure__ = True

@@ -7,7 +7,6 @@ from __future__ import annotations
 import attrs
 
 from master import registry_ops as ops
-from master.acls import agent_problem
 from master.allocator import events as ae
 from master.core_base import EMPTY, TS, CoreBase, R, _attr_dict, _attrs_string
 from master.events import (
@@ -21,6 +20,7 @@ from master.lifecycles import AgentPhase, FrameworkPhase, check_agent
 from master.records import AgentRec, DrainMode, TaskRec
 from protocol import agent_channel as ac
 from protocol import mesos
+from protocol.acls import agent_problem
 from protocol.ids import new_agent_id
 from protocol.resources import ResourceError, Resources
 from protocol.task_states import can_transition, for_framework, is_terminal

@@ -1,7 +1,7 @@
 """The master's authentication settings and which HTTP requests they cover.
 
 ``MasterAuth`` bundles the credentials (``protocol.authn.Credentials``), the ACLs
-(``master.acls.Acls``) and the four Mesos flags. ``MasterAuth.realm(path)`` says which kind of
+(``protocol.acls.Acls``) and the four Mesos flags. ``MasterAuth.realm(path)`` says which kind of
 peer a request is (framework, agent, operator, read-only) and whether it must authenticate;
 ``MasterAuth.check`` authenticates its ``Authorization`` header. The HTTP edge (a middleware in
 ``master.service``) answers a failure with ``401`` and ``WWW-Authenticate`` and puts the
@@ -16,7 +16,7 @@ authorized. ``reload_auth(svc)`` (SIGHUP) re-reads them all, keeping the old set
 With mTLS and ``--authenticate-agents`` (``agent_certs``) an agent's verified client certificate
 names its principal (``protocol.authn.certificate_identity``). ``visible_state`` /
 ``visible_response`` / ``sandbox_denied`` apply the read ACLs (``view_frameworks``,
-``view_tasks``, ``access_sandboxes``; decided in ``master.acls``) to what the master serves.
+``view_tasks``, ``access_sandboxes``; decided in ``protocol.acls``) to what the master serves.
 """
 
 from __future__ import annotations
@@ -29,7 +29,8 @@ from typing import TYPE_CHECKING, Any
 import attrs
 from aiohttp import web
 
-from master.acls import (
+from protocol import agent_channel as ac
+from protocol.acls import (
     AclError,
     Acls,
     Action,
@@ -39,7 +40,6 @@ from master.acls import (
     sandbox_problem,
     task_user,
 )
-from protocol import agent_channel as ac
 from protocol.authn import (
     AGENT,
     FRAMEWORK,
@@ -180,7 +180,7 @@ def reload_auth(svc: MasterService) -> bool:
     return True
 
 
-# --- read ACLs applied to what the master serves (pure decisions in master.acls) -----------------
+# --- read ACLs applied to what the master serves (pure decisions in protocol.acls) -----------------
 
 
 def owners(svc: MasterService) -> Owners:

@@ -56,7 +56,7 @@ class MasterConfig:
     offer_timeout: float | None = None
     # logging
     log_level: str = "INFO"
-    # authentication and authorization (master/auth.py, master/acls.py); the Mesos flag names
+    # authentication and authorization (master/auth.py, protocol/acls.py); the Mesos flag names
     credentials: str | None = None  # JSON file: Mesos {"credentials": [...]} plus Agora "tokens"
     acls: str | None = None  # Mesos ACL JSON; default deny when any authentication is on
     authenticate_frameworks: bool = False  # the scheduler API

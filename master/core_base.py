@@ -11,7 +11,6 @@ from collections.abc import Iterable
 
 import attrs
 
-from master.acls import Acls
 from master.alloc_port import AllocatorPort
 from master.allocator import decisions as ad
 from master.allocator import events as ae
@@ -28,6 +27,7 @@ from master.records import AgentRec, FrameworkRec, TaskRec
 from master.validation import task_resources
 from protocol import agent_channel as ac
 from protocol import mesos, mesos_common
+from protocol.acls import Acls
 from protocol.resources import Resources, parse_attributes
 from protocol.task_states import TaskState, for_framework
 from protocol.tls import AGENT_HTTPS
@@ -69,7 +69,7 @@ class StateConfig:
     awaiting_ack_per_framework: int = 100_000
     completed_frameworks: int = 50
     unreachable_gc: float = 14 * 24 * 3600.0  # an unreachable agent is removed for good after this
-    # authorization (master/acls.py): the ACLs, and whether frameworks / agents must authenticate
+    # authorization (protocol/acls.py): the ACLs, and whether frameworks / agents must authenticate
     acls: Acls = attrs.field(factory=Acls.allow_all)
     authenticate_frameworks: bool = False
     authenticate_agents: bool = False

@@ -20,12 +20,12 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from master.acls import operator_problem
 from master.auth import forbidden, principal_of, visible_response, visible_state
 from master.http_api import BodyTooLarge, media_type, read_body, text
 from master.operator_v1 import OperatorV1, _Bad, _Conflict
 from master.views import _legacy
 from protocol import codec, mesos
+from protocol.acls import operator_problem
 
 if TYPE_CHECKING:
     from master.service import MasterService

@@ -16,7 +16,7 @@ encoded once per media type); a stream more than ``max_queue`` records behind is
 connection aborted (like a scheduler stream past ``max_framework_queue``), counted in
 ``dropped``.
 
-Read ACLs (``view_frameworks``, ``view_tasks``; ``master/acls.py``), as Mesos filters its
+Read ACLs (``view_frameworks``, ``view_tasks``; ``protocol/acls.py``), as Mesos filters its
 subscribers: the snapshot is the GET_STATE the subscriber's principal may see, and a
 ``TASK_*`` / ``FRAMEWORK_*`` event reaches a stream only if its principal may view that task's
 or framework's user (decided with the ACLs in force when the event is published).
@@ -32,10 +32,10 @@ from typing import TYPE_CHECKING
 
 from aiohttp import web
 
-from master.acls import Action, may_read, task_user
 from master.auth import principal_of, visible_response
 from master.events import OperatorStreamClosed, OperatorStreamOpened, PublishOperatorEvent
 from protocol import codec, mesos, recordio
+from protocol.acls import Action, may_read, task_user
 from protocol.ids import new_stream_id
 
 if TYPE_CHECKING:

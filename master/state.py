@@ -31,7 +31,6 @@ import attrs
 
 from master import registry_ops as ops
 from master.accept import AcceptRules
-from master.acls import subscribe_problem
 from master.agents import AgentRules
 from master.allocator import events as ae
 from master.core_base import CT, EMPTY, TS, R, S, StateConfig, _attrs_from_string, _sane_refuse
@@ -62,6 +61,7 @@ from master.lifecycles import AgentPhase, FrameworkPhase, check_framework
 from master.records import AgentRec, DrainMode, FrameworkRec, TaskRec
 from protocol import agent_channel as ac
 from protocol import codec, mesos
+from protocol.acls import subscribe_problem
 from protocol.ids import new_framework_id, role_error
 from protocol.resources import ResourceError, Resources
 from protocol.task_states import for_framework

@@ -23,13 +23,13 @@ from typing import TYPE_CHECKING, Any
 import aiohttp
 from aiohttp import web
 
-from master.acls import TASK_LISTS
 from master.auth import sandbox_denied, visible_state
 from master.lifecycles import AgentPhase
 from master.views import legacy_resources
 from master.webui import model, pages, sandbox
 from master.webui.html import Html, error_page
 from protocol import codec, tls
+from protocol.acls import TASK_LISTS
 from protocol.resources import Resources
 
 if TYPE_CHECKING:

@@ -15,7 +15,7 @@ import pytest
 from frameworks.cli import common
 from frameworks.cli.authfiles import AGENT, FRAMEWORKS, OPERATOR, acls_for, make_local_auth
 from frameworks.cli.up import start_cluster
-from master.acls import Acls, Action
+from protocol.acls import Acls, Action
 
 
 def test_local_auth_files_give_each_principal_its_job(tmp_path: Path) -> None:

@@ -192,7 +192,7 @@ async def test_agora_events_follows_a_real_master(master: MasterService) -> None
 
 
 async def test_read_acls_decide_what_each_operator_stream_shows(tmp_path: Path) -> None:
-    """view_frameworks / view_tasks (master/acls.py) filter the stream as they filter GET_STATE:
+    """view_frameworks / view_tasks (protocol/acls.py) filter the stream as they filter GET_STATE:
     'alice-ui' may view only user alice's frameworks and tasks, 'ops' everything; agents are
     shown to both (there is no view_agents)."""
     from frameworks.client.testing import SimAgent

@@ -126,7 +126,7 @@ async def test_view_acls_filter_state_and_get_tasks_and_access_sandboxes_guards_
     sandbox proxy asks ``access_sandboxes`` before it asks the agent."""
     import aiohttp
 
-    from master.acls import Acls
+    from protocol.acls import Acls
 
     s = setup
     creds = {"credentials": [{"principal": "alice-ui", "secret": "a"}, {"principal": "bob-ui", "secret": "b"},

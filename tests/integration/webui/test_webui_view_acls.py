@@ -1,5 +1,5 @@
 """The web UI's pages show what ``/state`` shows the same principal: frameworks and tasks that
-``view_frameworks`` / ``view_tasks`` (master/acls.py) hide from it are left off every list page,
+``view_frameworks`` / ``view_tasks`` (protocol/acls.py) hide from it are left off every list page,
 and their pages are 404s. 'alice-ui' may view only user alice's; 'ops' everything."""
 
 from __future__ import annotations

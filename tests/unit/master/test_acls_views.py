@@ -1,4 +1,4 @@
-"""The read ACLs (master.acls): view_frameworks / view_tasks filter what a principal sees in
+"""The read ACLs (protocol.acls): view_frameworks / view_tasks filter what a principal sees in
 /state and the operator API's GET_*; access_sandboxes decides whose sandboxes it reads. Unlike
 the write actions they are enforced only once the ACL file has rules for them."""
 
@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import json
 
-from master.acls import (
+from protocol import mesos
+from protocol.acls import (
     Acls,
     Action,
     Owners,
@@ -15,7 +16,6 @@ from master.acls import (
     may_read,
     sandbox_problem,
 )
-from protocol import mesos
 from protocol.mesos_common import AgentID, FrameworkID, TaskID
 from protocol.task_states import TaskState
 

@@ -1,4 +1,4 @@
-"""Credentials (protocol.authn) and ACL evaluation (master.acls): pure, exhaustive."""
+"""Credentials (protocol.authn) and ACL evaluation (protocol.acls): pure, exhaustive."""
 
 from __future__ import annotations
 
@@ -9,7 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from master.acls import (
+from master.auth import READONLY, MasterAuth
+from protocol import mesos, mesos_common
+from protocol.acls import (
     AclError,
     Acls,
     Action,
@@ -22,8 +24,6 @@ from master.acls import (
     task_problem,
     task_user,
 )
-from master.auth import READONLY, MasterAuth
-from protocol import mesos, mesos_common
 from protocol.authn import (
     AGENT,
     FRAMEWORK,

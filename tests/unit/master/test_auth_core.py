@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from master import registry_ops as ops
-from master.acls import Acls
 from master.events import AgentConnected, CloseAgent, Effect, SubscribeReceived
 from master.testing import Harness, closed, events, framework_info, offers, persisted, task, to_agent, updates
 from protocol import agent_channel as ac
 from protocol import mesos
+from protocol.acls import Acls
 from protocol.resources import Resources
 
 ET = mesos.EventType
