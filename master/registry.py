@@ -221,31 +221,25 @@ def open_sync(path: Path) -> tuple[sqlite3.Connection, ops.RegistrySnapshot]:
     return conn, _read(conn, seq)
 
 
-class Registry:
-    """Async facade: ``await registry.apply([...])`` returns once the batch is durable.
+class GroupCommit:
+    """Write-first group commit shared by the registries (SQLite here, ZooKeeper in
+    ``registry_zk``): ``await apply(batch)`` returns once the batch is durable; batches submitted
+    while a write is in flight are coalesced into the next ``_write`` (one transaction), run on
+    the registry's single-thread pool, and every waiter gets that write's outcome."""
 
-    Batches submitted while a write is in flight are coalesced into the next transaction.
-    """
+    _flush_name = "registry-flush"
 
-    def __init__(self, conn: sqlite3.Connection, snapshot: ops.RegistrySnapshot, path: Path) -> None:
-        self._conn = conn
-        self.snapshot = snapshot
-        self.path = path
-        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="registry")
-        self._lock = threading.Lock()
+    def __init__(self, pool_name: str) -> None:
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix=pool_name)
         self._pending: list[tuple[Sequence[ops.RegistryOp], asyncio.Future[None]]] = []
         self._flushing = False
         self._flush_task: asyncio.Task[None] | None = None
+        self._closed = False
         self.writes = 0
         self.transactions = 0
-        self._closed = False
 
-    @classmethod
-    async def open(cls, work_dir: Path) -> Registry:
-        path = Path(work_dir) / FILENAME
-        loop = asyncio.get_running_loop()
-        conn, snap = await loop.run_in_executor(None, open_sync, path)
-        return cls(conn, snap, path)
+    def _write(self, batch: list[ops.RegistryOp]) -> None:
+        raise NotImplementedError
 
     async def apply(self, batch: Sequence[ops.RegistryOp]) -> None:
         if not batch:
@@ -257,7 +251,7 @@ class Registry:
         self._pending.append((batch, fut))
         if not self._flushing:
             self._flushing = True
-            self._flush_task = loop.create_task(self._flush(), name="registry-flush")
+            self._flush_task = loop.create_task(self._flush(), name=self._flush_name)
         await fut
 
     async def _flush(self) -> None:
@@ -268,16 +262,48 @@ class Registry:
                 batch = [op for b, _ in taken for op in b]
                 try:
                     await loop.run_in_executor(self._pool, self._write, batch)
-                except Exception as e:  # delivered to every waiter
+                except Exception as e:  # delivered to every waiter; the master stops
                     for _, f in taken:
                         if not f.done():
-                            f.set_exception(RegistryError(f"registry write failed: {e}"))
+                            f.set_exception(RegistryError(f"registry write failed: {e!r}"))
                     continue
                 for _, f in taken:
                     if not f.done():
                         f.set_result(None)
         finally:
             self._flushing = False
+
+    async def _stop_writing(self) -> bool:
+        """Refuse new batches, wait for the writes in flight, stop the pool; False if already
+        closed."""
+        if self._closed:
+            return False
+        self._closed = True
+        if self._flush_task is not None:
+            await asyncio.gather(self._flush_task, return_exceptions=True)
+        self._pool.shutdown(wait=True)
+        return True
+
+
+class Registry(GroupCommit):
+    """Async facade: ``await registry.apply([...])`` returns once the batch is durable.
+
+    Batches submitted while a write is in flight are coalesced into the next transaction.
+    """
+
+    def __init__(self, conn: sqlite3.Connection, snapshot: ops.RegistrySnapshot, path: Path) -> None:
+        super().__init__("registry")
+        self._conn = conn
+        self.snapshot = snapshot
+        self.path = path
+        self._lock = threading.Lock()
+
+    @classmethod
+    async def open(cls, work_dir: Path) -> Registry:
+        path = Path(work_dir) / FILENAME
+        loop = asyncio.get_running_loop()
+        conn, snap = await loop.run_in_executor(None, open_sync, path)
+        return cls(conn, snap, path)
 
     def _write(self, batch: list[ops.RegistryOp]) -> None:
         with self._lock:
@@ -290,11 +316,6 @@ class Registry:
             return _read(self._conn, self.snapshot.master_seq)
 
     async def close(self) -> None:
-        if self._closed:
-            return
-        self._closed = True
-        if self._flush_task is not None:
-            await asyncio.gather(self._flush_task, return_exceptions=True)
-        self._pool.shutdown(wait=True)
-        with self._lock:
-            self._conn.close()
+        if await self._stop_writing():
+            with self._lock:
+                self._conn.close()

@@ -25,8 +25,7 @@ import asyncio
 import base64
 import json
 import logging
-from collections.abc import Iterable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Iterable
 from typing import Any
 from urllib.parse import quote, unquote
 
@@ -34,7 +33,7 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 
 from master import registry_ops as ops
-from master.registry import RegistryError
+from master.registry import GroupCommit, RegistryError
 from protocol.detector import REGISTRY_CHILD
 
 log = logging.getLogger("agora.master.registry_zk")
@@ -156,23 +155,19 @@ def _encode(value: dict[str, Any]) -> bytes:
     return json.dumps(value, separators=(",", ":"), sort_keys=True).encode()
 
 
-class ZkRegistry:
+class ZkRegistry(GroupCommit):
     """``RegistryStore`` in ZooKeeper: ``await ZkRegistry.open(zk, path)`` (a started kazoo
     client, the election path), then ``apply`` / ``read`` / ``close`` like ``Registry``."""
 
+    _flush_name = "registry-zk-flush"
+
     def __init__(self, zk: KazooClient, root: str, mirror: Mirror, epoch: int) -> None:
+        super().__init__("registry-zk")
         self.zk = zk
         self.root = root
         self.path = f"zk:{root}"
         self._mirror = mirror
         self.snapshot = snapshot_of(mirror, epoch)
-        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="registry-zk")
-        self._pending: list[tuple[Sequence[ops.RegistryOp], asyncio.Future[None]]] = []
-        self._flushing = False
-        self._flush_task: asyncio.Task[None] | None = None
-        self.writes = 0
-        self.transactions = 0
-        self._closed = False
 
     @staticmethod
     def registry_root(election_path: str) -> str:
@@ -191,38 +186,6 @@ class ZkRegistry:
 
     def _node(self, key: tuple[str, str]) -> str:
         return f"{self.root}/registry/{key[0]}/{quote(key[1], safe='')}"
-
-    async def apply(self, batch: Sequence[ops.RegistryOp]) -> None:
-        if not batch:
-            return
-        if self._closed:
-            raise RegistryError("registry is closed")
-        loop = asyncio.get_running_loop()
-        fut: asyncio.Future[None] = loop.create_future()
-        self._pending.append((batch, fut))
-        if not self._flushing:
-            self._flushing = True
-            self._flush_task = loop.create_task(self._flush(), name="registry-zk-flush")
-        await fut
-
-    async def _flush(self) -> None:
-        loop = asyncio.get_running_loop()
-        try:
-            while self._pending:
-                taken, self._pending = self._pending, []
-                batch = [op for b, _ in taken for op in b]
-                try:
-                    await loop.run_in_executor(self._pool, self._write, batch)
-                except Exception as e:  # delivered to every waiter; the master stops
-                    for _, f in taken:
-                        if not f.done():
-                            f.set_exception(RegistryError(f"registry write failed: {e!r}"))
-                    continue
-                for _, f in taken:
-                    if not f.done():
-                        f.set_result(None)
-        finally:
-            self._flushing = False
 
     def _write(self, batch: list[ops.RegistryOp]) -> None:
         before = {k: self._mirror.get(k) for k in _keys(batch)}
@@ -262,12 +225,7 @@ class ZkRegistry:
         return snapshot_of(mirror, self.snapshot.master_seq)
 
     async def close(self) -> None:
-        if self._closed:
-            return
-        self._closed = True
-        if self._flush_task is not None:
-            await asyncio.gather(self._flush_task, return_exceptions=True)
-        self._pool.shutdown(wait=True)
+        await self._stop_writing()
 
 
 def _keys(batch: Iterable[ops.RegistryOp]) -> set[tuple[str, str]]:
