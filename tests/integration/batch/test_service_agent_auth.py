@@ -8,8 +8,8 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
-from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import aiohttp
 import pytest
@@ -30,16 +30,9 @@ from protocol.lifecycle import Service
 AGENT_CREDS = {"credentials": [{"principal": "batch-logs", "secret": "l-secret"}]}
 
 
-def master_config(tmp_path: Path, **kw: object) -> MasterConfig:
+def master_config(tmp_path: Path, **kw: Any) -> MasterConfig:
     return MasterConfig(ip="127.0.0.1", port=0, work_dir=str(tmp_path / "master"), heartbeat_interval=1.0,
-                        ping_interval=0.5, ping_timeout=5.0, read_timeout=5.0, **kw)  # type: ignore[arg-type]
-
-
-async def until(pred: Callable[[], object], within: float = 20.0) -> None:
-    deadline = asyncio.get_running_loop().time() + within
-    while not pred():
-        assert asyncio.get_running_loop().time() < deadline, "condition not met in time"
-        await asyncio.sleep(0.05)  # polling a condition with a deadline
+                        ping_interval=0.5, ping_timeout=5.0, read_timeout=5.0, **kw)
 
 
 async def test_job_logs_from_an_agent_with_authenticate_http(tmp_path: Path) -> None:
@@ -63,9 +56,10 @@ async def test_job_logs_from_an_agent_with_authenticate_http(tmp_path: Path) -> 
                 job_id, effects = batch.core.submit(spec_from_dict({"shell": "sleep 30", "cpus": 1}), batch.now())
                 batch._absorb(effects)
                 batch._wake.set()
-                await until(lambda: batch.core.job(job_id).state is JobState.RUNNING)
+                assert batch.driver is not None
+                await batch.driver.wait_for(lambda: batch.core.job(job_id).state is JobState.RUNNING, 20)
                 attempt = batch.core.job(job_id).tasks[0].current
-                assert attempt is not None and batch.driver is not None and batch.driver.framework_id
+                assert attempt is not None and batch.driver.framework_id
                 box = sandboxes / batch.driver.framework_id / attempt.task_id
                 box.mkdir(parents=True)
                 (box / "stdout").write_text("hello from an authenticated agent\n")

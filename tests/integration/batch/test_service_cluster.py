@@ -3,7 +3,6 @@ what a docs writer saw on a real cluster."""
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
@@ -31,11 +30,10 @@ async def master(tmp_path: Path) -> AsyncIterator[MasterService]:
         await svc.stop()
 
 
-async def until(pred: Callable[[], object], within: float = 20.0) -> None:
-    deadline = asyncio.get_running_loop().time() + within
-    while not pred():
-        assert asyncio.get_running_loop().time() < deadline, "condition not met in time"
-        await asyncio.sleep(0.05)  # polling a condition with a deadline
+async def until(batch: BatchService, pred: Callable[[], object], within: float = 20.0) -> None:
+    """``pred`` re-checked after every event and call of the service's driver (heartbeats included)."""
+    assert batch.driver is not None
+    await batch.driver.wait_for(pred, within)
 
 
 def submit(batch: BatchService, **spec: object) -> int:
@@ -57,10 +55,10 @@ async def test_a_preemptible_job_runs_on_revocable_cpus_while_the_lease_is_busy(
         await agent.slack("cpus:2")
         async with BatchService(master.url, tmp_path / "batch") as batch:
             regular = submit(batch, cpus=1, count=2)
-            await until(lambda: batch.core.job(regular).counts().get("RUNNING") == 2)
+            await until(batch, lambda: batch.core.job(regular).counts().get("RUNNING") == 2)
             preemptible = submit(batch, cpus=1, count=2, preemptible=True)
-            await until(lambda: batch.core.job(preemptible).state is JobState.RUNNING, 10)
-            await until(lambda: len(agent.running_tasks()) == 4)
+            await until(batch, lambda: batch.core.job(preemptible).state is JobState.RUNNING, 10)
+            await agent.wait_for(lambda: len(agent.running_tasks()) == 4, 20)
             assert all(t.revocable for t in batch.core.job(preemptible).tasks)
 
 
@@ -70,5 +68,5 @@ async def test_a_gang_bigger_than_the_cluster_says_it_cannot_fit(master: MasterS
         async with BatchService(master.url, tmp_path / "batch") as batch:
             gang = submit(batch, cpus=1, mem=16, count=4, gang=4)
             want = "cannot fit in the cluster: 4 x cpus:1;mem:16 at once, its agents have room for 2"
-            await until(lambda: want in (batch.core.job(gang).reason or ""))
+            await until(batch, lambda: want in (batch.core.job(gang).reason or ""))
             assert batch.core.job(gang).state is JobState.PENDING
