@@ -58,7 +58,6 @@ from frameworks.client.driver import KnownTask, Scheduler, SchedulerDriver
 from frameworks.client.offers import OfferCacheError
 from frameworks.client.options import ServiceConnection, advertised_host, stop_refused
 from frameworks.client.transport import HttpTransport, TransportError
-from protocol.authn import client_header
 from protocol.codec import JSON, MSGPACK
 from protocol.lifecycle import Service
 from protocol.mesos import (
@@ -118,7 +117,7 @@ class BatchService(Service, Scheduler):
             master, ca=ca, tls_cert=tls_cert, tls_key=tls_key, principal=principal, secret=secret, token=token,
             agent_http_credential=agent_http_credential,
         )
-        self.principal, self._secret, self._token = principal, secret, token
+        self.principal = principal
         self.work_dir = work_dir
         self.host = host
         self.advertise_host = advertised_host(host, advertise_host)  # webui_url: never 0.0.0.0
@@ -322,9 +321,8 @@ class BatchService(Service, Scheduler):
         if driver is None or http is None or not isinstance(driver.transport, HttpTransport):
             return
         headers = {"Accept": "application/json"}
-        auth = client_header(self.principal, self._secret, self._token)
-        if auth:
-            headers["Authorization"] = auth
+        if driver.transport.authorization:  # the master's credential, as the scheduler calls send it
+            headers["Authorization"] = driver.transport.authorization
         try:
             async with http.get(f"{driver.transport.base}/state", headers=headers) as resp:
                 if resp.status != 200:

@@ -151,6 +151,12 @@ class HttpTransport:
     def scheme(self) -> str:
         return self.base.partition("://")[0]
 
+    @property
+    def authorization(self) -> str | None:
+        """The ``Authorization`` value sent to the master (Bearer or Basic), or None: for other
+        reads of the same master (``/state``)."""
+        return self._authorization
+
     def _sess(self) -> aiohttp.ClientSession:
         if self._session is None or self._session.closed:
             self._session = aiohttp.ClientSession(

@@ -162,6 +162,15 @@ def test_a_secret_given_wins_over_the_exported_operator_token() -> None:
     assert isinstance(out, str) and "give --secret or --token, not both" in out
 
 
+def test_the_transport_carries_the_masters_credential() -> None:
+    """What the scheduler calls send is what other reads of the master (batch's ``/state``) send."""
+    conn = ServiceConnection.of("127.0.0.1:5050", principal="batch", secret="s")
+    assert conn.transport(None).authorization == basic_header("batch", "s")
+    conn = ServiceConnection.of("127.0.0.1:5050", principal="batch", token="t0k")
+    assert conn.transport(None).authorization == bearer_header("t0k")
+    assert ServiceConnection.of("127.0.0.1:5050").transport(None).authorization is None
+
+
 @pytest.mark.parametrize("service", [batch_main, elastic_main])
 def test_the_service_speaks_with_its_name(service: click.Command, tmp_path: Path) -> None:
     """``--name batch-ml``: its lines (``batch-ml listening on ...``, errors) carry that name,
