@@ -57,6 +57,7 @@ from frameworks.batch.store import JobStore, attempt_to_dict
 from frameworks.client.driver import KnownTask, Scheduler, SchedulerDriver
 from frameworks.client.offers import OfferCacheError
 from frameworks.client.options import ServiceConnection, advertised_host, stop_refused
+from frameworks.client.placement import attribute_text
 from frameworks.client.transport import HttpTransport, TransportError
 from protocol.codec import JSON, MSGPACK
 from protocol.lifecycle import Service
@@ -307,7 +308,7 @@ class BatchService(Service, Scheduler):
                         hostname=cached.hostname,
                         role=driver.role_of(cached),
                         resources=avail,
-                        attributes={k: _attr_text(v) for k, v in cached.attributes.items()},
+                        attributes={k: attribute_text(v) for k, v in cached.attributes.items()},
                     )
                 )
             effects += self.core.schedule(views, now)
@@ -657,7 +658,7 @@ def cluster_of(state: Any) -> tuple[AgentCapacity, ...]:
             AgentCapacity(
                 str(a.get("id", "")),
                 _scalars(a.get("resources")),
-                {k: _attr_text(v) for k, v in (a.get("attributes") or {}).items()},
+                {k: attribute_text(v) for k, v in (a.get("attributes") or {}).items()},
                 _scalars(a.get("revocable_resources")),
             )
         )
@@ -668,13 +669,6 @@ def _scalars(d: Any) -> dict[str, float]:
     if not isinstance(d, dict):
         return {}
     return {k: float(v) for k, v in d.items() if isinstance(v, int | float) and not isinstance(v, bool)}
-
-
-def _attr_text(value: object) -> str:
-    """Attribute values as users write them in constraints: ``host_index:0`` is ``"0"``, not ``"0.0"``."""
-    if isinstance(value, float):
-        return f"{value:g}"
-    return str(value)
 
 
 def _exit_code(status: TaskStatus) -> int | None:

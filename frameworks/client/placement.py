@@ -55,7 +55,7 @@ class Constraint:
             return have is None
         if have is None:
             return self.op in (Op.NE, Op.UNLIKE)
-        text = _fmt(have)
+        text = attribute_text(have)
         want = self.value or ""
         if self.op is Op.EQ:
             return text == want or _num_eq(have, want)
@@ -96,9 +96,6 @@ def attribute_text(v: object) -> str:
     if isinstance(v, float) and v.is_integer():
         return str(int(v))
     return str(v)
-
-
-_fmt = attribute_text
 
 
 def _num_eq(have: str | float, want: str) -> bool:

@@ -49,13 +49,15 @@ def test_the_cluster_is_read_from_the_masters_state() -> None:
     state = {
         "slaves": [
             {"id": "a", "active": True, "resources": {"cpus": 2.0, "mem": 1024.0, "ports": "[31000-32000]"},
-             "attributes": {"host_index": 0.0, "rack": "r1"}, "revocable_resources": {"cpus": 2.0}},
+             "attributes": {"host_index": 0.0, "rack": "r1", "serial": 1234567.0},
+             "revocable_resources": {"cpus": 2.0}},
             {"id": "gone", "active": False, "resources": {"cpus": 8.0}},
             {"id": "drained", "active": True, "draining": True, "resources": {"cpus": 8.0}},
         ]
     }
     assert cluster_of(state) == (
-        AgentCapacity("a", {"cpus": 2.0, "mem": 1024.0}, {"host_index": "0", "rack": "r1"}, {"cpus": 2.0}),
+        AgentCapacity("a", {"cpus": 2.0, "mem": 1024.0}, {"host_index": "0", "rack": "r1", "serial": "1234567"},
+                      {"cpus": 2.0}),
     )
     assert cluster_of({}) == () and cluster_of(None) == ()
 
