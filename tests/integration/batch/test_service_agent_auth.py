@@ -55,7 +55,6 @@ async def test_job_logs_from_an_agent_with_authenticate_http(tmp_path: Path) -> 
             async with with_cred as batch, aiohttp.ClientSession() as http:
                 job_id, effects = batch.core.submit(spec_from_dict({"shell": "sleep 30", "cpus": 1}), batch.now())
                 batch._absorb(effects)
-                batch._wake.set()
                 assert batch.driver is not None
                 await batch.driver.wait_for(lambda: batch.core.job(job_id).state is JobState.RUNNING, 20)
                 attempt = batch.core.job(job_id).tasks[0].current

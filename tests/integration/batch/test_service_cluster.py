@@ -39,7 +39,6 @@ async def until(batch: BatchService, pred: Callable[[], object], within: float =
 def submit(batch: BatchService, **spec: object) -> int:
     job_id, effects = batch.core.submit(spec_from_dict({"shell": "sleep 30", **spec}), batch.now())
     batch._absorb(effects)
-    batch._wake.set()
     return job_id
 
 
