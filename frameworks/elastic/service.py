@@ -36,7 +36,6 @@ import contextlib
 import getpass
 import json
 import logging
-import ssl
 import sys
 import time
 from collections.abc import Callable
@@ -176,7 +175,6 @@ class ElasticService(Service, Scheduler):
         self._dirty: set[int] = set()
         self._write_lock = asyncio.Lock()
         self._http: aiohttp.ClientSession | None = None
-        self._client_ssl: ssl.SSLContext | None = None
         self._agent_headers: dict[str, str] = {}
         self._refused: asyncio.Task[None] | None = None
         self._registry: CollectorRegistry | None = None
@@ -208,8 +206,8 @@ class ElasticService(Service, Scheduler):
                 web.get("/metrics", self._metrics),
             ]
         )
-        self._client_ssl, server_ssl = self.conn.client_ssl(), self.conn.server_ssl()
-        self._http = self.conn.agent_session(self._client_ssl)
+        client_ssl, server_ssl = self.conn.client_ssl(), self.conn.server_ssl()
+        self._http = self.conn.agent_session(client_ssl)
         self._agent_headers = self.conn.agent_headers()  # worker logs from agents' /files (--authenticate-http)
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()
@@ -231,7 +229,7 @@ class ElasticService(Service, Scheduler):
             roles=self.roles,
             capabilities=tuple(Capability(c) for c in CAPABILITIES),
         )
-        transport = self._transport or self.conn.transport(self._client_ssl)
+        transport = self._transport or self.conn.transport(client_ssl)
         self.driver = SchedulerDriver(info, transport, scheduler=self)
         for task_id, agent_id in self.core.known_tasks():  # reconciled explicitly on subscribe
             self.driver.tasks[task_id] = KnownTask(task_id, agent_id, TaskState.TASK_RUNNING)
