@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import attrs
 import pytest
@@ -139,28 +140,28 @@ async def test_view_acls_filter_state_and_get_tasks_and_access_sandboxes_guards_
                                  http_readwrite=True, acls=Acls.parse(json.dumps(acls), default_permissive=False))
     alice, bob, op = basic_header("alice-ui", "a"), basic_header("bob-ui", "b"), basic_header("ops", "o")
     async with aiohttp.ClientSession() as http:
-        async def state(auth: str) -> dict[str, object]:
+        async def state(auth: str) -> dict[str, Any]:
             async with http.get(s.master.url + "/state", headers={"Authorization": auth}) as r:
                 assert r.status == 200
                 return dict(await r.json())
 
-        async def v1(auth: str, call: str) -> dict[str, object]:
+        async def v1(auth: str, call: str) -> dict[str, Any]:
             async with http.post(s.master.url + "/api/v1", json={"type": call},
                                  headers={"Authorization": auth, "Accept": "application/json"}) as r:
                 assert r.status == 200, await r.text()
                 return dict(await r.json())
 
         mine = await state(alice)
-        assert [f["id"] for f in mine["frameworks"]] == [s.framework_id]  # type: ignore[attr-defined,index]
-        assert [t["id"] for t in mine["frameworks"][0]["tasks"]] == ["t1"]  # type: ignore[index]
-        assert (await state(bob))["frameworks"] == [] and len((await state(op))["frameworks"]) == 1  # type: ignore[arg-type]
+        assert [f["id"] for f in mine["frameworks"]] == [s.framework_id]
+        assert [t["id"] for t in mine["frameworks"][0]["tasks"]] == ["t1"]
+        assert (await state(bob))["frameworks"] == [] and len((await state(op))["frameworks"]) == 1
         async with http.get(s.master.url + "/state-summary", headers={"Authorization": bob}) as r:
             assert (await r.json())["frameworks"] == []
-        assert len((await v1(alice, "GET_TASKS"))["get_tasks"]["tasks"]) == 1  # type: ignore[index]
-        assert (await v1(bob, "GET_TASKS"))["get_tasks"].get("tasks", []) == []  # type: ignore[attr-defined]
+        assert len((await v1(alice, "GET_TASKS"))["get_tasks"]["tasks"]) == 1
+        assert (await v1(bob, "GET_TASKS"))["get_tasks"].get("tasks", []) == []
         got = (await v1(bob, "GET_STATE"))["get_state"]
-        assert got["get_frameworks"].get("frameworks", []) == [] and got["get_tasks"].get("tasks", []) == []  # type: ignore[index]
-        assert len((await v1(op, "GET_FRAMEWORKS"))["get_frameworks"]["frameworks"]) == 1  # type: ignore[index]
+        assert got["get_frameworks"].get("frameworks", []) == [] and got["get_tasks"].get("tasks", []) == []
+        assert len((await v1(op, "GET_FRAMEWORKS"))["get_frameworks"]["frameworks"]) == 1
     base = path("ui", "tasks", s.framework_id, "t1", "files")
     status, page = await _get(s, base + "/stdout", alice)
     assert status == 200 and "hello from an authenticated agent" in page
