@@ -8,6 +8,8 @@ import asyncio
 import contextlib
 import json
 import os
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 import aiohttp
@@ -66,9 +68,8 @@ class OperatorSubscriber:
                 for rec in dec.feed(chunk):
                     await self.events.put(codec.decode(mesos.OperatorEvent, rec, self.media))
 
-    async def until(self, pred: object, within: float = 30.0) -> mesos.OperatorEvent:
+    async def until(self, pred: Callable[[mesos.OperatorEvent], bool], within: float = 30.0) -> mesos.OperatorEvent:
         """Read events (all kept in ``seen``) until one satisfies ``pred``."""
-        assert callable(pred)
         async with asyncio.timeout(within):
             while True:
                 ev = await self.events.get()
@@ -77,12 +78,16 @@ class OperatorSubscriber:
                     return ev
 
 
-def task_update(tid: str, state: TaskState) -> object:
+def task_update(tid: str, state: TaskState) -> Callable[[mesos.OperatorEvent], bool]:
     def pred(ev: mesos.OperatorEvent) -> bool:
         u = ev.task_updated
         return u is not None and u.status.task_id.value == tid and u.state is state
 
     return pred
+
+
+def one_offer(d: SchedulerDriver) -> bool:
+    return len(d.offers) == 1
 
 
 def summary(events: list[mesos.OperatorEvent]) -> list[tuple[str, str]]:
@@ -159,7 +164,7 @@ async def test_subscribers_see_agent_framework_and_task_events_in_order(master: 
         added = next(e for e in mp.seen if e.type is ET.AGENT_ADDED)
         assert added.agent_added is not None
         assert {r.name for r in added.agent_added.agent.total_resources} >= {"cpus", "mem"}
-        fin = next(e for e in js.seen if task_update("t1", TS.TASK_FINISHED)(e))  # type: ignore[operator]
+        fin = next(e for e in js.seen if task_update("t1", TS.TASK_FINISHED)(e))
         assert fin.task_updated is not None and fin.task_updated.framework_id.value == driver.framework_id
 
     await master.wait_until(lambda: not master.operator_streams.subscribers and not master.state.operator_streams)
@@ -226,7 +231,7 @@ async def test_read_acls_decide_what_each_operator_stream_shows(tmp_path: Path) 
                 driver = SchedulerDriver(info, HttpTransport(master.url), backoff=Backoff(0.01, 0.1))
                 await driver.start()
                 await driver.wait_subscribed(30)
-                await driver.wait_for(lambda d=driver: len(d.offers) == 1, 30)  # type: ignore[misc]
+                await driver.wait_for(partial(one_offer, driver), 30)
                 (offer,) = list(driver.offers)
                 t = mesos.TaskInfo(
                     name=f"t-{user}", task_id=TaskID(f"t-{user}"),

@@ -5,6 +5,7 @@ and their pages are 404s. 'alice-ui' may view only user alice's; 'ops' everythin
 from __future__ import annotations
 
 import json
+from functools import partial
 from pathlib import Path
 
 import aiohttp
@@ -20,6 +21,15 @@ from protocol.mesos import CommandInfo, FrameworkInfo, TaskInfo
 from protocol.mesos_common import TaskID
 from protocol.resources import Resources
 from protocol.task_states import TaskState
+
+
+def one_offer(d: SchedulerDriver) -> bool:
+    return len(d.offers) == 1
+
+
+def running(d: SchedulerDriver, task_id: str) -> bool:
+    t = d.tasks.get(task_id)
+    return t is not None and t.state is TaskState.TASK_RUNNING
 
 
 async def test_list_pages_show_only_what_the_principal_may_view(tmp_path: Path) -> None:
@@ -48,13 +58,12 @@ async def test_list_pages_show_only_what_the_principal_may_view(tmp_path: Path) 
             drivers.append(d)
             await d.start()
             fids[user] = await d.wait_subscribed(30)
-            await d.wait_for(lambda d=d: len(d.offers) == 1, 30)  # type: ignore[misc]
+            await d.wait_for(partial(one_offer, d), 30)
             (offer,) = list(d.offers)
             task = TaskInfo(name=f"{user}-task", task_id=TaskID(f"{user}-t"),
                             resources=Resources.parse("cpus:1;mem:128").to_mesos(), command=CommandInfo(value="sleep 60"))
             await d.launch(offer.offer_id, [task])
-            await d.wait_for(lambda d=d, u=user: d.tasks.get(f"{u}-t") is not None  # type: ignore[misc]
-                             and d.tasks[f"{u}-t"].state is TaskState.TASK_RUNNING, 30)
+            await d.wait_for(partial(running, d, f"{user}-t"), 30)
 
         async def page(token: str, url: str) -> tuple[int, str]:
             async with s.get(master.url + url, headers={"Authorization": bearer_header(token)}) as r:
