@@ -9,6 +9,7 @@ import os
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import attrs
 import pytest
@@ -36,15 +37,14 @@ def certs(tmp_path_factory: pytest.TempPathFactory) -> Certs:
     return Certs(make_cluster_certs(d), foreign.write_ca(d / "foreign-ca.pem"), fc, fk)
 
 
-def tls_master_config(work_dir: Path, c: ClusterCerts, *, mtls: bool = True, **kw: object) -> MasterConfig:
-    base: dict[str, object] = dict(
+def tls_master_config(work_dir: Path, c: ClusterCerts, *, mtls: bool = True, **kw: Any) -> MasterConfig:
+    base = MasterConfig(
         ip="127.0.0.1", port=0, work_dir=str(work_dir), heartbeat_interval=1.0, ping_interval=0.5,
         ping_timeout=5.0, agent_reregister_timeout=5.0, read_timeout=0.5,
         tls_cert=str(c.master_cert), tls_key=str(c.master_key),
         tls_ca=str(c.ca) if mtls else None, tls_require_client_cert=mtls,
     )
-    base.update(kw)
-    return MasterConfig(**base)  # type: ignore[arg-type]
+    return attrs.evolve(base, **kw)
 
 
 @pytest.fixture
