@@ -41,13 +41,18 @@ class RunAs:
 
 def resolve(user: str | None, allow_root: bool) -> RunAs | None:
     """None: run as the agent's user. Raises ``UserError`` for a user the task may not use."""
-    me = os.geteuid()
     if not user:
         return None  # the agent's own identity (whatever the operator runs the agent as)
     try:
         pw = pwd.getpwnam(user)
     except KeyError:
         raise UserError(f"unknown user {user!r}") from None
+    return _switch_to(user, pw, allow_root)
+
+
+def _switch_to(user: str, pw: pwd.struct_passwd, allow_root: bool) -> RunAs | None:
+    """The rules for a user that exists here (its entry ``pw`` already looked up)."""
+    me = os.geteuid()
     if pw.pw_uid == 0 and not allow_root:
         raise UserError("running tasks as root is not allowed on this agent (--allow-root-tasks)", "REASON_TASK_UNAUTHORIZED")
     if pw.pw_uid == me:
@@ -81,7 +86,7 @@ def resolve_task(
     if me != 0:
         log.debug("the agent (uid %d) cannot switch to framework user %r", me, framework_user)
         return None
-    return resolve(framework_user, allow_root)
+    return _switch_to(framework_user, pw, allow_root)
 
 
 def setpriv_path() -> str:
