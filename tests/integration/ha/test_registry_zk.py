@@ -4,6 +4,7 @@ SQLite registry reads it; epochs grow with each open; a batch is one transaction
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import attrs
 import pytest
@@ -50,7 +51,7 @@ BATCH: list[ops.RegistryOp] = [
 ]
 
 
-async def test_operations_read_back_like_sqlite(zk: tuple[KazooClient, str], tmp_path: object) -> None:
+async def test_operations_read_back_like_sqlite(zk: tuple[KazooClient, str], tmp_path: Path) -> None:
     client, path = zk
     reg = await ZkRegistry.open(client, path)
     first_epoch = reg.snapshot.master_seq
@@ -58,7 +59,7 @@ async def test_operations_read_back_like_sqlite(zk: tuple[KazooClient, str], tmp
     await reg.apply(BATCH)
     await reg.close()
 
-    sqlite = await Registry.open(tmp_path)  # type: ignore[arg-type]
+    sqlite = await Registry.open(tmp_path)
     await sqlite.apply(BATCH)
     expected = sqlite.read()
     await sqlite.close()
