@@ -4,6 +4,7 @@ oversubscription hooks (fixed estimator -> SLACK_ESTIMATE)."""
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -176,20 +177,15 @@ MesosExecutorDriver(Worker(), use_addict=True).run()
 '''
 
 
-async def test_a_checkpointing_executor_resubscribes_after_an_agent_restart(
-    master: Any, make_agent: Any, tmp_path: Path
-) -> None:
-    """Mesos agent recovery for custom executors: the executor outlives the agent, SUBSCRIBEs
-    again (pymesos retries when MESOS_CHECKPOINT is set) and keeps its task; nothing is LOST."""
+def _checkpointing_worker(master: Any, tmp_path: Path) -> Callable[[str], TaskInfo]:
+    """The master's framework checkpoints; returns a factory of tasks for the CHECKPOINTING_EXECUTOR
+    (executor "worker", written under tmp_path)."""
     import attrs
-    import psutil
 
     pytest.importorskip("pymesos")
     script = tmp_path / "worker_executor.py"
     script.write_text(CHECKPOINTING_EXECUTOR)
     master.framework = attrs.evolve(master.framework, checkpoint=True)
-    agent = await make_agent(executor_shutdown_grace=1.0, executor_reregister_timeout=60.0)
-    await master.wait_connected()
     ex = ExecutorInfo(
         executor_id=ExecutorID("worker"), type=ExecutorType.CUSTOM, command=CommandInfo(value=f"{sys.executable} {script}")
     )
@@ -197,6 +193,19 @@ async def test_a_checkpointing_executor_resubscribes_after_an_agent_restart(
     def task(tid: str) -> TaskInfo:
         return TaskInfo(name=tid, task_id=TaskID(tid), executor=ex, resources=Resources.of(cpus=0.1, mem=32).to_mesos())
 
+    return task
+
+
+async def test_a_checkpointing_executor_resubscribes_after_an_agent_restart(
+    master: Any, make_agent: Any, tmp_path: Path
+) -> None:
+    """Mesos agent recovery for custom executors: the executor outlives the agent, SUBSCRIBEs
+    again (pymesos retries when MESOS_CHECKPOINT is set) and keeps its task; nothing is LOST."""
+    import psutil
+
+    task = _checkpointing_worker(master, tmp_path)
+    agent = await make_agent(executor_shutdown_grace=1.0, executor_reregister_timeout=60.0)
+    await master.wait_connected()
     await master.send(RunTasks(FrameworkID("fw1"), master.framework, (task("long-1"),)))
     await master.wait_state("long-1", S.TASK_RUNNING, within=60)
     (executor_pid,) = [pid for k, pid in agent.launcher.pids().items() if k.startswith("e/")]
@@ -252,24 +261,12 @@ async def test_a_checkpointing_executor_survives_a_kill9_of_its_agent(
     the executor, which takes a new task and still owns (and kills) its old one."""
     import socket
 
-    import attrs
-
-    pytest.importorskip("pymesos")
-    script = tmp_path / "worker_executor.py"
-    script.write_text(CHECKPOINTING_EXECUTOR)
-    master.framework = attrs.evolve(master.framework, checkpoint=True)
+    task = _checkpointing_worker(master, tmp_path)
     with socket.socket() as s:  # a port the restarted agent can bind again (executors dial it)
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     agent = await agent_procs(None, "--port", str(port), "--executor-reregister-timeout", "60", fork=True).start()
     await master.wait_connected()
-    ex = ExecutorInfo(
-        executor_id=ExecutorID("worker"), type=ExecutorType.CUSTOM, command=CommandInfo(value=f"{sys.executable} {script}")
-    )
-
-    def task(tid: str) -> TaskInfo:
-        return TaskInfo(name=tid, task_id=TaskID(tid), executor=ex, resources=Resources.of(cpus=0.1, mem=32).to_mesos())
-
     await master.send(RunTasks(FrameworkID("fw1"), master.framework, (task("long-1"),)))
     await master.wait_state("long-1", S.TASK_RUNNING, within=60)
     await agent.kill9()
