@@ -106,10 +106,13 @@ def follow(
     sleep: Callable[[float], None],
     write: Callable[[str], None],
     poll: float = 0.5,
+    done_every: int = 1,
 ) -> None:
     """Print what ``streams`` hold; with ``keep_following``, keep polling them every ``poll``
-    seconds until ``done()``, then drain them one last time and return."""
+    seconds until ``done()``, then drain them one last time and return. ``done()`` is asked on
+    the first round and then every ``done_every``-th (for a check dearer than a read)."""
     ended = not keep_following
+    rounds = 0
     while True:
         for s in streams:
             for piece in s.poll():
@@ -119,9 +122,10 @@ def follow(
                 for piece in s.flush():
                     write(piece)
             return
-        if done():
+        if rounds % done_every == 0 and done():
             ended = True  # one more round: what was written just before the end
             continue
+        rounds += 1
         sleep(poll)
 
 

@@ -52,6 +52,7 @@ TERMINAL_TASK_STATES = frozenset(
     }
 )
 POLL = 0.5  # seconds between reads while following (a CLI loop)
+DONE_EVERY = 4  # ask the master whether the task ended every 4th read (2 s): each ask is a whole /state
 READ_LENGTH = 64 * 1024
 
 Row = dict[str, Any]
@@ -311,6 +312,7 @@ def _follow(streams: list[LogStream], keep: bool, base: str, row: Row) -> None:
         sleep=time.sleep,
         write=_write,
         poll=POLL,
+        done_every=DONE_EVERY,
     )
 
 

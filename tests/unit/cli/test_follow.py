@@ -114,3 +114,18 @@ def test_json_lines() -> None:
     s = LogStream(f.read, prefix="", render=lambda line: json.dumps({"task": "t", "line": line.rstrip("\n")}) + "\n")
     assert s.poll() == ['{"task": "t", "line": "a"}\n']
     assert s.flush() == ['{"task": "t", "line": "b"}\n']
+
+
+def test_done_asked_every_nth_round() -> None:
+    f = FakeFile("a\n")
+    w = World([f], [["b\n"], [""], [""], [""], ["c\n"]])
+    asks: list[int] = []
+
+    def done() -> bool:
+        asks.append(w.sleeps)
+        return w.done()
+
+    follow([LogStream(f.read)], keep_following=True, done=done, sleep=w.sleep, write=w.out.append, done_every=3)
+    # asked on the first round, then every third: the reads go on between asks
+    assert asks == [0, 3, 6] and w.sleeps == 6
+    assert "".join(w.out) == "a\nb\nc\n"
