@@ -196,6 +196,18 @@ def _checkpointing_worker(master: Any, tmp_path: Path) -> Callable[[str], TaskIn
     return task
 
 
+async def _runs_new_and_kills_old(master: Any, task: Callable[[str], TaskInfo]) -> None:
+    """The re-attached "worker" executor runs a new task ("short-2") to its end, still owns
+    (and kills) its old one ("long-1", never LOST), and exits when shut down."""
+    await master.send(RunTasks(FrameworkID("fw1"), master.framework, (task("short-2"),)))
+    assert (await master.wait_terminal("short-2", within=60)).state is S.TASK_FINISHED
+    await master.kill("long-1")
+    assert (await master.wait_terminal("long-1", within=30)).state is S.TASK_KILLED
+    assert master.states("long-1") == [S.TASK_RUNNING, S.TASK_KILLED]  # never LOST
+    await master.send(ShutdownExecutor(FrameworkID("fw1"), ExecutorID("worker")))
+    await master.wait_for(lambda: [o for o in master.other if isinstance(o, ExecutorExited)], within=30)
+
+
 async def test_a_checkpointing_executor_resubscribes_after_an_agent_restart(
     master: Any, make_agent: Any, tmp_path: Path
 ) -> None:
@@ -219,13 +231,7 @@ async def test_a_checkpointing_executor_resubscribes_after_an_agent_restart(
     assert any("executor fw1/worker: re-attached" in r for r in agent.recovery_report)
 
     # the re-attached executor takes new tasks, and its old task is still its own
-    await master.send(RunTasks(FrameworkID("fw1"), master.framework, (task("short-2"),)))
-    assert (await master.wait_terminal("short-2", within=30)).state is S.TASK_FINISHED
-    await master.kill("long-1")
-    assert (await master.wait_terminal("long-1", within=30)).state is S.TASK_KILLED
-    assert master.states("long-1") == [S.TASK_RUNNING, S.TASK_KILLED]  # never LOST
-    await master.send(ShutdownExecutor(FrameworkID("fw1"), ExecutorID("worker")))
-    await master.wait_for(lambda: [o for o in master.other if isinstance(o, ExecutorExited)], within=30)
+    await _runs_new_and_kills_old(master, task)
     await master.wait_for(lambda: not psutil.pid_exists(executor_pid) or psutil.Process(executor_pid).status() == "zombie")
 
 
@@ -271,10 +277,4 @@ async def test_a_checkpointing_executor_survives_a_kill9_of_its_agent(
     await master.wait_state("long-1", S.TASK_RUNNING, within=60)
     await agent.kill9()
     await agent.start()
-    await master.send(RunTasks(FrameworkID("fw1"), master.framework, (task("short-2"),)))
-    assert (await master.wait_terminal("short-2", within=60)).state is S.TASK_FINISHED
-    await master.kill("long-1")
-    assert (await master.wait_terminal("long-1", within=30)).state is S.TASK_KILLED
-    assert master.states("long-1") == [S.TASK_RUNNING, S.TASK_KILLED]  # never LOST
-    await master.send(ShutdownExecutor(FrameworkID("fw1"), ExecutorID("worker")))
-    await master.wait_for(lambda: [o for o in master.other if isinstance(o, ExecutorExited)], within=30)
+    await _runs_new_and_kills_old(master, task)
