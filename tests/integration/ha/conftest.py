@@ -64,12 +64,12 @@ def zookeeper() -> Iterator[ZkServer]:
         "minSessionTimeout=200\nmaxSessionTimeout=60000\nadmin.enableServer=false\n"
         "4lw.commands.whitelist=ruok,stat,srvr\nforceSync=no\n"
     )
-    log = open(root / "zookeeper.log", "wb")  # noqa: SIM115 - closed below
-    proc = subprocess.Popen(
-        [java, "-Xmx128m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-cp", CLASSPATH,
-         "org.apache.zookeeper.server.ZooKeeperServerMain", str(cfg)],
-        stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
-    )
+    with open(root / "zookeeper.log", "wb") as log:  # the child keeps its own copy of the fd
+        proc = subprocess.Popen(
+            [java, "-Xmx128m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-cp", CLASSPATH,
+             "org.apache.zookeeper.server.ZooKeeperServerMain", str(cfg)],
+            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
+        )
     try:
         deadline = time.monotonic() + START_TIMEOUT
         while not _ruok(port):
@@ -81,7 +81,6 @@ def zookeeper() -> Iterator[ZkServer]:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
         proc.wait(timeout=10)
-        log.close()
         shutil.rmtree(root, ignore_errors=True)
 
 
