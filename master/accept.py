@@ -18,7 +18,7 @@ from master.records import FrameworkRec
 from master.validation import check_executor, check_task, parse_resources, task_resources
 from protocol import agent_channel as ac
 from protocol import mesos
-from protocol.acls import task_problem, task_user
+from protocol.acls import task_info_user, task_problem
 from protocol.resources import ResourceError, Resources
 
 __pure__ = True
@@ -202,13 +202,7 @@ class AcceptRules(CoreBase):
         acls = self.cfg.acls
         if acls.allows_everything:
             return None
-        executor = task.executor or group_executor
-        user = task_user(
-            task.command.user if task.command is not None else None,
-            executor.command.user if executor is not None and executor.command is not None else None,
-            fw.info.user,
-        )
-        problem = task_problem(acls, fw.principal, user)
+        problem = task_problem(acls, fw.principal, task_info_user(task, fw.info.user, group_executor))
         if problem is not None:
             self.unauthorized += 1
         return problem

@@ -38,7 +38,7 @@ from protocol.acls import (
     filter_frameworks_json,
     filter_operator_response,
     sandbox_problem,
-    task_user,
+    task_info_user,
 )
 from protocol.authn import (
     AGENT,
@@ -195,9 +195,7 @@ def owners(svc: MasterService) -> Owners:
             info = t.info
             if info is None:
                 continue
-            cmd = info.command.user if info.command is not None else None
-            ex = info.executor.command.user if info.executor is not None and info.executor.command is not None else None
-            tasks[(fw.framework_id, t.task_id)] = task_user(cmd, ex, fw_user)
+            tasks[(fw.framework_id, t.task_id)] = task_info_user(info, fw_user)
     return Owners(fws, tasks)
 
 

@@ -35,7 +35,7 @@ from aiohttp import web
 from master.auth import principal_of, visible_response
 from master.events import OperatorStreamClosed, OperatorStreamOpened, PublishOperatorEvent
 from protocol import codec, mesos, recordio
-from protocol.acls import Action, may_read, task_user
+from protocol.acls import Action, may_read, task_info_user
 from protocol.ids import new_stream_id
 
 if TYPE_CHECKING:
@@ -169,9 +169,7 @@ class OperatorStreams:
         info = rec.info if rec is not None else None
         if info is None:
             return fw.info.user or None
-        cmd = info.command.user if info.command is not None else None
-        ex = info.executor.command.user if info.executor is not None and info.executor.command is not None else None
-        return task_user(cmd, ex, fw.info.user or None)
+        return task_info_user(info, fw.info.user or None)
 
     def close_all(self) -> None:
         for sub in list(self.subscribers.values()):

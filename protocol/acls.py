@@ -265,6 +265,18 @@ def task_user(command_user: str | None, executor_user: str | None, framework_use
     return command_user or executor_user or framework_user or None
 
 
+def task_info_user(
+    info: mesos.TaskInfo, framework_user: str | None, group_executor: mesos.ExecutorInfo | None = None
+) -> str | None:
+    """``task_user`` of a ``TaskInfo`` (its executor, else the task group's ``group_executor``)."""
+    executor = info.executor or group_executor
+    return task_user(
+        info.command.user if info.command is not None else None,
+        executor.command.user if executor is not None and executor.command is not None else None,
+        framework_user,
+    )
+
+
 def task_problem(acls: Acls, principal: str | None, user: str | None) -> str | None:
     """Why a task may not run as ``user`` for ``principal`` (``run_tasks``), or None."""
     if acls.allows_everything:
