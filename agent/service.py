@@ -769,7 +769,7 @@ class AgentService(Service):
     def _run_tasks(self, rt: RunTasks, now: float) -> None:
         fid = rt.framework_id.value
         if self.retiring:
-            self._drop_launch(rt)
+            self._drop_launch(rt, now)
             return
         fi = rt.framework_info
         if fi.id is None:
@@ -814,23 +814,23 @@ class AgentService(Service):
             effects.extend(self.tracker.handle(tk.LaunchTask(spec), now))
         self.submit(effects)
 
-    def _drop_launch(self, rt: RunTasks) -> None:
+    def _drop_launch(self, rt: RunTasks, now: float) -> None:
         """A launch that reached a retiring agent: answered TASK_DROPPED (the master shows
         TASK_LOST to frameworks that are not partition aware), nothing is started or checkpointed."""
         fid = rt.framework_id.value
-        effects: list[Any] = []
+        eid = rt.executor.executor_id.value if rt.group and rt.executor is not None else None
+        dropped = 0
         for info in rt.tasks:
             tid = info.task_id.value
-            if self.tracker.get(fid, tid) is not None:
-                continue  # a duplicate of a task it knows: that one is being killed
-            self.ephemeral.add((fid, tid))
-            eid = rt.executor.executor_id.value if rt.group and rt.executor is not None else None
-            effects.append(tk.EmitStatus(
-                fid, tid, TaskState.TASK_DROPPED, "SOURCE_AGENT", "REASON_AGENT_REMOVED_BY_OPERATOR",
-                "Agent is retiring (SIGUSR1): launch refused", eid,
-            ))
-        log.info("retiring: dropped %d task(s) launched for %s", len(effects), fid)
-        self.submit(effects)
+            effects = self.tracker.handle(tk.LaunchRejected(
+                fid, tid, "Agent is retiring (SIGUSR1): launch refused", eid,
+                "REASON_AGENT_REMOVED_BY_OPERATOR", TaskState.TASK_DROPPED,
+            ), now)
+            if effects:  # none for a duplicate of a task it knows: that one is being killed
+                self.ephemeral.add((fid, tid))
+                dropped += 1
+            self.submit(effects)
+        log.info("retiring: dropped %d task(s) launched for %s", dropped, fid)
 
     # --- timers and monitoring ---------------------------------------------------------------------
 

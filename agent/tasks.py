@@ -67,13 +67,15 @@ class LaunchTask:
 
 @attrs.frozen
 class LaunchRejected:
-    """A launch that failed validation: answered with TASK_ERROR."""
+    """A launch that is not run: answered with ``state`` (TASK_ERROR: it failed validation;
+    TASK_DROPPED: the agent is retiring). A no-op for a task the tracker already knows."""
 
     framework_id: str
     task_id: str
     message: str
     executor_id: str | None = None
     reason: str = "REASON_TASK_INVALID"
+    state: TaskState = S.TASK_ERROR
 
 
 @attrs.frozen
@@ -405,10 +407,10 @@ class TaskTracker:
         match event:
             case LaunchTask(spec):
                 return self._launch(spec)
-            case LaunchRejected(fid, tid, message, eid, reason):
+            case LaunchRejected(fid, tid, message, eid, reason, state):
                 if (fid, tid) in self.tasks:
                     return []
-                return [EmitStatus(fid, tid, S.TASK_ERROR, "SOURCE_AGENT", reason, message, eid)]
+                return [EmitStatus(fid, tid, state, "SOURCE_AGENT", reason, message, eid)]
             case Spawned(fid, tid, pid):
                 return self._spawned(fid, tid, pid, now)
             case SpawnFailed(fid, tid, message):

@@ -175,6 +175,15 @@ def test_spawn_failure_and_rejection() -> None:
     assert statuses(eff) == [(S.TASK_ERROR, "REASON_TASK_INVALID")]
 
 
+def test_a_launch_refused_by_a_retiring_agent_is_dropped_unless_the_task_is_known() -> None:
+    tr = running(TaskTracker())
+    drop = "REASON_AGENT_REMOVED_BY_OPERATOR"
+    eff = tr.handle(LaunchRejected("f1", "late", "retiring", None, drop, S.TASK_DROPPED), 0.0)
+    assert statuses(eff) == [(S.TASK_DROPPED, drop)]
+    assert tr.handle(LaunchRejected("f1", "t1", "retiring", None, drop, S.TASK_DROPPED), 0.0) == []
+    assert tr.get("f1", "t1") is not None and tr.get("f1", "t1").state is S.TASK_RUNNING
+
+
 def test_forget_drops_only_terminal_tasks() -> None:
     tr = running(TaskTracker())
     assert tr.handle(Forget("f1", "t1"), 0.0) == []
