@@ -13,6 +13,7 @@ after the sandbox has been handed to that user.
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import pwd
@@ -59,7 +60,7 @@ def _switch_to(user: str, pw: pwd.struct_passwd, allow_root: bool) -> RunAs | No
         return None
     if me != 0:
         raise UserError(f"the agent (uid {me}) cannot run tasks as {user!r}", "REASON_TASK_UNAUTHORIZED")
-    if shutil.which("setpriv") is None:
+    if _which_setpriv() is None:
         raise UserError(f"cannot switch to user {user!r}: setpriv is not installed")
     return RunAs(user, pw.pw_uid, pw.pw_gid)
 
@@ -89,5 +90,11 @@ def resolve_task(
     return _switch_to(framework_user, pw, allow_root)
 
 
+@functools.cache
+def _which_setpriv() -> str | None:
+    """One PATH scan per process, not one per task switched to another user."""
+    return shutil.which("setpriv")
+
+
 def setpriv_path() -> str:
-    return shutil.which("setpriv") or "setpriv"
+    return _which_setpriv() or "setpriv"
