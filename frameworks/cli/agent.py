@@ -21,11 +21,11 @@ import click
 from frameworks.cli import cluster
 from frameworks.cli.common import (
     CliError,
-    error_text,
     http_post_json,
     master_option,
     master_state,
     master_url,
+    run_cli,
 )
 from frameworks.cli.task import TERMINAL_TASK_STATES
 
@@ -133,13 +133,6 @@ def _options(f: Callable[..., Any]) -> Callable[..., Any]:
     return master_option(f)
 
 
-def _run(fn: Callable[[], None]) -> None:
-    try:
-        fn()
-    except CliError as exc:
-        raise click.ClickException(error_text(str(exc))) from exc
-
-
 def _load(master: str | None, usage: bool = False) -> tuple[str, list[Row]]:
     """The agents' rows; ``usage``: with their revocable use apart (one more request)."""
     base = master_url(master)
@@ -181,7 +174,7 @@ def list_agents(master: str | None, as_json: bool, only: str | None) -> None:
             "Agents",
         )
 
-    _run(go)
+    run_cli(go)
 
 
 @agent.command()
@@ -204,7 +197,7 @@ def show(agent_id: str, master: str | None, as_json: bool) -> None:
         click.echo(f"  attributes {attrs_text or '-'}")
         click.echo(f"  tasks      {' '.join(r['tasks']) or '-'}")
 
-    _run(go)
+    run_cli(go)
 
 
 @agent.command()
@@ -233,7 +226,7 @@ def drain(
         else:
             click.echo(f"agent {now['id']} {now['state']}" + (f": {now['reason']}" if now["reason"] else ""))
 
-    _run(go)
+    run_cli(go)
 
 
 @agent.command()
@@ -253,4 +246,4 @@ def reactivate(agent_id: str, master: str | None, as_json: bool) -> None:
         else:
             click.echo(f"agent {now['id']} {now['state']}")
 
-    _run(go)
+    run_cli(go)

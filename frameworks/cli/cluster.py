@@ -23,6 +23,7 @@ from frameworks.cli.common import (
     master_option,
     master_state,
     master_url,
+    run_cli,
 )
 from frameworks.client.placement import attribute_text
 
@@ -278,13 +279,6 @@ def _options(f: Callable[..., Any]) -> Callable[..., Any]:
     return master_option(f)
 
 
-def _run(fn: Callable[[], None]) -> None:
-    try:
-        fn()
-    except CliError as exc:
-        raise click.ClickException(str(exc)) from exc
-
-
 # --- commands --------------------------------------------------------------------------------------
 
 
@@ -310,7 +304,7 @@ def agents(master: str | None, as_json: bool) -> None:
             "Agents",
         )
 
-    _run(go)
+    run_cli(go)
 
 
 @click.command()
@@ -341,7 +335,7 @@ def frameworks(master: str | None, as_json: bool) -> None:
             "Frameworks",
         )
 
-    _run(go)
+    run_cli(go)
 
 
 @click.command()
@@ -370,7 +364,7 @@ def tasks(master: str | None, as_json: bool, include_completed: bool, framework_
             "Tasks",
         )
 
-    _run(go)
+    run_cli(go)
 
 
 def _offers_listing(base: str) -> list[dict[str, Any]] | None:
@@ -410,7 +404,7 @@ def offers(master: str | None, as_json: bool) -> None:
             "Offers",
         )
 
-    _run(go)
+    run_cli(go)
 
 
 def all_commands() -> Iterable[click.Command]:

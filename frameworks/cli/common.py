@@ -21,13 +21,14 @@ import urllib.parse
 import urllib.request
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, TypeVar
 
 import attrs
 import psutil
 
 DEFAULT_MASTER = "127.0.0.1:5050"
 REPO_ROOT = Path(__file__).resolve().parents[2]
+T = TypeVar("T")
 
 
 class CliError(Exception):
@@ -505,12 +506,17 @@ class ServiceApi:
 
     @staticmethod
     def _call(f: Callable[[], Any]) -> Any:
-        import click
+        return run_cli(f)
 
-        try:
-            return f()
-        except CliError as exc:
-            raise click.ClickException(error_text(str(exc))) from exc
+
+def run_cli(f: Callable[[], T]) -> T:
+    """``f()``, a command's body: a ``CliError`` becomes click's error message (exit 1)."""
+    import click
+
+    try:
+        return f()
+    except CliError as exc:
+        raise click.ClickException(error_text(str(exc))) from exc
 
 
 def error_text(msg: str) -> str:

@@ -27,13 +27,13 @@ import click
 from frameworks.cli import cluster
 from frameworks.cli.common import (
     CliError,
-    error_text,
     http_error_detail,
     http_post_json,
     master_option,
     master_state,
     master_url,
     open_url,
+    run_cli,
     unreachable,
 )
 from frameworks.cli.follow import Chunk, LineBuffer, LogStream, follow, json_lines, last_lines
@@ -209,9 +209,7 @@ def _tail_offset(row: Row, stream: str, n: int) -> tuple[str, int]:
 
 def _run(fn: Callable[[], None]) -> None:
     try:
-        fn()
-    except CliError as exc:
-        raise click.ClickException(error_text(str(exc))) from exc
+        run_cli(fn)
     except KeyboardInterrupt:
         sys.stdout.flush()
         raise SystemExit(130) from None
