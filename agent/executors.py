@@ -74,9 +74,7 @@ class ExecutorGlue:
             cfg = self.svc.config
             run_as = users.resolve_task(info.command.user, fi.user, allow_root=cfg.allow_root_tasks, switch_user=cfg.switch_user)
             if run_as is not None:  # the executor runs as the task's user, like a command task
-                sandbox.mkdir(parents=True, exist_ok=True)
-                os.chown(sandbox, run_as.uid, run_as.gid)
-                argv = run_as.wrap(argv, self.svc.setpriv)
+                argv = run_as.enter(sandbox, argv, self.svc.setpriv)
             proc = self.svc.launcher.launch(key, argv, env, sandbox, exit_path)
         except (LaunchError, CheckpointError, SpecError, OSError, ValueError) as e:
             log.warning("executor %s/%s failed to start: %s", fid, eid, e)

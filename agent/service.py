@@ -598,9 +598,7 @@ class AgentService(Service):
             argv = spec.command.argv
             run_as = self.run_as.get((fid, tid))
             if run_as is not None:  # hand the sandbox to the task's user, then drop privileges
-                sandbox.mkdir(parents=True, exist_ok=True)
-                os.chown(sandbox, run_as.uid, run_as.gid)
-                argv = run_as.wrap(argv, self.setpriv)
+                argv = run_as.enter(sandbox, argv, self.setpriv)
             cgroup = self.isolator.prepare(key, spec.mem_limit, spec.cpus)
             proc = spawn(key, argv, env, sandbox, self.checkpoint.exit_status_path(fid, tid), cgroup)
         except (LaunchError, CheckpointError, OSError) as e:

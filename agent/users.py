@@ -18,6 +18,7 @@ import logging
 import os
 import pwd
 import shutil
+from pathlib import Path
 
 import attrs
 
@@ -38,6 +39,12 @@ class RunAs:
 
     def wrap(self, argv: tuple[str, ...], setpriv: str) -> tuple[str, ...]:
         return (setpriv, f"--reuid={self.uid}", f"--regid={self.gid}", "--init-groups", "--", *argv)
+
+    def enter(self, sandbox: Path, argv: tuple[str, ...], setpriv: str) -> tuple[str, ...]:
+        """Hand the sandbox to this user; returns ``argv`` wrapped to drop privileges to it."""
+        sandbox.mkdir(parents=True, exist_ok=True)
+        os.chown(sandbox, self.uid, self.gid)
+        return self.wrap(argv, setpriv)
 
 
 def resolve(user: str | None, allow_root: bool) -> RunAs | None:
