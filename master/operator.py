@@ -23,7 +23,7 @@ from prometheus_client.registry import Collector
 from master.auth import forbidden, principal_of, visible_response, visible_state
 from master.http_api import BodyTooLarge, media_type, read_body, text
 from master.operator_v1 import OperatorV1, _Bad, _Conflict
-from master.views import _legacy
+from master.views import legacy_resources
 from protocol import codec, mesos
 from protocol.acls import operator_problem
 
@@ -127,8 +127,8 @@ class OperatorApi(OperatorV1):
                 "agent_id": o.agent_id,
                 "hostname": o.hostname,
                 "role": o.role,
-                "resources": _legacy(o.resources.non_revocable()),
-                "revocable_resources": _legacy(o.revocable.flatten()) if o.revocable else {},
+                "resources": legacy_resources(o.resources.non_revocable()),
+                "revocable_resources": legacy_resources(o.revocable.flatten()) if o.revocable else {},
                 "reusable": o.reusable,
                 "age_secs": round(max(0.0, now - o.created), 3),
                 "idle_secs": round(max(0.0, now - o.idle_since), 3) if o.idle_since is not None else None,

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from master.http_api import VERSION
 from master.lifecycles import AgentPhase, FrameworkPhase
 from master.records import AgentRec, FrameworkRec, TaskRec
-from protocol import codec, mesos
+from protocol import codec
 from protocol.resources import Resources
 from protocol.task_states import TaskState
 
@@ -20,17 +20,9 @@ if TYPE_CHECKING:
 EMPTY = Resources()
 
 
-def _legacy(r: Resources) -> dict[str, float | str]:
-    return r.to_legacy_dict()
-
-
 def legacy_resources(r: Resources) -> dict[str, float | str]:
     """Resources as ``/state`` shows them: the legacy flattened dict (``{"cpus": 2.0, ...}``)."""
     return r.to_legacy_dict()
-
-
-def _ti(t: float | None) -> mesos.TimeInfo | None:
-    return None if t is None else mesos.TimeInfo(nanoseconds=int(t * 1e9))
 
 
 class StateViews:
@@ -60,7 +52,7 @@ class StateViews:
             "executor_id": t.executor_id or "",
             "slave_id": t.agent_id,
             "state": t.state.value,
-            "resources": _legacy(t.resources),
+            "resources": legacy_resources(t.resources),
             "role": t.role,
             "statuses": [
                 {"state": s.state.value, "timestamp": s.timestamp or 0.0} for s in t.statuses[-10:]
@@ -91,9 +83,9 @@ class StateViews:
             "registered_time": fw.registered_time,
             "reregistered_time": fw.reregistered_time,
             "unregistered_time": fw.unregistered_time or 0.0,
-            "resources": _legacy(used),
-            "used_resources": _legacy(used),
-            "offered_resources": _legacy(offered),
+            "resources": legacy_resources(used),
+            "used_resources": legacy_resources(used),
+            "offered_resources": legacy_resources(offered),
             "tasks": [self._task_json(t) for t in fw.tasks.values() if t.state is not TaskState.TASK_UNREACHABLE],
             "unreachable_tasks": [self._task_json(t) for t in fw.tasks.values() if t.state is TaskState.TASK_UNREACHABLE],
             "completed_tasks": [self._task_json(t) for t in fw.completed.values()],
@@ -102,7 +94,7 @@ class StateViews:
                     "id": o.offer_id,
                     "framework_id": o.framework_id,
                     "slave_id": o.agent_id,
-                    "resources": _legacy(o.resources),
+                    "resources": legacy_resources(o.resources),
                     "allocation_info": {"role": o.role},
                 }
                 for o in offers
@@ -120,7 +112,7 @@ class StateViews:
         total = ag.effective_total
         reserved: dict[str, Any] = {}
         for role in sorted(total.roles() - {"*"}):
-            reserved[role] = _legacy(total.reserved(role))
+            reserved[role] = legacy_resources(total.reserved(role))
         return {
             "id": ag.agent_id,
             "hostname": ag.hostname,
@@ -129,12 +121,12 @@ class StateViews:
             "attributes": {a.name: (a.scalar.value if a.scalar else a.text.value if a.text else "") for a in ag.attributes},
             "registered_time": ag.registered_time,
             "reregistered_time": ag.reregistered_time,
-            "resources": _legacy(total),
-            "used_resources": _legacy(used),
-            "offered_resources": _legacy(offered),
+            "resources": legacy_resources(total),
+            "used_resources": legacy_resources(used),
+            "offered_resources": legacy_resources(offered),
             "reserved_resources": reserved,
-            "unreserved_resources": _legacy(total.unreserved()),
-            "revocable_resources": _legacy(ag.slack),
+            "unreserved_resources": legacy_resources(total.unreserved()),
+            "revocable_resources": legacy_resources(ag.slack),
             "active": ag.reachable and ag.conn_id is not None,
             "deactivated": not ag.reachable,
             "draining": ag.draining,
