@@ -23,8 +23,6 @@ from frameworks.cli.common import (
     CliError,
     http_post_json,
     master_option,
-    master_state,
-    master_url,
     run_cli,
 )
 from frameworks.cli.task import TERMINAL_TASK_STATES
@@ -135,8 +133,7 @@ def _options(f: Callable[..., Any]) -> Callable[..., Any]:
 
 def _load(master: str | None, usage: bool = False) -> tuple[str, list[Row]]:
     """The agents' rows; ``usage``: with their revocable use apart (one more request)."""
-    base = master_url(master)
-    state = master_state(base, timeout=5.0)
+    base, state = cluster.load_state(master)
     return base, rows_agents(state, cluster.load_revocable(base) if usage else None)
 
 

@@ -269,7 +269,8 @@ def _emit(rows: list[Row], as_json: bool, columns: list[tuple[str, Callable[[Row
         _render(rows, columns, title)
 
 
-def _load(master: str | None) -> tuple[str, dict[str, Any]]:
+def load_state(master: str | None) -> tuple[str, dict[str, Any]]:
+    """The master's base URL (``--master``, resolved once) and its ``/state``."""
     base = master_url(master)
     return base, master_state(base, timeout=5.0)
 
@@ -288,7 +289,7 @@ def agents(master: str | None, as_json: bool) -> None:
     """List the cluster's agents with their resources (used/total; revocable use apart)."""
 
     def go() -> None:
-        base, state = _load(master)
+        base, state = load_state(master)
         rows = rows_agents(state, load_revocable(base))
         _emit(
             rows,
@@ -313,7 +314,7 @@ def frameworks(master: str | None, as_json: bool) -> None:
     """List registered (and completed) frameworks."""
 
     def go() -> None:
-        _, state = _load(master)
+        _, state = load_state(master)
         _emit(
             rows_frameworks(state),
             as_json,
@@ -346,7 +347,7 @@ def tasks(master: str | None, as_json: bool, include_completed: bool, framework_
     """List tasks (running; --all adds completed ones)."""
 
     def go() -> None:
-        _, state = _load(master)
+        _, state = load_state(master)
         rows = rows_tasks(state, include_completed)
         if framework_id:
             rows = [r for r in rows if framework_id in (r["framework_id"], r["framework"])]
@@ -386,7 +387,7 @@ def offers(master: str | None, as_json: bool) -> None:
     """List outstanding offers with their holder and age."""
 
     def go() -> None:
-        base, state = _load(master)
+        base, state = load_state(master)
         rows = rows_offers(state, time.time(), _offers_listing(base))
         _emit(
             rows,

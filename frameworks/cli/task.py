@@ -31,7 +31,6 @@ from frameworks.cli.common import (
     http_post_json,
     master_option,
     master_state,
-    master_url,
     open_url,
     run_cli,
     unreachable,
@@ -138,8 +137,7 @@ def batch_task(task_id: str) -> tuple[int, int] | None:
 
 
 def _locate(master: str | None, task_id: str, framework: str | None = None) -> tuple[str, dict[str, Any], Row]:
-    base = master_url(master)
-    state = master_state(base, timeout=5.0)
+    base, state = cluster.load_state(master)
     row = find_task(state, task_id, framework)
     if row is None:
         where = f" in framework {framework!r}" if framework is not None else ""
