@@ -17,6 +17,7 @@ check of its own HTTP endpoints.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import os
@@ -194,7 +195,8 @@ def middleware(creds: HttpCredentials | Credentials) -> Callable[..., Awaitable[
             )
         request[PRINCIPAL] = result.principal
         if isinstance(creds, HttpCredentials) and request.path.startswith("/files/"):
-            denied = creds.sandbox_denied(result.principal, request.query.get("path", ""))
+            # reads the task's checkpoint: off the event loop, like agent.files' own reads
+            denied = await asyncio.to_thread(creds.sandbox_denied, result.principal, request.query.get("path", ""))
             if denied is not None:
                 log.warning("agent HTTP: %s reading %s", denied, request.query.get("path", ""))
                 return web.Response(status=403, text=denied, content_type="text/plain")
