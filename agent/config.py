@@ -63,9 +63,9 @@ class AgentConfig:
     reconnect_max: float = 5.0
     fsync: bool = True
     sync_updates: str = "terminal"  # "terminal": fdatasync terminal updates before sending; "all": every update
-    allow_root_tasks: bool = False
+    allow_root_tasks: bool = False  # let a task ask for CommandInfo.user = root (uid 0)
     switch_user: bool = True  # run a task without CommandInfo.user as its FrameworkInfo.user (Mesos --switch_user)
-    sandbox_gc_delay: float = 3600.0  # seconds a finished task's sandbox stays readable  # let a task ask for CommandInfo.user = root (uid 0)
+    sandbox_gc_delay: float = 3600.0  # seconds a finished task's sandbox stays readable
 
     # TLS (protocol/tls.py): the master's CA (pinned; implies wss://), and this agent's certificate:
     # its client certificate for mTLS and the one its own HTTPS server (files, executor API) serves
