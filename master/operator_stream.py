@@ -32,10 +32,10 @@ from typing import TYPE_CHECKING
 
 from aiohttp import web
 
-from master.auth import principal_of, visible_response
+from master.auth import principal_of, task_owner, visible_response
 from master.events import OperatorStreamClosed, OperatorStreamOpened, PublishOperatorEvent
 from protocol import codec, mesos, recordio
-from protocol.acls import Action, may_read, task_info_user
+from protocol.acls import Action, may_read
 from protocol.ids import new_stream_id
 
 if TYPE_CHECKING:
@@ -146,30 +146,16 @@ class OperatorStreams:
             return None
         if ev.task_added is not None:
             t = ev.task_added.task
-            return Action.VIEW_TASKS, self._task_user(t.framework_id.value, t.task_id.value, t.user)
+            return Action.VIEW_TASKS, t.user or task_owner(self.svc, t.framework_id.value, t.task_id.value)
         if ev.task_updated is not None:
             u = ev.task_updated
-            return Action.VIEW_TASKS, self._task_user(u.framework_id.value, u.status.task_id.value, None)
+            return Action.VIEW_TASKS, task_owner(self.svc, u.framework_id.value, u.status.task_id.value)
         for added in (ev.framework_added, ev.framework_updated):
             if added is not None:
                 return Action.VIEW_FRAMEWORKS, added.framework.framework_info.user or None
         if ev.framework_removed is not None:
             return Action.VIEW_FRAMEWORKS, ev.framework_removed.framework_info.user or None
         return None
-
-    def _task_user(self, fid: str, tid: str, given: str | None) -> str | None:
-        """A task's user as the view filters read it (command, else executor, else framework)."""
-        if given:
-            return given
-        st = self.svc.state
-        fw = st.frameworks.get(fid) or next((f for f in reversed(st.completed_frameworks) if f.framework_id == fid), None)
-        if fw is None:
-            return None
-        rec = fw.tasks.get(tid) or fw.finished(tid)
-        info = rec.info if rec is not None else None
-        if info is None:
-            return fw.info.user or None
-        return task_info_user(info, fw.info.user or None)
 
     def close_all(self) -> None:
         for sub in list(self.subscribers.values()):
