@@ -734,11 +734,8 @@ class AgentService(Service):
         if isinstance(body, RunTasks):
             self._run_tasks(body, now)
         elif isinstance(body, KillTask):
-            why = tk.MASTER_KILL_REASONS.get(body.reason or "", tk.KillReason.FRAMEWORK)
-            message = "Agent draining (DRAIN_AGENT)" if why is tk.KillReason.DRAINING else None
-            self.submit(self.tracker.handle(
-                tk.KillTask(body.framework_id.value, body.task_id.value, body.grace_seconds, why, message), now
-            ))
+            kill = tk.master_kill(body.framework_id.value, body.task_id.value, body.grace_seconds, body.reason)
+            self.submit(self.tracker.handle(kill, now))
         elif isinstance(body, AcknowledgeMsg):
             self.submit(
                 self.updates.handle(su.Acknowledged(body.framework_id.value, body.task_id.value, body.uuid), now)

@@ -112,6 +112,14 @@ class KillTask:
     message: str | None = None  # why, for the terminal update (e.g. the QoS controller's reason)
 
 
+def master_kill(framework_id: str, task_id: str, grace: float | None, reason: str | None) -> KillTask:
+    """The kill a master's ``KILL_TASK`` asks for: its ``reason`` (``MASTER_KILL_REASONS``; none:
+    the framework's kill) decides the kill intent and the terminal update's message."""
+    why = MASTER_KILL_REASONS.get(reason or "", KillReason.FRAMEWORK)
+    message = "Agent draining (DRAIN_AGENT)" if why is KillReason.DRAINING else None
+    return KillTask(framework_id, task_id, grace, why, message)
+
+
 @attrs.frozen
 class LimitExceeded:
     framework_id: str

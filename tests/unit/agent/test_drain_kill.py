@@ -15,6 +15,7 @@ from agent.tasks import (
     Spawned,
     TaskTracker,
     Tick,
+    master_kill,
 )
 from agent.taskspec import CommandSpec, TaskSpec
 from protocol import mesos
@@ -38,6 +39,9 @@ def statuses(eff: list) -> list[tuple]:
 def test_the_masters_drain_reason_maps_to_the_draining_kill() -> None:
     assert MASTER_KILL_REASONS[mesos.Reason.REASON_AGENT_DRAINING.value] is KillReason.DRAINING
     assert MASTER_KILL_REASONS.get("") is None  # a framework's kill carries no reason
+    drain = master_kill("f1", "t1", 2.0, mesos.Reason.REASON_AGENT_DRAINING.value)
+    assert drain == KillTask("f1", "t1", 2.0, KillReason.DRAINING, "Agent draining (DRAIN_AGENT)")
+    assert master_kill("f1", "t1", None, None) == KillTask("f1", "t1", None, KillReason.FRAMEWORK, None)
 
 
 def test_drain_kill_terms_then_kills_after_the_grace_and_reports_agent_draining() -> None:
