@@ -137,6 +137,15 @@ def _load(master: str | None, usage: bool = False) -> tuple[str, list[Row]]:
     return base, rows_agents(state, cluster.load_revocable(base) if usage else None)
 
 
+def _act(master: str | None, key: str, call: Callable[[str], dict[str, Any]]) -> Row:
+    """Send the operator ``call`` (made for the agent's full id) about the agent ``key``; its row after."""
+    base, rows = _load(master)
+    agent_id = str(find_agent(rows, key)["id"])
+    http_post_json(base + "/api/v1", call(agent_id))
+    _, after = _load(master)
+    return find_agent(after, agent_id)
+
+
 def _host(r: Row) -> str:
     return f"{r['hostname']}:{r['port']}" if r["port"] else str(r["hostname"])
 
@@ -213,11 +222,7 @@ def drain(
     DRAIN_AGENT."""
 
     def go() -> None:
-        base, rows = _load(master)
-        r = find_agent(rows, agent_id)
-        http_post_json(base + "/api/v1", drain_call(str(r["id"]), grace, reason, mark_gone))
-        _, after = _load(master)
-        now = find_agent(after, str(r["id"]))
+        now = _act(master, agent_id, lambda aid: drain_call(aid, grace, reason, mark_gone))
         if as_json:
             click.echo(json.dumps(now, indent=2, sort_keys=True))
         else:
@@ -233,11 +238,7 @@ def reactivate(agent_id: str, master: str | None, as_json: bool) -> None:
     """Offer a drained (or deactivated) agent's resources again. REACTIVATE_AGENT."""
 
     def go() -> None:
-        base, rows = _load(master)
-        r = find_agent(rows, agent_id)
-        http_post_json(base + "/api/v1", reactivate_call(str(r["id"])))
-        _, after = _load(master)
-        now = find_agent(after, str(r["id"]))
+        now = _act(master, agent_id, reactivate_call)
         if as_json:
             click.echo(json.dumps(now, indent=2, sort_keys=True))
         else:
