@@ -135,15 +135,6 @@ def peer_certificate(transport: Any) -> dict[str, Any] | None:
     return cert if cert else None
 
 
-def peer_common_name(cert: dict[str, Any] | None) -> str | None:
-    """The subject CN of a certificate as ``ssl`` decodes it (None when absent)."""
-    for rdn in (cert or {}).get("subject", ()):
-        for key, value in rdn:
-            if key == "commonName":
-                return str(value)
-    return None
-
-
 Handler = Callable[["web.Request"], Awaitable["web.StreamResponse"]]
 
 

@@ -11,6 +11,7 @@ import pytest
 
 from frameworks.cli.certs import LocalCA, make_cluster_certs
 from protocol import tls
+from protocol.authn import certificate_names
 
 
 @pytest.fixture(scope="module")
@@ -84,10 +85,10 @@ def test_client_cert_needs_its_key(certs: dict[str, Path]) -> None:
         tls.client_context(certs["ca"], cert=certs["agent"])
 
 
-def test_peer_common_name() -> None:
+def test_certificate_common_name_and_is_https() -> None:
     cert = {"subject": ((("organizationName", "agora"),), (("commonName", "agent-7"),))}
-    assert tls.peer_common_name(cert) == "agent-7"
-    assert tls.peer_common_name(None) is None
+    assert certificate_names(cert) == ("agent-7",)
+    assert certificate_names(None) == ()
     assert tls.is_https("HTTPS://m:5050") and tls.is_https("wss://m") and not tls.is_https("http://m")
 
 
@@ -116,7 +117,7 @@ async def test_handshake_pinned_ca_and_mtls(certs: dict[str, Path]) -> None:
     server = tls.server_context(certs["cert"], certs["key"], certs["ca"])
     assert await _handshake(server, tls.client_context(certs["ca"])) is None  # no client cert
     got = await _handshake(server, tls.client_context(certs["ca"], certs["agent"], certs["agent_key"]))
-    assert tls.peer_common_name(got) == "agora-agent"
+    assert certificate_names(got)[0] == "agora-agent"
 
 
 async def test_foreign_ca_fails_both_ways(certs: dict[str, Path]) -> None:
