@@ -245,10 +245,6 @@ def sandbox_denied(svc: MasterService, request: web.Request, framework_id: str, 
     return sandbox_problem(acls, principal_of(request), task_owner(svc, framework_id, task_id))
 
 
-def failed_reason(result: AuthResult | None) -> str | None:
-    return result.reason if isinstance(result, AuthFailed) else None
-
-
 def unauthorized(reason: str) -> web.Response:
     """``401`` with the challenges a client can answer (MESOS_COMPAT.md §1)."""
     return web.Response(

@@ -148,10 +148,6 @@ class Acls:
     def allow_all(cls) -> Acls:
         return cls(permissive=True, rules={})
 
-    @classmethod
-    def deny_all(cls) -> Acls:
-        return cls(permissive=False, rules={})
-
     @property
     def allows_everything(self) -> bool:
         return self.permissive and not self.rules
