@@ -46,6 +46,7 @@ from agent.launcher import Launcher, LaunchError, Proc, boot_id, spawn
 from agent.recovery import StartupError
 from agent.taskspec import SpecError, TaskSpec, task_spec
 from protocol.agent_channel import (
+    AGENT_HTTPS,
     AcknowledgeMsg,
     ExecutorExited,
     FrameworkMessageMsg,
@@ -76,7 +77,7 @@ from protocol.mesos import (
 from protocol.mesos_common import AgentID, ExecutorID, FrameworkID, Label, Labels, TaskID
 from protocol.resources import Resources, attributes_to_mesos, parse_attributes
 from protocol.task_states import TaskState
-from protocol.tls import AGENT_HTTPS, TlsError, client_context, server_context
+from protocol.tls import TlsError, client_context, server_context
 
 log = logging.getLogger(__name__)
 

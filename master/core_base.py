@@ -28,9 +28,9 @@ from master.validation import task_resources
 from protocol import agent_channel as ac
 from protocol import mesos, mesos_common
 from protocol.acls import Acls
+from protocol.agent_channel import AGENT_HTTPS
 from protocol.resources import Resources, parse_attributes
 from protocol.task_states import TaskState, for_framework
-from protocol.tls import AGENT_HTTPS
 
 __pure__ = True
 

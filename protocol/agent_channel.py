@@ -101,6 +101,11 @@ class Register:
     capabilities: tuple[str, ...] = ()
 
 
+# An agent capability (``Register.capabilities``): its HTTP API (sandbox files, executor API) is
+# served over TLS, so the master advertises ``https`` agent URLs (offers, web UI).
+AGENT_HTTPS = "HTTPS"
+
+
 @attrs.frozen
 class StatusUpdateMsg:
     framework_id: FrameworkID

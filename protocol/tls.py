@@ -29,9 +29,6 @@ if TYPE_CHECKING:  # aiohttp is imported where the middleware is built: cores ma
 
 Pathish = str | Path
 MINIMUM_VERSION = ssl.TLSVersion.TLSv1_2
-# An agent capability (``agent_channel.Register.capabilities``): its HTTP API (sandbox files, executor
-# API) is served over TLS, so the master advertises ``https`` agent URLs (offers, web UI).
-AGENT_HTTPS = "HTTPS"
 
 
 class TlsError(ValueError):

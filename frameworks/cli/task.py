@@ -36,7 +36,7 @@ from frameworks.cli.common import (
     unreachable,
 )
 from frameworks.cli.follow import Chunk, LineBuffer, LogStream, follow, json_lines, last_lines
-from protocol.tls import AGENT_HTTPS
+from protocol.agent_channel import AGENT_HTTPS
 
 TERMINAL_TASK_STATES = frozenset(
     {

@@ -30,6 +30,7 @@ from master.webui import model, pages, sandbox
 from master.webui.html import Html, error_page
 from protocol import codec, tls
 from protocol.acls import TASK_LISTS
+from protocol.agent_channel import AGENT_HTTPS
 from protocol.resources import Resources
 
 if TYPE_CHECKING:
@@ -292,7 +293,7 @@ class WebUI:
                                    "not say where to reach it; start it with --host <its reachable address>.")
         if ":" in host and not host.startswith("["):
             host = f"[{host}]"
-        scheme = "https" if tls.AGENT_HTTPS in (agent.get("capabilities") or ()) else "http"
+        scheme = "https" if AGENT_HTTPS in (agent.get("capabilities") or ()) else "http"
         return f"{scheme}://{host}:{port}"
 
     async def _agent_json(self, task: dict[str, Any], agent: dict[str, Any] | None, endpoint: str,
