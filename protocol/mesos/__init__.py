@@ -338,12 +338,3 @@ __all__ = [  # noqa: RUF022 - grouped by topic, not sorted
     "UUID_BYTES", "validate_call", "validate_executor_call", "validate_operator_call",
 ]  # fmt: skip
 
-
-# Every class and function keeps ``protocol.mesos`` as its module, as trio does for its public
-# re-exports: their pickled and printed names, and the codec property tests' catalogue (the classes
-# whose ``__module__`` is this module), stay those of the one module this package replaced, and
-# ``typing.get_type_hints`` (the codec) resolves their annotations here, where every name is.
-for _obj in list(globals().values()):
-    if getattr(_obj, "__module__", "").startswith(__name__ + "."):
-        _obj.__module__ = __name__
-del _obj

@@ -84,11 +84,3 @@ __all__ = [
     "role_ancestors",
 ]
 
-
-# Every re-exported class and function keeps ``protocol.resources`` as its module (as trio does for
-# its public re-exports), so pickled and printed names (``protocol.resources.ResourceError: ...``)
-# stay those of the one module this package replaced.
-for _obj in list(globals().values()):
-    if getattr(_obj, "__module__", "").startswith(__name__ + "."):
-        _obj.__module__ = __name__
-del _obj

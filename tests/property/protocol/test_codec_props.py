@@ -124,13 +124,11 @@ def test_json_and_msgpack_agree_on_structure(ev: m.Event) -> None:
 
 
 def _catalogue() -> list[type]:
-    """Every message class of the schema: Mesos, the shared Mesos types, the agent channel."""
-    found = {
-        obj
-        for mod in (m, mc, ac)
-        for obj in vars(mod).values()
-        if isinstance(obj, type) and attrs.has(obj) and obj.__module__ == mod.__name__
-    }
+    """Every message class of the schema: Mesos (the names ``protocol.mesos`` exports), the shared
+    Mesos types and the agent channel (the classes those two modules define)."""
+    exported = [getattr(m, name) for name in m.__all__]
+    own = [obj for mod in (mc, ac) for obj in vars(mod).values() if getattr(obj, "__module__", None) == mod.__name__]
+    found = {obj for obj in (*exported, *own) if isinstance(obj, type) and attrs.has(obj)}
     return sorted(found, key=lambda c: (c.__module__, c.__qualname__))
 
 
