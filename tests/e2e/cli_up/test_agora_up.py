@@ -27,8 +27,6 @@ def _alive(pid: int) -> bool:
 
 
 def test_up_lists_agents_and_ctrl_c_stops_everything(tmp_path: Path) -> None:
-    pytest.importorskip("agent.main")
-    pytest.importorskip("master.main")
     port = free_port()
     out = tmp_path / "up.out"
     with open(out, "wb") as sink:

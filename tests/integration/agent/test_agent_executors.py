@@ -55,7 +55,6 @@ MesosExecutorDriver(Echo(), use_addict=True).run()
 
 
 async def test_pymesos_custom_executor_runs_a_task(master: Any, make_agent: Any, tmp_path: Path) -> None:
-    pytest.importorskip("pymesos")
     script = tmp_path / "echo_executor.py"
     script.write_text(EXECUTOR)
     agent = await make_agent(executor_shutdown_grace=1.0)
@@ -82,7 +81,6 @@ async def test_pymesos_custom_executor_runs_a_task(master: Any, make_agent: Any,
 
 
 async def test_launch_group_runs_all_tasks_under_one_executor(master: Any, make_agent: Any, tmp_path: Path) -> None:
-    pytest.importorskip("pymesos")
     script = tmp_path / "echo_executor.py"
     script.write_text(EXECUTOR)
     agent = await make_agent(executor_shutdown_grace=1.0)
@@ -182,7 +180,6 @@ def _checkpointing_worker(master: Any, tmp_path: Path) -> Callable[[str], TaskIn
     (executor "worker", written under tmp_path)."""
     import attrs
 
-    pytest.importorskip("pymesos")
     script = tmp_path / "worker_executor.py"
     script.write_text(CHECKPOINTING_EXECUTOR)
     master.framework = attrs.evolve(master.framework, checkpoint=True)

@@ -9,14 +9,13 @@ from pathlib import Path
 from typing import Any
 
 import psutil
+import pymesos  # installed by scripts/install (scripts/install-compat-clients)
 import pytest
 
-pymesos = pytest.importorskip("pymesos")
-
-from agent.config import AgentConfig  # noqa: E402
-from agent.service import AgentService  # noqa: E402
-from master.config import MasterConfig  # noqa: E402
-from master.service import MasterService  # noqa: E402
+from agent.config import AgentConfig
+from agent.service import AgentService
+from master.config import MasterConfig
+from master.service import MasterService
 
 pytestmark = pytest.mark.slow
 N = 3

@@ -32,8 +32,6 @@ from protocol.mesos import (
 )
 from protocol.task_states import TaskState
 
-pytest.importorskip("pymesos", reason="run scripts/install-compat-clients")
-
 HERE = Path(__file__).resolve().parent
 FW, EX = "fw-0000", "ex-1"
 WAIT = 30.0

@@ -22,8 +22,6 @@ from agent.service import AgentService
 from master.config import MasterConfig
 from master.service import MasterService
 
-pytest.importorskip("pymesos", reason="run scripts/install-compat-clients")
-
 HERE = Path(__file__).resolve().parent
 WAIT = 60.0
 

@@ -9,9 +9,6 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("master.service")
-pytest.importorskip("agent.main")
-
 from frameworks.cli.common import ManagedProcess, start_process, stop_process
 from frameworks.client.driver import Scheduler, SchedulerDriver
 from frameworks.client.placement import Ask, first_fit

@@ -14,7 +14,6 @@ pytestmark = pytest.mark.slow
 
 
 def test_reuse_bench_smoke() -> None:
-    pytest.importorskip("master.main")
     res = subprocess.run(
         [sys.executable, str(REPO_ROOT / "scripts/bench/reuse.py"), "--agent", "sim", "--tasks", "12",
          "--runs", "1", "--mesos-interval", "0", "--within", "60"],

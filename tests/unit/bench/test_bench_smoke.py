@@ -112,7 +112,6 @@ def test_master_smoke() -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not (BENCH / "allocator.py").exists(), reason="allocator benchmark not present")
 def test_allocator_smoke() -> None:
     data = _run(
         "allocator.py",
