@@ -568,6 +568,12 @@ class BatchCore:
             holder = self.jobs[p.holding_job]
             if holder.hold_since is None:
                 holder.hold_since = now
+        for view in views:
+            # A hold lasts only while the job is the holding head gang: one that stopped holding
+            # (a gang found unable to fit the cluster, one behind a new head) starts afresh.
+            other = self.jobs[view.job_id]
+            if other.hold_since is not None and view.job_id != p.holding_job and view.job_id != p.released_job:
+                other.hold_since = None
         if p.released_job is not None:
             rel = self.jobs[p.released_job]
             rel.hold_since = None

@@ -11,6 +11,11 @@ may only use what is left, which by construction cannot host a task of the head 
 not delay it. A hold older than ``gang_timeout`` is released (the service declines those offers)
 so two frameworks each holding half of what their gangs need can never deadlock.
 
+A gang the cluster cannot hold at all (``cannot_fit``: more than its agents' totals, each agent
+counted as if free) holds nothing and is never the head gang: it waits with its reason until the
+cluster changes, and everything behind it runs meanwhile. A gang that could fit holds only for
+its bounded hold.
+
 Every job that is not fully placed gets a human reason: "waiting for 4 gpus; largest free
 offer has 2", "gang 3/8 placed", "after job 12", "behind gang job 5". Given the cluster's agents
 (``AgentCapacity``: their totals, from the master), a job that cannot fit in them says so rather
@@ -238,6 +243,13 @@ def plan(
         if not job.pending:
             continue
         needs_gang = spec.gang > 0 and not job.gang_started and job.active == 0
+        impossible = cannot_fit(spec, spec.gang_size, capacity) if needs_gang else None
+        if impossible:
+            # The cluster cannot hold the whole gang even with every agent free: waiting on
+            # offers will not help until the cluster changes, so it holds nothing and blocks
+            # nobody (it is not the head gang; smaller jobs and other gangs go on).
+            reasons[job.job_id] = f"gang 0/{spec.gang_size} placed; {impossible}"
+            continue
         if needs_gang and head is not None:
             reasons[job.job_id] = f"gang 0/{spec.gang_size} placed; behind gang job {head.job_id}"
             continue
@@ -262,9 +274,6 @@ def plan(
             why = f"gang 0/{gang} placed; waiting for {gang} x {shape_text(spec.resources())} to be offered together"
         else:
             why = f"gang {len(tentative)}/{gang} placed; {shortfall(spec, offers, trial)}"
-        impossible = cannot_fit(spec, gang, capacity)
-        if impossible:  # rather than what it waits for: waiting will not help
-            why = f"gang {len(tentative)}/{gang} placed; {impossible}"
         if job.hold_since is not None and now - job.hold_since >= gang_timeout:
             released = job.job_id
             reasons[job.job_id] = f"{why}; released held resources after {gang_timeout:g}s"

@@ -197,3 +197,20 @@ def test_500_true_tasks_on_one_agent_reuse_the_offer(cluster: LocalCluster) -> N
     d = show(cluster, jid)
     assert d["tasks"] == {"SUCCEEDED": 500}
     print(f"\n500 true tasks on one agent: {elapsed:.1f}s, {500 / elapsed:.0f} tasks/s")
+
+
+def test_a_gang_the_cluster_cannot_hold_holds_nothing_and_a_small_job_runs_at_once(cluster: LocalCluster) -> None:
+    # 8 cpus in the cluster: a 9 x 1-cpu gang can never start. It used to hold what it could
+    # place for its whole hold (30 s at a time) while smaller jobs waited "largest free offer has 0".
+    gang = submit(cluster, "--count", "9", "--gang", "9", "--cpus", "1", "--mem", "16", "--priority", "50",
+                  "--", "true")
+    want = "gang 0/9 placed; cannot fit in the cluster: 9 x cpus:1;mem:16 at once, its agents have room for 8"
+    wait_until(lambda: show(cluster, gang).get("reason") == want, 30, "the gang's cannot-fit reason")
+    start = time.monotonic()
+    small = submit(cluster, "--count", "8", "--cpus", "1", "--mem", "16", "--", "true")
+    succeeds(cluster, small, timeout=20)  # all 8 cpus at once: nothing is held for the gang
+    elapsed = time.monotonic() - start
+    assert elapsed < 15, elapsed
+    d = show(cluster, gang)
+    assert d["state"] == "PENDING" and d["reason"] == want
+    assert cli(cluster, "cancel", str(gang))[0] == 0

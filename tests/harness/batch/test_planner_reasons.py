@@ -20,9 +20,11 @@ def test_a_gang_bigger_than_the_agents_seen_says_it_cannot_fit() -> None:
     gang = job(1).cpus(1).count(4).gang(4)
     offers = [offer("a").cpus(1).mem(1024).build(), offer("b").cpus(1).mem(1024).build()]
     p = plan([gang.build()], offers, now=0, capacity=TWO_ONE_CPU_AGENTS)
+    # It holds nothing (waiting for offers will not help): "0/4", not the 2 it could place.
     assert p.reasons[1] == (
-        "gang 2/4 placed; cannot fit in the cluster: 4 x cpus:1;mem:128 at once, its agents have room for 2"
+        "gang 0/4 placed; cannot fit in the cluster: 4 x cpus:1;mem:128 at once, its agents have room for 2"
     )
+    assert p.held_offers == frozenset() and p.holding_job is None
     # nothing held by the framework: the same, not "waiting for 4 x ... to be offered together"
     p = plan([gang.build()], [], now=0, capacity=TWO_ONE_CPU_AGENTS)
     assert p.reasons[1].startswith("gang 0/4 placed; cannot fit in the cluster: 4 x cpus:1;mem:128")
