@@ -12,7 +12,7 @@ import importlib
 import click
 
 COMMANDS: dict[str, tuple[str, str]] = {
-    "up": ("frameworks.cli.up:up", "Start a local cluster (master, agents, batch framework)."),
+    "up": ("frameworks.cli.up:up", "Start a local cluster (master, agents, batch and elastic frameworks)."),
     "agents": ("frameworks.cli.cluster:agents", "List the cluster's agents."),
     "agent": ("frameworks.cli.agent:agent", "Agents: list (states, drain reasons), show, drain, reactivate."),
     "config": ("frameworks.cli.config:config", "Show or set the CLI's settings (master, batch, elastic...)."),

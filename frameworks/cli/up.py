@@ -13,11 +13,13 @@ those queues and refuses a job for any other at submit.
 from __future__ import annotations
 
 import contextlib
+import errno
 import importlib
 import importlib.util
 import inspect
 import shlex
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -29,6 +31,7 @@ from typing import Any
 
 import attrs
 import click
+import psutil
 
 from frameworks.cli.common import (
     CliError,
@@ -130,6 +133,8 @@ def start_cluster(
         Resources.parse(share)
     except ResourceError as exc:
         raise CliError(f"bad --resources {share!r}: {exc}") from exc
+    if port and not port_free(HOST, port):
+        raise CliError(busy_port_message(port))
     work_dir.mkdir(parents=True, exist_ok=True)
     logs = work_dir / "logs"
     port = port or free_port(HOST)
@@ -187,12 +192,7 @@ def start_cluster(
         )
         cluster.processes.append(master)
         echo(f"master    pid {master.pid}  {url}")
-        wait_until(
-            lambda: bool(master_state(url)),
-            ready_timeout,
-            f"the master to answer on {url}",
-            procs=[master],
-        )
+        wait_own_master(master, url, port, work_dir / "master", ready_timeout)
         for i in range(agents):
             agent = start_process(
                 f"agent-{i}",
@@ -236,6 +236,65 @@ def start_cluster(
 
 BATCH_NAME = "agora-batch"
 ELASTIC_NAME = "agora-elastic"
+
+
+PORT_HINT = "choose another port with --port N, or --port 0 for any free one"
+
+
+def busy_port_message(port: int) -> str:
+    return f"port {port} on {HOST} is already in use (another Agora or Mesos master?); nothing was started: {PORT_HINT}"
+
+
+def port_free(host: str, port: int) -> bool:
+    """Whether a listening socket could take ``host:port`` now (the way the master binds: with
+    SO_REUSEADDR, so a port left in TIME_WAIT by a stopped master counts as free)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind((host, port))
+        except OSError as exc:
+            if exc.errno == errno.EADDRINUSE:
+                return False
+            raise CliError(f"cannot use port {port} on {host}: {exc.strerror}") from exc
+    return True
+
+
+def listens_on(pid: int, port: int) -> bool:
+    """Whether process ``pid`` (or one of its children) holds a listening TCP socket on ``port``."""
+    try:
+        root = psutil.Process(pid)
+        procs = [root, *root.children(recursive=True)]
+    except psutil.Error:
+        return False
+    for p in procs:
+        try:
+            conns = p.net_connections(kind="tcp")
+        except psutil.Error:
+            continue
+        if any(c.status == psutil.CONN_LISTEN and c.laddr and c.laddr.port == port for c in conns):
+            return True
+    return False
+
+
+def wait_own_master(master: ManagedProcess, url: str, port: int, master_dir: Path, timeout: float) -> None:
+    """Wait until the master this ``up`` started answers on ``url``, and make sure the one
+    answering is that master: its process holds the listening socket and ``/state`` reports its
+    work dir. Another master already on the port (ours then exits with "address already in use")
+    is a ``CliError`` naming the port, before any agent or framework is started, so nothing of
+    this cluster registers with someone else's master."""
+    try:
+        wait_until(lambda: listens_on(master.pid, port), timeout, f"the master to listen on port {port}", procs=[master])
+    except CliError as exc:
+        if "address already in use" in master.tail() or "Errno 98" in master.tail():
+            raise CliError(busy_port_message(port)) from exc
+        raise
+    wait_until(lambda: bool(master_state(url)), timeout, f"the master to answer on {url}", procs=[master])
+    answered = str((master_state(url).get("flags") or {}).get("work_dir", ""))
+    if not answered or Path(answered).resolve() != master_dir.resolve():
+        raise CliError(
+            f"the master answering on {url} is not the one just started (its work dir is {answered or 'unknown'}, "
+            f"not {master_dir}); nothing was registered with it: {PORT_HINT}"
+        )
 
 
 def _start_framework(
@@ -378,7 +437,8 @@ def up(
     auth: bool,
     queues: str,
 ) -> None:
-    """Start a local cluster (master, agents, batch framework) and keep it running until Ctrl-C."""
+    """Start a local cluster (master, agents, the batch and elastic frameworks) and keep it running
+    until Ctrl-C. Port 5050 taken: it stops before starting anything (--port 0 picks a free one)."""
     roles = tuple(r.strip() for r in queues.split(",") if r.strip())
     for r in roles:
         if (err := role_error(r)) is not None:
