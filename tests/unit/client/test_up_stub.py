@@ -23,7 +23,7 @@ if role == "master":
     class H(http.server.BaseHTTPRequestHandler):
         def do_GET(self):
             body = json.dumps({"slaves": [{"id": n, "active": True} for n in sorted(os.listdir(reg))],
-                               "frameworks": []}).encode()
+                               "frameworks": [], "flags": {"work_dir": args["--work-dir"]}}).encode()
             self.send_response(200); self.send_header("Content-Length", str(len(body))); self.end_headers()
             self.wfile.write(body)
         def log_message(self, *a): pass
