@@ -1,5 +1,5 @@
-"""Custom executors (shell): start the executor process, hand it tasks through the edges
-helper's ``agent.executor_api.ExecutorAPI``, and receive its updates as the API's host."""
+"""Custom executors (shell): start the executor process, hand it tasks through the executor
+HTTP API (``agent.executor_api.ExecutorAPI``), and receive its updates as the API's host."""
 
 from __future__ import annotations
 

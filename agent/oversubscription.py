@@ -1,5 +1,6 @@
-"""Oversubscription (shell): feed the resource estimator and the QoS controller (the edges
-helper's plug-ins) with measured usage; report slack on change, evict on QoS corrections."""
+"""Oversubscription (shell): feed the resource estimator and the QoS controller (the plug-ins
+of ``agent.estimator`` and ``agent.qos``) with measured usage; report slack on change, evict on
+QoS corrections."""
 
 from __future__ import annotations
 
