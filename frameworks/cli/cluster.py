@@ -144,6 +144,25 @@ def rows_tasks(state: dict[str, Any], include_completed: bool = False) -> list[R
     return rows
 
 
+def resolve_framework(state: dict[str, Any], key: str) -> str:
+    """The id of the framework ``key`` names: its id, or its name when no other framework (active
+    or completed) has that name. A name two frameworks share is a ``CliError`` listing their ids."""
+    known = [f for group in (state.get("frameworks") or [], state.get("completed_frameworks") or []) for f in group]
+    if any(f.get("id") == key for f in known):
+        return key
+    named = [f for f in known if f.get("name") == key]
+    if len(named) == 1:
+        return str(named[0].get("id", ""))
+    if not named:
+        raise CliError(f"no framework {key!r} (an id or a name) known to the master")
+    completed = {id(f) for f in state.get("completed_frameworks") or []}
+    ids = ", ".join(
+        f"{f.get('id', '?')} ({'completed' if id(f) in completed else 'active' if f.get('active') else 'inactive'})"
+        for f in named
+    )
+    raise CliError(f"{len(named)} frameworks are named {key!r}: {ids}; give one's id with --framework ID")
+
+
 _AGE_KEYS = ("age", "age_secs")
 _TIME_KEYS = ("offered_time", "created_time", "created_at", "timestamp", "offered_at")
 
@@ -342,7 +361,8 @@ def frameworks(master: str | None, as_json: bool) -> None:
 @click.command()
 @_options
 @click.option("--all", "include_completed", is_flag=True, help="Include completed tasks.")
-@click.option("--framework", "framework_id", default=None, help="Only this framework id (or name).")
+@click.option("--framework", "framework_id", default=None, metavar="ID|NAME",
+              help="Only this framework's tasks: its id, or its name if no other framework has it.")
 def tasks(master: str | None, as_json: bool, include_completed: bool, framework_id: str | None) -> None:
     """List tasks (running; --all adds completed ones)."""
 
@@ -350,7 +370,8 @@ def tasks(master: str | None, as_json: bool, include_completed: bool, framework_
         _, state = load_state(master)
         rows = rows_tasks(state, include_completed)
         if framework_id:
-            rows = [r for r in rows if framework_id in (r["framework_id"], r["framework"])]
+            fid = resolve_framework(state, framework_id)
+            rows = [r for r in rows if r["framework_id"] == fid]
         _emit(
             rows,
             as_json,

@@ -95,14 +95,15 @@ def task_matches(state: dict[str, Any], task_id: str, framework: str | None = No
 
 def find_task(state: dict[str, Any], task_id: str, framework: str | None = None) -> Row | None:
     """The task ``task_id`` (see ``task_matches``), or None. Task ids are unique only within a
-    framework: an id that two frameworks use is a ``CliError`` naming them (pick one with
-    ``--framework``)."""
+    framework: an id that two frameworks use is a ``CliError`` naming them with their ids (pick one
+    with ``--framework``: its id always, its name when no other framework of that name has it)."""
     rows = task_matches(state, task_id, framework)
     if len(rows) > 1:
         names = ", ".join(f"{r['framework'] or '?'} (id {r['framework_id']}, {r['state'] or '?'})" for r in rows)
+        shared = len({r["framework"] for r in rows}) < len(rows)  # a name does not tell them apart
         raise CliError(
             f"task id {task_id!r} is used by {len(rows)} frameworks: {names}; "
-            "choose one with --framework ID|NAME"
+            + ("choose one with --framework ID" if shared else "choose one with --framework ID|NAME")
         )
     return rows[0] if rows else None
 

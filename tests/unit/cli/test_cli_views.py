@@ -28,6 +28,7 @@ class _Stub(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.0"
     addr = ""
     reads: list[str] = []
+    twin = False  # a second, completed framework named "alpha" that used hello-1 too
 
     def log_message(self, *args: Any) -> None:
         pass
@@ -41,7 +42,7 @@ class _Stub(BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:
         if self.path.startswith("/state"):
-            self._answer(json.dumps(state(_Stub.addr)).encode())
+            self._answer(json.dumps(state(_Stub.addr, _Stub.twin)).encode())
         elif self.path.startswith("/files/read"):
             _Stub.reads.append(self.path)
             framework = "fa" if "path=fa%2F" in self.path else "fb"
@@ -69,10 +70,13 @@ class _Stub(BaseHTTPRequestHandler):
         self._answer(codec.encode(resp, codec.JSON))
 
 
-def state(addr: str) -> dict[str, Any]:
+def state(addr: str, twin: bool = False) -> dict[str, Any]:
     host, port = addr.split(":")
     task = {"id": "hello-1", "state": "TASK_RUNNING", "slave_id": "m-S0"}
+    completed = [{"id": "fa0", "name": "alpha", "tasks": [],
+                  "completed_tasks": [{**task, "framework_id": "fa0", "state": "TASK_KILLED"}]}]
     return {
+        "completed_frameworks": completed if twin else [],
         "slaves": [
             {"id": "m-S0", "hostname": host, "port": int(port), "active": True, "phase": "REGISTERED",
              "resources": {"cpus": 2.0, "mem": 1024.0}, "used_resources": {"cpus": 3.0, "mem": 96.0},
@@ -106,6 +110,7 @@ def job_detail() -> dict[str, Any]:
 @pytest.fixture
 def agora(tmp_path: Path) -> Iterator[Any]:
     _Stub.reads = []
+    _Stub.twin = False
     with stub_server(_Stub) as addr:
         _Stub.addr = addr
         env = {"AGORA_MASTER": addr, "AGORA_CONFIG": str(tmp_path / "config.toml"), "AGORA_BATCH": f"http://{addr}"}
@@ -133,6 +138,29 @@ def test_a_task_id_two_frameworks_use_is_ambiguous_until_framework_picks_one(ago
     assert r.exit_code == 0 and json.loads(r.output)["framework"] == "alpha"
     r = agora("task", "show", "hello-1", "--framework", "gamma")
     assert r.exit_code == 1 and "no task 'hello-1' in framework 'gamma'" in r.output
+
+
+def test_two_frameworks_of_one_name_are_told_apart_by_id(agora: Any) -> None:
+    _Stub.twin = True  # "alpha" now names the running fa and the completed fa0
+    r = agora("task", "show", "hello-1", "--framework", "alpha")
+    assert r.exit_code == 1
+    assert r.output == (
+        "Error: task id 'hello-1' is used by 2 frameworks: alpha (id fa, TASK_RUNNING), "
+        "alpha (id fa0, TASK_KILLED); choose one with --framework ID\n"
+    )
+    r = agora("task", "show", "hello-1", "--framework", "fa0", "--json")
+    assert r.exit_code == 0 and json.loads(r.output)["framework_id"] == "fa0"
+    r = agora("tasks", "--all", "--framework", "alpha")
+    assert r.exit_code == 1
+    assert r.output == (
+        "Error: 2 frameworks are named 'alpha': fa (inactive), fa0 (completed); give one's id with --framework ID\n"
+    )
+    r = agora("tasks", "--all", "--json", "--framework", "fa0")
+    assert r.exit_code == 0 and [t["framework_id"] for t in json.loads(r.output)] == ["fa0"]
+    r = agora("tasks", "--json", "--framework", "beta")  # a name no other framework has
+    assert r.exit_code == 0 and [t["framework_id"] for t in json.loads(r.output)] == ["fb"]
+    r = agora("tasks", "--framework", "gamma")
+    assert r.exit_code == 1 and "no framework 'gamma' (an id or a name) known to the master" in r.output
 
 
 def test_agent_usage_shows_revocable_use_apart_from_regular(agora: Any) -> None:
