@@ -219,7 +219,7 @@ class AgentChannel:
         # asyncio.timeout, not wait_for: 3.11's wait_for can swallow a cancellation that races
         # with the inner result (the service's stop would then hang)
         async with asyncio.timeout(self.registration_timeout):
-            registered = await self._await_registered(ws)
+            registered, early = await self._await_registered(ws)
         self.epoch = max(self.epoch, registered.epoch)
         self.ping_timeout = registered.ping_timeout or self.ping_timeout
         self.registered = True
@@ -233,6 +233,9 @@ class AgentChannel:
         ]
         try:
             self._on_registered(registered)
+            # what came with (or before) REGISTERED -- the kills, teardowns and drains the master
+            # decided while we were away -- goes through the one handler, like any later frame
+            self._dispatch(early)
             await self._read_loop(ws)
         finally:
             for h in helpers:
@@ -265,21 +268,24 @@ class AgentChannel:
             frame = self._decode(msg.data)
             if frame is None:
                 continue
-            for m in frame.messages:
-                body = m.body()
-                if body is None:
-                    continue
-                if isinstance(body, Ping):
-                    self.send(Pong(seq=body.seq))
-                elif isinstance(body, Refused):
-                    raise ChannelRefused(body.message)
-                elif isinstance(body, Registered):
-                    continue
-                else:
-                    try:
-                        self._on_message(body)
-                    except Exception:
-                        log.exception("handling %s failed", m.type.name)
+            self._dispatch([m.body() for m in frame.messages])
+
+    def _dispatch(self, bodies: list[object]) -> None:
+        """The one handler for every message from the master, whichever frame carried it."""
+        for body in bodies:
+            if body is None:
+                continue
+            if isinstance(body, Ping):
+                self.send(Pong(seq=body.seq))
+            elif isinstance(body, Refused):
+                raise ChannelRefused(body.message)
+            elif isinstance(body, Registered):
+                continue
+            else:
+                try:
+                    self._on_message(body)
+                except Exception:
+                    log.exception("handling %s failed", type(body).__name__)
 
     def _decode(self, data: bytes) -> Frame | None:
         try:
@@ -293,7 +299,10 @@ class AgentChannel:
             return None
         return frame
 
-    async def _await_registered(self, ws: aiohttp.ClientWebSocketResponse) -> Registered:
+    async def _await_registered(self, ws: aiohttp.ClientWebSocketResponse) -> tuple[Registered, list[object]]:
+        """``REGISTERED`` and every other message that arrived up to it and after it in its frame,
+        in order (handled once registered: the master sends its decisions right behind it)."""
+        early: list[object] = []
         while True:
             msg = await ws.receive()
             if msg.type != aiohttp.WSMsgType.BINARY:
@@ -303,21 +312,31 @@ class AgentChannel:
             frame = self._decode(msg.data)
             if frame is None:
                 continue
-            for m in frame.messages:
-                body = m.body()
+            bodies = [m.body() for m in frame.messages]
+            for i, body in enumerate(bodies):
                 if isinstance(body, Registered):
                     if body.epoch < self.epoch:
                         self.stale_frames += 1
                         continue
-                    return body
+                    return body, early + bodies[i + 1 :]
                 if isinstance(body, Refused):
                     raise ChannelRefused(body.message)
+                if body is not None and not isinstance(body, Ping):
+                    early.append(body)
 
 
 def _frames(msgs: list[AgentMessage]) -> list[bytes]:
-    """Encode ``msgs`` as frames under the size cap (halving a batch that is too big)."""
-    data = codec.encode_msgpack(Frame(messages=tuple(msgs)))
-    if len(data) <= MAX_FRAME_BYTES or len(msgs) == 1:
+    """Encode ``msgs`` as frames under the size cap (halving a batch that is too big). A message
+    that cannot be encoded (text that is not Unicode, e.g. a path decoded with surrogateescape in
+    a message) is that message's error: logged once and dropped, the rest still go out."""
+    try:
+        data = codec.encode_msgpack(Frame(messages=tuple(msgs)))
+    except codec.EncodeError as e:
+        if len(msgs) == 1:
+            log.error("dropping a %s message that cannot be encoded: %s", msgs[0].type.name, e)
+            return []
+        data = b""  # split until the culprit is alone
+    if data and (len(data) <= MAX_FRAME_BYTES or len(msgs) == 1):
         return [data]
     mid = len(msgs) // 2
     return _frames(msgs[:mid]) + _frames(msgs[mid:])

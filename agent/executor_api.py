@@ -46,7 +46,8 @@ from aiohttp import web
 
 from protocol import recordio
 from protocol.clock import Clock, SystemClock
-from protocol.codec import JSON, DecodeError, decode_json, encode_json
+from protocol.codec import JSON, encode_json
+from protocol.httputil import decode_body
 from protocol.mesos import (
     AgentInfo,
     ContainerID,
@@ -367,10 +368,10 @@ class ExecutorAPI:
         if ctype != JSON:
             return _text(415, f"expecting 'Content-Type: {JSON}' (got {ctype or 'none'!r})")
         body = await request.read()
-        try:
-            call = decode_json(ExecutorCall, body)
-        except DecodeError as e:
-            return _text(400, f"failed to parse the executor call: {e}")
+        decoded, err = decode_body(ExecutorCall, body, JSON, "executor::Call")
+        if decoded is None:
+            return _text(400, err)
+        call = decoded
         problem = validate_executor_call(call)
         if problem is not None:
             return _text(400, f"invalid executor call: {problem}")

@@ -55,6 +55,7 @@ class AgentConn:
         self.wake = asyncio.Event()
         self.closing: str | None = None
         self.frames_sent = 0
+        self.encode_errors = 0
         self.last_frame = 0.0  # clock time of the last frame received
 
     def push(self, body: ac.Body) -> None:
@@ -68,14 +69,35 @@ class AgentConn:
             self.wake.set()
 
     def _frames(self, bodies: list[ac.Body]) -> list[bytes]:
-        data = ac.encode_frame(bodies, self.epoch)
-        if len(data) <= self.max_frame or len(bodies) == 1:
+        """``bodies`` as frames under the size cap. A message that cannot be encoded is that
+        message's error (logged once, dropped); the others still go out."""
+        try:
+            data = ac.encode_frame(bodies, self.epoch)
+        except codec.EncodeError as e:
+            if len(bodies) == 1:
+                self.encode_errors += 1
+                log.error("agent connection %d: dropping a %s that cannot be encoded: %s",
+                          self.conn_id, type(bodies[0]).__name__, e)
+                return []
+            data = b""  # split until the culprit is alone
+        if data and (len(data) <= self.max_frame or len(bodies) == 1):
             return [data]
         mid = len(bodies) // 2
         return self._frames(bodies[:mid]) + self._frames(bodies[mid:])
 
     async def writer(self) -> None:
-        """Send what accumulated during a loop tick as one frame; then close if asked."""
+        """Send what accumulated during a loop tick as one frame; then close if asked. Should it
+        fail on anything unforeseen, the connection is closed (the agent reconnects and
+        re-registers) rather than left open with nobody writing to it."""
+        try:
+            await self._write_loop()
+        except Exception:
+            log.exception("agent connection %d: writer failed; closing the connection", self.conn_id)
+            self.closing = self.closing or "master writer failed"
+            with contextlib.suppress(ConnectionError, RuntimeError):
+                await self.ws.close(code=WSCloseCode.INTERNAL_ERROR, message=b"master writer failed")
+
+    async def _write_loop(self) -> None:
         while True:
             await self.wake.wait()
             await asyncio.sleep(0)  # let the rest of this tick's messages join the batch

@@ -11,12 +11,10 @@ events (mesoshttp only delivers an event when the next record's length line arri
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 from collections import deque
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-import msgpack
 from aiohttp import web
 
 from master.auth import principal_of
@@ -90,6 +88,7 @@ class EventStream:
         self.transport: asyncio.Transport | None = None
         self.close_reason = ""
         self.sent = 0
+        self.encode_errors = 0
 
     def push(self, event: mesos.Event) -> None:
         if self.closed:
@@ -110,7 +109,14 @@ class EventStream:
             self.wake.set()
 
     def _record(self, event: mesos.Event) -> bytes:
-        return recordio.encode(codec.encode(event, self.media))
+        """The event's RecordIO record; empty for an event that cannot be encoded (that event's
+        error, logged once: the stream and the events behind it go on)."""
+        try:
+            return recordio.encode(codec.encode(event, self.media))
+        except codec.EncodeError as e:
+            self.encode_errors += 1
+            log.error("stream %s: dropping a %s event that cannot be encoded: %s", self.stream_id, event.type, e)
+            return b""
 
     async def run(self, resp: web.StreamResponse, request: web.Request) -> None:
         self.transport = request.transport
@@ -124,14 +130,17 @@ class EventStream:
                 while self.queue:
                     ev = self.queue.popleft()
                     burst = burst or ev.type is not mesos.EventType.HEARTBEAT
-                    batch.append(self._record(ev))
+                    record = self._record(ev)
+                    if record:
+                        batch.append(record)
                 if burst and self.extra_heartbeat:
                     batch.append(hb)
                     next_hb = loop.time() + self.heartbeat
                 # a burst goes out as one chunk of back-to-back records (both pymesos and mesoshttp
                 # parse records independently of chunk boundaries); one write, one syscall
-                self.sent += len(batch)
-                await resp.write(b"".join(batch))
+                if batch:
+                    self.sent += len(batch)
+                    await resp.write(b"".join(batch))
             if self.closed:
                 return
             transport = request.transport
@@ -222,24 +231,7 @@ class SchedulerApi:
 
     @staticmethod
     def _decode_call(body: bytes, ctype: str) -> tuple[mesos.Call | None, str]:
-        limits = codec.DEFAULT_LIMITS
-        if ctype == codec.JSON:
-            try:
-                raw: Any = json.loads(body)
-            except (ValueError, UnicodeDecodeError, RecursionError) as e:
-                return None, f"Failed to parse body into JSON: {e}"
-            if not isinstance(raw, dict):
-                return None, "Failed to convert JSON into Call protobuf: expected a JSON object"
-            try:
-                return codec.decode_json(mesos.Call, body, limits), ""
-            except codec.DecodeError as e:
-                return None, f"Failed to convert JSON into Call protobuf: {e}"
-        try:
-            return codec.decode_msgpack(mesos.Call, body, limits), ""
-        except codec.DecodeError as e:
-            return None, f"Failed to decode msgpack into Call: {e}"
-        except (ValueError, msgpack.ExtraData, msgpack.FormatError, msgpack.StackError) as e:  # pragma: no cover
-            return None, f"Failed to decode msgpack into Call: {e}"
+        return httputil.decode_body(mesos.Call, body, ctype, "Call")
 
     async def _subscribe(self, request: web.Request, call: mesos.Call, ctype: str) -> web.StreamResponse:
         svc = self.svc

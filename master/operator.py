@@ -24,7 +24,7 @@ from master.auth import forbidden, principal_of, visible_response, visible_state
 from master.http_api import BodyTooLarge, media_type, read_body, text
 from master.operator_v1 import OperatorV1, _Bad, _Conflict
 from master.views import legacy_resources
-from protocol import codec, mesos
+from protocol import codec, httputil, mesos
 from protocol.acls import operator_problem
 
 if TYPE_CHECKING:
@@ -159,14 +159,10 @@ class OperatorApi(OperatorV1):
             return text(413, str(e), Connection="close")
         except TimeoutError:
             return text(408, "Timed out reading the request body")
-        try:
-            call = codec.decode(mesos.OperatorCall, body, ctype)
-        except codec.DecodeError as e:
+        call, err = httputil.decode_body(mesos.OperatorCall, body, ctype, "master::Call")
+        if call is None:
             svc.metrics_inc("invalid_messages_total")
-            return text(400, f"Failed to convert into Call: {e}")
-        except ValueError as e:
-            svc.metrics_inc("invalid_messages_total")
-            return text(400, f"Failed to parse body: {e}")
+            return text(400, err)
         problem = mesos.validate_operator_call(call)
         if problem:
             return text(400, f"Failed to validate master::Call: {problem}")

@@ -133,7 +133,14 @@ class OperatorStreams:
                 continue
             record = encoded.get(sub.media)
             if record is None:
-                record = encoded[sub.media] = recordio.encode(codec.encode(effect.event, sub.media))
+                try:
+                    record = encoded[sub.media] = recordio.encode(codec.encode(effect.event, sub.media))
+                except codec.EncodeError as e:  # that event's error, logged once; the streams go on
+                    log.error("operator streams (%s): dropping a %s event that cannot be encoded: %s",
+                              sub.media, effect.event.type, e)
+                    record = encoded[sub.media] = b""
+            if not record:
+                continue
             if not sub.push(record) and self.subscribers.pop(sub.stream_id, None) is not None:
                 self.dropped += 1
                 log.warning("operator stream %s dropped: %s", sub.stream_id, sub.close_reason)

@@ -9,14 +9,20 @@ back (``RegistrySnapshot``) and bumps the master sequence number used as the fen
 from __future__ import annotations
 
 import asyncio
+import logging
 import sqlite3
 import threading
+import typing
 from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
+
+import attrs
 
 from master import registry_ops as ops
+
+log = logging.getLogger(__name__)
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -140,12 +146,32 @@ def _apply_one(c: sqlite3.Connection, op: ops.RegistryOp) -> None:
             raise RegistryError(f"unknown registry operation {op!r}")
 
 
+def storable(op: ops.RegistryOp) -> ops.RegistryOp:
+    """``op`` with every text field SQLite can store (UTF-8). Decoding refuses text that is not
+    Unicode (``protocol.codec``), so this only guards against a bug: one such value is written
+    with the offending code points escaped (``\\ud800``) and logged once, instead of failing
+    the transaction -- and with it every other change of the batch and the master."""
+    bad: dict[str, str] = {}
+    for a in attrs.fields(type(op)):
+        v = getattr(op, a.name)
+        if isinstance(v, str) and not v.isascii():
+            try:
+                v.encode("utf-8")
+            except UnicodeEncodeError:
+                bad[a.name] = v.encode("utf-8", "backslashreplace").decode("utf-8")
+    if not bad:
+        return op
+    log.error("registry: %s holds text that is not Unicode in %s; stored escaped", type(op).__name__, sorted(bad))
+    fixed: Any = attrs.evolve(typing.cast(Any, op), **bad)
+    return typing.cast(ops.RegistryOp, fixed)
+
+
 def apply_sync(conn: sqlite3.Connection, batch: Iterable[ops.RegistryOp]) -> None:
     """Apply ``batch`` in one transaction (all or nothing)."""
     conn.execute("BEGIN IMMEDIATE")
     try:
         for op in batch:
-            _apply_one(conn, op)
+            _apply_one(conn, storable(op))
     except BaseException:
         conn.execute("ROLLBACK")
         raise

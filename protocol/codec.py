@@ -26,6 +26,17 @@ string lengths, types (a bool is not an int and an int is not a bool) and requir
 failure is a :class:`DecodeError` naming the field path, e.g.
 ``accept.operations[0].launch.task_infos[1].task_id``.
 
+Only text that round-trips is accepted, so nothing decoded can fail to encode later (in a
+registry write, on another framework's stream, on an agent's channel):
+
+* a lone UTF-16 surrogate (``"\\ud800"`` is legal JSON text but no Unicode string, and has no
+  UTF-8 form) anywhere -- a value, a key, a field the schema ignores -- is a :class:`ParseError`,
+  as Mesos' JSON parser rejects it (msgpack strings are checked UTF-8 by the unpacker);
+* an id (a class with ``__codec_id__ = True``: ``TaskID``, ``FrameworkID``, ...) follows Mesos'
+  ``validateID`` where it concerns the wire: at most 255 characters and no control character
+  (NUL included). Emptiness, ``/`` and the like are left to the semantic checks (Mesos answers
+  those with ``TASK_ERROR``, not a 400).
+
 Speed: the encoder/decoder for a type is compiled once into a tree of closures (cached per type,
 encoding and limits) so a call never re-inspects type hints.
 """
@@ -37,6 +48,7 @@ import binascii
 import enum
 import json
 import math
+import re
 import types
 import typing
 from collections.abc import Callable
@@ -54,6 +66,7 @@ __all__ = [
     "DecodeError",
     "EncodeError",
     "Limits",
+    "ParseError",
     "SchemaError",
     "UnsupportedMediaType",
     "decode",
@@ -63,7 +76,10 @@ __all__ = [
     "encode_json",
     "encode_msgpack",
     "from_builtins",
+    "id_problem",
+    "loads_json",
     "to_builtins",
+    "unpack_msgpack",
 ]
 
 JSON = "application/json"
@@ -88,6 +104,15 @@ class DecodeError(ValueError):
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (DecodeError, (self.path, self.reason))
+
+
+class ParseError(DecodeError):
+    """The data is not JSON (or msgpack) text at all: syntax, encoding, a lone surrogate, size.
+    Mesos answers these "Failed to parse body into JSON"; the other DecodeErrors are schema
+    errors ("Failed to convert JSON into ... protobuf")."""
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (ParseError, (self.path, self.reason))
 
 
 class EncodeError(ValueError):
@@ -587,16 +612,31 @@ def _memo_decoder(key_of: Callable[[Any], Any], generic: _Decoder, limits: Limit
 
 
 ID_CACHE_SIZE = 4096
+ID_MAX_LEN = 255  # Mesos' NAME_MAX: an id names a directory
+_ID_BAD_CHAR = re.compile("[\x00-\x1f\x7f]")  # iscntrl(), NUL included
+
+
+def id_problem(value: str) -> str | None:
+    """Why ``value`` cannot be an id on the wire (Mesos' ``validateID`` wording), or None."""
+    if len(value) > ID_MAX_LEN:
+        return f"ID must not be greater than {ID_MAX_LEN} characters"
+    if _ID_BAD_CHAR.search(value) is not None:
+        shown = value[:64].encode("ascii", "backslashreplace").decode("ascii")
+        shown = _ID_BAD_CHAR.sub(lambda m: f"\\x{ord(m.group()):02x}", shown)
+        return f"'{shown}' contains invalid characters"
+    return None
 
 
 def _id_decoder(cls: type, generic: _Decoder, limits: Limits) -> _Decoder:
     """Ids (``{"value": str}``: TaskID, AgentID, FrameworkID, ...) are most of the messages a
     master decodes and the same few agent and framework ids recur in every update: a short path
     for the plain form, and a bounded table of recent ids (they are frozen, so sharing one
-    object is safe). Anything else goes through the generic decoder (same result, same error)."""
+    object is safe). Anything else goes through the generic decoder (same result, same error).
+    A class marked ``__codec_id__`` is an id proper: its value must pass :func:`id_problem`."""
     cache: dict[str, Any] = {}
     max_str = limits.max_str_len
     max_depth = limits.max_depth
+    checked = bool(getattr(cls, "__codec_id__", False))
 
     def dec_id(v: Any, depth: int) -> Any:
         if v.__class__ is dict and len(v) == 1 and depth < max_depth:
@@ -604,11 +644,16 @@ def _id_decoder(cls: type, generic: _Decoder, limits: Limits) -> _Decoder:
             if s.__class__ is str and len(s) <= max_str:
                 o = cache.get(s)
                 if o is None:
+                    if checked and (problem := id_problem(s)) is not None:
+                        raise _fail_at("value", problem)
                     if len(cache) >= ID_CACHE_SIZE:
                         cache.clear()
                     o = cache[s] = cls(s)
                 return o
-        return generic(v, depth)
+        o = generic(v, depth)
+        if checked and (problem := id_problem(o.value)) is not None:
+            raise _fail_at("value", problem)
+        return o
 
     return dec_id
 
@@ -764,9 +809,62 @@ def from_builtins(
     return typing.cast(T, out)
 
 
-def _check_size(data: bytes | bytearray | memoryview | str, limits: Limits) -> None:
+# a \uD800-\uDFFF escape in JSON text (json.loads pairs a high and a low one into one code
+# point, so only a lone one survives into the parsed value; a false hit -- an escaped backslash
+# before "ud800" -- only costs the walk below)
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _lone_surrogate(value: Any, parts: list[str]) -> str | None:
+    """The first string (value or key) in parsed JSON holding a lone surrogate, as a display
+    form; ``parts`` collects its path innermost first."""
+    if value.__class__ is str:
+        m = _SURROGATE.search(value)
+        return None if m is None else f"\\u{ord(m.group()):04x}"
+    if value.__class__ is list:
+        for i, x in enumerate(value):
+            found = _lone_surrogate(x, parts)
+            if found is not None:
+                parts.append(f"[{i}]")
+                return found
+    elif value.__class__ is dict:
+        for k, x in value.items():
+            found = _lone_surrogate(k, parts)
+            if found is None:
+                found = _lone_surrogate(x, parts)
+            if found is not None:
+                parts.append(k.encode("ascii", "backslashreplace").decode("ascii"))
+                return found
+    return None
+
+
+def loads_json(data: bytes | bytearray | memoryview | str, limits: Limits = DEFAULT_LIMITS) -> Any:
+    """JSON text to builtins, strictly: within ``limits.max_bytes``, UTF-8, no ``NaN``-style
+    literals and no lone surrogate anywhere (every string it gives encodes as UTF-8). Raises only
+    :class:`ParseError`. For endpoints that take free-form JSON rather than a message class."""
     if len(data) > limits.max_bytes:
-        raise DecodeError("", f"message of {len(data)} bytes exceeds the limit of {limits.max_bytes}")
+        raise ParseError("", f"message of {len(data)} bytes exceeds the limit of {limits.max_bytes}")
+    try:
+        text = data if isinstance(data, str) else bytes(data).decode("utf-8")
+        value = _JSON_DECODER.decode(text)
+    except RecursionError:
+        raise ParseError("", "JSON nested too deeply") from None
+    except UnicodeDecodeError as e:
+        raise ParseError("", f"body is not UTF-8: {e.reason} at byte {e.start}") from None
+    except ValueError as e:  # JSONDecodeError, int digit limits
+        raise ParseError("", f"invalid JSON: {e}") from None
+    except Exception as e:
+        raise ParseError("", f"invalid JSON: {type(e).__name__}") from None
+    if _SURROGATE_ESCAPE.search(text) is not None or (isinstance(data, str) and _SURROGATE.search(text)):
+        parts: list[str] = []
+        try:
+            found = _lone_surrogate(value, parts)
+        except RecursionError:
+            raise ParseError("", "JSON nested too deeply") from None
+        if found is not None:
+            raise ParseError(_path(parts), f"lone UTF-16 surrogate {found} in a string (not Unicode text)")
+    return value
 
 
 def _reject_constant(name: str) -> Any:
@@ -791,20 +889,9 @@ def encode_json(obj: Any) -> bytes:
 def decode_json(
     cls: type[T], data: bytes | bytearray | memoryview | str, limits: Limits = DEFAULT_LIMITS
 ) -> T:
-    """Parse Mesos v1 JSON into ``cls``; unknown keys are ignored. Raises only :class:`DecodeError`."""
-    _check_size(data, limits)
-    try:
-        text = data if isinstance(data, str) else bytes(data).decode("utf-8")
-        value = _JSON_DECODER.decode(text)
-    except RecursionError:
-        raise DecodeError("", "JSON nested too deeply") from None
-    except UnicodeDecodeError as e:
-        raise DecodeError("", f"body is not UTF-8: {e.reason} at byte {e.start}") from None
-    except ValueError as e:  # JSONDecodeError, int digit limits
-        raise DecodeError("", f"invalid JSON: {e}") from None
-    except Exception as e:
-        raise DecodeError("", f"invalid JSON: {type(e).__name__}") from None
-    return from_builtins(cls, value, False, limits)
+    """Parse Mesos v1 JSON into ``cls``; unknown keys are ignored. Raises only :class:`DecodeError`
+    (a :class:`ParseError` when the data is not JSON text, see :func:`loads_json`)."""
+    return from_builtins(cls, loads_json(data, limits), False, limits)
 
 
 def encode_msgpack(obj: Any) -> bytes:
@@ -824,7 +911,8 @@ def decode_msgpack(cls: type[T], data: bytes | bytearray | memoryview, limits: L
 
 def unpack_msgpack(data: bytes | bytearray | memoryview, limits: Limits = DEFAULT_LIMITS) -> Any:
     """The first half of :func:`decode_msgpack`: msgpack to builtins, within ``limits``."""
-    _check_size(data, limits)
+    if len(data) > limits.max_bytes:
+        raise ParseError("", f"message of {len(data)} bytes exceeds the limit of {limits.max_bytes}")
     try:
         value = msgpack.unpackb(
             data,
@@ -838,11 +926,11 @@ def unpack_msgpack(data: bytes | bytearray | memoryview, limits: Limits = DEFAUL
             max_ext_len=0,
         )
     except RecursionError:
-        raise DecodeError("", "msgpack nested too deeply") from None
+        raise ParseError("", "msgpack nested too deeply") from None
     except UnicodeDecodeError as e:
-        raise DecodeError("", f"invalid UTF-8 in msgpack string: {e.reason}") from None
+        raise ParseError("", f"invalid UTF-8 in msgpack string: {e.reason}") from None
     except Exception as e:  # msgpack raises ValueError subclasses, TypeError (unhashable keys), ...
-        raise DecodeError("", f"invalid msgpack: {type(e).__name__}: {e}") from None
+        raise ParseError("", f"invalid msgpack: {type(e).__name__}: {e}") from None
     return value
 
 

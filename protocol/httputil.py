@@ -1,5 +1,6 @@
 """Thin HTTP helpers shared by the master's and agent's endpoints: a size-capped body read and
-``Accept`` negotiation between Mesos JSON and native msgpack.
+``Accept`` negotiation between Mesos JSON and native msgpack, and ``decode_body``: a call body
+decoded by ``protocol.codec`` with Mesos' 400 wording.
 
 ``read_body`` refuses by ``Content-Length`` before reading anything and otherwise counts bytes
 while streaming, so an oversized body is never buffered (aiohttp's own ``client_max_size`` only
@@ -8,12 +9,33 @@ applies to ``request.read()``/``json()``, which we do not use).
 
 from __future__ import annotations
 
+from typing import TypeVar
+
 from aiohttp import web
 
+from protocol import codec
 from protocol.codec import JSON, MSGPACK
+
+T = TypeVar("T")
 
 SUPPORTED: tuple[str, ...] = (JSON, MSGPACK)
 CHUNK = 64 * 1024
+
+
+def decode_body(cls: type[T], body: bytes, ctype: str, what: str) -> tuple[T | None, str]:
+    """``(message, "")`` or ``(None, the 400's text)`` in Mesos' wording: data that is not JSON
+    (or msgpack) text -- bad syntax, not UTF-8, a lone surrogate -- "Failed to parse body into
+    JSON", the rest (a required field missing, a bad id, ...) "Failed to convert JSON into
+    <what> protobuf". Decoding is ``protocol.codec``'s, the same for every endpoint."""
+    try:
+        return codec.decode(cls, body, ctype), ""
+    except codec.ParseError as e:
+        kind = "JSON" if ctype == codec.JSON else "msgpack"
+        return None, f"Failed to parse body into {kind}: {e}"
+    except codec.DecodeError as e:
+        if ctype == codec.JSON:
+            return None, f"Failed to convert JSON into {what} protobuf: {e}"
+        return None, f"Failed to decode msgpack into {what}: {e}"
 
 
 def _too_large(limit: int, actual: int) -> web.HTTPRequestEntityTooLarge:

@@ -13,45 +13,54 @@ import typing
 import attrs
 
 # --- ids (value objects: {"value": "..."}) -----------------------------------------------------
+# A decoded id has at most 255 characters and no control character (``protocol.codec``).
 
 
 @attrs.frozen
 class FrameworkID:
+    __codec_id__ = True  # validated on decode (protocol.codec.id_problem)
     value: str
 
 
 @attrs.frozen
 class AgentID:
+    __codec_id__ = True  # validated on decode (protocol.codec.id_problem)
     value: str
 
 
 @attrs.frozen
 class OfferID:
+    __codec_id__ = True  # validated on decode (protocol.codec.id_problem)
     value: str
 
 
 @attrs.frozen
 class TaskID:
+    __codec_id__ = True  # validated on decode (protocol.codec.id_problem)
     value: str
 
 
 @attrs.frozen
 class ExecutorID:
+    __codec_id__ = True  # validated on decode (protocol.codec.id_problem)
     value: str
 
 
 @attrs.frozen
 class ContainerID:
+    __codec_id__ = True  # validated on decode (protocol.codec.id_problem)
     value: str
 
 
 @attrs.frozen
 class OperationID:
+    __codec_id__ = True  # validated on decode (protocol.codec.id_problem)
     value: str
 
 
 @attrs.frozen
 class ResourceProviderID:
+    __codec_id__ = True  # validated on decode (protocol.codec.id_problem)
     value: str
 
 

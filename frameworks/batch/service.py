@@ -24,7 +24,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import getpass
-import json
 import logging
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -59,7 +58,7 @@ from frameworks.client.offers import OfferCacheError
 from frameworks.client.options import ServiceConnection, advertised_host, stop_refused
 from frameworks.client.placement import attribute_text
 from frameworks.client.transport import HttpTransport, TransportError
-from protocol.codec import JSON, MSGPACK
+from protocol.codec import JSON, MSGPACK, loads_json
 from protocol.lifecycle import Service
 from protocol.mesos import (
     Capability,
@@ -695,7 +694,7 @@ async def _read(request: web.Request) -> Any:
     try:
         if ctype == MSGPACK:
             return msgpack.unpackb(raw, raw=False, strict_map_key=True)
-        return json.loads(raw or b"{}")
+        return loads_json(raw or b"{}")  # strict: every string it gives encodes
     except (ValueError, msgpack.UnpackException) as exc:
         raise SpecError(f"body is not valid {ctype or JSON}: {exc}") from exc
 

@@ -34,7 +34,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import getpass
-import json
 import logging
 import sys
 import time
@@ -76,6 +75,7 @@ from frameworks.elastic.service_core import (
 )
 from frameworks.elastic.spec import JobSpec, SpecError, from_mapping, parse_toml
 from frameworks.elastic.store import JobStore
+from protocol import codec
 from protocol.lifecycle import Service
 from protocol.mesos import (
     Capability,
@@ -562,7 +562,7 @@ class ElasticService(Service, Scheduler):
                 spec = parse_toml(raw.decode("utf-8", "replace"))
             else:
                 try:
-                    body = json.loads(raw or b"{}")
+                    body = codec.loads_json(raw or b"{}")
                 except ValueError as exc:
                     return _error(400, f"body is not valid JSON: {exc}")
                 if not isinstance(body, dict):
@@ -606,7 +606,7 @@ class ElasticService(Service, Scheduler):
 
     async def _scale(self, request: web.Request) -> web.Response:
         try:
-            body = json.loads(await request.read() or b"{}")
+            body = codec.loads_json(await request.read() or b"{}")
             if not isinstance(body, dict):
                 raise ValueError("expected a JSON object")
             hi = body.get("max_workers", body.get("max"))

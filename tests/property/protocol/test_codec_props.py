@@ -27,6 +27,8 @@ from protocol.codec import (
 MAX_DEPTH = 4  # below this, optional fields stay unset and repeated fields empty (keeps examples small)
 
 TEXT = st.text(alphabet=st.characters(codec="utf-8"), max_size=12)
+# an id (``__codec_id__``) has no control character (the codec refuses one: Mesos' validateID)
+ID_TEXT = st.text(alphabet=st.characters(codec="utf-8", exclude_categories=("Cc",)), max_size=12)
 PRIMITIVES: dict[Any, st.SearchStrategy[Any]] = {
     str: TEXT,
     int: st.integers(min_value=-(2**63), max_value=2**64 - 1),
@@ -42,6 +44,8 @@ def strategy_for(tp: Any, depth: int = 0) -> st.SearchStrategy[Any]:
         return PRIMITIVES[tp]
     if isinstance(tp, type) and issubclass(tp, enum.Enum):
         return st.sampled_from(list(tp))
+    if isinstance(tp, type) and getattr(tp, "__codec_id__", False):
+        return st.builds(tp, ID_TEXT)
     if isinstance(tp, type) and attrs.has(tp):
         hints = typing.get_type_hints(tp)
         kwargs: dict[str, st.SearchStrategy[Any]] = {}
