@@ -152,6 +152,8 @@ def storable(op: ops.RegistryOp) -> ops.RegistryOp:
     with the offending code points escaped (``\\ud800``) and logged once, instead of failing
     the transaction -- and with it every other change of the batch and the master."""
     bad: dict[str, str] = {}
+    if not attrs.has(type(op)):
+        return op  # not an operation at all: _apply_one refuses it
     for a in attrs.fields(type(op)):
         v = getattr(op, a.name)
         if isinstance(v, str) and not v.isascii():
