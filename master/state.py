@@ -462,6 +462,7 @@ class MasterState(AgentRules, AcceptRules):
             if shape.is_empty():
                 continue
             count = r.count if r.count is not None and 0 < r.count <= 100_000 else 1
+            ports = r.ports if isinstance(r.ports, int) and 0 < r.ports <= 65_535 else 0
             demands.append(
                 ae.Demand(
                     shape=shape,
@@ -471,6 +472,7 @@ class MasterState(AgentRules, AcceptRules):
                     revocable_ok=bool(r.revocable_ok),
                     priority=r.priority or 0,
                     role=r.role if r.role in fw.roles else None,
+                    ports=ports,
                 )
             )
         self._alloc_event(ae.DemandDeclared(framework_id=fw.framework_id, demands=tuple(demands)), now, fx)

@@ -3,7 +3,8 @@
 Agora reads a ``REQUEST`` call as the framework's *standing demand* (it replaces the previous
 one): a list of ``protocol.mesos.Request``, each ``count`` units of a resource shape, optionally
 a gang (``gang_id``, at least ``gang_min`` units offered together, whole or nothing), whether
-revocable resources may serve it, a priority and the role it is for. An empty list clears it.
+revocable resources may serve it, a priority, the role it is for, and ``ports``: how many ports
+of the agent's port ranges each unit needs (the master picks them). An empty list clears it.
 
 ``DemandBook`` keeps the framework's demands by a key of its choosing (a job id, a gang id) and
 says when they changed, so the driver sends one REQUEST per change and not per tick.
@@ -38,12 +39,15 @@ class Demand:
     priority: int | None = None
     role: str | None = None
     agent_id: str | None = None
+    ports: int = 0
 
     def __attrs_post_init__(self) -> None:
         if not isinstance(self.shape, Resources) or self.shape.is_empty():
             raise DemandError("a demand needs a non-empty resource shape")
         if not isinstance(self.count, int) or isinstance(self.count, bool) or self.count < 1:
             raise DemandError(f"demand count must be an int >= 1, got {self.count!r}")
+        if not isinstance(self.ports, int) or isinstance(self.ports, bool) or not 0 <= self.ports <= 65_535:
+            raise DemandError(f"demand ports must be an int within 0..65535, got {self.ports!r}")
         if self.gang_min is not None:
             if self.gang_id is None:
                 raise DemandError("gang_min needs a gang_id")
@@ -67,6 +71,7 @@ class Demand:
             revocable_ok=True if self.revocable_ok else None,
             priority=self.priority,
             role=self.role,
+            ports=self.ports or None,
         )
 
     @classmethod
@@ -80,6 +85,7 @@ class Demand:
             priority=r.priority,
             role=r.role,
             agent_id=r.agent_id.value if r.agent_id is not None else None,
+            ports=r.ports if isinstance(r.ports, int) and 0 < r.ports <= 65_535 else 0,
         )
 
 

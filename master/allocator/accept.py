@@ -212,6 +212,8 @@ def _count_launch(ledger: Ledger, fw: FrameworkState, offers: list[OfferState], 
         return
     have = launch.resources.scalars()
     for demand in sorted(fw.demands, key=lambda d: (-d.priority, d.seq)):
+        # (the scalar shape decides: a task of a demand with ``ports`` may take fewer ports than
+        # its unit carried, as a gang's other ranks do beside the rendezvous rank)
         if demand.count > 0 and units_that_fit(have, demand.shape_scalars, 1) == 1:
             demand.count -= 1
             demand.launched += 1

@@ -16,7 +16,7 @@ from master.allocator.eligibility import GPU_REASON, available_to, filtered, gpu
 from master.allocator.ledger import Ledger
 from master.allocator.offering import give, take_back
 from master.allocator.passes import Headroom
-from master.allocator.quantities import add_into, shrink, take, units_that_fit
+from master.allocator.quantities import add_into, port_count, shrink, take, take_ports, units_that_fit
 from master.allocator.sorter import Scalars
 from master.allocator.state import EMPTY, AgentState, DemandState, OfferState
 from protocol.resources import Resources
@@ -85,6 +85,10 @@ def demand_stage(
                 k = 1 if avail.contains(d.shape) else 0
                 if k == 0:
                     continue
+            if d.ports:  # so many ports per unit, from the agent's ranges
+                k = min(k, port_count(avail) // d.ports)
+                if k <= 0:
+                    continue
             if filtered(ledger, fw, d.role, agent, _shaped(avail, d, k)):
                 continue
             plan.append((agent, k))
@@ -143,12 +147,16 @@ def _held_units(ledger: Ledger, d: DemandState, cap: int) -> list[tuple[OfferSta
         if agent is None or not agent.active:
             continue
         idle = dict(o.regular.scalars())
+        idle_ports = port_count(o.regular)
         if o.demand_units:
             for seq, units in o.demand_units.items():
                 other = ledger.demand_by_seq(fw.framework_id, seq)
                 if other is not None and units > 0:
                     add_into(idle, {n: v * units for n, v in other.shape_scalars.items()}, -1.0)
+                    idle_ports -= other.ports * units
         k = units_that_fit(idle, d.shape_scalars, cap - total)
+        if d.ports:
+            k = min(k, max(idle_ports, 0) // d.ports)
         if k > 0:
             out.append((o, k))
             total += k
@@ -163,6 +171,8 @@ def _shaped(avail: Resources, d: DemandState, k: int) -> Resources:
     exact = take(avail, want)
     if d.shape.names() - set(d.shape_scalars):
         exact = exact + d.shape.without(*d.shape_scalars)
+    if d.ports:
+        exact = exact + take_ports(avail, d.ports * k)
     return exact
 
 

@@ -206,7 +206,8 @@ class Demand:
 
     ``gang_id``/``gang_min``: at least ``gang_min`` units must be offered at once (whole or
     nothing). ``revocable_ok``: revocable resources may serve it. Higher ``priority`` first.
-    ``role`` defaults to the framework's first role.
+    ``role`` defaults to the framework's first role. ``ports``: ports of the agent's port ranges
+    each unit needs besides ``shape`` (the allocator picks them).
     """
 
     shape: Resources
@@ -216,6 +217,7 @@ class Demand:
     revocable_ok: bool = False
     priority: int = 0
     role: str | None = None
+    ports: int = 0
 
 
 @attrs.frozen

@@ -326,7 +326,7 @@ def _demand_declared(ledger: Ledger, ev: DemandDeclared, now: float) -> list[Dec
     fw = _framework(ledger, ev.framework_id)
     if not fw.offer_roles:
         raise AllocatorError(f"framework {fw.framework_id} is not subscribed; it cannot declare demand")
-    old = {(d.shape, d.gang_id, d.role): d for d in fw.demands}
+    old = {(d.shape, d.gang_id, d.role, d.ports): d for d in fw.demands}
     new: list[DemandState] = []
     remap: dict[int, int] = {}
     for dem in ev.demands:
@@ -338,9 +338,9 @@ def _demand_declared(ledger: Ledger, ev: DemandDeclared, now: float) -> list[Dec
         l_.demand_seq += 1
         d = DemandState(
             l_.demand_seq, fw.framework_id, role, dem.shape, dem.count, dem.gang_id, dem.gang_min,
-            dem.revocable_ok, dem.priority,
+            dem.revocable_ok, dem.priority, max(0, dem.ports),
         )
-        prev = old.pop((dem.shape, dem.gang_id, role), None)
+        prev = old.pop((dem.shape, dem.gang_id, role, d.ports), None)
         if prev is not None:
             d.in_offers = prev.in_offers
             d.launched = prev.launched

@@ -93,3 +93,34 @@ def add_into(acc: Scalars, scalars: Mapping[str, float], sign: float = 1.0) -> N
 def flat_scalars(r: Resources, names: Iterable[str]) -> Resources:
     """Plain (unreserved, non-revocable) scalar quantities of ``names`` in ``r``."""
     return r.flatten().only(*names)
+
+
+def port_count(r: Resources) -> int:
+    """How many ports ``r`` holds in its regular (non-revocable) ``ports`` ranges."""
+    n = 0
+    for key, value in r.entries():
+        if key.name == "ports" and not key.revocable and isinstance(value, tuple):
+            n += sum(e - b + 1 for b, e in value)
+    return n
+
+
+def take_ports(r: Resources, n: int) -> Resources:
+    """The ``n`` lowest regular ports of ``r`` (reserved entries first), or as many as it has."""
+    pieces: list[Resources] = []
+    left = n
+    entries = sorted(r.entries(), key=lambda kv: not kv[0].reservations)
+    for key, value in entries:
+        if left <= 0:
+            break
+        if key.name != "ports" or key.revocable or not isinstance(value, tuple):
+            continue
+        chosen: list[tuple[int, int]] = []
+        for b, e in value:
+            if left <= 0:
+                break
+            k = min(left, e - b + 1)
+            chosen.append((b, b + k - 1))
+            left -= k
+        if chosen:
+            pieces.append(Resources.ranges_entry("ports", chosen, reservations=key.reservations))
+    return Resources.sum(pieces)

@@ -18,7 +18,7 @@ from master.allocator.decisions import Decision, Revoke
 from master.allocator.eligibility import available_to, filtered, gpu_blocked
 from master.allocator.ledger import Ledger
 from master.allocator.offering import give, take_back
-from master.allocator.quantities import meets_minimum, shrink, take, units_that_fit
+from master.allocator.quantities import meets_minimum, port_count, shrink, take, take_ports, units_that_fit
 from master.allocator.state import EMPTY, AgentState, DemandState, FrameworkState, TaskAlloc
 from protocol.resources import Resources, is_subrole
 
@@ -72,11 +72,17 @@ def revocable_stage(ledger: Ledger, agents: Iterable[AgentState], now: float, ou
                 if demand is None:
                     continue
                 units, regular = _mixed_units(ledger, agent, demand, capacity)
+                free_ports = EMPTY
+                if demand.ports:  # ports are never revocable: from the agent's free regular ranges
+                    free_ports = available_to(agent, demand.role) if agent.free else EMPTY
+                    units = min(units, port_count(free_ports) // demand.ports)
                 if units <= 0 or units < demand.gang_needed():  # a gang: whole on this agent or not here
                     continue
                 rev_part = {n: v * units for n, v in demand.shape_scalars.items() if capacity.scalar(n) > 0}
                 offer = take(capacity, rev_part)
                 regular = take(regular, {n: v * units for n, v in demand.shape_scalars.items() if n not in rev_part})
+                if demand.ports:
+                    regular = regular + take_ports(free_ports, demand.ports * units)
                 role = demand.role
             # lend only the allocation slack the offer needs beyond what already backs revocable use
             spare = ledger.revocable_capacity(agent)

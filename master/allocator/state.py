@@ -81,6 +81,7 @@ class DemandState:
         "gang_min",
         "in_offers",
         "launched",
+        "ports",
         "priority",
         "revocable_ok",
         "role",
@@ -100,6 +101,7 @@ class DemandState:
         gang_min: int | None,
         revocable_ok: bool,
         priority: int,
+        ports: int = 0,
     ) -> None:
         self.seq = seq
         self.framework_id = framework_id
@@ -111,6 +113,7 @@ class DemandState:
         self.gang_min = gang_min
         self.revocable_ok = revocable_ok
         self.priority = priority
+        self.ports = ports  # ports of the agent's ranges per unit, besides the shape
         self.launched = 0
         self.in_offers = 0
 

@@ -269,7 +269,9 @@ class Request:
     Agora reads a request as a standing demand: ``count`` units (default 1) of the shape
     ``resources``; ``gang_id``/``gang_min``: at least ``gang_min`` units must be offered together
     (whole or nothing); ``revocable_ok``: revocable resources may serve it; higher ``priority``
-    first; ``role`` (default the framework's first role) names the role the demand is for.
+    first; ``role`` (default the framework's first role) names the role the demand is for;
+    ``ports``: how many ports of the agent's port ranges each unit needs besides the shape (which
+    ports is the master's choice, so a framework need not name ranges it has not been offered).
     """
 
     agent_id: AgentID | None = None
@@ -280,3 +282,4 @@ class Request:
     revocable_ok: bool | None = None
     priority: int | None = None
     role: str | None = None
+    ports: int | None = None

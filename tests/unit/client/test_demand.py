@@ -18,6 +18,9 @@ def test_demand_to_request_and_back() -> None:
     wire = codec.decode_msgpack(Request, codec.encode_msgpack(r))
     assert Demand.from_request(wire) == d
     assert d.total == Resources.of(cpus=4, mem=1024)
+    g = gang("job-1", "cpus:1", 3, ports=2)
+    assert g.to_request().ports == 2 and d.to_request().ports is None
+    assert Demand.from_request(codec.decode_msgpack(Request, codec.encode_msgpack(g.to_request()))) == g
 
 
 def test_gang_defaults_to_all_or_nothing() -> None:
@@ -34,6 +37,8 @@ def test_gang_defaults_to_all_or_nothing() -> None:
         {"count": True},
         {"gang_min": 2},
         {"gang_id": "g", "gang_min": 9, "count": 8},
+        {"ports": -1},
+        {"ports": 70_000},
     ],
 )
 def test_bad_demands_are_typed_errors(kw: dict[str, object]) -> None:

@@ -261,19 +261,21 @@ def test_agora_request_extension() -> None:
                     "revocable_ok": False,
                     "priority": 10,
                     "role": "ml",
+                    "ports": 3,
                 }
             ]
         },
     }
     call = round_trip(m.Call, doc)
     (req,) = call.all_requests()
-    assert (req.count, req.gang_id, req.gang_min, req.revocable_ok, req.priority, req.role) == (
+    assert (req.count, req.gang_id, req.gang_min, req.revocable_ok, req.priority, req.role, req.ports) == (
         8,
         "job-7",
         4,
         False,
         10,
         "ml",
+        3,
     )
 
 
