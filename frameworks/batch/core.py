@@ -14,6 +14,15 @@ never PENDING under the same id. After every (re)subscription the shell reconcil
 attempts (``active_attempts``) explicitly with the master: RUNNING and FINISHED answers are
 adopted, and a LAUNCHING attempt the master answers LOST, UNKNOWN, GONE or DROPPED for never ran:
 it is retried under a *new* attempt id (no retry spent).
+
+A gang whose policy is ``abort`` or ``restart`` (``JobSpec.whole_gang``) fails, retries and keeps
+time as one: when a rank fails for good the others are killed, and the job either fails with that
+rank's exit code and message (``abort``: ``JobRecord.aborting`` until the last rank is gone) or
+runs again whole as one of its retries (``restart``: ``JobRecord.regrouping`` until the last
+rank is gone, then every task is placed again together). A rank that never ran, was preempted or
+was drained re-places the whole gang without spending a retry (its peers could never rendezvous
+with a replacement elsewhere). Each launch of a gang carries the environment its ranks need to
+find each other (``gang_environment``).
 """
 
 from __future__ import annotations
@@ -25,6 +34,7 @@ import attrs
 from frameworks.batch.model import (
     JOB_TERMINAL,
     TASK_TERMINAL,
+    GangPolicy,
     JobSpec,
     JobState,
     TaskPhase,
@@ -68,6 +78,8 @@ class Attempt:
     state: str | None = None  # the Mesos terminal state name
     exit_code: int | None = None
     message: str | None = None
+    address: str | None = None  # where the task is reached (its agent's address)
+    ports: tuple[int, ...] = ()  # the ports it was given from its offer, in order
 
 
 @attrs.define
@@ -79,7 +91,8 @@ class TaskRecord:
     failures: int = 0  # attempts that count against max_retries
     not_before: float = 0.0
     history: list[Attempt] = attrs.field(factory=list)
-    killing: str | None = None  # why we asked for a kill: "cancel", "time limit"
+    # why we asked for a kill: "cancel", "time limit", "gang restart", "gang abort"
+    killing: str | None = None
     revocable: bool = False
     relaunches: int = 0  # launches the master dropped before the task ever ran
 
@@ -104,6 +117,14 @@ class JobRecord:
     gang_started: bool = False
     hold_since: float | None = None
     hold_cooldown_until: float = 0.0
+    # a whole gang (policy abort/restart): restarts spent, what it is doing while its ranks are
+    # being killed, when its current run started (its time limit), the job's exit code
+    gang_restarts: int = 0
+    regrouping: str | None = None  # killing the rest to place the whole gang again: why
+    aborting: str | None = None  # killing the rest, then FAILED: why
+    gang_started_at: float | None = None
+    gang_not_before: float = 0.0  # the next run of a restarted gang waits for its backoff
+    exit_code: int | None = None  # the failing rank's, when an aborted gang failed the job
     tasks: list[TaskRecord] = attrs.field(factory=list)
     # Indexes kept up to date by BatchCore._set_phase, so that no status update or scheduling
     # round scans the job's tasks: tasks per phase (settling a job is O(1)), the PENDING tasks,
@@ -169,6 +190,7 @@ class TaskLaunch:
     name: str
     spec: JobSpec
     resources: Resources
+    env: tuple[tuple[str, str], ...] = ()  # this task's own variables: ports, its gang's rendezvous
 
 
 @attrs.frozen
@@ -307,6 +329,7 @@ class BatchCore:
         effects: list[Effect] = []
         for i in sorted(job.pending):
             self._set_phase(job.tasks[i], TaskPhase.CANCELLED)
+        job.regrouping = None
         for i in sorted(job.active):
             t = job.tasks[i]
             t.killing = "cancel"
@@ -341,6 +364,8 @@ class BatchCore:
             if task.phase is TaskPhase.LAUNCHING:
                 self._set_phase(task, TaskPhase.RUNNING)
                 cur.started_at = now
+                if job.spec.whole_gang and job.gang_started_at is None:
+                    job.gang_started_at = now  # the gang's time limit counts from here
                 if job.state is JobState.PENDING:
                     self._set_job(job, JobState.RUNNING, now)
                     job.started_at = job.started_at or now
@@ -370,12 +395,18 @@ class BatchCore:
             touched.add(task.job_id)
         effects: list[Effect] = [Persist(tuple(sorted(touched)))] if touched else []
         for job_id in touched:
-            effects += self._settle(self.jobs[job_id], now)
+            job = self.jobs[job_id]
+            if job.spec.whole_gang and job.active and job.regrouping is None and job.aborting is None:
+                # Part of the gang went out: it cannot run without the rest; place it again whole.
+                effects += self._regroup(job, None, now, count=False, why="part of its launch was not sent")
+            effects += self._settle(job, now)
         return effects
 
     def _attempt_ended(
         self, job: JobRecord, task: TaskRecord, state: TaskState, reason: str | None, now: float
     ) -> list[Effect]:
+        if job.spec.whole_gang:
+            return self._rank_ended(job, task, state, reason, now)
         spec = job.spec
         was_launching = task.phase is TaskPhase.LAUNCHING
         if state is TaskState.TASK_FINISHED:
@@ -409,6 +440,131 @@ class BatchCore:
                 self._set_phase(task, TaskPhase.FAILED)
         task.killing = None
         return [Persist((job.job_id,)), *self._settle(job, now)]
+
+    # --- whole gangs (gang_policy abort or restart) ----------------------------------------------
+
+    def _rank_ended(
+        self, job: JobRecord, task: TaskRecord, state: TaskState, reason: str | None, now: float
+    ) -> list[Effect]:
+        """An attempt of a whole gang's task ended: the gang's policy decides for all its ranks."""
+        spec = job.spec
+        was_launching = task.phase is TaskPhase.LAUNCHING
+        killing, task.killing = task.killing, None
+        effects: list[Effect] = [Persist((job.job_id,))]
+        cur = task.current
+        assert cur is not None
+        if killing == "cancel":
+            self._set_phase(task, TaskPhase.CANCELLED)
+        elif job.aborting is not None:  # one of the ranks the abort kills (or one that ended meanwhile)
+            self._set_phase(task, TaskPhase.SUCCEEDED if state is TaskState.TASK_FINISHED else TaskPhase.CANCELLED)
+        elif job.regrouping is not None:  # it runs again with the whole gang
+            self._again(job, task)
+        elif state is TaskState.TASK_FINISHED:
+            if job.state is JobState.PENDING:
+                self._set_job(job, JobState.RUNNING, now)
+                job.started_at = job.started_at or now
+            self._set_phase(task, TaskPhase.SUCCEEDED)
+        elif killing is None and (
+            reason in NOT_A_FAILURE
+            or (state in NEVER_RAN and was_launching and task.relaunches < MAX_FREE_RELAUNCHES)
+        ):
+            # Preempted, drained, or it never ran: not the rank's failure, but its peers cannot
+            # rendezvous with a replacement placed alone. The whole gang is placed again, free.
+            if state in NEVER_RAN and was_launching:
+                task.relaunches += 1
+            if reason == PREEMPTED_REASON:
+                what = "was preempted"
+            elif reason == DRAINING_REASON:
+                what = "was stopped: its agent drains"
+            else:
+                what = f"never ran ({state.value})"
+            effects += self._regroup(job, task, now, count=False, why=f"task {task.index} {what}")
+        else:
+            if killing == "time limit":
+                cur.message = f"time limit of {spec.time_limit:g}s exceeded"
+            why = _failure_text(task.index, cur, state)
+            if spec.policy is GangPolicy.RESTART and job.gang_restarts < spec.max_retries:
+                effects += self._regroup(job, task, now, count=True, why=why)
+            else:
+                effects += self._abort(job, task, why)
+        if job.regrouping is not None and not job.active:
+            job.regrouping = None  # every rank is gone: the gang is placed again whole
+        if job.aborting is not None and not job.active:
+            effects += self._finish(job, JobState.FAILED, now, job.aborting)
+        return effects + self._settle(job, now)
+
+    def _again(self, job: JobRecord, task: TaskRecord) -> None:
+        """Task back to PENDING under a new attempt, for the gang's next run (no retry of its own)."""
+        task.attempt += 1
+        task.not_before = job.gang_not_before
+        self._set_phase(task, TaskPhase.PENDING)
+
+    def _regroup(
+        self, job: JobRecord, trigger: TaskRecord | None, now: float, *, count: bool, why: str
+    ) -> list[Effect]:
+        """Kill the gang's running ranks and place the whole gang again once they are gone;
+        ``count``: as one of the job's retries (policy restart), after its backoff."""
+        spec = job.spec
+        if count:
+            job.gang_restarts += 1
+            delay = min(RETRY_MAX, RETRY_BASE * 2 ** (job.gang_restarts - 1))
+            job.regrouping = f"gang restart {job.gang_restarts} of {spec.max_retries}: {why}"
+        else:
+            delay = 0.0
+            job.regrouping = f"placing the whole gang again: {why}"
+        job.gang_not_before = now + delay
+        job.gang_started = False
+        job.gang_started_at = None
+        job.hold_since = None
+        effects: list[Effect] = []
+        for t in job.tasks:
+            if t is trigger or t.phase is TaskPhase.SUCCEEDED:
+                self._again(job, t)
+            elif t.phase in ACTIVE:
+                if t.killing is None:
+                    cur = t.current
+                    effects.append(Kill(t.task_id, cur.agent_id if cur else None, job.regrouping))
+                t.killing = "gang restart"
+            elif t.phase is TaskPhase.PENDING and t.not_before < job.gang_not_before:
+                t.not_before = job.gang_not_before
+                job.backoff.add(t.index)
+                _unsaved(job, t.index)
+        return effects
+
+    def _abort(self, job: JobRecord, trigger: TaskRecord, why: str) -> list[Effect]:
+        """The gang fails with ``trigger``: its rank's exit code and message are the job's; the
+        other ranks are killed and the job is FAILED once the last one is gone."""
+        cur = trigger.current
+        self._set_phase(trigger, TaskPhase.FAILED)
+        job.exit_code = cur.exit_code if cur is not None else None
+        job.aborting = f"gang aborted: {why}"
+        effects: list[Effect] = []
+        for t in job.tasks:
+            if t is trigger:
+                continue
+            if t.phase in ACTIVE:
+                if t.killing is None:
+                    c = t.current
+                    effects.append(Kill(t.task_id, c.agent_id if c else None, job.aborting))
+                t.killing = "gang abort"
+            elif t.phase is TaskPhase.PENDING:
+                self._set_phase(t, TaskPhase.CANCELLED)
+        return effects
+
+    def resume_kills(self) -> list[Effect]:
+        """After a restart of the service: the kills of gangs that were aborting or restarting go
+        out again (a kill is idempotent)."""
+        out: list[Effect] = []
+        for job in self.live.values():
+            why = job.aborting or job.regrouping
+            if why is None:
+                continue
+            for i in sorted(job.active):
+                t = job.tasks[i]
+                t.killing = "gang abort" if job.aborting is not None else "gang restart"
+                cur = t.current
+                out.append(Kill(t.task_id, cur.agent_id if cur else None, why))
+        return out
 
     def _retry(self, task: TaskRecord, now: float, *, count: bool) -> None:
         if count:
@@ -460,6 +616,17 @@ class BatchCore:
             limit = job.spec.time_limit
             if limit is None:
                 continue
+            if job.spec.whole_gang:
+                # the gang's time: from its first rank running; all its ranks are stopped together
+                if job.gang_started_at is not None and now - job.gang_started_at >= limit:
+                    for i in sorted(job.active):
+                        t = job.tasks[i]
+                        if t.killing is None:
+                            t.killing = "time limit"
+                            cur = t.current
+                            agent = cur.agent_id if cur is not None else None
+                            effects.append(Kill(t.task_id, agent, f"time limit of {limit:g}s exceeded (the gang's)"))
+                continue
             for i in sorted(job.active):
                 t = job.tasks[i]
                 cur = t.current
@@ -492,7 +659,10 @@ class BatchCore:
             for i in job.backoff:
                 if job.tasks[i].not_before > seen:
                     times.append(job.tasks[i].not_before)
-            if job.spec.time_limit:
+            if job.spec.time_limit and job.spec.whole_gang:
+                if job.gang_started_at is not None and any(job.tasks[i].killing is None for i in job.active):
+                    times.append(job.gang_started_at + job.spec.time_limit)
+            elif job.spec.time_limit:
                 for i in job.active:
                     t = job.tasks[i]
                     cur = t.current
@@ -507,7 +677,7 @@ class BatchCore:
         views: list[JobView] = []
         for job in self.live.values():
             if not job.pending:
-                job.reason = None
+                job.reason = job.aborting  # (an aborting gang says why until its last rank is gone)
                 continue
             later: list[float] = []
             if job.backoff:
@@ -520,6 +690,8 @@ class BatchCore:
             pending = tuple(sorted(job.pending - job.backoff if job.backoff else job.pending))
             ready, why = dependency_status(job.spec, states)
             blocked = None if ready else why
+            if blocked is None and job.regrouping is not None:
+                blocked = f"{job.regrouping}; waiting for {len(job.active)} task(s) to end"
             if blocked is None and not pending:
                 blocked = f"retry in {min(later) - now:.1f}s"
             if blocked is None and job.hold_cooldown_until > now:
@@ -545,22 +717,32 @@ class BatchCore:
             by_offer.setdefault(pl.offer_id, []).append(pl)
         touched: set[int] = set()
         agent_of = {o.offer_id: o for o in offers}
+        # First every attempt of the round (a gang's ranks learn each other's places from them),
+        # then the launches with each task's environment.
+        for pl in p.placements:
+            job = self.jobs[pl.job_id]
+            task = job.tasks[pl.index]
+            self._set_phase(task, TaskPhase.LAUNCHING)
+            task.revocable = bool(pl.resources.revocable())
+            offer = agent_of[pl.offer_id]
+            ports = tuple(port for b, e in pl.resources.ranges("ports") for port in range(b, e + 1))
+            task.history.append(
+                Attempt(task.attempt, task.task_id, pl.agent_id, offer.hostname, address=offer.reach, ports=ports)
+            )
+            if job.spec.gang > 0:
+                job.gang_started = True
+            job.hold_since = None
+            touched.add(job.job_id)
         for offer_id, pls in by_offer.items():
             launches = []
             for pl in pls:
                 job = self.jobs[pl.job_id]
                 task = job.tasks[pl.index]
-                self._set_phase(task, TaskPhase.LAUNCHING)
-                task.revocable = bool(pl.resources.revocable())
-                task.history.append(
-                    Attempt(task.attempt, task.task_id, pl.agent_id, agent_of[offer_id].hostname)
-                )
-                if job.spec.gang > 0:
-                    job.gang_started = True
-                job.hold_since = None
-                touched.add(job.job_id)
+                env = gang_environment(job, pl.index) if job.spec.gang > 0 or job.spec.ports else ()
                 launches.append(
-                    TaskLaunch(task.task_id, job.job_id, pl.index, f"{job.spec.name}[{pl.index}]", job.spec, pl.resources)
+                    TaskLaunch(
+                        task.task_id, job.job_id, pl.index, f"{job.spec.name}[{pl.index}]", job.spec, pl.resources, env
+                    )
                 )
             effects.append(Launch(offer_id, pls[0].agent_id, tuple(launches)))
         # Gang holds: start the clock for a new holder; a timed-out holder lets go and cools down.
@@ -647,6 +829,8 @@ class BatchCore:
                 revocable_ok=v.spec.preemptible,
                 priority=v.spec.priority,
                 role=v.spec.queue,
+                # each unit with room for the most any of its tasks takes (a gang's rank 0: one more)
+                ports=v.spec.ports_for(v.pending[0]),
             )
             out.append((f"job-{v.job_id}", demand))
         return tuple(out)
@@ -684,6 +868,65 @@ class BatchCore:
         job.state = state
         if state in JOB_TERMINAL:
             self.live.pop(job.job_id, None)
+
+
+def _failure_text(index: int, attempt: Attempt, state: TaskState) -> str:
+    """``task 2 failed with exit code 1: <its message>``."""
+    out = f"task {index} failed"
+    if attempt.exit_code is not None:
+        out += f" with exit code {attempt.exit_code}"
+    elif state is not TaskState.TASK_FAILED:
+        out += f" ({state.value})"
+    if attempt.message:
+        out += f": {attempt.message}"
+    return out
+
+
+def gang_environment(job: JobRecord, index: int) -> tuple[tuple[str, str], ...]:
+    """What task ``index`` of ``job`` is told at launch: ``PORT0..`` (its ports), and for a gang
+    the variables torch.distributed (``env://``), Horovod, DeepSpeed and MPI read to find each
+    other: ``WORLD_SIZE`` (the job's tasks), ``RANK`` (its index), ``NODE_RANK`` (its agent among
+    the gang's agents, by lowest rank), ``LOCAL_RANK``/``LOCAL_WORLD_SIZE`` (among the gang's
+    tasks on its agent), ``MASTER_ADDR``/``MASTER_PORT`` (task 0's agent address and the port it
+    took from its offer for the rendezvous), ``AGORA_GANG_NODES`` and ``AGORA_GANG_HOSTS``
+    (``addr:slots,...`` by node rank; the launch also writes it as an MPI hostfile). The roster
+    is the job's tasks placed or running now: the whole gang when ``count == gang``."""
+    spec = job.spec
+    cur = job.tasks[index].current
+    own = cur.ports if cur is not None else ()
+    env = [(f"PORT{i}", str(p)) for i, p in enumerate(own[: spec.ports])]
+    if spec.gang <= 0:
+        return tuple(env)
+    nodes: dict[str, list[int]] = {}
+    addresses: dict[str, str] = {}
+    for t in job.tasks:
+        a = t.current
+        if t.phase in ACTIVE and a is not None:
+            node = _node_of(a)
+            nodes.setdefault(node, []).append(t.index)
+            addresses[node] = a.address or a.hostname or ""
+    mine = _node_of(cur) if cur is not None else ""
+    local = nodes.get(mine, [index])
+    zero = job.tasks[0].current
+    master_addr = (zero.address or zero.hostname or "") if zero is not None else ""
+    master_port = str(zero.ports[spec.ports]) if zero is not None and len(zero.ports) > spec.ports else ""
+    env += [
+        ("WORLD_SIZE", str(spec.count)),
+        ("RANK", str(index)),
+        ("NODE_RANK", str(list(nodes).index(mine) if mine in nodes else 0)),
+        ("LOCAL_RANK", str(local.index(index) if index in local else 0)),
+        ("LOCAL_WORLD_SIZE", str(len(local))),
+        ("MASTER_ADDR", master_addr),
+        ("MASTER_PORT", master_port),
+        ("AGORA_GANG_NODES", str(len(nodes))),
+        ("AGORA_GANG_HOSTS", ",".join(f"{addresses[n]}:{len(ranks)}" for n, ranks in nodes.items())),
+    ]
+    return tuple(env)
+
+
+def _node_of(attempt: Attempt) -> str:
+    """A gang's node is an agent (two agents on one host are two nodes, each with its own devices)."""
+    return attempt.agent_id or attempt.address or attempt.hostname or ""
 
 
 def worth_declaring(

@@ -4,7 +4,9 @@ A job is one command run ``count`` times (a job array; each task gets its index)
 resources, a queue (the Agora role its offers come from), a priority, retries, a time limit,
 placement constraints on agent attributes, dependencies on other jobs, and ``gang``: how many
 of its tasks must start together (all-or-nothing). ``preemptible`` jobs may run on revocable
-resources and are rescheduled when those are revoked.
+resources and are rescheduled when those are revoked. ``ports``: how many ports each task gets
+from its offer (``PORT0``..). A gang's ``gang_policy`` says what a rank's failure does to the
+others: ``abort`` (the default; ``restart`` when the job has retries), ``restart`` or ``continue``.
 """
 
 from __future__ import annotations
@@ -24,6 +26,15 @@ __pure__ = True
 
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 MAX_COUNT = 100_000
+MAX_PORTS = 1000
+
+
+class GangPolicy(enum.Enum):
+    """What a gang does when one of its tasks (ranks) fails for good (Volcano's job policies)."""
+
+    ABORT = "abort"  # kill the other ranks, fail the job with the failing rank's exit code
+    RESTART = "restart"  # kill the other ranks and place the whole gang again, as one retry
+    CONTINUE = "continue"  # the others run on; each task is retried alone (a job array's way)
 
 
 class SpecError(ValueError):
@@ -68,7 +79,8 @@ TASK_TRANSITIONS: dict[TaskPhase, frozenset[TaskPhase]] = {
         {TaskPhase.RUNNING, TaskPhase.PENDING, TaskPhase.SUCCEEDED, TaskPhase.FAILED, TaskPhase.CANCELLED}
     ),
     TaskPhase.RUNNING: frozenset({TaskPhase.PENDING, TaskPhase.SUCCEEDED, TaskPhase.FAILED, TaskPhase.CANCELLED}),
-    TaskPhase.SUCCEEDED: frozenset(),
+    # A gang restarted as a whole (gang_policy restart) runs its finished tasks again.
+    TaskPhase.SUCCEEDED: frozenset({TaskPhase.PENDING}),
     TaskPhase.FAILED: frozenset(),
     TaskPhase.CANCELLED: frozenset(),
 }
@@ -118,6 +130,8 @@ class JobSpec:
     constraints: tuple[tuple[str, str], ...] = ()  # agent attribute name == value
     after: tuple[Dependency, ...] = ()
     preemptible: bool = False  # may use revocable resources
+    ports: int = 0  # ports per task from its offer's port ranges: PORT0..PORT<n-1>
+    gang_policy: str | None = None  # a GangPolicy value; None: the default (see ``policy``)
 
     def resources(self) -> Resources:
         return Resources.of(cpus=self.cpus, mem=self.mem, gpus=self.gpus, disk=self.disk)
@@ -126,6 +140,27 @@ class JobSpec:
     def gang_size(self) -> int:
         """How many tasks must start together (1 when the job is not a gang)."""
         return min(self.gang, self.count) if self.gang > 0 else 1
+
+    @property
+    def policy(self) -> GangPolicy:
+        """The gang policy in force: ``continue`` for a job that is not a gang; for a gang the one
+        given, else ``restart`` when the job has retries (they count per gang) and ``abort``
+        without (Volcano's ``PodFailed -> AbortJob``)."""
+        if self.gang <= 0:
+            return GangPolicy.CONTINUE
+        if self.gang_policy is not None:
+            return GangPolicy(self.gang_policy)
+        return GangPolicy.RESTART if self.max_retries > 0 else GangPolicy.ABORT
+
+    @property
+    def whole_gang(self) -> bool:
+        """The gang fails, retries and keeps time as one (policy ``abort`` or ``restart``)."""
+        return self.policy is not GangPolicy.CONTINUE
+
+    def ports_for(self, index: int) -> int:
+        """Ports task ``index`` takes from its offer: ``ports``, and one more on a gang's rank 0
+        for the rendezvous (``MASTER_PORT``), so that two gangs on one host never collide."""
+        return self.ports + (1 if self.gang > 0 and index == 0 else 0)
 
 
 def _number(data: Mapping[str, Any], key: str, default: float, *, minimum: float = 0.0) -> float:
@@ -199,6 +234,9 @@ def spec_from_dict(data: Mapping[str, Any]) -> JobSpec:
     queue = data.get("queue", "*")
     if not isinstance(queue, str):
         raise SpecError("queue: expected a string")
+    gang_policy = data.get("gang_policy")
+    if gang_policy is not None and gang_policy not in {p.value for p in GangPolicy}:
+        raise SpecError(f"gang_policy: expected abort, restart or continue, got {gang_policy!r}")
     spec = JobSpec(
         name=name[:200],
         argv=tuple(argv),
@@ -217,6 +255,8 @@ def spec_from_dict(data: Mapping[str, Any]) -> JobSpec:
         constraints=_pairs(data, "constraints"),
         after=tuple(after),
         preemptible=preemptible,
+        ports=_integer(data, "ports", 0, minimum=0, maximum=MAX_PORTS),
+        gang_policy=gang_policy,
     )
     validate(spec)
     return spec
@@ -233,6 +273,26 @@ def validate(spec: JobSpec) -> None:
         raise SpecError("a task must ask for some cpus, mem or gpus")
     if spec.gang > spec.count:
         raise SpecError(f"gang: {spec.gang} is larger than count {spec.count}")
+    if spec.gpus != int(spec.gpus):
+        raise SpecError(
+            f"gpus: {spec.gpus:g} is not a whole number; a task gets whole GPUs (the devices in its "
+            "CUDA_VISIBLE_DEVICES), and no agent shares a GPU between tasks"
+        )
+    if not 0 <= spec.ports <= MAX_PORTS:
+        raise SpecError(f"ports: {spec.ports} is not within 0..{MAX_PORTS}")
+    if spec.gang_policy is not None:
+        if spec.gang <= 0:
+            raise SpecError("gang_policy: only a gang has one (give gang, the tasks that start together)")
+        if GangPolicy(spec.gang_policy) is GangPolicy.ABORT and spec.max_retries > 0:
+            raise SpecError(
+                "max_retries: a gang with gang_policy abort fails at its first failure and is not retried; "
+                "use gang_policy restart to run the whole gang again, or continue to retry each task alone"
+            )
+        if GangPolicy(spec.gang_policy) is GangPolicy.RESTART and spec.max_retries == 0:
+            raise SpecError(
+                "gang_policy restart: each restart of the gang is one of its retries; give max_retries "
+                "(how many times the whole gang may run again)"
+            )
     err = role_error(spec.queue)
     if err:
         raise SpecError(f"queue: {err}")
@@ -261,6 +321,10 @@ def spec_to_dict(spec: JobSpec) -> dict[str, Any]:
         "constraints": dict(spec.constraints),
         "after": [{"job_id": d.job_id, "kind": d.kind.value} for d in spec.after],
     }
+    if spec.ports:
+        out["ports"] = spec.ports
+    if spec.gang_policy is not None:
+        out["gang_policy"] = spec.gang_policy
     if spec.argv:
         out["argv"] = list(spec.argv)
     if spec.shell is not None:

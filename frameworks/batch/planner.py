@@ -30,7 +30,7 @@ from collections.abc import Mapping, Sequence
 import attrs
 
 from frameworks.batch.model import JobSpec
-from frameworks.client.placement import attribute_equals, pick
+from frameworks.client.placement import attribute_equals, pick, pick_ports
 from protocol.resources import Resources
 
 __pure__ = True
@@ -46,6 +46,11 @@ class OfferView:
     role: str  # the role the offer is allocated to
     resources: Resources  # what is available in it now (empty: all of it is in use by our tasks)
     attributes: Mapping[str, str] = attrs.field(factory=dict)
+    address: str = ""  # where tasks on its agent are reached (the agent's address); "" = hostname
+
+    @property
+    def reach(self) -> str:
+        return self.address or self.hostname
 
 
 @attrs.frozen
@@ -57,6 +62,7 @@ class AgentCapacity:
     scalars: Mapping[str, float]  # regular totals
     attributes: Mapping[str, str] = attrs.field(factory=dict)
     revocable: Mapping[str, float] = attrs.field(factory=dict)  # on top, for preemptible jobs
+    ports: int = 0  # how many ports its port ranges hold
 
 
 @attrs.frozen
@@ -120,17 +126,27 @@ def room_for(spec: JobSpec, capacity: Sequence[AgentCapacity]) -> int | None:
     if not any(v > 0 for a in capacity for v in (*a.scalars.values(), *a.revocable.values())):
         return None
     shape = {n: v for n, v in spec.resources().scalars().items() if v > 0}
+    if spec.ports:
+        shape["ports"] = float(spec.ports)
     total = 0
     for agent in capacity:
         if not constraints_met(spec, agent.attributes):
             continue
-        have = dict(agent.scalars)
-        if spec.preemptible:
-            for n, v in agent.revocable.items():
-                have[n] = have.get(n, 0.0) + v
+        have = _agent_has(spec, agent)
         fit = min((int((have.get(n, 0.0) + 1e-9) // v) for n, v in shape.items()), default=0)
         total += max(fit, 0)
     return total
+
+
+def _agent_has(spec: JobSpec, agent: AgentCapacity) -> dict[str, float]:
+    """The agent's totals as the job may use them: revocable on top for a preemptible job, ports
+    as a count."""
+    have = dict(agent.scalars)
+    if spec.preemptible:
+        for n, v in agent.revocable.items():
+            have[n] = have.get(n, 0.0) + v
+    have["ports"] = float(agent.ports)
+    return have
 
 
 def cannot_fit(spec: JobSpec, need: int, capacity: Sequence[AgentCapacity]) -> str | None:
@@ -143,9 +159,37 @@ def cannot_fit(spec: JobSpec, need: int, capacity: Sequence[AgentCapacity]) -> s
         wanted = ", ".join(f"{k}={v}" for k, v in spec.constraints)
         return f"cannot fit in the cluster: no agent matches {wanted}"
     shape = shape_text(spec.resources())
-    if need == 1:
-        return f"cannot fit in the cluster: no agent has room for {shape}"
+    if spec.ports:
+        shape += f";ports:{spec.ports}"
+    if need == 1 or room == 0:
+        # name what no agent has enough of: "the most gpus on one agent is 1"
+        agents = [a for a in capacity if constraints_met(spec, a.attributes)]
+        want = {n: v for n, v in spec.resources().scalars().items() if v > 0}
+        if spec.ports:
+            want["ports"] = float(spec.ports)
+        for name, amount in sorted(want.items()):
+            most = max((_agent_has(spec, a).get(name, 0.0) for a in agents), default=0.0)
+            if most + 1e-9 < amount:
+                return (
+                    f"cannot fit in the cluster: no agent has {_fmt(amount)} {name} "
+                    f"(the most on one agent is {_fmt(most)})"
+                )
+        if need == 1:
+            return f"cannot fit in the cluster: no agent has room for {shape}"
     return f"cannot fit in the cluster: {need} x {shape} at once, its agents have room for {room}"
+
+
+def rendezvous_port_missing(spec: JobSpec, capacity: Sequence[AgentCapacity]) -> str | None:
+    """A gang's rank 0 takes one port more than its ``ports`` (``MASTER_PORT``): say so when no
+    agent that meets the job's constraints has that many ports."""
+    if spec.gang <= 0 or not any(a.scalars for a in capacity):
+        return None
+    if any(a.ports > spec.ports and constraints_met(spec, a.attributes) for a in capacity):
+        return None
+    return (
+        f"cannot fit in the cluster: rank 0 needs {spec.ports + 1} ports (its PORTs and MASTER_PORT, "
+        "the gang's rendezvous) and no agent offers that many"
+    )
 
 
 def carve(available: Resources, want: Resources, role: str, preemptible: bool) -> Resources | None:
@@ -161,15 +205,18 @@ def carve(available: Resources, want: Resources, role: str, preemptible: bool) -
     return pick(available, want, role=role, allow_revocable=preemptible)
 
 
-def shortfall(spec: JobSpec, offers: Sequence[OfferView], free: Mapping[str, Resources]) -> str:
-    """Why one more task of ``spec`` does not fit: the first resource no offer has enough of."""
+def shortfall(
+    spec: JobSpec, offers: Sequence[OfferView], free: Mapping[str, Resources], first: int | None = None
+) -> str:
+    """Why one more task of ``spec`` (task ``first``, the next to place) does not fit: the first
+    resource no offer has enough of."""
     eligible = [o for o in offers if matches(spec, o)]
     if not eligible:
         if any(o.role == spec.queue for o in offers):
             wanted = ", ".join(f"{k}={v}" for k, v in spec.constraints)
             return f"no offered agent matches {wanted}"
         return f"no offers for queue {spec.queue!r}"
-    if not any(free[o.offer_id] for o in eligible):
+    if not any(has_room(free[o.offer_id]) for o in eligible):
         return "all held resources in use"
     want = spec.resources()
     for name, amount in want.scalars().items():
@@ -181,7 +228,23 @@ def shortfall(spec: JobSpec, offers: Sequence[OfferView], free: Mapping[str, Res
             best = max(best, usable.scalar(name))
         if best < amount:
             return f"waiting for {_fmt(amount)} {name}; largest free offer has {_fmt(best)}"
+    ports = spec.ports_for(first) if first is not None else spec.ports
+    if ports:
+        best_ports = max(port_count(free[o.offer_id].allocatable_to(spec.queue)) for o in eligible)
+        if best_ports < ports:
+            return f"waiting for {ports} ports; largest free offer has {best_ports}"
     return "waiting for resources"
+
+
+def has_room(r: Resources) -> bool:
+    """Whether ``r`` has any scalar left (an offer whose cpus, mem... are all in use by our tasks
+    keeps only ports or nothing: its resources are in use)."""
+    return any(v > 0 for v in r.scalars().values())
+
+
+def port_count(r: Resources) -> int:
+    """How many regular ports ``r``'s ``ports`` ranges hold."""
+    return sum(e - b + 1 for b, e in r.non_revocable().ranges("ports"))
 
 
 def _fmt(x: float) -> str:
@@ -201,21 +264,38 @@ def _fill(
     """
     spec = job.spec
     order = sorted(
-        (o for o in offers if free[o.offer_id] and matches(spec, o)),
+        (o for o in offers if has_room(free[o.offer_id]) and matches(spec, o)),
         key=lambda o: free[o.offer_id].scalar("cpus"),
     )
+
+    def fits(offer: OfferView, ports: int) -> Resources | None:
+        got = carve(free[offer.offer_id], want, spec.queue, spec.preemptible)
+        if got is None or not ports:
+            return got
+        chosen = pick_ports(free[offer.offer_id] - got, ports, spec.queue)
+        return None if chosen is None else got + chosen
+
     out: list[Placement] = []
     k = 0
     for index in job.pending:
         got = None
-        while k < len(order):
-            got = carve(free[order[k].offer_id], want, spec.queue, spec.preemptible)
-            if got is not None:
+        ports = spec.ports_for(index)
+        if ports != spec.ports:
+            # A gang's rank 0 (one port more than the others): look through every offer left, and
+            # keep the ones it does not fit for the others.
+            at = next(((j, g) for j in range(k, len(order)) if (g := fits(order[j], ports)) is not None), None)
+            if at is None:
                 break
-            k += 1
-        if got is None:
-            break
-        offer = order[k]
+            offer, got = order[at[0]], at[1]
+        else:
+            while k < len(order):
+                got = fits(order[k], ports)
+                if got is not None:
+                    break
+                k += 1
+            if got is None:
+                break
+            offer = order[k]
         free[offer.offer_id] = free[offer.offer_id] - got
         out.append(Placement(job.job_id, index, offer.offer_id, offer.agent_id, got))
     return out
@@ -243,7 +323,11 @@ def plan(
         if not job.pending:
             continue
         needs_gang = spec.gang > 0 and not job.gang_started and job.active == 0
-        impossible = cannot_fit(spec, spec.gang_size, capacity) if needs_gang else None
+        impossible = (
+            cannot_fit(spec, spec.gang_size, capacity) or rendezvous_port_missing(spec, capacity)
+            if needs_gang
+            else None
+        )
         if impossible:
             # The cluster cannot hold the whole gang even with every agent free: waiting on
             # offers will not help until the cluster changes, so it holds nothing and blocks
@@ -262,18 +346,19 @@ def plan(
             if len(tentative) < len(job.pending):
                 reasons[job.job_id] = (
                     f"{len(tentative)} of {len(job.pending)} pending tasks placed; "
-                    + shortfall(spec, offers, free)
+                    + shortfall(spec, offers, free, job.pending[len(tentative)])
                 )
             continue
         if not needs_gang:
-            reasons[job.job_id] = cannot_fit(spec, 1, capacity) or shortfall(spec, offers, free)
+            reasons[job.job_id] = cannot_fit(spec, 1, capacity) or shortfall(spec, offers, free, job.pending[0])
             continue
         # A gang that cannot start: it becomes the head gang and holds what it could use.
-        if not any(o.resources and matches(spec, o) for o in offers):
+        if not any(has_room(o.resources) and matches(spec, o) for o in offers):
             # Demand-driven allocation offers a gang whole or not at all (REQUEST with gang_min).
             why = f"gang 0/{gang} placed; waiting for {gang} x {shape_text(spec.resources())} to be offered together"
         else:
-            why = f"gang {len(tentative)}/{gang} placed; {shortfall(spec, offers, trial)}"
+            nxt = job.pending[len(tentative)] if len(tentative) < len(job.pending) else None
+            why = f"gang {len(tentative)}/{gang} placed; {shortfall(spec, offers, trial, nxt)}"
         if job.hold_since is not None and now - job.hold_since >= gang_timeout:
             released = job.job_id
             reasons[job.job_id] = f"{why}; released held resources after {gang_timeout:g}s"

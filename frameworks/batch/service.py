@@ -26,6 +26,7 @@ import contextlib
 import getpass
 import logging
 import time
+import urllib.parse
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -51,7 +52,7 @@ from frameworks.batch.core import (
     TaskRecord,
 )
 from frameworks.batch.model import SpecError, spec_from_dict, spec_to_dict
-from frameworks.batch.planner import AgentCapacity, OfferView
+from frameworks.batch.planner import AgentCapacity, OfferView, port_count
 from frameworks.batch.store import JobStore, attempt_to_dict
 from frameworks.client.driver import KnownTask, Scheduler, SchedulerDriver
 from frameworks.client.offers import OfferCacheError
@@ -81,6 +82,13 @@ log = logging.getLogger(__name__)
 
 MAX_BODY = 1024 * 1024
 COMMAND_CACHE = 256  # jobs whose shared TaskInfo parts are kept; resource shapes likewise
+# Run first by every task of a gang: AGORA_GANG_HOSTS ("addr:slots,...") written as an MPI /
+# DeepSpeed hostfile ("addr slots=N" a line) in the sandbox, its path in AGORA_GANG_HOSTFILE.
+HOSTFILE_PRELUDE = (
+    'AGORA_GANG_HOSTFILE="${MESOS_SANDBOX:-$PWD}/hostfile"; export AGORA_GANG_HOSTFILE; '
+    '( IFS=,; for h in $AGORA_GANG_HOSTS; do printf \'%s slots=%s\\n\' "${h%:*}" "${h##*:}"; done ) '
+    '> "$AGORA_GANG_HOSTFILE"'
+)
 
 
 class BatchService(Service, Scheduler):
@@ -226,6 +234,8 @@ class BatchService(Service, Scheduler):
         for task_id, agent_id in self.core.active_attempts():
             if task_id not in driver.tasks:
                 driver.tasks[task_id] = KnownTask(task_id, agent_id, TaskState.TASK_STAGING)
+        # a gang that was aborting or restarting when the service stopped: its kills go out again
+        self._absorb(self.core.resume_kills())
         self._wake.set()
 
     def offers(self, driver: SchedulerDriver, offers: list[Offer]) -> None:
@@ -308,6 +318,7 @@ class BatchService(Service, Scheduler):
                         role=driver.role_of(cached),
                         resources=avail,
                         attributes={k: attribute_text(v) for k, v in cached.attributes.items()},
+                        address=_host_of(driver.offers.agent_urls.get(cached.agent_id)),
                     )
                 )
             effects += self.core.schedule(views, now)
@@ -445,8 +456,17 @@ class BatchService(Service, Scheduler):
             if len(self._commands) >= COMMAND_CACHE:
                 del self._commands[next(iter(self._commands))]
             self._commands[t.job_id] = shared
-        env_info = Environment((*shared, Variable(name="AGORA_TASK_INDEX", value=str(t.index), type=VariableType.VALUE)))
-        if spec.shell is not None:
+        own = [Variable(name="AGORA_TASK_INDEX", value=str(t.index), type=VariableType.VALUE)]
+        own += [Variable(name=k, value=v, type=VariableType.VALUE) for k, v in t.env]
+        env_info = Environment((*shared, *own))
+        if spec.gang > 0:
+            # The gang's hostfile (MPI, DeepSpeed) in the sandbox, then the command itself.
+            if spec.shell is not None:
+                command = CommandInfo(value=f"{HOSTFILE_PRELUDE}\n{spec.shell}", shell=True, environment=env_info)
+            else:
+                argv = ("/bin/sh", "-c", f'{HOSTFILE_PRELUDE}\nexec "$@"', spec.name or "agora-gang", *spec.argv)
+                command = CommandInfo(value="/bin/sh", arguments=argv, shell=False, environment=env_info)
+        elif spec.shell is not None:
             command = CommandInfo(value=spec.shell, shell=True, environment=env_info)
         else:
             command = CommandInfo(value=spec.argv[0], arguments=spec.argv, shell=False, environment=env_info)
@@ -621,6 +641,9 @@ def job_summary(job: JobRecord) -> dict[str, Any]:
         "priority": job.spec.priority,
         "count": job.spec.count,
         "gang": job.spec.gang,
+        "gang_policy": job.spec.policy.value if job.spec.gang > 0 else None,
+        "gang_restarts": job.gang_restarts,
+        "exit_code": job.exit_code,
         "tasks": job.counts(),
         "submitted_at": job.submitted_at,
         "started_at": job.started_at,
@@ -659,15 +682,37 @@ def cluster_of(state: Any) -> tuple[AgentCapacity, ...]:
                 _scalars(a.get("resources")),
                 {k: attribute_text(v) for k, v in (a.get("attributes") or {}).items()},
                 _scalars(a.get("revocable_resources")),
+                _port_count((a.get("resources") or {}).get("ports") if isinstance(a.get("resources"), dict) else None),
             )
         )
     return tuple(out)
+
+
+def _port_count(text: Any) -> int:
+    """How many ports ``/state`` shows an agent with: ``"[31000-32000]"`` is 1001."""
+    if not isinstance(text, str) or not text.strip():
+        return 0
+    try:
+        return port_count(Resources.parse(f"ports:{text.strip()}"))
+    except ValueError:
+        return 0
 
 
 def _scalars(d: Any) -> dict[str, float]:
     if not isinstance(d, dict):
         return {}
     return {k: float(v) for k, v in d.items() if isinstance(v, int | float) and not isinstance(v, bool)}
+
+
+def _host_of(url: str | None) -> str:
+    """The host part of an agent's URL (``http://127.0.0.1:5051`` -> ``127.0.0.1``): where its
+    tasks are reached; "" when unknown (the offer's hostname is used then)."""
+    if not url:
+        return ""
+    try:
+        return urllib.parse.urlsplit(url).hostname or ""
+    except ValueError:
+        return ""
 
 
 def _exit_code(status: TaskStatus) -> int | None:

@@ -67,6 +67,8 @@ def attempt_to_dict(a: Attempt) -> dict[str, Any]:
         "state": a.state,
         "exit_code": a.exit_code,
         "message": a.message,
+        "address": a.address,
+        "ports": list(a.ports),
     }
 
 
@@ -81,6 +83,12 @@ def header_to_dict(job: JobRecord) -> dict[str, Any]:
         "ended_at": job.ended_at,
         "reason": job.reason,
         "gang_started": job.gang_started,
+        "gang_restarts": job.gang_restarts,
+        "regrouping": job.regrouping,
+        "aborting": job.aborting,
+        "gang_started_at": job.gang_started_at,
+        "gang_not_before": job.gang_not_before,
+        "exit_code": job.exit_code,
     }
 
 
@@ -114,6 +122,12 @@ def header_from_dict(d: dict[str, Any]) -> JobRecord:
         ended_at=d.get("ended_at"),
         reason=d.get("reason"),
         gang_started=d.get("gang_started", False),
+        gang_restarts=d.get("gang_restarts", 0),
+        regrouping=d.get("regrouping"),
+        aborting=d.get("aborting"),
+        gang_started_at=d.get("gang_started_at"),
+        gang_not_before=d.get("gang_not_before", 0.0),
+        exit_code=d.get("exit_code"),
     )
 
 
@@ -128,7 +142,7 @@ def task_from_dict(job_id: int, td: dict[str, Any]) -> TaskRecord:
         revocable=td.get("revocable", False),
         relaunches=td.get("relaunches", 0),
     )
-    task.history = [Attempt(**a) for a in td["history"]]
+    task.history = [Attempt(**{**a, "ports": tuple(a.get("ports") or ())}) for a in td["history"]]
     return task
 
 

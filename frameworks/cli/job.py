@@ -63,7 +63,10 @@ def elapsed_text(start: float | None, end: float | None) -> str:
 
 
 def exit_code(detail: dict[str, Any]) -> int | None:
-    """A job's exit code as sacct shows it: the highest among its tasks' last attempts."""
+    """A job's exit code as sacct shows it: an aborted gang's is its failing rank's; otherwise
+    the highest among its tasks' last attempts."""
+    if isinstance(detail.get("exit_code"), int):
+        return int(detail["exit_code"])
     codes = [t["history"][-1].get("exit_code") for t in detail.get("task_list", []) if t.get("history")]
     known = [c for c in codes if isinstance(c, int)]
     return max(known) if known else None
@@ -137,11 +140,17 @@ def _pairs(values: tuple[str, ...], what: str) -> dict[str, str]:
               help="Queue (the role offers come from); the batch framework refuses one it does not subscribe to.")
 @click.option("--after", multiple=True, type=int, help="Run after this job succeeds (repeatable).")
 @click.option("--after-any", multiple=True, type=int, help="Run after this job ends, however it ends.")
-@click.option("--retries", default=0, show_default=True, type=click.IntRange(0), help="Retries per task.")
-@click.option("--time-limit", default=None, type=float, help="Seconds per task attempt.")
+@click.option("--retries", default=0, show_default=True, type=click.IntRange(0), help="Retries per task (of a gang with abort/restart: restarts of the whole gang).")
+@click.option("--time-limit", default=None, type=float, help="Seconds per task attempt (a gang with abort/restart: per run of the gang).")
 @click.option("--env", multiple=True, help="NAME=VALUE (repeatable).")
 @click.option("--constraint", multiple=True, help="Agent attribute NAME=VALUE (repeatable).")
 @click.option("--preemptible", is_flag=True, help="May run on revocable resources.")
+@click.option("--ports", default=0, show_default=True, type=click.IntRange(0, 1000),
+              help="Ports per task from its offer, exported as PORT0..PORT<K-1>.")
+@click.option("--gang-policy", type=click.Choice(["abort", "restart", "continue"]), default=None,
+              help="When a gang's task fails: abort (kill the others, fail the job; the default), restart "
+                   "(the whole gang runs again, as one of --retries; the default with --retries) or continue "
+                   "(the others run on, each task retried alone).")
 @click.option("--shell", "use_shell", is_flag=True, help="Run the command through /bin/sh -c.")
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 @json_flag
@@ -164,6 +173,8 @@ def submit(
     env: tuple[str, ...],
     constraint: tuple[str, ...],
     preemptible: bool,
+    ports: int,
+    gang_policy: str | None,
     use_shell: bool,
     command: tuple[str, ...],
 ) -> None:
@@ -188,6 +199,10 @@ def submit(
         body["name"] = name
     if time_limit is not None:
         body["time_limit"] = time_limit
+    if ports:
+        body["ports"] = ports
+    if gang_policy is not None:
+        body["gang_policy"] = gang_policy
     if use_shell:
         body["shell"] = " ".join(command)
     else:
@@ -284,6 +299,9 @@ def show(ctx: click.Context, job_id: int) -> None:
         )
         if d.get("reason"):
             con.print(f"reason: {d['reason']}")
+        if d.get("gang_policy"):
+            con.print(f"gang: {d['gang']} at once, policy {d['gang_policy']}, restarts {d.get('gang_restarts', 0)}"
+                      + (f", exit code {d['exit_code']}" if d.get("exit_code") is not None else ""))
         table = Table(box=None, header_style="bold")
         for col in ("TASK", "PHASE", "ATTEMPT", "TASK ID", "AGENT", "START", "END", "STATE", "EXIT", "MESSAGE"):
             table.add_column(col)

@@ -81,11 +81,24 @@ class JobBuilder:
 
 
 class OfferBuilder:
+    """An offer; one with any resources also carries the ports ``[31000-31099]`` (as an agent's
+    default range does) unless ``ports`` says otherwise."""
+
     def __init__(self, offer_id: str) -> None:
         self._id = offer_id
         self._res = Resources.empty()
         self._role = "*"
         self._attrs: dict[str, str] = {}
+        self._ports: tuple[tuple[int, int], ...] | None = None
+        self._address = ""
+
+    def ports(self, *ranges: tuple[int, int]) -> OfferBuilder:
+        self._ports = ranges
+        return self
+
+    def address(self, addr: str) -> OfferBuilder:
+        self._address = addr
+        return self
 
     def cpus(self, v: float, *, revocable: bool = False) -> OfferBuilder:
         self._res = self._res + Resources.of(cpus=v, revocable=revocable)
@@ -108,8 +121,12 @@ class OfferBuilder:
         return self
 
     def build(self) -> OfferView:
+        res = self._res
+        ports = ((31000, 31099),) if self._ports is None else self._ports
+        if res and ports:
+            res = res + Resources.of(ports=ports)
         return OfferView(
-            self._id, f"agent-{self._id}", f"host-{self._id}", self._role, self._res, self._attrs
+            self._id, f"agent-{self._id}", f"host-{self._id}", self._role, res, self._attrs, self._address
         )
 
 

@@ -13,12 +13,12 @@ from protocol.task_states import TaskState
 from .builders import job, offer
 
 TWO_CPUS = (
-    AgentCapacity("agent-a", {"cpus": 1.0, "mem": 1024.0}),
-    AgentCapacity("agent-b", {"cpus": 1.0, "mem": 1024.0}),
+    AgentCapacity("agent-a", {"cpus": 1.0, "mem": 1024.0}, ports=100),
+    AgentCapacity("agent-b", {"cpus": 1.0, "mem": 1024.0}, ports=100),
 )
 EIGHT_CPUS = (
-    AgentCapacity("agent-a", {"cpus": 4.0, "mem": 4096.0}),
-    AgentCapacity("agent-b", {"cpus": 4.0, "mem": 4096.0}),
+    AgentCapacity("agent-a", {"cpus": 4.0, "mem": 4096.0}, ports=100),
+    AgentCapacity("agent-b", {"cpus": 4.0, "mem": 4096.0}, ports=100),
 )
 CANNOT = "gang 0/4 placed; cannot fit in the cluster: 4 x cpus:1;mem:128 at once, its agents have room for 2"
 
@@ -49,7 +49,7 @@ def test_an_unplaceable_gang_is_not_the_head_so_a_gang_behind_it_starts() -> Non
 
 def test_a_gang_that_could_fit_holds_and_lets_go_after_its_hold() -> None:
     offers = [offer("a").cpus(1).mem(1024).build(), offer("b").cpus(1).mem(1024).build()]
-    four = (*TWO_CPUS, AgentCapacity("agent-c", {"cpus": 2.0, "mem": 1024.0}))
+    four = (*TWO_CPUS, AgentCapacity("agent-c", {"cpus": 2.0, "mem": 1024.0}, ports=100))
     jobs = [job(1).cpus(1).count(4).gang(4).priority(5).build(), job(2).cpus(0.2).mem(16).build()]
     p = plan(jobs, offers, now=0, capacity=four)
     assert p.holding_job == 1 and p.held_offers == {"a", "b"}
@@ -65,7 +65,7 @@ def test_a_gang_that_could_fit_holds_and_lets_go_after_its_hold() -> None:
 
 
 def _offer(oid: str, cpus: float) -> OfferView:
-    return OfferView(oid, f"agent-{oid}", f"host-{oid}", "*", Resources.of(cpus=cpus, mem=1024))
+    return OfferView(oid, f"agent-{oid}", f"host-{oid}", "*", Resources.of(cpus=cpus, mem=1024, ports=((31000, 31009),)))
 
 
 def test_the_core_declines_nothing_for_it_and_drops_a_hold_it_had_before_the_cluster_was_known() -> None:
@@ -91,7 +91,7 @@ def test_the_core_declines_nothing_for_it_and_drops_a_hold_it_had_before_the_clu
     )
     assert core.next_wakeup(1) is None  # no hold to time out: it waits for the cluster to change
     # The cluster grows (an agent added): the gang is placeable again and holds, bounded.
-    core.cluster = (*TWO_CPUS, AgentCapacity("agent-c", {"cpus": 2.0, "mem": 1024.0}))
+    core.cluster = (*TWO_CPUS, AgentCapacity("agent-c", {"cpus": 2.0, "mem": 1024.0}, ports=100))
     core.on_update(f"j{small}-0-0", TaskState.TASK_RUNNING, 2)
     eff = core.schedule([_offer("a", 0.8), _offer("b", 1)], now=2)
     assert (

@@ -11,8 +11,8 @@ from frameworks.client.placement import Constraint, attribute_equals, attribute_
 from .builders import job, offer
 
 TWO_ONE_CPU_AGENTS = (  # the cluster, as the master's /state shows it
-    AgentCapacity("agent-a", {"cpus": 1.0, "mem": 1024.0}),
-    AgentCapacity("agent-b", {"cpus": 1.0, "mem": 1024.0}),
+    AgentCapacity("agent-a", {"cpus": 1.0, "mem": 1024.0}, ports=100),
+    AgentCapacity("agent-b", {"cpus": 1.0, "mem": 1024.0}, ports=100),
 )
 
 
@@ -31,7 +31,7 @@ def test_a_gang_bigger_than_the_agents_seen_says_it_cannot_fit() -> None:
 
 
 def test_a_gang_that_fits_the_agents_seen_waits_and_names_its_shape_without_brackets() -> None:
-    caps = (*TWO_ONE_CPU_AGENTS, AgentCapacity("agent-c", {"cpus": 2.0, "mem": 1024.0}))
+    caps = (*TWO_ONE_CPU_AGENTS, AgentCapacity("agent-c", {"cpus": 2.0, "mem": 1024.0}, ports=100))
     p = plan([job(1).cpus(1).count(4).gang(4).build()], [], now=0, capacity=caps)
     # (rich took "[cpus:1;mem:128]" for markup: "waiting for 4 x  to be offered together")
     assert p.reasons[1] == "gang 0/4 placed; waiting for 4 x cpus:1;mem:128 to be offered together"
@@ -40,7 +40,7 @@ def test_a_gang_that_fits_the_agents_seen_waits_and_names_its_shape_without_brac
 def test_a_task_bigger_than_every_agent_seen_says_so_and_revocable_counts_for_preemptible_jobs() -> None:
     caps = (AgentCapacity("agent-a", {"cpus": 2.0, "mem": 1024.0}, revocable={"cpus": 2.0}),)
     p = plan([job(1).cpus(3).build()], [], now=0, capacity=caps)
-    assert p.reasons[1] == "cannot fit in the cluster: no agent has room for cpus:3;mem:128"
+    assert p.reasons[1] == "cannot fit in the cluster: no agent has 3 cpus (the most on one agent is 2)"
     p = plan([job(1).cpus(3).preemptible().build()], [], now=0, capacity=caps)
     assert p.reasons[1] == "no offers for queue '*'"
     p = plan([job(1).constraint("rack", "r9").build()], [], now=0, capacity=caps)
@@ -59,7 +59,7 @@ def test_the_cluster_is_read_from_the_masters_state() -> None:
     }
     assert cluster_of(state) == (
         AgentCapacity("a", {"cpus": 2.0, "mem": 1024.0}, {"host_index": "0", "rack": "r1", "serial": "1234567"},
-                      {"cpus": 2.0}),
+                      {"cpus": 2.0}, ports=1001),
     )
     assert cluster_of({}) == () and cluster_of(None) == ()
 

@@ -34,7 +34,9 @@ def spec(**kw: object) -> JobSpec:
 
 
 def offer(oid: str = "o1", cpus: float = 4, mem: float = 1024, role: str = "*") -> OfferView:
-    return OfferView(oid, f"agent-{oid}", f"host-{oid}", role, Resources.of(cpus=cpus, mem=mem))
+    return OfferView(
+        oid, f"agent-{oid}", f"host-{oid}", role, Resources.of(cpus=cpus, mem=mem, ports=((31000, 31099),))
+    )
 
 
 def launches(effects: list[object]) -> list[str]:

@@ -185,3 +185,18 @@ async def test_a_store_in_the_first_layout_opens_and_is_converted(tmp_path: Path
     store = JobStore(path)
     assert _dicts(store.load()) == _dicts(list(walk.core.jobs.values()))
     store.close()
+
+
+def test_a_gangs_state_and_each_attempts_address_and_ports_round_trip() -> None:
+    core = BatchCore()
+    core.submit(JobSpec(name="g", argv=("train",), count=2, gang=2, ports=1, max_retries=1), now=0)
+    offer = OfferView("o", "a1", "h1", "*", Resources.of(cpus=4, mem=1024, ports=((31000, 31009),)), {}, "10.0.0.1")
+    core.schedule([offer], now=0)
+    core.on_update("j1-0-0", TaskState.TASK_RUNNING, 1)
+    core.on_update("j1-1-0", TaskState.TASK_FAILED, 2, exit_code=1)  # a restart: regrouping, one spent
+    job = core.job(1)
+    back = job_from_dict(job_to_dict(job))
+    assert job_to_dict(back) == job_to_dict(job)
+    assert back.gang_restarts == 1 and back.regrouping == job.regrouping and back.regrouping is not None
+    assert back.gang_not_before == 3.0
+    assert back.tasks[0].history[0].ports == (31000, 31001) and back.tasks[0].history[0].address == "10.0.0.1"
