@@ -1,4 +1,5 @@
-"""The sample batch workload ``agora up --demo`` runs: a job array, a gang, and a dependent job.
+"""The sample batch workload ``agora up --demo`` runs: a job array, a gang whose 4 ranks find each
+other and allreduce (``examples/allreduce.py``), and a dependent job.
 
 ``run_demo(master_url, batch_url)`` submits them through the batch framework's HTTP API, prints
 progress, and returns True when every job succeeded.
@@ -6,7 +7,9 @@ progress, and returns True when every job succeeded.
 
 from __future__ import annotations
 
+import sys
 import time
+from pathlib import Path
 from typing import Any
 
 from frameworks.cli.common import http_get_json, http_post_json
@@ -23,7 +26,8 @@ DEMO_JOBS: list[dict[str, Any]] = [
     },
     {
         "name": "gang-allreduce",
-        "shell": 'python3 -c "import os; print(\'rank\', os.environ[\'AGORA_TASK_INDEX\'], \'ready\')"',
+        # the ranks meet at MASTER_ADDR:MASTER_PORT and sum a vector over TCP (standard library)
+        "argv": [sys.executable, str(Path(__file__).resolve().parent / "examples" / "allreduce.py")],
         "count": 4,
         "gang": 4,
         "cpus": 0.25,
