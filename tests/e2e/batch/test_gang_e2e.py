@@ -113,10 +113,14 @@ def test_kill_9_of_one_rank_with_restart_runs_every_rank_again(cluster: LocalClu
     wait_until(lambda: len(_sleepers("623")) == 3, 60, "three ranks running")
     first = {p.pid for p in _sleepers("623")}
     os.kill(next(iter(first)), signal.SIGKILL)
-    wait_until(lambda: show(cluster, jid)["tasks"].get("RUNNING") == 3 and show(cluster, jid)["gang_restarts"] == 1,
-               60, "the gang running again")
-    d = show(cluster, jid)
-    assert [len(t["history"]) for t in d["task_list"]] == [2, 2, 2]
+
+    def running_again() -> bool:
+        d = show(cluster, jid)
+        return d["gang_restarts"] == 1 and [(len(t["history"]), t["phase"]) for t in d["task_list"]] == [
+            (2, "RUNNING")
+        ] * 3
+
+    wait_until(running_again, 60, "every rank running again, under a second attempt")
     wait_until(lambda: len(_sleepers("623")) == 3, 30, "three new rank processes")
     assert not first & {p.pid for p in _sleepers("623")}
     assert cli(cluster, "cancel", str(jid))[0] == 0
