@@ -28,20 +28,26 @@ find each other (``gang_environment``).
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import Any
 
 import attrs
 
 from frameworks.batch.model import (
     JOB_TERMINAL,
     TASK_TERMINAL,
+    Concurrency,
     GangPolicy,
     JobSpec,
     JobState,
+    SpecError,
     TaskPhase,
     check_job_transition,
     check_task_transition,
     dependency_status,
+    spec_from_dict,
+    spec_to_dict,
 )
+from frameworks.batch.periodic import decide, next_after, stamp
 from frameworks.batch.planner import DEFAULT_GANG_TIMEOUT, AgentCapacity, JobView, OfferView, Placement, plan
 from frameworks.client.demand import Demand
 from protocol.resources import Resources
@@ -91,10 +97,11 @@ class TaskRecord:
     failures: int = 0  # attempts that count against max_retries
     not_before: float = 0.0
     history: list[Attempt] = attrs.field(factory=list)
-    # why we asked for a kill: "cancel", "time limit", "gang restart", "gang abort"
+    # why we asked for a kill: "cancel", "time limit", "gang restart", "gang abort", "requeue", "preempt"
     killing: str | None = None
     revocable: bool = False
     relaunches: int = 0  # launches the master dropped before the task ever ran
+    preempted_by: int | None = None  # the job whose start evicts (or evicted) this task
 
     @property
     def current(self) -> Attempt | None:
@@ -126,6 +133,15 @@ class JobRecord:
     gang_not_before: float = 0.0  # the next run of a restarted gang waits for its backoff
     exit_code: int | None = None  # the failing rank's, when an aborted gang failed the job
     tasks: list[TaskRecord] = attrs.field(factory=list)
+    user: str | None = None  # who submitted it (the principal, else the name the client gave)
+    held: str | None = None  # who holds it: its pending tasks are not placed until released
+    # what was done to the job and by whom: {"at", "who", "what"} (hold, update, requeue...)
+    changes: list[dict[str, Any]] = attrs.field(factory=list)
+    parent_id: int | None = None  # a periodic job's run: the template it was started from
+    due_at: float | None = None  # ... and the scheduled time it stands for
+    next_run: float | None = None  # a periodic template: when its next run falls due
+    runs: list[int] = attrs.field(factory=list)  # a periodic template: the runs it started
+    notified: bool = False  # its final state was delivered to ``spec.notify``
     # Indexes kept up to date by BatchCore._set_phase, so that no status update or scheduling
     # round scans the job's tasks: tasks per phase (settling a job is O(1)), the PENDING tasks,
     # those of them that may wait for a retry backoff, those with a failure behind them, and the
@@ -157,6 +173,11 @@ class JobRecord:
 
     def counts(self) -> dict[str, int]:
         return {p.value: n for p, n in self.phases.items() if n}
+
+    @property
+    def periodic(self) -> bool:
+        """A periodic template: it runs no task itself; its schedule starts runs."""
+        return self.spec.schedule is not None and self.parent_id is None
 
 
 def _unsaved(job: JobRecord, index: int) -> None:
@@ -229,13 +250,33 @@ class Revive:
 
 
 @attrs.frozen
+class JobEvent:
+    """Something that happened to a job, for the event stream and notifications: ``kind`` is
+    submitted, started, finished, preempted, requeued, held, released or updated."""
+
+    kind: str
+    job_id: int
+    at: float
+    state: str
+    detail: str | None = None
+
+
+@attrs.frozen
 class DeclareDemand:
     """The whole standing demand, keyed by job (``frameworks.client.demand.DemandBook.replace``)."""
 
     demands: tuple[tuple[str, Demand], ...]
 
 
-Effect = Launch | Kill | Decline | Persist | Suppress | Revive | DeclareDemand
+Effect = Launch | Kill | Decline | Persist | Suppress | Revive | DeclareDemand | JobEvent
+
+MAX_CHANGES = 200  # entries of a job's change history kept (the oldest go first)
+# fields ``update`` may change, and those it changes only while no task of the job is running
+UPDATABLE = frozenset(
+    {"priority", "time_limit", "count", "cpus", "mem", "gpus", "disk", "gang", "max_retries", "queue",
+     "preemptible", "preempt", "grace", "name", "notify", "schedule", "concurrency", "ports"}
+)  # fmt: skip
+PENDING_ONLY = frozenset({"cpus", "mem", "gpus", "disk", "gang", "queue", "ports"})
 
 
 class BatchError(ValueError):
@@ -305,27 +346,66 @@ class BatchCore:
             self.live[job.job_id] = job
         self.next_id = max(self.next_id, job.job_id + 1)
 
-    def submit(self, spec: JobSpec, now: float) -> tuple[int, list[Effect]]:
+    def submit(self, spec: JobSpec, now: float, user: str | None = None) -> tuple[int, list[Effect]]:
+        return self._new_job(spec, now, user)
+
+    def submit_many(
+        self, specs: Sequence[JobSpec], now: float, user: str | None = None
+    ) -> tuple[list[int], list[Effect]]:
+        """Several jobs at once (a job file): ``after`` entries with a negative ``job_id`` -k name
+        the k-th job of ``specs`` (1-based), given its id here. All or nothing: a dependency on a
+        job that does not exist is refused before any job is made."""
+        ids = [self.next_id + i for i in range(len(specs))]
+        resolved = []
+        for n, spec in enumerate(specs):
+            after = []
+            for dep in spec.after:
+                if dep.job_id < 0:
+                    k = -dep.job_id - 1
+                    if not 0 <= k < n:
+                        raise BatchError(f"job {n + 1} of the file depends on a job that does not come before it")
+                    dep = attrs.evolve(dep, job_id=ids[k])
+                elif dep.job_id not in self.jobs:
+                    raise BatchError(f"after: no job {dep.job_id}")
+                after.append(dep)
+            resolved.append(attrs.evolve(spec, after=tuple(after)))
+        effects: list[Effect] = []
+        for spec in resolved:
+            _, more = self._new_job(spec, now, user)
+            effects += more
+        return ids, effects
+
+    def _new_job(
+        self, spec: JobSpec, now: float, user: str | None, parent: JobRecord | None = None, due_at: float | None = None
+    ) -> tuple[int, list[Effect]]:
         job_id = self.next_id
         self.next_id += 1
-        job = JobRecord(job_id=job_id, spec=spec, submitted_at=now)
-        job.tasks = [TaskRecord(job_id, i) for i in range(spec.count)]
+        job = JobRecord(job_id=job_id, spec=spec, submitted_at=now, user=user)
+        periodic = spec.schedule is not None and parent is None
+        job.tasks = [] if periodic else [TaskRecord(job_id, i) for i in range(spec.count)]
         job.recount()
+        if periodic:
+            assert spec.schedule is not None
+            job.next_run = next_after(spec.schedule, now)
+        if parent is not None:
+            job.parent_id, job.due_at = parent.job_id, due_at
         self.jobs[job_id] = job
         self.live[job_id] = job
-        effects: list[Effect] = [Persist((job_id,))]
+        effects: list[Effect] = [Persist((job_id,)), self._event("submitted", job, now)]
         ready, why = dependency_status(spec, self._states())
         if not ready and why is not None and why.startswith("never:"):
             effects += self._finish(job, JobState.CANCELLED, now, why.removeprefix("never: "))
-        if self._suppressed:
+        if self._suppressed and not periodic:
             self._suppressed = False
             effects.append(Revive())
         return job_id, effects
 
-    def cancel(self, job_id: int, now: float) -> list[Effect]:
+    def cancel(self, job_id: int, now: float, who: str | None = None, why: str = "cancelled by user") -> list[Effect]:
         job = self.job(job_id)
         if job.state in JOB_TERMINAL:
             raise BatchError(f"job {job_id} already {job.state.value.lower()}")
+        if who is not None:
+            self._note(job, now, who, "cancel")
         effects: list[Effect] = []
         for i in sorted(job.pending):
             self._set_phase(job.tasks[i], TaskPhase.CANCELLED)
@@ -333,10 +413,169 @@ class BatchCore:
         for i in sorted(job.active):
             t = job.tasks[i]
             t.killing = "cancel"
+            _unsaved(job, i)
             cur = t.current
             effects.append(Kill(t.task_id, cur.agent_id if cur else None, "job cancelled"))
-        effects += self._finish(job, JobState.CANCELLED, now, "cancelled by user")
+        effects += self._finish(job, JobState.CANCELLED, now, why)
         return effects
+
+    # --- hold, release, update, requeue (each noted in the job's change history) ---------------
+
+    def hold(self, job_id: int, now: float, who: str) -> list[Effect]:
+        """Keep the job's pending tasks from being placed (running ones go on), or a periodic
+        job from starting runs, until ``release``."""
+        job = self.job(job_id)
+        if job.state in JOB_TERMINAL:
+            raise BatchError(f"job {job_id} already {job.state.value.lower()}; nothing to hold")
+        if job.held is not None:
+            raise BatchError(f"job {job_id} is already held (by {job.held})")
+        job.held = who
+        job.hold_since = None
+        self._note(job, now, who, "hold")
+        return [Persist((job_id,)), self._event("held", job, now, f"by {who}")]
+
+    def release(self, job_id: int, now: float, who: str) -> list[Effect]:
+        job = self.job(job_id)
+        if job.held is None:
+            raise BatchError(f"job {job_id} is not held")
+        job.held = None
+        if job.periodic and job.next_run is not None and job.spec.schedule is not None and job.next_run <= now:
+            job.next_run = next_after(job.spec.schedule, now)  # runs due while held are not made up
+        self._note(job, now, who, "release")
+        effects: list[Effect] = [Persist((job_id,)), self._event("released", job, now, f"by {who}")]
+        if self._suppressed and job.pending:
+            self._suppressed = False
+            effects.append(Revive())
+        return effects
+
+    def update(self, job_id: int, changes: Mapping[str, Any], now: float, who: str) -> list[Effect]:
+        """Change fields of a job (Slurm's ``scontrol update``): priority, time limit, retries,
+        name, preemption and notification at any time before it ends; per-task resources, the
+        gang size and the queue only while none of its tasks is launching or running; the count
+        only by adding tasks or dropping pending ones at the end, and never under a gang that has
+        started. A refused update changes nothing (``SpecError``/``BatchError`` naming the field)."""
+        job = self.job(job_id)
+        if job.state in JOB_TERMINAL:
+            raise BatchError(f"job {job_id} already {job.state.value.lower()}; requeue it to run it again")
+        unknown = sorted(set(changes) - UPDATABLE)
+        if unknown:
+            raise SpecError(f"{unknown[0]}: cannot be updated (updatable: {', '.join(sorted(UPDATABLE))})")
+        if not changes:
+            raise SpecError("nothing to update")
+        old = job.spec
+        merged = {**spec_to_dict(old), **changes}
+        new = spec_from_dict(merged)
+        if (new.schedule is None) != (old.schedule is None) or (job.parent_id is not None and "schedule" in changes):
+            raise SpecError("schedule: a job cannot become periodic or stop being periodic; submit a new one")
+        running = bool(job.active)
+        for name in sorted(PENDING_ONLY & set(changes)):
+            if running and getattr(new, name) != getattr(old, name):
+                raise BatchError(
+                    f"{name}: job {job_id} has tasks launching or running; resources, gang and queue "
+                    "change only while none runs"
+                )
+        gang_live = old.gang > 0 and (job.gang_started or running)
+        if new.count != old.count:
+            if gang_live:
+                raise BatchError(f"count: job {job_id}'s gang has started; changing its count would break it")
+            for t in job.tasks[new.count :]:
+                if t.phase is not TaskPhase.PENDING or t.history:
+                    raise BatchError(
+                        f"count: task {t.index} of job {job_id} is {t.phase.value.lower()}"
+                        + (" and has run" if t.phase is TaskPhase.PENDING else "")
+                        + f"; the count can only drop pending tasks that never ran (down to {self._min_count(job)})"
+                    )
+        if new.gang != old.gang and gang_live:
+            raise BatchError(f"gang: job {job_id}'s gang has started")
+        # all checked: apply
+        job.spec = new
+        if new.count > old.count:
+            for i in range(old.count, new.count):
+                task = TaskRecord(job_id, i)
+                job.tasks.append(task)
+                job.phases[TaskPhase.PENDING] = job.phases.get(TaskPhase.PENDING, 0) + 1
+                job.pending.add(i)
+                _unsaved(job, i)
+        elif new.count < old.count:
+            for t in job.tasks[new.count :]:
+                job.phases[TaskPhase.PENDING] -= 1
+                job.pending.discard(t.index)
+                job.backoff.discard(t.index)
+            del job.tasks[new.count :]
+            job.unsaved_tasks = None  # rewrite the job's rows (the dropped ones go)
+        diff = ", ".join(
+            f"{k} {_show(merged_old)} -> {_show(merged_new)}"
+            for k in sorted(changes)
+            if (merged_old := spec_to_dict(old).get(k)) != (merged_new := spec_to_dict(new).get(k))
+        )
+        self._note(job, now, who, f"update {diff or '(no change)'}")
+        effects: list[Effect] = [Persist((job_id,)), self._event("updated", job, now, diff or None)]
+        effects += self._settle(job, now)
+        if self._suppressed and job.pending:
+            self._suppressed = False
+            effects.append(Revive())
+        return effects
+
+    @staticmethod
+    def _min_count(job: JobRecord) -> int:
+        keep = 0
+        for t in job.tasks:
+            if t.phase is not TaskPhase.PENDING or t.history:
+                keep = t.index + 1
+        return max(keep, 1)
+
+    def requeue(self, job_id: int, now: float, who: str) -> list[Effect]:
+        """Run a finished or running job again from the start (Slurm's ``scontrol requeue``):
+        running tasks are killed and, with every other task, go back to PENDING under a new
+        attempt; retries start afresh; no failure is counted."""
+        job = self.job(job_id)
+        if job.periodic:
+            raise BatchError(f"job {job_id} is periodic; its runs can be requeued, not the schedule")
+        if job.state is JobState.PENDING and not any(t.history for t in job.tasks):
+            raise BatchError(f"job {job_id} is pending and has never run; nothing to requeue")
+        effects: list[Effect] = []
+        if job.state in JOB_TERMINAL:
+            job.state = JobState.PENDING
+            self.live[job_id] = job
+            job.ended_at = None
+        job.reason = None
+        job.gang_started = False
+        job.hold_since = None
+        job.hold_cooldown_until = 0.0
+        for t in job.tasks:
+            t.failures = 0
+            if t.phase in ACTIVE:
+                if t.killing != "requeue":
+                    t.killing = "requeue"
+                    cur = t.current
+                    effects.append(Kill(t.task_id, cur.agent_id if cur else None, "job requeued"))
+                _unsaved(job, t.index)
+            elif t.phase is TaskPhase.PENDING:
+                t.not_before = 0.0
+                job.backoff.discard(t.index)
+                _unsaved(job, t.index)
+            else:
+                if t.history:
+                    t.attempt += 1
+                t.not_before = 0.0
+                t.killing = None
+                t.preempted_by = None
+                self._set_phase(t, TaskPhase.PENDING, requeue=True)
+        job.recount()
+        self._note(job, now, who, "requeue")
+        effects[:0] = [Persist((job_id,)), self._event("requeued", job, now, f"by {who}")]
+        if self._suppressed:
+            self._suppressed = False
+            effects.append(Revive())
+        return effects
+
+    def _note(self, job: JobRecord, now: float, who: str, what: str) -> None:
+        job.changes.append({"at": now, "who": who, "what": what})
+        if len(job.changes) > MAX_CHANGES:
+            del job.changes[: len(job.changes) - MAX_CHANGES]
+
+    def _event(self, kind: str, job: JobRecord, now: float, detail: str | None = None) -> JobEvent:
+        return JobEvent(kind, job.job_id, now, job.state.value, detail)
 
     def on_update(
         self,
@@ -366,11 +605,13 @@ class BatchCore:
                 cur.started_at = now
                 if job.spec.whole_gang and job.gang_started_at is None:
                     job.gang_started_at = now  # the gang's time limit counts from here
+                effects: list[Effect] = [Persist((job.job_id,))]
                 if job.state is JobState.PENDING:
                     self._set_job(job, JobState.RUNNING, now)
                     job.started_at = job.started_at or now
+                    effects.append(self._event("started", job, now))
                 job.reason = None
-                return [Persist((job.job_id,))]
+                return effects
             return []
         if state is TaskState.TASK_UNREACHABLE:
             return []  # may come back; a partition-aware framework waits for the verdict
@@ -409,14 +650,19 @@ class BatchCore:
             return self._rank_ended(job, task, state, reason, now)
         spec = job.spec
         was_launching = task.phase is TaskPhase.LAUNCHING
-        if state is TaskState.TASK_FINISHED:
+        events: list[Effect] = []
+        if state is TaskState.TASK_FINISHED and task.killing != "requeue":
             if job.state is JobState.PENDING:
                 # It finished before its RUNNING update came (or that update was lost): it ran.
                 self._set_job(job, JobState.RUNNING, now)
                 job.started_at = job.started_at or now
+                events.append(self._event("started", job, now))
             self._set_phase(task, TaskPhase.SUCCEEDED)
         elif task.killing == "cancel":
             self._set_phase(task, TaskPhase.CANCELLED)
+        elif task.killing in ("requeue", "preempt"):
+            # Requeued, or evicted for a higher-priority job: run again, not a failure.
+            self._retry(task, now, count=False)
         elif reason in NOT_A_FAILURE and task.killing is None:
             # Revoked (or evicted), or its agent drained: run it again (the drained agent gets
             # no offers, so elsewhere); this does not count as a failure.
@@ -439,7 +685,7 @@ class BatchCore:
             else:
                 self._set_phase(task, TaskPhase.FAILED)
         task.killing = None
-        return [Persist((job.job_id,)), *self._settle(job, now)]
+        return [Persist((job.job_id,)), *events, *self._settle(job, now)]
 
     # --- whole gangs (gang_policy abort or restart) ----------------------------------------------
 
@@ -552,12 +798,19 @@ class BatchCore:
         return effects
 
     def resume_kills(self) -> list[Effect]:
-        """After a restart of the service: the kills of gangs that were aborting or restarting go
-        out again (a kill is idempotent)."""
+        """After a restart of the service: the kills of gangs that were aborting or restarting,
+        and every other kill decided before it (cancel, requeue, preemption, time limit: the
+        reason is stored with the task) whose task has not ended, go out again (a kill is
+        idempotent)."""
         out: list[Effect] = []
         for job in self.live.values():
             why = job.aborting or job.regrouping
             if why is None:
+                for i in sorted(job.active):
+                    t = job.tasks[i]
+                    if t.killing is not None:
+                        cur = t.current
+                        out.append(Kill(t.task_id, cur.agent_id if cur else None, f"{t.killing} (resent)"))
                 continue
             for i in sorted(job.active):
                 t = job.tasks[i]
@@ -594,7 +847,7 @@ class BatchCore:
         self._set_job(job, state, now)
         job.ended_at = now
         job.reason = reason
-        effects: list[Effect] = [Persist((job.job_id,))]
+        effects: list[Effect] = [Persist((job.job_id,)), self._event("finished", job, now, reason)]
         # Dependents that can now never run are cancelled, transitively.
         states = self._states()
         for other in list(self.live.values()):
@@ -609,10 +862,15 @@ class BatchCore:
         return effects
 
     def tick(self, now: float) -> list[Effect]:
-        """Enforce time limits. (Retries become placeable by themselves once due.)"""
+        """Start the periodic runs that fell due; enforce time limits. (Retries become placeable
+        by themselves once due.)"""
         self._round_at = now
         effects: list[Effect] = []
+        for job in [j for j in self.live.values() if j.periodic]:
+            effects += self._periodic(job, now)
         for job in self.live.values():
+            if job.periodic:
+                continue
             limit = job.spec.time_limit
             if limit is None:
                 continue
@@ -638,8 +896,36 @@ class BatchCore:
                     and now - cur.started_at >= limit
                 ):
                     t.killing = "time limit"
+                    _unsaved(job, i)
                     effects.append(Kill(t.task_id, cur.agent_id, f"time limit of {limit:g}s exceeded"))
         return effects
+
+    def _periodic(self, job: JobRecord, now: float) -> list[Effect]:
+        """A periodic template whose ``next_run`` has come: start (or skip) the run due, and move
+        ``next_run`` on in the same write as the new run, so that a restart neither loses nor
+        doubles it."""
+        spec = job.spec
+        if job.held is not None or job.next_run is None or spec.schedule is None:
+            return []
+        live = [r for r in job.runs if r in self.live]
+        d = decide(spec.schedule, spec.concurrency.value, job.next_run, now, live)
+        if d is None:
+            return []
+        job.next_run = d.next_run
+        effects: list[Effect] = [Persist((job.job_id,))]
+        if d.missed:
+            self._note(job, now, "schedule", f"{d.missed} run(s) missed before {stamp(d.due_at)}; one run stands for them")
+        if not d.start:
+            self._note(job, now, "schedule", d.skipped or "run skipped")
+            return effects
+        for old in d.replace:
+            if old in self.live:
+                effects += self.cancel(old, now, None, f"replaced by the run due {stamp(d.due_at)} (concurrency replace)")
+        run_spec = attrs.evolve(spec, schedule=None, concurrency=Concurrency.ALLOW)
+        run_id, more = self._new_job(run_spec, now, job.user, parent=job, due_at=d.due_at)
+        job.runs.append(run_id)
+        self._note(job, now, "schedule", f"run job {run_id} for {stamp(d.due_at)}")
+        return effects + more
 
     def next_wakeup(self, now: float) -> float | None:
         """The earliest time something becomes due (a retry, a time limit, a gang hold timeout).
@@ -650,6 +936,10 @@ class BatchCore:
         seen = now if self._round_at is None else min(now, self._round_at)
         times: list[float] = []
         for job in self.live.values():
+            if job.periodic:
+                if job.next_run is not None and job.held is None:
+                    times.append(max(job.next_run, seen))
+                continue
             # (A hold that ran out before the latest round is released by the next schedule; a
             # round without one - disconnected - must not make the loop spin until it comes.)
             if job.hold_since is not None and job.hold_since + self.gang_timeout > seen:
@@ -675,7 +965,14 @@ class BatchCore:
         self._round_at = now
         states = self._states()
         views: list[JobView] = []
+        singles = self._singletons()
         for job in self.live.values():
+            if job.periodic:
+                job.reason = (
+                    f"held by {job.held}" if job.held is not None
+                    else f"periodic: next run {stamp(job.next_run)}" if job.next_run is not None else None
+                )
+                continue
             if not job.pending:
                 job.reason = job.aborting  # (an aborting gang says why until its last rank is gone)
                 continue
@@ -692,6 +989,12 @@ class BatchCore:
             blocked = None if ready else why
             if blocked is None and job.regrouping is not None:
                 blocked = f"{job.regrouping}; waiting for {len(job.active)} task(s) to end"
+            if job.held is not None and job.regrouping is None:
+                blocked = f"held by {job.held}"
+            if blocked is None and job.spec.singleton:
+                first = singles.get((job.spec.name, job.user))
+                if first is not None and first != job.job_id:
+                    blocked = f"singleton: job {first} of the same name and user has not ended"
             if blocked is None and not pending:
                 blocked = f"retry in {min(later) - now:.1f}s"
             if blocked is None and job.hold_cooldown_until > now:
@@ -801,6 +1104,19 @@ class BatchCore:
 
     # --- helpers -------------------------------------------------------------------------------
 
+    def _singletons(self) -> dict[tuple[str, str | None], int]:
+        """For each (name, user) of a live singleton job: the oldest live job of that name and
+        user (Slurm's ``--dependency=singleton``: a singleton waits for every earlier one)."""
+        wanted = {(j.spec.name, j.user) for j in self.live.values() if j.spec.singleton}
+        if not wanted:
+            return {}
+        first: dict[tuple[str, str | None], int] = {}
+        for j in self.live.values():
+            key = (j.spec.name, j.user)
+            if key in wanted and not j.periodic and (key not in first or j.job_id < first[key]):
+                first[key] = j.job_id
+        return first
+
     def _agents_running_ours(self) -> set[str]:
         agents: set[str] = set()
         for job in self.live.values():
@@ -838,9 +1154,10 @@ class BatchCore:
     def _states(self) -> Mapping[int, JobState]:
         return _JobStates(self.jobs)
 
-    def _set_phase(self, task: TaskRecord, phase: TaskPhase) -> None:
+    def _set_phase(self, task: TaskRecord, phase: TaskPhase, *, requeue: bool = False) -> None:
         old = task.phase
-        check_task_transition(old, phase)
+        if not (requeue and phase is TaskPhase.PENDING):  # requeue: a finished task runs again
+            check_task_transition(old, phase)
         job = self.jobs[task.job_id]
         i = task.index
         job.phases[old] = job.phases.get(old, 0) - 1
@@ -969,3 +1286,7 @@ class _JobStates(Mapping[int, JobState]):
 
     def __len__(self) -> int:
         return len(self._jobs)
+
+
+def _show(value: Any) -> str:
+    return "none" if value is None else f"{value:g}" if isinstance(value, float) else str(value)

@@ -19,6 +19,7 @@ from typing import Any
 
 import attrs
 
+from frameworks.batch.periodic import schedule_error
 from protocol.ids import role_error
 from protocol.resources import Resources
 
@@ -103,6 +104,16 @@ def check_task_transition(old: TaskPhase, new: TaskPhase) -> None:
 class DependencyKind(enum.Enum):
     SUCCESS = "success"  # run after the job succeeded (Slurm afterok)
     ANY = "any"  # run after the job ended, whatever the outcome (Slurm afterany)
+    FAILURE = "notok"  # run after the job ended in failure or was cancelled (Slurm afternotok)
+
+
+class Concurrency(enum.Enum):
+    """What a periodic job does when a run falls due while an earlier run is still live
+    (Kubernetes CronJob's concurrencyPolicy; Nomad's ``prohibit_overlap`` is ``forbid``)."""
+
+    ALLOW = "allow"  # start the new run anyway
+    FORBID = "forbid"  # skip the new run
+    REPLACE = "replace"  # cancel the live run(s), then start the new one
 
 
 @attrs.frozen
@@ -129,9 +140,15 @@ class JobSpec:
     env: tuple[tuple[str, str], ...] = ()
     constraints: tuple[tuple[str, str], ...] = ()  # agent attribute name == value
     after: tuple[Dependency, ...] = ()
-    preemptible: bool = False  # may use revocable resources
     ports: int = 0  # ports per task from its offer's port ranges: PORT0..PORT<n-1>
     gang_policy: str | None = None  # a GangPolicy value; None: the default (see ``policy``)
+    preemptible: bool = False  # may use revocable resources, and be preempted by a preempting job
+    preempt: bool = False  # may evict lower-priority preemptible tasks when it cannot fit
+    singleton: bool = False  # waits while another live job of the same name and user exists
+    grace: float | None = None  # seconds between SIGTERM and SIGKILL when a task is killed
+    schedule: str | None = None  # cron expression: a periodic job, each run a job of its own
+    concurrency: Concurrency = Concurrency.ALLOW  # a periodic job's overlap policy
+    notify: str | None = None  # http(s) URL: the job's final state is POSTed there
 
     def resources(self) -> Resources:
         return Resources.of(cpus=self.cpus, mem=self.mem, gpus=self.gpus, disk=self.disk)
@@ -218,7 +235,7 @@ def spec_from_dict(data: Mapping[str, Any]) -> JobSpec:
             try:
                 kind = DependencyKind(dep.get("kind", "success"))
             except ValueError as exc:
-                raise SpecError(f"after[{i}].kind: expected 'success' or 'any'") from exc
+                raise SpecError(f"after[{i}].kind: expected 'success', 'any' or 'notok'") from exc
             after.append(Dependency(dep["job_id"], kind))
         else:
             raise SpecError(f"after[{i}]: expected a job id or {{job_id, kind}}")
@@ -237,6 +254,30 @@ def spec_from_dict(data: Mapping[str, Any]) -> JobSpec:
     gang_policy = data.get("gang_policy")
     if gang_policy is not None and gang_policy not in {p.value for p in GangPolicy}:
         raise SpecError(f"gang_policy: expected abort, restart or continue, got {gang_policy!r}")
+    flags = {}
+    for key in ("preempt", "singleton"):
+        flags[key] = data.get(key, False)
+        if not isinstance(flags[key], bool):
+            raise SpecError(f"{key}: expected true or false")
+    grace = data.get("grace")
+    if grace is not None:
+        grace = _number(data, "grace", 0.0, minimum=0.0)
+    schedule = data.get("schedule")
+    if schedule is not None:
+        if not isinstance(schedule, str):
+            raise SpecError("schedule: expected a cron expression")
+        err = schedule_error(schedule)
+        if err:
+            raise SpecError(f"schedule: {err}")
+    try:
+        concurrency = Concurrency(data.get("concurrency", "allow"))
+    except ValueError as exc:
+        raise SpecError("concurrency: expected 'allow', 'forbid' or 'replace'") from exc
+    notify = data.get("notify")
+    if notify is not None and (
+        not isinstance(notify, str) or not re.fullmatch(r"https?://[^\s/]+(/\S*)?", notify)
+    ):
+        raise SpecError(f"notify: expected an http:// or https:// URL, got {notify!r}")
     spec = JobSpec(
         name=name[:200],
         argv=tuple(argv),
@@ -257,6 +298,12 @@ def spec_from_dict(data: Mapping[str, Any]) -> JobSpec:
         preemptible=preemptible,
         ports=_integer(data, "ports", 0, minimum=0, maximum=MAX_PORTS),
         gang_policy=gang_policy,
+        preempt=flags["preempt"],
+        singleton=flags["singleton"],
+        grace=grace,
+        schedule=schedule,
+        concurrency=concurrency,
+        notify=notify,
     )
     validate(spec)
     return spec
@@ -331,6 +378,17 @@ def spec_to_dict(spec: JobSpec) -> dict[str, Any]:
         out["shell"] = spec.shell
     if spec.time_limit is not None:
         out["time_limit"] = spec.time_limit
+    if spec.preempt:
+        out["preempt"] = True
+    if spec.singleton:
+        out["singleton"] = True
+    if spec.grace is not None:
+        out["grace"] = spec.grace
+    if spec.schedule is not None:
+        out["schedule"] = spec.schedule
+        out["concurrency"] = spec.concurrency.value
+    if spec.notify is not None:
+        out["notify"] = spec.notify
     return out
 
 
@@ -344,6 +402,8 @@ def dependency_status(spec: JobSpec, states: Mapping[int, JobState]) -> tuple[bo
         if state in JOB_TERMINAL:
             if dep.kind is DependencyKind.SUCCESS and state is not JobState.SUCCEEDED:
                 return False, f"never: dependency job {dep.job_id} {state.value.lower()}"
+            if dep.kind is DependencyKind.FAILURE and state is JobState.SUCCEEDED:
+                return False, f"never: dependency job {dep.job_id} succeeded (after-notok)"
             continue
         waiting.append(dep.job_id)
     if waiting:

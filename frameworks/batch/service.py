@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import getpass
+import json
 import logging
 import time
 import urllib.parse
@@ -42,6 +43,7 @@ from frameworks.batch.core import (
     DeclareDemand,
     Decline,
     Effect,
+    JobEvent,
     JobRecord,
     Kill,
     Launch,
@@ -51,7 +53,8 @@ from frameworks.batch.core import (
     TaskLaunch,
     TaskRecord,
 )
-from frameworks.batch.model import SpecError, spec_from_dict, spec_to_dict
+from frameworks.batch.events import EventBus, deliver
+from frameworks.batch.model import JOB_TERMINAL, JobSpec, SpecError, spec_from_dict, spec_to_dict
 from frameworks.batch.planner import AgentCapacity, OfferView, port_count
 from frameworks.batch.store import JobStore, attempt_to_dict
 from frameworks.client.driver import KnownTask, Scheduler, SchedulerDriver
@@ -152,6 +155,9 @@ class BatchService(Service, Scheduler):
         self._refused: asyncio.Task[None] | None = None
         self._agent_headers: dict[str, str] = {}
         self.url = ""
+        self.events = EventBus()
+        self.notify_delay = 1.0  # first backoff between webhook tries (doubling, at most 60 s)
+        self._notifying: set[int] = set()
         self.cluster_interval = 10.0  # seconds between reads of the cluster's agents (/state)
         self._cluster_at: float | None = None  # when the latest read started
 
@@ -173,6 +179,11 @@ class BatchService(Service, Scheduler):
                 web.get("/api/v1/jobs", self._list),
                 web.get("/api/v1/jobs/{id}", self._show),
                 web.post("/api/v1/jobs/{id}/cancel", self._cancel),
+                web.post("/api/v1/jobs/{id}/hold", self._hold),
+                web.post("/api/v1/jobs/{id}/release", self._release),
+                web.post("/api/v1/jobs/{id}/requeue", self._requeue),
+                web.post("/api/v1/jobs/{id}/update", self._update),
+                web.get("/api/v1/events", self._events),
                 web.post("/api/v1/jobs/{id}/tasks/{index}/kill", self._kill_task),
                 web.get("/api/v1/jobs/{id}/logs", self._logs),
             ]
@@ -205,11 +216,13 @@ class BatchService(Service, Scheduler):
             ),
         )
         self.driver = SchedulerDriver(info, self.conn.transport(client_ssl), scheduler=self)
+        self._notify_unsent()
         await self.driver.start()
         self.spawn(self._loop(), name="batch-schedule")
         self.spawn(self._flusher(), name="batch-flush")
 
     async def _stop(self) -> None:
+        self.events.close()
         if self.driver is not None:
             await self.driver.stop()
         if self._runner is not None:
@@ -234,7 +247,8 @@ class BatchService(Service, Scheduler):
         for task_id, agent_id in self.core.active_attempts():
             if task_id not in driver.tasks:
                 driver.tasks[task_id] = KnownTask(task_id, agent_id, TaskState.TASK_STAGING)
-        # a gang that was aborting or restarting when the service stopped: its kills go out again
+        # a gang that was aborting or restarting when the service stopped, and every kill decided
+        # before it (a preemption, a requeue, a cancel) whose task still runs: the kills go out again
         self._absorb(self.core.resume_kills())
         self._wake.set()
 
@@ -353,6 +367,8 @@ class BatchService(Service, Scheduler):
         for e in effects:
             if isinstance(e, Persist):
                 self._mark_dirty(e.job_ids)
+            elif isinstance(e, JobEvent):
+                self._publish(e)
             elif not driver.connected:
                 if isinstance(e, Launch):  # never sent: back to PENDING (same id, nothing left)
                     self._absorb(self.core.launch_not_sent([t.task_id for t in e.tasks], self.now()))
@@ -419,9 +435,42 @@ class BatchService(Service, Scheduler):
         for e in effects:
             if isinstance(e, Persist):
                 self._mark_dirty(e.job_ids)
+            elif isinstance(e, JobEvent):
+                self._publish(e)
             else:
                 self._queued.append(e)
         self._wake.set()
+
+    def _publish(self, e: JobEvent) -> None:
+        job = self.core.jobs.get(e.job_id)
+        self.events.publish(e, job.spec.name if job is not None else "")
+        if e.kind == "finished" and job is not None and job.spec.notify and not job.notified:
+            self._notify(job)
+
+    def _notify(self, job: JobRecord) -> None:
+        """POST the job's final state to its ``notify`` URL (retried with backoff, in the
+        background); once delivered the job is marked notified, so a restart does not resend."""
+        if job.job_id in self._notifying or self._http is None or not job.spec.notify:
+            return
+        self._notifying.add(job.job_id)
+        url, body = job.spec.notify, {"event": "finished", "job": job_summary(job)}
+        http = self._http
+
+        async def send() -> None:
+            try:
+                if await deliver(http, url, body, base_delay=self.notify_delay):
+                    job.notified = True
+                    self._mark_dirty((job.job_id,))
+            finally:
+                self._notifying.discard(job.job_id)
+
+        with contextlib.suppress(RuntimeError):  # (stopping)
+            self.spawn(send(), name=f"batch-notify-{job.job_id}")
+
+    def _notify_unsent(self) -> None:
+        for job in self.core.jobs.values():
+            if job.spec.notify and not job.notified and job.state in JOB_TERMINAL:
+                self._notify(job)
 
     def _mark_dirty(self, job_ids: Iterable[int]) -> None:
         self._dirty.update(job_ids)
@@ -502,29 +551,118 @@ class BatchService(Service, Scheduler):
             },
         )
 
+    def _queue_error(self, queue: str) -> str | None:
+        if queue in self.roles:
+            return None
+        # no offer would ever come for it: refuse now, not wait forever
+        served = ", ".join(repr(r) for r in self.roles)
+        return (f"queue {queue!r} is not served by {self.framework_name}: "
+                f"it subscribes with roles {served} (start it with --roles, or agora up --roles)")
+
     async def _submit(self, request: web.Request) -> web.Response:
+        """One spec, or ``{"jobs": [spec, ...]}`` (a job file): all or none, where an ``after``
+        entry ``{"name": N, "kind": K}`` names an earlier job of the same list."""
         try:
             body = await _read(request)
-            spec = spec_from_dict(body)
+            if isinstance(body, dict) and "jobs" in body:
+                specs = jobs_from_list(body["jobs"])
+            else:
+                specs = [spec_from_dict(body)]
         except SpecError as exc:
             return _error(request, 400, str(exc))
-        if spec.queue not in self.roles:  # no offer would ever come for it: refuse now, not wait forever
-            served = ", ".join(repr(r) for r in self.roles)
-            return _error(request, 400, f"queue {spec.queue!r} is not served by {self.framework_name}: "
-                          f"it subscribes with roles {served} (start it with --roles, or agora up --roles)")
-        job_id, effects = self.core.submit(spec, self.now())
-        # Durable before we answer: the id we return is never lost.
-        await self.store.open().awrite([self.core.jobs[job_id]])
+        for n, spec in enumerate(specs):
+            err = self._queue_error(spec.queue)
+            if err:
+                return _error(request, 400, err if len(specs) == 1 else f"job {n + 1} ({spec.name}): {err}")
+        try:
+            ids, effects = self.core.submit_many(specs, self.now(), requester(request))
+        except BatchError as exc:
+            return _error(request, 400, str(exc))
+        # Durable before we answer: the ids we return are never lost (one transaction for all).
+        await self.store.open().awrite([self.core.jobs[i] for i in ids])
         self._absorb([e for e in effects if not isinstance(e, Persist)])
         self._wake.set()
-        return _reply(request, {"id": job_id, "state": self.core.jobs[job_id].state.value}, status=201)
+        if len(ids) == 1 and not (isinstance(body, dict) and "jobs" in body):
+            return _reply(request, {"id": ids[0], "state": self.core.jobs[ids[0]].state.value}, status=201)
+        return _reply(
+            request, {"ids": ids, "jobs": [job_summary(self.core.jobs[i]) for i in ids]}, status=201
+        )
+
+    async def _hold(self, request: web.Request) -> web.Response:
+        return await self._change(request, lambda job, who: self.core.hold(job.job_id, self.now(), who))
+
+    async def _release(self, request: web.Request) -> web.Response:
+        return await self._change(request, lambda job, who: self.core.release(job.job_id, self.now(), who))
+
+    async def _requeue(self, request: web.Request) -> web.Response:
+        return await self._change(request, lambda job, who: self.core.requeue(job.job_id, self.now(), who))
+
+    async def _update(self, request: web.Request) -> web.Response:
+        try:
+            changes = await _read(request)
+        except SpecError as exc:
+            return _error(request, 400, str(exc))
+        if not isinstance(changes, dict):
+            return _error(request, 400, "update: expected an object of fields to change")
+        queue = changes.get("queue")
+        if isinstance(queue, str) and (err := self._queue_error(queue)):
+            return _error(request, 400, f"queue: {err}")
+
+        def apply(job: JobRecord, who: str) -> list[Effect]:
+            effects = self.core.update(job.job_id, changes, self.now(), who)
+            self._commands.pop(job.job_id, None)  # its tasks' shared environment (count) changed
+            return effects
+
+        return await self._change(request, apply)
+
+    async def _change(
+        self, request: web.Request, act: Callable[[JobRecord, str], list[Effect]]
+    ) -> web.Response:
+        """Run one of hold/release/update/requeue for the request's job and principal; a refusal
+        (409, or 400 for a bad field) changes nothing. Written before the answer."""
+        job = self._job(request)
+        if isinstance(job, web.Response):
+            return job
+        try:
+            effects = act(job, requester(request))
+        except SpecError as exc:
+            return _error(request, 400, str(exc))
+        except BatchError as exc:
+            return _error(request, 409, str(exc))
+        self._mark_dirty((job.job_id,))
+        await self._flush()
+        self._absorb(effects)
+        return _reply(request, job_summary(job))
+
+    async def _events(self, request: web.Request) -> web.StreamResponse:
+        """The job events as they happen, one JSON object per line (``?since=N``: first the
+        held events numbered after N; ``?jobs=1,2``: only those jobs)."""
+        since: int | None = None
+        only: set[int] | None = None
+        try:
+            if "since" in request.query:
+                since = int(request.query["since"])
+            if request.query.get("jobs"):
+                only = {int(x) for x in request.query["jobs"].split(",") if x}
+        except ValueError:
+            return _error(request, 400, "since and jobs must be integers")
+        resp = web.StreamResponse(headers={"Content-Type": "application/x-ndjson", "Cache-Control": "no-cache"})
+        await resp.prepare(request)
+        try:
+            async for d in self.events.follow(since):
+                if only is None or d["job_id"] in only:
+                    await resp.write(json.dumps(d).encode() + b"\n")
+        except (ConnectionResetError, asyncio.CancelledError):
+            pass
+        return resp
 
     async def _list(self, request: web.Request) -> web.Response:
         want = request.query.get("state")
+        periodic = request.query.get("periodic", "") in ("1", "true")
         jobs = [
             job_summary(j)
             for j in self.core.jobs.values()
-            if want is None or j.state.value == want.upper()
+            if (want is None or j.state.value == want.upper()) and (not periodic or j.periodic)
         ]
         return _reply(request, {"jobs": jobs})
 
@@ -551,7 +689,7 @@ class BatchService(Service, Scheduler):
         if isinstance(job, web.Response):
             return job
         try:
-            effects = self.core.cancel(job.job_id, self.now())
+            effects = self.core.cancel(job.job_id, self.now(), requester(request))
         except BatchError as exc:
             return _error(request, 409, str(exc))
         self._absorb(effects)
@@ -649,6 +787,14 @@ def job_summary(job: JobRecord) -> dict[str, Any]:
         "started_at": job.started_at,
         "ended_at": job.ended_at,
         "reason": job.reason,
+        "user": job.user,
+        "held": job.held,
+        **({"parent_id": job.parent_id, "due_at": job.due_at} if job.parent_id is not None else {}),
+        **(
+            {"schedule": job.spec.schedule, "concurrency": job.spec.concurrency.value, "next_run": job.next_run,
+             "runs": len(job.runs), "last_run_id": job.runs[-1] if job.runs else None}
+            if job.periodic else {}
+        ),
     }
 
 
@@ -656,6 +802,7 @@ def job_detail(job: JobRecord, tasks: Sequence[TaskRecord] | None = None) -> dic
     """The summary, the spec and ``tasks`` (default: all of them) with their attempts."""
     out = job_summary(job)
     out["spec"] = spec_to_dict(job.spec)
+    out["changes"] = list(job.changes)
     out["task_list"] = [
         {
             "index": t.index,
@@ -667,6 +814,48 @@ def job_detail(job: JobRecord, tasks: Sequence[TaskRecord] | None = None) -> dic
         for t in (job.tasks if tasks is None else tasks)
     ]
     return out
+
+
+def requester(request: web.Request) -> str:
+    """Who makes ``request``: the authenticated principal when the service authenticates (an
+    ``agora_principal`` the authentication middleware sets), else the user name the client
+    sends in ``X-Agora-User`` (the CLI sends the local user; not verified), else "anonymous"."""
+    principal = request.get("agora_principal")
+    if isinstance(principal, str) and principal:
+        return principal
+    claimed = request.headers.get("X-Agora-User", "").strip()
+    if claimed and len(claimed) <= 64 and claimed.isprintable():
+        return claimed
+    return "anonymous"
+
+
+def jobs_from_list(raw: Any) -> list[JobSpec]:
+    """The specs of a multi-job submission; ``after: [{"name": N, ...}]`` names an earlier job
+    of the list, becoming ``job_id = -k`` (the k-th, 1-based) for ``BatchCore.submit_many``."""
+    if not isinstance(raw, list) or not raw:
+        raise SpecError("jobs: expected a non-empty list of jobs")
+    names: dict[str, int] = {}
+    specs = []
+    for n, d in enumerate(raw):
+        if not isinstance(d, dict):
+            raise SpecError(f"jobs[{n}]: expected an object")
+        after = []
+        for i, dep in enumerate(d.get("after") or ()):
+            if isinstance(dep, dict) and "name" in dep:
+                k = names.get(dep["name"])
+                if k is None:
+                    raise SpecError(f"jobs[{n}].after[{i}]: no earlier job named {dep['name']!r} in the file")
+                dep = {"job_id": -k, "kind": dep.get("kind", "success")}
+            after.append(dep)
+        try:
+            spec = spec_from_dict({**d, "after": after})
+        except SpecError as exc:
+            raise SpecError(f"jobs[{n}].{exc}") from exc
+        if spec.name in names:
+            raise SpecError(f"jobs[{n}].name: {spec.name!r} is used by two jobs of the file")
+        names[spec.name] = n + 1
+        specs.append(spec)
+    return specs
 
 
 def cluster_of(state: Any) -> tuple[AgentCapacity, ...]:

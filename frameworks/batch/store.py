@@ -89,6 +89,14 @@ def header_to_dict(job: JobRecord) -> dict[str, Any]:
         "gang_started_at": job.gang_started_at,
         "gang_not_before": job.gang_not_before,
         "exit_code": job.exit_code,
+        "user": job.user,
+        "held": job.held,
+        "changes": job.changes,
+        "parent_id": job.parent_id,
+        "due_at": job.due_at,
+        "next_run": job.next_run,
+        "runs": job.runs,
+        "notified": job.notified,
     }
 
 
@@ -101,6 +109,8 @@ def task_to_dict(t: TaskRecord) -> dict[str, Any]:
         "not_before": t.not_before,
         "revocable": t.revocable,
         "relaunches": t.relaunches,
+        "killing": t.killing,
+        "preempted_by": t.preempted_by,
         "history": [attempt_to_dict(a) for a in t.history],
     }
 
@@ -128,6 +138,14 @@ def header_from_dict(d: dict[str, Any]) -> JobRecord:
         gang_started_at=d.get("gang_started_at"),
         gang_not_before=d.get("gang_not_before", 0.0),
         exit_code=d.get("exit_code"),
+        user=d.get("user"),
+        held=d.get("held"),
+        changes=list(d.get("changes") or []),
+        parent_id=d.get("parent_id"),
+        due_at=d.get("due_at"),
+        next_run=d.get("next_run"),
+        runs=list(d.get("runs") or []),
+        notified=d.get("notified", False),
     )
 
 
@@ -141,6 +159,8 @@ def task_from_dict(job_id: int, td: dict[str, Any]) -> TaskRecord:
         not_before=td["not_before"],
         revocable=td.get("revocable", False),
         relaunches=td.get("relaunches", 0),
+        killing=td.get("killing"),
+        preempted_by=td.get("preempted_by"),
     )
     task.history = [Attempt(**{**a, "ports": tuple(a.get("ports") or ())}) for a in td["history"]]
     return task

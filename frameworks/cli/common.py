@@ -146,6 +146,17 @@ def http_post_json(url: str, body: Any, timeout: float = 5.0) -> Any:
     return _do(req, timeout)
 
 
+def local_user() -> str | None:
+    """The local user name, sent as ``X-Agora-User``: a service without authentication records
+    it as who submitted or changed a job (with authentication the principal counts instead)."""
+    import getpass
+
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):
+        return None
+
+
 def open_url(req: urllib.request.Request, timeout: float) -> Any:
     """Open ``req`` the one way every CLI request goes (master, framework services, agents, the
     event stream): the bearer token unless ``req`` carries its own ``Authorization``, the cluster
@@ -153,6 +164,8 @@ def open_url(req: urllib.request.Request, timeout: float) -> Any:
     status) is the caller's to read and close."""
     if (tok := token()) is not None and not req.has_header("Authorization"):
         req.add_header("Authorization", f"Bearer {tok}")
+    if not req.has_header("X-agora-user") and (user := local_user()):
+        req.add_header("X-Agora-User", user)  # who the batch service records for a change
     for _ in range(MAX_REDIRECTS + 1):
         try:
             return urllib.request.urlopen(req, timeout=timeout, context=ssl_context())

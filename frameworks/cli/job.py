@@ -7,6 +7,7 @@ its API address as its ``webui_url``.
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 import urllib.parse
@@ -18,6 +19,7 @@ import click
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from frameworks.batch import jobfile
 from frameworks.cli.common import (
     CliError,
     ServiceApi,
@@ -144,15 +146,29 @@ def _pairs(values: tuple[str, ...], what: str) -> dict[str, str]:
 @click.option("--time-limit", default=None, type=float, help="Seconds per task attempt (a gang with abort/restart: per run of the gang).")
 @click.option("--env", multiple=True, help="NAME=VALUE (repeatable).")
 @click.option("--constraint", multiple=True, help="Agent attribute NAME=VALUE (repeatable).")
-@click.option("--preemptible", is_flag=True, help="May run on revocable resources.")
 @click.option("--ports", default=0, show_default=True, type=click.IntRange(0, 1000),
               help="Ports per task from its offer, exported as PORT0..PORT<K-1>.")
 @click.option("--gang-policy", type=click.Choice(["abort", "restart", "continue"]), default=None,
               help="When a gang's task fails: abort (kill the others, fail the job; the default), restart "
                    "(the whole gang runs again, as one of --retries; the default with --retries) or continue "
                    "(the others run on, each task retried alone).")
+@click.option("--after-notok", multiple=True, type=int,
+              help="Run after this job fails or is cancelled (Slurm afternotok); cancelled if it succeeds.")
+@click.option("--singleton", is_flag=True, help="Wait while an earlier job of the same name and user has not ended.")
+@click.option("--preemptible", is_flag=True,
+              help="May run on revocable resources, and be preempted (requeued) by a higher-priority --preempt job.")
+@click.option("--preempt", is_flag=True,
+              help="When it cannot fit, evict lower-priority --preemptible tasks (they are requeued).")
+@click.option("--grace", default=None, type=float, help="Seconds between SIGTERM and SIGKILL when a task is killed.")
+@click.option("--schedule", default=None,
+              help='Periodic: a cron expression in UTC ("*/5 * * * *"; 6 fields: seconds first); each run is a job.')
+@click.option("--concurrency", default=None, type=click.Choice(["allow", "forbid", "replace"]),
+              help="Periodic: a run falls due while the last one is live: start anyway, skip it, or replace it.")
+@click.option("--notify", default=None, help="POST the job's final state (JSON) to this http(s) URL.")
+@click.option("--file", "-f", "job_file", default=None, type=click.Path(dir_okay=False, exists=True),
+              help="Submit the job(s) of a TOML job file (also: agora job submit FILE.toml).")
 @click.option("--shell", "use_shell", is_flag=True, help="Run the command through /bin/sh -c.")
-@click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
+@click.argument("command", nargs=-1, type=click.UNPROCESSED)
 @json_flag
 @click.pass_context
 def submit(
@@ -168,6 +184,8 @@ def submit(
     queue: str,
     after: tuple[int, ...],
     after_any: tuple[int, ...],
+    after_notok: tuple[int, ...],
+    singleton: bool,
     retries: int,
     time_limit: float | None,
     env: tuple[str, ...],
@@ -175,10 +193,35 @@ def submit(
     preemptible: bool,
     ports: int,
     gang_policy: str | None,
+    preempt: bool,
+    grace: float | None,
+    schedule: str | None,
+    concurrency: str | None,
+    notify: str | None,
+    job_file: str | None,
     use_shell: bool,
     command: tuple[str, ...],
 ) -> None:
-    """Submit CMD [ARGS...] (put `--` before the command); prints the job id."""
+    """Submit CMD [ARGS...] (put `--` before the command), or the jobs of a TOML job file
+    (`agora job submit job.toml`: the same fields as these flags, several jobs as [[job]]
+    tables, dependencies by name); prints the job id (a file: one `ID NAME` line per job)."""
+    if job_file is None and len(command) == 1 and command[0].endswith(".toml") and os.path.isfile(command[0]):
+        job_file = command[0]
+        command = ()
+    if job_file is not None:
+        given = [
+            p.opts[0] for p in ctx.command.params
+            if p.name not in ("job_file", "command", "as_json")
+            and ctx.get_parameter_source(p.name or "") is click.core.ParameterSource.COMMANDLINE
+        ]
+        if given or command:
+            raise click.UsageError(
+                f"a job file takes no command or flags ({', '.join(given) or ' '.join(command)}): put them in the file"
+            )
+        _submit_file(ctx, job_file)
+        return
+    if not command:
+        raise click.UsageError("give the command to run (after --), or a job file (job.toml)")
     body: dict[str, Any] = {
         "count": count,
         "gang": gang,
@@ -192,9 +235,15 @@ def submit(
         "env": _pairs(env, "--env"),
         "constraints": _pairs(constraint, "--constraint"),
         "after": [{"job_id": j, "kind": "success"} for j in after]
-        + [{"job_id": j, "kind": "any"} for j in after_any],
+        + [{"job_id": j, "kind": "any"} for j in after_any]
+        + [{"job_id": j, "kind": "notok"} for j in after_notok],
         "preemptible": preemptible,
+        "preempt": preempt,
+        "singleton": singleton,
     }
+    for key, value in (("grace", grace), ("schedule", schedule), ("concurrency", concurrency), ("notify", notify)):
+        if value is not None:
+            body[key] = value
     if name:
         body["name"] = name
     if time_limit is not None:
@@ -211,14 +260,50 @@ def submit(
     emit(ctx, result, lambda r: click.echo(r["id"]))
 
 
+def _submit_file(ctx: click.Context, path: str) -> None:
+    """Validate the whole file here (errors name the line and the field), then submit all its
+    jobs in one request: the service makes all of them or none."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+        bodies = jobfile.parse(text, path)
+    except (OSError, UnicodeDecodeError) as exc:
+        raise click.ClickException(f"{path}: {exc}") from exc
+    except jobfile.JobFileError as exc:
+        raise click.ClickException(str(exc)) from exc
+    result = API.post(ctx, "/jobs", {"jobs": bodies})
+
+    def render(r: dict[str, Any]) -> None:
+        if len(r["ids"]) == 1:
+            click.echo(r["ids"][0])
+        else:
+            for j in r["jobs"]:
+                click.echo(f"{j['id']} {j['name']}")
+
+    emit(ctx, result, render)
+
+
 @job.command(name="list")
 @click.option("--state", default=None, help="Only jobs in this state.")
+@click.option("--periodic", is_flag=True, help="Only periodic jobs: schedule, policy, next run, last run.")
+@click.option("--start", "starts", is_flag=True,
+              help="Pending jobs with their expected start (squeue --start), from running jobs' time limits.")
 @json_flag
 @click.pass_context
-def list_jobs(ctx: click.Context, state: str | None) -> None:
+def list_jobs(ctx: click.Context, state: str | None, periodic: bool, starts: bool) -> None:
     """List jobs (like squeue, with the reason a job waits)."""
+    if periodic and starts:
+        raise click.UsageError("--periodic and --start are separate views; give one")
     query = f"?state={urllib.parse.quote(state.upper())}" if state else ""
+    if periodic:
+        query = (query + "&" if query else "?") + "periodic=1"
+    if starts:
+        _list_starts(ctx)
+        return
     data = API.get(ctx, "/jobs" + query)
+    if periodic:
+        _render_periodic(ctx, data)
+        return
 
     def render(d: dict[str, Any]) -> None:
         table = Table(box=None, header_style="bold")
@@ -234,6 +319,41 @@ def list_jobs(ctx: click.Context, state: str | None) -> None:
                 _tasks_summary(j["tasks"]),
                 j.get("reason") or "",
             )
+        console().print(table)
+
+    emit(ctx, data, render)
+
+
+def _render_periodic(ctx: click.Context, data: dict[str, Any]) -> None:
+    def render(d: dict[str, Any]) -> None:
+        table = Table(box=None, header_style="bold")
+        for col in ("ID", "NAME", "SCHEDULE", "CONCURRENCY", "NEXT RUN", "RUNS", "LAST RUN", "STATE"):
+            table.add_column(col)
+        for j in d["jobs"]:
+            last = j.get("last_run_id")
+            table.add_row(
+                str(j["id"]), j["name"], j.get("schedule") or "", j.get("concurrency") or "",
+                "held" if j.get("held") else _stamp(j.get("next_run")) if j["state"] not in TERMINAL else "-",
+                str(j.get("runs", 0)), "-" if last is None else f"job {last}", j["state"],
+            )
+        console().print(table)
+
+    emit(ctx, data, render)
+
+
+def _list_starts(ctx: click.Context) -> None:
+    data = API.get(ctx, "/jobs?state=PENDING&start=1")
+
+    def render(d: dict[str, Any]) -> None:
+        table = Table(box=None, header_style="bold")
+        for col in ("ID", "NAME", "PRIO", "START", "REASON"):
+            table.add_column(col)
+        for j in d["jobs"]:
+            if j.get("schedule"):
+                continue
+            start = j.get("expected_start")
+            table.add_row(str(j["id"]), j["name"], str(j["priority"]), "N/A" if start is None else _stamp(start),
+                          j.get("reason") or "")
         console().print(table)
 
     emit(ctx, data, render)
@@ -285,23 +405,35 @@ def history(ctx: click.Context, limit: int) -> None:
 
 @job.command()
 @click.argument("job_id", type=int)
+@click.option("--toml", "as_toml", is_flag=True, help="Print the job as a job file that submits it again.")
 @json_flag
 @click.pass_context
-def show(ctx: click.Context, job_id: int) -> None:
-    """Show a job: its state, reason, and every attempt of every task (one row each, oldest
-    first; a task's index and phase on its first row), with agent, times, state, exit code."""
+def show(ctx: click.Context, job_id: int, as_toml: bool) -> None:
+    """Show a job: its state, reason, what was done to it and by whom (hold, update,
+    requeue...), and every attempt of every task (one row each, oldest first; a task's index and
+    phase on its first row), with agent, times, state, exit code."""
     data = API.get(ctx, f"/jobs/{job_id}")
+    if as_toml:
+        click.echo(jobfile.to_toml(data["spec"], f"job {job_id} ({data['state'].lower()}); submit with: agora job submit FILE"), nl=False)
+        return
 
     def render(d: dict[str, Any]) -> None:
         con = console()
         con.print(
-            f"[bold]job {d['id']}[/bold] {d['name']}  state={d['state']}  queue={d['queue']}  priority={d['priority']}"
+            f"[bold]job {d['id']}[/bold] {d['name']}  state={d['state']}  queue={d['queue']}  priority={d['priority']}",
+            markup=True, highlight=False,
         )
         if d.get("reason"):
             con.print(f"reason: {d['reason']}")
         if d.get("gang_policy"):
             con.print(f"gang: {d['gang']} at once, policy {d['gang_policy']}, restarts {d.get('gang_restarts', 0)}"
                       + (f", exit code {d['exit_code']}" if d.get("exit_code") is not None else ""))
+            con.print(f"reason: {d['reason']}", markup=False)
+        if d.get("schedule"):
+            con.print(f"schedule: {d['schedule']} ({d.get('concurrency')}); next run {_stamp(d.get('next_run'))}; "
+                      f"{d.get('runs', 0)} run(s)", markup=False)
+        for c in d.get("changes") or ():
+            con.print(f"{_stamp(c['at'])}  {c['who']}: {c['what']}", markup=False, highlight=False)
         table = Table(box=None, header_style="bold")
         for col in ("TASK", "PHASE", "ATTEMPT", "TASK ID", "AGENT", "START", "END", "STATE", "EXIT", "MESSAGE"):
             table.add_column(col)
@@ -310,6 +442,74 @@ def show(ctx: click.Context, job_id: int) -> None:
         con.print(table)
 
     emit(ctx, data, render)
+
+
+def _act(ctx: click.Context, job_id: int, action: str, done: str, body: dict[str, Any] | None = None) -> None:
+    data = API.post(ctx, f"/jobs/{job_id}/{action}", body or {})
+    emit(ctx, data, lambda d: click.echo(f"job {d['id']} {done}" + (f" ({d['state'].lower()})" if action == "requeue" else "")))
+
+
+@job.command()
+@click.argument("job_id", type=int)
+@json_flag
+@click.pass_context
+def hold(ctx: click.Context, job_id: int) -> None:
+    """Hold a job: its pending tasks are not started (running ones go on), a periodic job starts
+    no run, until `release` (scontrol hold)."""
+    _act(ctx, job_id, "hold", "held")
+
+
+@job.command()
+@click.argument("job_id", type=int)
+@json_flag
+@click.pass_context
+def release(ctx: click.Context, job_id: int) -> None:
+    """Release a held job."""
+    _act(ctx, job_id, "release", "released")
+
+
+@job.command()
+@click.argument("job_id", type=int)
+@json_flag
+@click.pass_context
+def requeue(ctx: click.Context, job_id: int) -> None:
+    """Run a finished or running job again from the start: running tasks are killed, every
+    task goes back to pending, retries start afresh (scontrol requeue)."""
+    _act(ctx, job_id, "requeue", "requeued")
+
+
+@job.command()
+@click.argument("job_id", type=int)
+@click.option("--priority", type=int, default=None)
+@click.option("--time-limit", type=float, default=None, help="Seconds per task attempt (running ones too).")
+@click.option("--count", "-n", type=click.IntRange(1), default=None,
+              help="Add tasks, or drop pending ones that never ran (not under a started gang).")
+@click.option("--cpus", type=float, default=None, help="Per task; only while no task of the job runs.")
+@click.option("--mem", type=float, default=None, help="MB per task; only while no task runs.")
+@click.option("--gpus", type=float, default=None, help="Per task; only while no task runs.")
+@click.option("--disk", type=float, default=None, help="Per task; only while no task runs.")
+@click.option("--gang", type=click.IntRange(0), default=None, help="Only while the gang has not started.")
+@click.option("--queue", default=None, help="Only while no task runs.")
+@click.option("--retries", type=click.IntRange(0), default=None)
+@click.option("--name", default=None)
+@click.option("--grace", type=float, default=None)
+@click.option("--notify", default=None)
+@click.option("--schedule", default=None, help="A periodic job's cron expression.")
+@click.option("--concurrency", default=None, type=click.Choice(["allow", "forbid", "replace"]))
+@click.option("--preemptible/--no-preemptible", default=None)
+@click.option("--preempt/--no-preempt", default=None)
+@json_flag
+@click.pass_context
+def update(ctx: click.Context, job_id: int, **fields: Any) -> None:
+    """Change a job that has not ended (scontrol update): priority, time limit, retries, name
+    at any time; per-task resources, gang and queue only while none of its tasks runs; the count
+    by adding tasks or dropping pending ones. A refused update changes nothing."""
+    names = {"retries": "max_retries"}
+    body = {names.get(k, k): v for k, v in fields.items() if v is not None and k != "as_json"}
+    if not body:
+        raise click.UsageError("give at least one field to change (see --help)")
+    data = API.post(ctx, f"/jobs/{job_id}/update", body)
+    emit(ctx, data, lambda d: click.echo(f"job {d['id']} updated"))
 
 
 @job.command()

@@ -43,7 +43,7 @@ async def test_submit_list_show_cancel_and_restart(tmp_path: Path) -> None:
         # Pollers ask for the summary (no tasks) or one task.
         summary = await (await http.get(f"{svc.url}/api/v1/jobs/{first}?summary=1")).json()
         assert "task_list" not in summary and summary["tasks"] == {"PENDING": 3}
-        assert {k: v for k, v in detail.items() if k not in ("spec", "task_list")} == summary
+        assert {k: v for k, v in detail.items() if k not in ("spec", "task_list", "changes")} == summary
         one = await (await http.get(f"{svc.url}/api/v1/jobs/{first}?task=2")).json()
         assert [t["index"] for t in one["task_list"]] == [2] and one["task_list"][0]["phase"] == "PENDING"
         assert (await http.get(f"{svc.url}/api/v1/jobs/{first}?task=3")).status == 404
