@@ -49,7 +49,11 @@ class AgentConfig:
     qos_controller: str = "noop"
     qos_threshold: float | None = None  # load controller: overload threshold (its default if None)
     qos_window: float | None = None  # load controller: seconds the overload must last
-    isolation: str = "auto"  # auto | cgroups-v2 | psutil
+    isolation: str = "auto"  # auto | cgroups-v2 | cgroups-v1 | psutil
+    cgroups_root: str = "agora"  # cgroup v1: tasks under <hierarchy>/<cgroups_root>/agent-<work dir digest>/
+    cgroups_enable_cfs: bool = True  # a hard CPU limit (CFS quota) besides the CPU weight
+    pids_max: int = 4096  # cgroups: at most this many processes/threads per task (0: no limit)
+    usage_report_interval: float = 10.0  # seconds between USAGE_REPORTs to the master (0: none)
     ping_timeout: float = 15.0  # until the master's REGISTERED says otherwise
     registration_timeout: float = 10.0
     default_grace: float = 3.0
@@ -117,8 +121,15 @@ class AgentConfig:
                 Resources.parse(self.oversubscribed)
             except ResourceError as e:
                 raise ConfigError(f"--oversubscribed: {e}") from e
-        if self.isolation not in ("auto", "cgroups-v2", "psutil"):
-            raise ConfigError("--isolation must be auto, cgroups-v2 or psutil")
+        if self.isolation not in ("auto", "cgroups-v2", "cgroups-v1", "psutil"):
+            raise ConfigError("--isolation must be auto, cgroups-v2, cgroups-v1 or psutil")
+        if self.pids_max < 0:
+            raise ConfigError("--pids-max must be >= 0 (0: no limit)")
+        if self.usage_report_interval < 0:
+            raise ConfigError("--usage-report-interval must be >= 0 (0: no reports)")
+        root = self.cgroups_root.strip("/")
+        if not root or any(p in ("", ".", "..") for p in root.split("/")) or any(c.isspace() for c in root):
+            raise ConfigError(f"--cgroups-root must be a relative cgroup path without whitespace, not {self.cgroups_root!r}")
         for name in ("ping_timeout", "executor_reregister_timeout", "monitor_interval", "estimate_interval", "resend_initial", "reconnect_initial"):
             if getattr(self, name) <= 0:
                 raise ConfigError(f"{name} must be > 0")

@@ -43,6 +43,9 @@ def state(svc: AgentService) -> dict[str, Any]:
                 "pending_updates": len(svc.updates.pending(fid, tid)),
             }
         )
+        used = svc.usage.get((fid, tid))
+        if used is not None:
+            tasks[-1]["usage"] = used.to_json()
     return {
         "id": svc.agent_id,
         "hostname": svc.config.hostname,
@@ -51,6 +54,7 @@ def state(svc: AgentService) -> dict[str, Any]:
         "version": svc.version,
         "boot_id": svc.boot_id,
         "isolation": svc.isolator.name,
+        "isolator": svc.isolator.describe(),
         "resources": svc.resources.to_legacy_dict(),
         "attributes": svc.attributes,
         "frameworks": sorted(svc.frameworks),

@@ -37,6 +37,7 @@ import signal
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import attrs
 import psutil
@@ -47,12 +48,23 @@ log = logging.getLogger(__name__)
 
 WRAPPER_SCRIPT = (
     "trap : TERM INT HUP QUIT; "
+    '[ "$2" = - ] || for f in $2; do echo $$ > "$f" || exit 125; done; '
+    'cd "$1" || exit 126; '
+    "shift 2; "
+    '"$@" 3<&- 4<&-; rc=$?; '
+    "printf '%d\\n' $rc > \"$0\"; "
+    "exit $rc"
+)
+# The wrapper of agents before November 2026 (one cgroup file, no log pipes): still recognised at
+# recovery, so an upgraded agent re-attaches the tasks an older one started.
+LEGACY_WRAPPER_SCRIPTS = (
+    "trap : TERM INT HUP QUIT; "
     '[ "$2" = - ] || echo $$ > "$2" || exit 125; '
     'cd "$1" || exit 126; '
     "shift 2; "
     '"$@"; rc=$?; '
     "printf '%d\\n' $rc > \"$0\"; "
-    "exit $rc"
+    "exit $rc",
 )
 SH = "/bin/sh"
 SIGNALS = {"TERM": signal.SIGTERM, "KILL": signal.SIGKILL}
@@ -115,7 +127,6 @@ class Proc:
     create_time: float
     exit_status: Path
     child: bool  # our child (reaped with waitpid) or adopted after a restart
-    cgroup: Path | None = None
     pidfd: int | None = None
     done: bool = False
 
@@ -131,6 +142,9 @@ class Launcher:
         self._on_exit = on_exit
         self._procs: dict[str, Proc] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
+        # key -> (cpu seconds, peak RSS bytes) of an own child that ended, from ``wait4`` (the
+        # wrapper and every descendant it reaped); taken by the exit callback (``pop_rusage``)
+        self._rusage: dict[str, tuple[float, int]] = {}
 
     def _get_loop(self) -> asyncio.AbstractEventLoop:
         if self._loop is None:
@@ -155,12 +169,12 @@ class Launcher:
         env: Mapping[str, str],
         sandbox: Path,
         exit_status: Path,
-        cgroup: Path | None = None,
+        join: Sequence[str] = (),
     ) -> Proc:
         """``spawn`` + ``watch`` (on the event loop)."""
         if key in self._procs:
             raise LaunchError(f"{key} is already running")
-        proc = spawn(key, argv, env, sandbox, exit_status, cgroup)
+        proc = spawn(key, argv, env, sandbox, exit_status, join)
         self.watch(proc)
         return proc
 
@@ -169,7 +183,7 @@ class Launcher:
         self._procs[proc.key] = proc
         self._watch(proc)
 
-    def adopt(self, key: str, pid: int, create_time: float, exit_status: Path, cgroup: Path | None = None) -> bool:
+    def adopt(self, key: str, pid: int, create_time: float, exit_status: Path) -> bool:
         """Re-attach a wrapper that survived an agent restart. Only a process whose pid *and*
         create time match is adopted (the caller has checked the boot id); anything else —
         a reused pid — is left alone. Returns False if it is not (or no longer) ours."""
@@ -186,7 +200,7 @@ class Launcher:
         if dead or abs(ct - create_time) > 0.05:
             os.close(pidfd)
             return False
-        proc = Proc(key, pid, create_time, exit_status, child=False, cgroup=cgroup, pidfd=pidfd)
+        proc = Proc(key, pid, create_time, exit_status, child=False, pidfd=pidfd)
         self._procs[key] = proc
         self._watch(proc)
         return True
@@ -218,10 +232,11 @@ class Launcher:
         code: int | None = None
         if proc.child:
             try:
-                _, status = os.waitpid(proc.pid, 0)
+                _, status, ru = os.wait4(proc.pid, 0)
                 wcode = os.waitstatus_to_exitcode(status)
                 if wcode >= 0:
                     code = wcode
+                self._rusage[proc.key] = (ru.ru_utime + ru.ru_stime, ru.ru_maxrss * 1024)  # maxrss: KiB
             except ChildProcessError:
                 pass
         recorded = read_exit_status(proc.exit_status)
@@ -232,6 +247,13 @@ class Launcher:
             self._on_exit(proc.key, code)
         except Exception:
             log.exception("exit callback failed for %s", proc.key)
+        finally:
+            self._rusage.pop(proc.key, None)
+
+    def pop_rusage(self, key: str) -> tuple[float, int] | None:
+        """In the exit callback: ``(cpu seconds, peak RSS bytes)`` of the wrapper and everything
+        it reaped (the task), from ``wait4``; None for an adopted process (not our child)."""
+        return self._rusage.pop(key, None)
 
     # --- signals ---------------------------------------------------------------------------
 
@@ -239,11 +261,7 @@ class Launcher:
         proc = self._procs.get(key)
         if proc is None or proc.done:
             return False
-        sig = SIGNALS[name]
-        if sig == signal.SIGKILL and proc.cgroup is not None:
-            with contextlib.suppress(OSError):
-                (proc.cgroup / "cgroup.kill").write_text("1")
-        self._kill_group(proc, sig)
+        self._kill_group(proc, SIGNALS[name])
         return True
 
     @staticmethod
@@ -283,10 +301,19 @@ def spawn(
     env: Mapping[str, str],
     sandbox: Path,
     exit_status: Path,
-    cgroup: Path | None = None,
+    join: Sequence[str] = (),
+    stdio: tuple[int, int] | None = None,
+    keep: tuple[int, int] | None = None,
 ) -> Proc:
     """Start ``argv`` under the wrapper, in a new session, in ``sandbox``. Blocking but touches
-    no shared state, so it may run in a worker thread; hand the result to ``Launcher.watch``."""
+    no shared state, so it may run in a worker thread; hand the result to ``Launcher.watch``.
+
+    ``join``: the ``cgroup.procs`` files the wrapper writes its pid to before running the task
+    (paths without whitespace). ``stdio``: descriptors for the task's stdout and stderr (the
+    write ends of its log pipes) instead of the sandbox's ``stdout``/``stderr`` files; ``keep``:
+    descriptors the wrapper holds as its fds 3 and 4 (the pipes' read ends: while it lives the
+    pipes keep a reader, so a log writer that restarts finds them again; the task does not get
+    them)."""
     if not argv:
         raise LaunchError("empty command")
     sb, ex = str(sandbox), str(exit_status)
@@ -298,14 +325,18 @@ def spawn(
         os.makedirs(sb, exist_ok=True)
     with contextlib.suppress(FileNotFoundError):
         os.unlink(ex)  # a reused task id: never read the previous task's code
-    procs_file = str(cgroup / "cgroup.procs") if cgroup is not None else "-"
-    args = [SH, "-c", WRAPPER_SCRIPT, ex, sb, procs_file, *argv]
+    args = [SH, "-c", WRAPPER_SCRIPT, ex, sb, " ".join(join) if join else "-", *argv]
     flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND
-    actions = [
-        (os.POSIX_SPAWN_OPEN, 0, "/dev/null", os.O_RDONLY, 0),
-        (os.POSIX_SPAWN_OPEN, 1, sb + "/stdout", flags, 0o644),
-        (os.POSIX_SPAWN_OPEN, 2, sb + "/stderr", flags, 0o644),
-    ]
+    actions: list[tuple[Any, ...]] = [(os.POSIX_SPAWN_OPEN, 0, "/dev/null", os.O_RDONLY, 0)]
+    if stdio is None:
+        actions += [
+            (os.POSIX_SPAWN_OPEN, 1, sb + "/stdout", flags, 0o644),
+            (os.POSIX_SPAWN_OPEN, 2, sb + "/stderr", flags, 0o644),
+        ]
+    else:
+        actions += [(os.POSIX_SPAWN_DUP2, stdio[0], 1), (os.POSIX_SPAWN_DUP2, stdio[1], 2)]
+        if keep is not None:
+            actions += [(os.POSIX_SPAWN_DUP2, keep[0], 3), (os.POSIX_SPAWN_DUP2, keep[1], 4)]
     try:
         pid = os.posix_spawn(SH, args, dict(env), file_actions=actions, setsid=True)
     except OSError as e:
@@ -314,7 +345,7 @@ def spawn(
         create_time = start_time(pid)  # our unreaped child: the pid is stable
     except OSError:
         create_time = 0.0
-    return Proc(key, pid, create_time, exit_status, child=True, cgroup=cgroup)
+    return Proc(key, pid, create_time, exit_status, child=True)
 
 
 def read_exit_status(path: Path) -> int | None:
@@ -372,7 +403,7 @@ def find_wrappers(marker: str, prefix: bool = False) -> list[psutil.Process]:
             cmd = p.info["cmdline"] or []
         except psutil.Error:
             continue
-        is_wrapper = len(cmd) > 3 and cmd[0] == SH and cmd[2] == WRAPPER_SCRIPT
+        is_wrapper = len(cmd) > 3 and cmd[0] == SH and (cmd[2] == WRAPPER_SCRIPT or cmd[2] in LEGACY_WRAPPER_SCRIPTS)
         if is_wrapper and (cmd[3] == marker or (prefix and cmd[3].startswith(marker))):
             found.append(p)
     return found

@@ -89,7 +89,18 @@ async def _serve(config: AgentConfig) -> int:
     "--switch-user/--no-switch-user", default=True, show_default=True,
     help="Run a task without CommandInfo.user as its framework's FrameworkInfo.user (when the agent is root and the user exists).",
 )
-@click.option("--isolation", default="auto", show_default=True, type=click.Choice(["auto", "cgroups-v2", "psutil"]))
+@click.option(
+    "--isolation", default="auto", show_default=True, type=click.Choice(["auto", "cgroups-v2", "cgroups-v1", "psutil"]),
+    help="auto: cgroup v2 where the agent's cgroup is delegated, else cgroup v1 (memory, cpu, cpuacct), else /proc monitoring.",
+)
+@click.option("--cgroups-root", default="agora", show_default=True,
+              help="cgroup v1: tasks go to <hierarchy>/<root>/agent-<work dir digest>/<task>.")
+@click.option("--cgroups-enable-cfs/--no-cgroups-enable-cfs", default=True, show_default=True,
+              help="Hard CPU limit (CFS quota: cpus x 100 ms per 100 ms) besides the CPU weight.")
+@click.option("--pids-max", default=4096, show_default=True, type=int,
+              help="cgroups: at most this many processes and threads per task (a fork bomb stops there); 0: no limit.")
+@click.option("--usage-report-interval", default=10.0, show_default=True, type=float,
+              help="Seconds between reports of the tasks' usage (CPU, memory, disk) to the master; 0: none.")
 @click.option("--ping-timeout", default=15.0, show_default=True, type=float, help="Reconnect after this long without a frame.")
 @click.option(
     "--executor-reregister-timeout", default=20.0, show_default=True, type=float,

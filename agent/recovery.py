@@ -127,9 +127,8 @@ async def _recover(svc: AgentService) -> None:
                             svc.submit([svc.write_pid_effect(t.framework_id, t.task_id, PidRecord(p.pid, p.create_time(), svc.boot_id))])
                             break
             if alive and pid is not None:
-                svc.isolator.attach(key, pid)
-                if spec.mem_limit is not None and hasattr(svc.isolator, "set_limits"):
-                    svc.isolator.set_limits(key, spec.mem_limit, spec.cpus)
+                svc.isolator.recover(key, pid, spec.mem_limit, spec.cpus)
+                svc.watch_oom(key)
         exit_code = t.exit_code if not alive else None
         if not alive and same_boot and t.pid is not None:
             # the wrapper is gone (the task ended, or the wrapper was killed while we were
@@ -165,6 +164,10 @@ async def _recover(svc: AgentService) -> None:
     if keep:
         svc.spawn(await_reregistration(svc, [k for k, pid in awaited.items() if pid is not None]), name="executor-reregister")
     known = {k for k in svc.tracker.tasks}
+    live_keys = {svc.task_key(*k) for k in known if svc.task_key(*k) in svc.launcher}
+    stale = await asyncio.to_thread(svc.isolator.cleanup, live_keys)
+    if stale:
+        svc.recovery_report.append(f"removed {stale} cgroups of tasks that are gone")
     executors = {(t.spec.framework_id, t.spec.executor_id) for t in svc.tracker.tasks.values() if t.spec.executor_id}
     swept = await asyncio.to_thread(svc.sandbox_gc.sweep, lambda f, x: (f, x) in known or (f, x) in executors)
     if swept:

@@ -41,10 +41,11 @@ from agent.config import AgentConfig
 from agent.environment import task_environment
 from agent.executors import ExecutorGlue
 from agent.gc import SandboxGC
-from agent.isolation import Isolator, detect
+from agent.isolation import CgroupOptions, Isolator, MonitorIsolator, detect
 from agent.launcher import Launcher, LaunchError, Proc, boot_id, spawn
 from agent.recovery import StartupError
 from agent.taskspec import SpecError, TaskSpec, task_spec
+from agent.usage import UsageBook
 from protocol.agent_channel import (
     AGENT_HTTPS,
     AcknowledgeMsg,
@@ -59,7 +60,9 @@ from protocol.agent_channel import (
     ShutdownExecutor,
     ShutdownFramework,
     StatusUpdateMsg,
+    TaskUsageEntry,
     Unregister,
+    UsageReport,
 )
 from protocol.clock import Clock, SystemClock
 from protocol.ids import new_status_uuid
@@ -76,7 +79,7 @@ from protocol.mesos import (
 )
 from protocol.mesos_common import AgentID, ExecutorID, FrameworkID, Label, Labels, TaskID
 from protocol.resources import Resources, attributes_to_mesos, parse_attributes
-from protocol.task_states import TaskState
+from protocol.task_states import TaskState, is_terminal
 from protocol.tls import TlsError, client_context, server_context
 
 log = logging.getLogger(__name__)
@@ -174,7 +177,12 @@ class AgentService(Service):
             durable_all=config.sync_updates == "all",
         )
         self.launcher = Launcher(self._on_process_exit)
-        self.isolator: Isolator = detect(config.isolation)
+        self.isolator: Isolator = detect(
+            config.isolation, config.work_dir,
+            CgroupOptions(cpu_quota=config.cgroups_enable_cfs, pids_max=config.pids_max, cgroups_root=config.cgroups_root),
+        )
+        self.usage = UsageBook()  # per-task CPU, memory and disk figures
+        self._oom_fds: dict[str, int] = {}  # task key -> the isolator's OOM descriptor being watched
         self.boot_id = boot_id()
         self.agent_id: str | None = None
         self.resources = Resources.empty()
@@ -309,6 +317,9 @@ class AgentService(Service):
         await asyncio.get_running_loop().run_in_executor(self._disk, self.checkpoint.close)
         self._disk.shutdown(wait=True)
         self._spawners.shutdown(wait=True)
+        for key in list(self._oom_fds):
+            self.unwatch_oom(key)
+        await asyncio.to_thread(self.isolator.close)
 
     def _build_plugins(self) -> None:
         cfg = self.config
@@ -515,6 +526,12 @@ class AgentService(Service):
                 if not any(t.spec.framework_id == fid for t in list(self.tracker.tasks.values())):
                     self.checkpoint.remove_framework_if_empty(fid)
 
+    def _signal_task(self, key: str, name: str) -> None:
+        if name == "KILL":
+            self.kill_task_processes(key)
+        else:
+            self.launcher.signal(key, name)
+
     def _do(self, eff: object) -> None:
         now = self.clock.now()
         if isinstance(eff, tk.EmitStatus):
@@ -530,24 +547,25 @@ class AgentService(Service):
                 self._work.appendleft(sig)
                 self._work.appendleft(_WriteKill(eff.framework_id, eff.task_id, t.kill_reason.value, t.kill_deadline))
             else:
-                self.launcher.signal(_task_key(eff.framework_id, eff.task_id), eff.signal)
+                self._signal_task(_task_key(eff.framework_id, eff.task_id), eff.signal)
         elif isinstance(eff, _Signal):
-            self.launcher.signal(_task_key(eff.framework_id, eff.task_id), eff.signal)
+            self._signal_task(_task_key(eff.framework_id, eff.task_id), eff.signal)
         elif isinstance(eff, tk.ReleaseTask):
             key = _task_key(eff.framework_id, eff.task_id)
-            self.isolator.release(key)
             self.started_at.pop((eff.framework_id, eff.task_id), None)
             t = self.tracker.get(eff.framework_id, eff.task_id)
             if t is not None:
                 self.m_terminal.labels(state=t.state.name).inc()
                 if t.spec.command is not None and key in self.launcher:
                     self.launcher.signal(key, "KILL")  # nothing of a finished task survives it
+            # its cgroup is released when its process ends (``_task_ended``)
         elif isinstance(eff, su.StreamDone):
             key2 = (eff.framework_id, eff.task_id)
             self.groups.pop(key2, None)
             self.group_executors.pop(key2, None)
             self.run_as.pop(key2, None)
             self.started_at.pop(key2, None)
+            self.usage.forget(key2)
             t = self.tracker.get(eff.framework_id, eff.task_id)
             if t is not None and t.spec.command is not None and key2 not in self.ephemeral:
                 with contextlib.suppress(CheckpointError):
@@ -600,8 +618,8 @@ class AgentService(Service):
             run_as = self.run_as.get((fid, tid))
             if run_as is not None:  # hand the sandbox to the task's user, then drop privileges
                 argv = run_as.enter(sandbox, argv, self.setpriv)
-            cgroup = self.isolator.prepare(key, spec.mem_limit, spec.cpus)
-            proc = spawn(key, argv, env, sandbox, self.checkpoint.exit_status_path(fid, tid), cgroup)
+            join = self.isolator.prepare(key, spec.mem_limit, spec.cpus)
+            proc = spawn(key, argv, env, sandbox, self.checkpoint.exit_status_path(fid, tid), join)
         except (LaunchError, CheckpointError, OSError) as e:
             self.isolator.release(key)
             return _SpawnResult(spec, None, f"Failed to launch: {e}")
@@ -616,6 +634,7 @@ class AgentService(Service):
             return
         self.launcher.watch(r.proc)
         self.isolator.attach(r.proc.key, r.proc.pid)
+        self.watch_oom(r.proc.key)
         self.m_launched.inc()
         self.started_at[(fid, tid)] = now
         self.submit(self.tracker.handle(tk.Spawned(fid, tid, r.proc.pid), now))
@@ -636,6 +655,9 @@ class AgentService(Service):
             uuid=new_status_uuid(),
             labels=labels,
         )
+        used = self.usage.get((eff.framework_id, eff.task_id)) if is_terminal(eff.state) else None
+        if used is not None:  # the final figures ride on the terminal update (protocol.usage)
+            status = attrs.evolve(status, labels=Labels((*(labels.labels if labels else ()), *used.labels())))
         self.submit(self.updates.handle(su.UpdateGenerated(self.to_update(eff.framework_id, status)), now))
 
     def _send_update(self, eff: su.SendUpdate) -> None:
@@ -653,10 +675,75 @@ class AgentService(Service):
         kind, fid, xid = key.split("/", 2)
         now = self.clock.now()
         if kind == "t":
-            self.isolator.release(key)
+            self._task_ended(key, fid, xid, now)
             self.submit(self.tracker.handle(tk.Exited(fid, xid, code), now))
         else:
             self.submit(self.tracker.handle(tk.ExecutorTerminated(fid, xid, code), now))
+
+    def _task_ended(self, key: str, fid: str, tid: str, now: float) -> None:
+        """The task's wrapper ended: did the kernel OOM-kill in it (reported before the exit, so
+        the task ends as a memory limitation), its final figures, then free its cgroup."""
+        self.unwatch_oom(key)
+        msg = self.isolator.oom_killed(key)
+        if msg is not None:
+            self._limit(fid, tid, msg, tk.KillReason.MEMORY, now)
+        ru = self.launcher.pop_rusage(key)
+        cg = self.isolator.usage(key)
+        cpu = max(ru[0] if ru else 0.0, cg.cpu_seconds if cg else 0.0)
+        self.usage.ended((fid, tid), cpu, ru[1] if ru else None, now)
+        if isinstance(self.isolator, MonitorIsolator):
+            self.isolator.release(key)  # bookkeeping only
+        else:
+            self.background(self.isolator.release, key)
+
+    def _limit(self, fid: str, tid: str, message: str, kind: tk.KillReason, now: float) -> None:
+        t = self.tracker.get(fid, tid)
+        if t is None or t.terminal or t.kill_reason in (tk.KillReason.MEMORY, tk.KillReason.DISK):
+            return
+        self.m_limit.inc()
+        log.warning("task %s/%s: %s", fid, tid, message)
+        self.submit(self.tracker.handle(tk.LimitExceeded(fid, tid, message, kind), now))
+
+    def watch_oom(self, key: str) -> None:
+        """Listen on the isolator's OOM descriptor for the task (cgroup v1's eventfd)."""
+        fd = self.isolator.oom_fd(key)
+        if fd is None or key in self._oom_fds:
+            return
+        self._oom_fds[key] = fd
+        asyncio.get_running_loop().add_reader(fd, self._on_oom, key)
+
+    def unwatch_oom(self, key: str) -> None:
+        fd = self._oom_fds.pop(key, None)
+        if fd is not None:
+            with contextlib.suppress(Exception):
+                asyncio.get_running_loop().remove_reader(fd)
+
+    def _on_oom(self, key: str) -> None:
+        msg = self.isolator.oom_event(key)
+        if msg is None:
+            if key not in self.launcher:
+                self.unwatch_oom(key)
+            return
+        _, fid, tid = key.split("/", 2)
+        self._limit(fid, tid, msg, tk.KillReason.MEMORY, self.clock.now())
+
+    def kill_task_processes(self, key: str) -> None:
+        """SIGKILL the task's process group now and, off the loop, every process in its cgroup
+        (whatever left the group: ``setsid``, a daemon)."""
+        self.launcher.signal(key, "KILL")
+        self.background(self.isolator.kill, key)
+
+    def background(self, fn: Any, *args: Any) -> None:
+        """Run blocking isolator work (a kill, a cgroup removal) off the event loop."""
+        def done(f: concurrent.futures.Future[Any]) -> None:
+            if not f.cancelled() and f.exception() is not None:
+                log.error("%s failed: %r", getattr(fn, "__name__", fn), f.exception())
+
+        try:
+            self._spawners.submit(fn, *args).add_done_callback(done)
+        except RuntimeError:  # shutting down: do it here
+            with contextlib.suppress(Exception):
+                fn(*args)
 
     def agent_info(self) -> AgentInfo:
         return AgentInfo(
@@ -863,9 +950,22 @@ class AgentService(Service):
         await self.clock.sleep(delay)
         self.timer_wake.set()
 
+    def _report_usage(self) -> None:
+        """The running tasks' figures that changed since the last report, to the master."""
+        if self.channel is None or not self.channel.registered:
+            return
+        live = [t.key for t in self.tracker.active() if t.spec.command is not None]
+        changed = self.usage.report(live)
+        if changed:
+            self.channel.send(UsageReport(tuple(
+                TaskUsageEntry(FrameworkID(fid), TaskID(tid), u.cpu_seconds, u.mem_rss_bytes, u.mem_peak_bytes,
+                               -1 if u.disk_used_bytes is None else u.disk_used_bytes, u.timestamp)
+                for (fid, tid), u in changed
+            )))
+
     async def _monitor_loop(self) -> None:
         cfg = self.config
-        last_estimate = 0.0
+        last_estimate = last_report = 0.0
         cpu_prev: dict[str, tuple[float, float]] = {}
         while True:
             await self.clock.sleep(cfg.monitor_interval)
@@ -881,13 +981,16 @@ class AgentService(Service):
             expired = self.sandbox_gc.due(now)
             if expired:
                 await asyncio.to_thread(self.sandbox_gc.remove, expired)
+            for key, u in usage.items():
+                kind, fid, tid = key.split("/", 2)
+                if kind == "t" and key in self.launcher:
+                    self.usage.sampled((fid, tid), u.cpu_seconds, u.rss, now)
             for b in breaches:
                 _, fid, tid = b.key.split("/", 2)
-                t = self.tracker.get(fid, tid)
-                if t is not None and not t.terminal and t.kill_reason is not tk.KillReason.MEMORY:
-                    self.m_limit.inc()
-                    log.warning("task %s/%s: %s", fid, tid, b.message)
-                    self.submit(self.tracker.handle(tk.LimitExceeded(fid, tid, b.message), now))
+                self._limit(fid, tid, b.message, tk.KillReason.MEMORY, now)
             if now - last_estimate >= cfg.estimate_interval:
                 last_estimate = now
                 oversubscription.step(self, usage, cpu_prev, now)
+            if cfg.usage_report_interval > 0 and now - last_report >= cfg.usage_report_interval:
+                last_report = now
+                self._report_usage()

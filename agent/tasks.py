@@ -11,7 +11,7 @@ Vocabulary:
 - *executor task*: handed to a CUSTOM executor process through the executor API;
 - *kill intent*: why a task is being killed, which decides its terminal state and reason:
   framework kill -> TASK_KILLED; revocation / QoS -> TASK_KILLED + REASON_CONTAINER_PREEMPTED;
-  memory limit -> TASK_FAILED + REASON_CONTAINER_LIMITATION_MEMORY; framework shutdown ->
+  memory limit -> TASK_FAILED + REASON_CONTAINER_LIMITATION_MEMORY (disk: _DISK); framework shutdown ->
   TASK_KILLED + REASON_FRAMEWORK_REMOVED; the master draining the agent -> TASK_KILLED +
   REASON_AGENT_DRAINING.
 """
@@ -39,6 +39,7 @@ class KillReason(enum.Enum):
     FRAMEWORK = "FRAMEWORK"
     PREEMPTED = "PREEMPTED"
     MEMORY = "MEMORY"
+    DISK = "DISK"
     SHUTDOWN = "SHUTDOWN"
     AGENT_SHUTDOWN = "AGENT_SHUTDOWN"
     DRAINING = "DRAINING"  # the master drains this agent (DRAIN_AGENT)
@@ -48,10 +49,13 @@ _KILL_OUTCOME: dict[KillReason, tuple[TaskState, str | None]] = {
     KillReason.FRAMEWORK: (S.TASK_KILLED, None),
     KillReason.PREEMPTED: (S.TASK_KILLED, "REASON_CONTAINER_PREEMPTED"),
     KillReason.MEMORY: (S.TASK_FAILED, "REASON_CONTAINER_LIMITATION_MEMORY"),
+    KillReason.DISK: (S.TASK_FAILED, "REASON_CONTAINER_LIMITATION_DISK"),
     KillReason.SHUTDOWN: (S.TASK_KILLED, "REASON_FRAMEWORK_REMOVED"),
     KillReason.AGENT_SHUTDOWN: (S.TASK_KILLED, "REASON_AGENT_REMOVED_BY_OPERATOR"),
     KillReason.DRAINING: (S.TASK_KILLED, "REASON_AGENT_DRAINING"),
 }
+
+_LIMITATIONS = frozenset({KillReason.MEMORY, KillReason.DISK})
 
 # a KillTask's reason from the master (the channel's ``KillTask.reason``) -> the kill intent
 MASTER_KILL_REASONS: dict[str, KillReason] = {"REASON_AGENT_DRAINING": KillReason.DRAINING}
@@ -122,9 +126,13 @@ def master_kill(framework_id: str, task_id: str, grace: float | None, reason: st
 
 @attrs.frozen
 class LimitExceeded:
+    """The task went past a limit of its resources: killed at once (no grace) and reported
+    TASK_FAILED with the limitation's reason (memory or disk) and ``message``."""
+
     framework_id: str
     task_id: str
     message: str
+    kind: KillReason = KillReason.MEMORY  # MEMORY or DISK
 
 
 @attrs.frozen
@@ -433,11 +441,11 @@ class TaskTracker:
                 if t is None or t.terminal:
                     return []
                 return self._kill(t, grace, reason, now, message)
-            case LimitExceeded(fid, tid, message):
+            case LimitExceeded(fid, tid, message, kind):
                 t = self.tasks.get((fid, tid))
                 if t is None or t.terminal:
                     return []
-                return self._kill(t, 0.0, KillReason.MEMORY, now, message)
+                return self._kill(t, 0.0, kind, now, message)
             case ShutdownFramework(fid, grace, reason):
                 return self._shutdown_framework(fid, grace, now, reason)
             case ExecutorStarted(fid, eid, pid):
@@ -548,8 +556,9 @@ class TaskTracker:
     ) -> list[Effect]:
         fid, tid = t.key
         if t.kill_reason is not None:
-            # Already being killed: a harder reason (memory) or a shorter grace may speed it up.
-            if reason is KillReason.MEMORY:
+            # Already being killed: a harder reason (a limitation) or a shorter grace may speed it
+            # up; the first limitation found is the one reported.
+            if reason in _LIMITATIONS and t.kill_reason not in _LIMITATIONS:
                 t.kill_reason, t.kill_message = reason, message
             g = self._grace(t, grace)
             if t.pid is not None and t.kill_deadline is not None and now + g < t.kill_deadline:

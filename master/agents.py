@@ -24,6 +24,7 @@ from protocol.acls import agent_problem
 from protocol.ids import new_agent_id
 from protocol.resources import ResourceError, Resources
 from protocol.task_states import can_transition, for_framework, is_terminal
+from protocol.usage import TaskUsage
 
 __pure__ = True
 
@@ -408,6 +409,8 @@ class AgentRules(CoreBase):
                     return
                 ag.slack = slack
                 self._alloc_event(ae.AgentSlackEstimated(agent_id=ag.agent_id, slack=slack), now, fx)
+            case ac.UsageReport():
+                self._usage_report(ag, body)
             case ac.ExecutorMessageMsg():
                 fw = self.frameworks.get(body.framework_id.value)
                 if fw is not None:
@@ -426,6 +429,21 @@ class AgentRules(CoreBase):
                     self._alloc_event(ae.AgentDeactivated(agent_id=ag.agent_id, reason=body.reason or "agent is retiring"), now, fx)
             case _:
                 self.counters["dropped_messages"] += 1
+
+    def _usage_report(self, ag: AgentRec, rep: ac.UsageReport) -> None:
+        """Live usage of the agent's tasks: kept on each task it runs (shown by ``/state``)."""
+        for e in rep.tasks:
+            fw = self.frameworks.get(e.framework_id.value)
+            task = fw.tasks.get(e.task_id.value) if fw is not None else None
+            if task is None or task.agent_id != ag.agent_id:
+                continue
+            task.usage = TaskUsage(
+                cpu_seconds=max(0.0, e.cpu_seconds),
+                mem_rss_bytes=max(0, e.mem_rss_bytes),
+                mem_peak_bytes=max(0, e.mem_peak_bytes),
+                disk_used_bytes=e.disk_used_bytes if e.disk_used_bytes >= 0 else None,
+                timestamp=e.timestamp,
+            )
 
     def _status_update(self, ag: AgentRec, upd: ac.StatusUpdateMsg, now: float, fx: list[Effect]) -> None:
         fid = upd.framework_id.value

@@ -10,6 +10,7 @@ from master.lifecycles import AgentPhase, FrameworkPhase
 from protocol import mesos
 from protocol.resources import Resources
 from protocol.task_states import TaskState
+from protocol.usage import TaskUsage, from_labels
 
 __pure__ = True
 
@@ -31,10 +32,21 @@ class TaskRec:
     status_update_state: TaskState | None = None
     status_update_uuid: bytes | None = None
     acked_uuid: bytes | None = None  # the last status uuid the framework acknowledged
+    usage: TaskUsage | None = None  # the agent's last USAGE_REPORT figures for it
 
     @property
     def latest(self) -> mesos.TaskStatus | None:
         return self.statuses[-1] if self.statuses else None
+
+    def current_usage(self) -> TaskUsage | None:
+        """What it uses (live, from the agent's reports) or used (its terminal status's labels,
+        the agent's final figures, win over the last report)."""
+        last = self.latest
+        if last is not None and last.labels is not None:
+            final = from_labels(last.labels.labels, last.timestamp or 0.0)
+            if final is not None:
+                return final
+        return self.usage
 
 
 @attrs.define(eq=False)

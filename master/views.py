@@ -45,7 +45,7 @@ class StateViews:
         return out
 
     def _task_json(self, t: TaskRec) -> dict[str, Any]:
-        return {
+        out = {
             "id": t.task_id,
             "name": t.name,
             "framework_id": t.framework_id,
@@ -59,6 +59,10 @@ class StateViews:
             ],
             "labels": [],
         }
+        usage = t.current_usage()
+        if usage is not None:
+            out["usage"] = usage.to_json()
+        return out
 
     def _framework_json(self, fw: FrameworkRec, offers: list[Any]) -> dict[str, Any]:
         used = Resources.sum(t.resources for t in fw.tasks.values() if t.state is not TaskState.TASK_UNREACHABLE)

@@ -52,6 +52,7 @@ class MessageType(enum.Enum):
     REGISTER = "REGISTER"
     STATUS_UPDATE = "STATUS_UPDATE"
     SLACK_ESTIMATE = "SLACK_ESTIMATE"
+    USAGE_REPORT = "USAGE_REPORT"
     EXECUTOR_MESSAGE = "EXECUTOR_MESSAGE"
     EXECUTOR_EXITED = "EXECUTOR_EXITED"
     PONG = "PONG"
@@ -118,6 +119,28 @@ class SlackEstimate:
     """The agent's current revocable (oversubscribable) resources; sent only when it changes."""
 
     resources: tuple[Resource, ...] = ()
+
+
+@attrs.frozen
+class TaskUsageEntry:
+    """One task's figures (``protocol.usage.TaskUsage``; disk -1: not measured)."""
+
+    framework_id: FrameworkID
+    task_id: TaskID
+    cpu_seconds: float
+    mem_rss_bytes: int
+    mem_peak_bytes: int
+    disk_used_bytes: int = -1
+    timestamp: float = 0.0
+
+
+@attrs.frozen
+class UsageReport:
+    """What the agent's running tasks use, sent every ``--usage-report-interval`` with only the
+    tasks whose figures changed since the last report (the final figures ride on each terminal
+    status update as labels, see ``protocol.usage``)."""
+
+    tasks: tuple[TaskUsageEntry, ...] = ()
 
 
 @attrs.frozen
@@ -236,6 +259,7 @@ class AgentMessage:
     register: Register | None = None
     status_update: StatusUpdateMsg | None = None
     slack_estimate: SlackEstimate | None = None
+    usage_report: UsageReport | None = None
     executor_message: ExecutorMessageMsg | None = None
     executor_exited: ExecutorExited | None = None
     pong: Pong | None = None
@@ -260,6 +284,7 @@ Body = (
     Register
     | StatusUpdateMsg
     | SlackEstimate
+    | UsageReport
     | ExecutorMessageMsg
     | ExecutorExited
     | Pong
@@ -280,6 +305,7 @@ _TYPE_OF: dict[type, MessageType] = {
     Register: MessageType.REGISTER,
     StatusUpdateMsg: MessageType.STATUS_UPDATE,
     SlackEstimate: MessageType.SLACK_ESTIMATE,
+    UsageReport: MessageType.USAGE_REPORT,
     ExecutorMessageMsg: MessageType.EXECUTOR_MESSAGE,
     ExecutorExited: MessageType.EXECUTOR_EXITED,
     Pong: MessageType.PONG,

@@ -37,6 +37,7 @@ from frameworks.cli.common import (
 )
 from frameworks.cli.follow import Chunk, LineBuffer, LogStream, follow, json_lines, last_lines
 from protocol.agent_channel import AGENT_HTTPS
+from protocol.usage import usage_from_json, usage_text
 
 TERMINAL_TASK_STATES = frozenset(
     {
@@ -85,6 +86,7 @@ def task_matches(state: dict[str, Any], task_id: str, framework: str | None = No
                         "resources": t.get("resources") or {},
                         "role": t.get("role"),
                         "statuses": t.get("statuses") or [],
+                        "usage": t.get("usage"),
                         "completed": completed,
                     }
                     key = str(row["framework_id"])
@@ -266,6 +268,9 @@ def show(task_id: str, master: str | None, as_json: bool, framework: str | None)
         for k in ("state", "framework", "framework_id", "agent_id", "agent_url", "role", "sandbox"):
             click.echo(f"  {k:13} {row.get(k) or '-'}")
         click.echo(f"  {'resources':13} {cluster._res_text(row['resources'])}")
+        used = usage_from_json(row.get("usage"))
+        if used is not None:
+            click.echo(f"  {'usage':13} {usage_text(used, running=row['state'] not in TERMINAL_TASK_STATES)}")
         for s in row["statuses"]:
             stamp = time.strftime("%H:%M:%S", time.localtime(s.get("timestamp") or 0))
             click.echo(f"  {stamp}  {s.get('state', '')}")

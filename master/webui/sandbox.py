@@ -27,6 +27,7 @@ from master.webui.html import (
     timestamp,
 )
 from master.webui.pages import logs_links, task_url
+from protocol.usage import usage_from_json, usage_text
 
 __pure__ = True
 
@@ -45,6 +46,14 @@ def _task_header(task: Mapping[str, Any], agent: Mapping[str, Any] | None) -> Ht
     )
 
 
+def _usage(task: Mapping[str, Any]) -> str:
+    """What the task uses (live: the agent's last report) or used (its final figures)."""
+    u = usage_from_json(task.get("usage"))
+    if u is None:
+        return "-"
+    return usage_text(u, running=str(task.get("state", "")) in ("TASK_RUNNING", "TASK_STARTING", "TASK_KILLING"))
+
+
 def task_page(task: Mapping[str, Any], agent: Mapping[str, Any] | None) -> Html:
     """One task: what it is, where it runs, its status history and its logs."""
     fid, tid = str(task.get("framework_id", "")), str(task.get("id", ""))
@@ -59,6 +68,7 @@ def task_page(task: Mapping[str, Any], agent: Mapping[str, Any] | None) -> Html:
             ("executor", task.get("executor_id") or "-"),
             ("role", task.get("role", "") or "-"),
             ("resources", resources_text(task.get("resources"))),
+            ("usage", _usage(task)),
         ]
     )
     logs = tag("p", link(task_url(fid, tid, "files", "stdout"), "stdout", ), " · ",

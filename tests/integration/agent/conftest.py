@@ -18,6 +18,7 @@ import pytest
 from aiohttp import WSMsgType, web
 
 from agent.config import AgentConfig
+from agent.isolation import remove_agent_cgroups
 from agent.service import AgentService
 from protocol import codec
 from protocol.agent_channel import (
@@ -156,8 +157,9 @@ class FakeMaster:
     # --- orders ------------------------------------------------------------------------------
 
     async def run(self, tid: str, cmd: str, *, shell: bool = True, args: tuple[str, ...] = (), mem: float = 32,
-                  grace: float | None = None, revocable: bool = False, env: Any = None) -> None:
-        res = Resources.of(cpus=0.1, mem=mem)
+                  grace: float | None = None, revocable: bool = False, env: Any = None, cpus: float = 0.1,
+                  disk: float | None = None) -> None:
+        res = Resources.of(cpus=cpus, mem=mem) if disk is None else Resources.of(cpus=cpus, mem=mem, disk=disk)
         if revocable:
             res = res.as_revocable()
         task = TaskInfo(
@@ -242,6 +244,8 @@ async def make_agent(master: FakeMaster, tmp_path: Path) -> AsyncIterator[Callab
     for a in agents:
         await a.stop()
     await kill_leftovers(tmp_path)
+    for a in agents:
+        await asyncio.to_thread(remove_agent_cgroups, a.config.work_dir)
 
 
 class AgentProcess:
@@ -362,3 +366,5 @@ async def agent_procs(master: FakeMaster, tmp_path: Path) -> AsyncIterator[Calla
     for p in procs:
         await p.kill9()
     await kill_leftovers(tmp_path)
+    for p in procs:
+        await asyncio.to_thread(remove_agent_cgroups, p.work_dir)

@@ -163,7 +163,8 @@ async def test_http_state_health_metrics_and_files(master: Any, make_agent: Any)
             assert r.status == 200
         async with s.get(f"{agent.url}/state") as r:
             state = await r.json()
-            assert state["id"] == "agent-1" and state["isolation"] in ("psutil", "cgroups-v2")
+            assert state["id"] == "agent-1" and state["isolation"] in ("psutil", "cgroups-v1", "cgroups-v2")
+            assert state["isolator"]["name"] == state["isolation"]
             assert state["resources"]["cpus"] == 4.0
         async with s.get(f"{agent.url}/metrics") as r:
             text = await r.text()

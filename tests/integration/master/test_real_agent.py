@@ -45,6 +45,11 @@ async def test_pymesos_with_a_real_agent(master: MasterService, tmp_path: Path) 
         async with aiohttp.ClientSession() as s, s.get(master.url + "/metrics/snapshot") as r:
             snap = await r.json()
         assert snap["master/tasks_finished"] == N and snap["master/tasks_killed"] == 1
+        async with aiohttp.ClientSession() as s, s.get(master.url + "/state") as r:
+            state = await r.json()
+        done = {t["id"]: t for f in state["frameworks"] + state["completed_frameworks"] for t in f["completed_tasks"]}
+        used = done["task-0"]["usage"]  # the agent's final figures, from the terminal status's labels
+        assert used["cpu_seconds"] >= 0 and used["mem_peak_bytes"] > 0 and used["mem_rss_bytes"] == 0
 
 
 @pytest.mark.slow

@@ -170,9 +170,28 @@ async def test_memory_limit_is_detected(env: tuple[Launcher, Exits, Path]) -> No
     assert await exits.wait("hog") is None
 
 
-def test_detect_falls_back_to_monitoring_here() -> None:
-    iso = detect("auto")
-    assert iso.name in ("psutil", "cgroups-v2")
+def test_detect_monitors_when_asked(tmp_path: Path) -> None:
+    iso = detect("psutil", tmp_path)
+    assert iso.name == "psutil" and iso.describe() == {"name": "psutil", "kernel_limits": False, "why": "--isolation psutil"}
+
+
+async def test_rusage_is_taken_by_the_exit_callback(tmp_path: Path) -> None:
+    got: dict[str, tuple[float, int] | None] = {}
+    done = asyncio.Event()
+
+    def on_exit(key: str, code: int | None) -> None:
+        got[key] = la.pop_rusage(key)
+        done.set()
+
+    la = Launcher(on_exit)
+    code = "b = bytearray(60 * 1024 * 1024); n = 0\nfor i in range(3_000_000): n += i"
+    run(la, tmp_path, "spin", [sys.executable, "-c", code])
+    await asyncio.wait_for(done.wait(), 30)
+    ru = got["spin"]
+    assert ru is not None
+    cpu, peak = ru
+    assert cpu > 0.05 and peak > 60 * 1024 * 1024  # the task (a grandchild of ours) is counted
+    assert la.pop_rusage("spin") is None  # taken once
 
 
 def _pgid(pid: int) -> int | None:

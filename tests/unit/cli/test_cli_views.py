@@ -84,7 +84,9 @@ def state(addr: str, twin: bool = False) -> dict[str, Any]:
         ],
         "frameworks": [
             {"id": "fa", "name": "alpha", "tasks": [{**task, "framework_id": "fa"}], "completed_tasks": []},
-            {"id": "fb", "name": "beta", "tasks": [{**task, "framework_id": "fb", "state": "TASK_FINISHED"}],
+            {"id": "fb", "name": "beta", "tasks": [{**task, "framework_id": "fb", "state": "TASK_FINISHED",
+                                                     "usage": {"cpu_seconds": 1.5, "mem_rss_bytes": 0,
+                                                               "mem_peak_bytes": 3 * 1024 * 1024}}],
              "completed_tasks": []},
         ],
     }
@@ -136,6 +138,8 @@ def test_a_task_id_two_frameworks_use_is_ambiguous_until_framework_picks_one(ago
     assert _Stub.reads and all("path=fb%2Fhello-1%2Fstdout" in p for p in _Stub.reads)
     r = agora("task", "show", "hello-1", "--framework", "fa", "--json")
     assert r.exit_code == 0 and json.loads(r.output)["framework"] == "alpha"
+    r = agora("task", "show", "hello-1", "--framework", "beta")
+    assert r.exit_code == 0 and "  usage         cpu 1.50 s, peak mem 3.0 MB\n" in r.output
     r = agora("task", "show", "hello-1", "--framework", "gamma")
     assert r.exit_code == 1 and "no task 'hello-1' in framework 'gamma'" in r.output
 

@@ -33,6 +33,7 @@ def _all_bodies() -> list[ac.Body]:
         ),
         ac.StatusUpdateMsg(FID, status, latest_state=TaskState.TASK_FINISHED),
         ac.SlackEstimate(Resources.of(cpus=2, revocable=True).to_mesos()),
+        ac.UsageReport((ac.TaskUsageEntry(FID, TaskID("t1"), 1.5, 1 << 20, 2 << 20, -1, 12.5),)),
         ac.ExecutorMessageMsg(FID, ExecutorID("e"), b"\x00\xff"),
         ac.ExecutorExited(FID, ExecutorID("e"), 137),
         ac.Pong(7),

@@ -117,6 +117,9 @@ def test_task_page_status_history_and_logs() -> None:
     assert 'href="/ui/tasks/f1/t1/files/download?path=stderr" download' in page
     assert "a1 (10.0.0.7)" in page
     assert "a1 (" not in task_page(t, None)  # the agent is gone: its id only
+    assert "<dd>-</dd>" in page.split("usage")[1][:40]  # no figures yet
+    t["usage"] = {"cpu_seconds": 2.5, "mem_rss_bytes": 0, "mem_peak_bytes": 8 * 1024 * 1024, "disk_used_bytes": 4096}
+    assert "cpu 2.50 s, peak mem 8.0 MB, disk 0.0 MB" in task_page(t, agent())
 
 
 def test_pailer_page_carries_what_the_script_follows_from() -> None:

@@ -1,0 +1,61 @@
+"""What the machine running the tests offers for kernel isolation, found by trying (not assumed).
+
+``v1_or_skip(work_dir)``: a real cgroup v1 isolator for ``work_dir``, or ``pytest.skip`` with the
+reason the agent itself gives (no writable memory/cpu/cpuacct v1 hierarchy: a CI container without
+the capability, a pure cgroup2 host). ``v2_subtree_or_skip()``: a fresh cgroup2 directory under the
+cgroup2 mount that the tests may use (created, removed afterwards), or a skip saying why not.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from agent import cgroup_probe
+from agent.cgroups_v1 import CgroupV1Isolator
+from agent.isolation import CgroupOptions, detect, kill_procs
+
+
+def v1_or_skip(work_dir: Path, **options: object) -> CgroupV1Isolator:
+    iso = detect("cgroups-v1", work_dir, CgroupOptions(cgroups_root="agora-test", **options))  # type: ignore[arg-type]
+    if not isinstance(iso, CgroupV1Isolator):
+        pytest.skip(f"no writable cgroup v1 hierarchies here: {iso.describe().get('why')}")
+    return iso
+
+
+def drop_v1(iso: CgroupV1Isolator) -> None:
+    """Kill whatever a test left in its cgroups and remove them."""
+    iso.cleanup(set())
+    iso.close()
+
+
+def cgroup2_mount() -> Path | None:
+    with open("/proc/self/mountinfo") as f:
+        mounts = cgroup_probe.parse_mountinfo(f.read())
+    return next((Path(m.path) for m in mounts if m.version == 2), None)
+
+
+@contextlib.contextmanager
+def v2_subtree_or_skip(name: str) -> Iterator[Path]:
+    """A cgroup2 directory of our own (``<mount>/<name>-<pid>``), removed afterwards."""
+    mount = cgroup2_mount()
+    if mount is None:
+        pytest.skip("no cgroup2 hierarchy is mounted here")
+    d = mount / f"{name}-{os.getpid()}"
+    try:
+        d.mkdir()
+    except OSError as e:
+        pytest.skip(f"cannot create a cgroup2 directory under {mount}: {e}")
+    try:
+        yield d
+    finally:
+        for sub in sorted((p for p in d.rglob("*") if p.is_dir()), key=lambda p: -len(p.parts)):
+            kill_procs(sub)
+            with contextlib.suppress(OSError):
+                sub.rmdir()
+        with contextlib.suppress(OSError):
+            d.rmdir()
