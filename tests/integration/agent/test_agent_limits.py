@@ -78,7 +78,7 @@ async def test_kill_reaches_every_process_of_the_task(master: Any, make_agent: A
     f = agent.checkpoint.sandbox("fw1", "escape") / "escaped"
     await master.wait_for(lambda: f.exists() and f.read_text().strip())
     escaped = int(f.read_text())
-    assert os.getpgid(escaped) != os.getpgid(int(master.statuses("escape")[0].message.split()[-1]))
+    await master.wait_for(lambda: os.getpgid(escaped) == escaped)  # setsid: out of reach of the group kill
     await master.kill("escape")
     assert (await master.wait_terminal("escape")).state is TaskState.TASK_KILLED
     await master.wait_for(lambda: gone(escaped))

@@ -158,7 +158,7 @@ async def test_v1_kill_reaches_processes_that_left_the_group(v1: CgroupV1Isolato
     sb = start(la, tmp_path, key, ["/bin/sh", "-c", ESCAPE], join)
     await until(lambda: (sb / "escaped").exists() and (sb / "escaped").read_text().strip() != "")
     escaped = int((sb / "escaped").read_text())
-    assert os.getpgid(escaped) == escaped  # its own session: out of reach of the group kill
+    await until(lambda: os.getpgid(escaped) == escaped)  # its own session: out of reach of the group kill
     la.signal(key, "KILL")
     await exits.wait(key)
     assert not gone(escaped) and escaped in read_procs(v1.bases["memory"] / "fw.escape")
