@@ -45,7 +45,13 @@ class MasterConfig:
     # its hard limit at start): that limit minus 256 spare descriptors minus max_connections
     # (counted as at most a tenth of the limit)
     max_agent_connections: int = 0
-    read_timeout: float = 30.0  # per connection, for a request head/body (slowloris)
+    read_timeout: float = 30.0  # per connection, for a request body (and, if shorter, its head)
+    header_timeout: float = 10.0  # per connection, for a complete request head (slowloris)
+    # untrusted connections (not yet a framework's accepted call, nor authenticated) of one client
+    # address (0: a quarter of max_connections), and the part of max_connections they may never
+    # hold (-1: a tenth); see protocol/admission.py
+    max_connections_per_address: int = 0
+    reserved_connections: int = -1
     # per principal (framework principal, else framework id); a call costs one token
     # (ACKNOWLEDGE_MANY: one per 100 entries). 5,000/s is about what one master serves on one
     # connection, so one framework is not throttled below the master's own pace.
@@ -175,7 +181,7 @@ def load(path: str | Path | None = None, **overrides: Any) -> MasterConfig:
     cfg = MasterConfig(**values)
     if not 0 <= cfg.port <= 65535:
         raise ConfigError(f"port out of range: {cfg.port}")
-    for name in ("heartbeat_interval", "ping_interval", "ping_timeout", "read_timeout", "agent_removal_rate"):
+    for name in ("heartbeat_interval", "ping_interval", "ping_timeout", "read_timeout", "header_timeout", "agent_removal_rate"):
         if getattr(cfg, name) <= 0:
             raise ConfigError(f"{name} must be > 0")
     if cfg.zk is not None:

@@ -25,7 +25,7 @@ from aiohttp import web
 
 from master.agent_channel import AgentChannelServer
 from master.allocator import Allocator, AllocatorConfig
-from master.auth import MasterAuth, load_auth
+from master.auth import MasterAuth, load_auth, principal_of
 from master.auth import middleware as auth_middleware
 from master.config import ConfigError, MasterConfig, advertised_address
 from master.events import (
@@ -78,6 +78,15 @@ def raise_open_file_limit() -> int:
             resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))
             soft = want
     return int(soft)
+
+
+def trusted_connection(request: web.Request, response: web.StreamResponse) -> bool:
+    """A connection a client has shown to be a real one (``protocol.admission``): it carried a
+    scheduler call the master accepted (a framework's stream or call connection) or a request
+    with valid credentials."""
+    if principal_of(request) is not None:
+        return True
+    return request.path == "/api/v1/scheduler" and response.status in (200, 202)
 
 
 def agent_connection_cap(cfg: MasterConfig) -> int:
@@ -151,9 +160,12 @@ class MasterService(Service):
         self._guard = GuardedServer(
             None,
             max_connections=cfg.max_connections,
-            read_timeout=cfg.read_timeout,
+            read_timeout=min(cfg.header_timeout, cfg.read_timeout),
             max_agent_connections=agent_connection_cap(cfg),
             handshake_timeout=cfg.read_timeout if ssl_ctx is not None else None,
+            per_address=cfg.max_connections_per_address,
+            reserved=cfg.reserved_connections,
+            trust=trusted_connection,
         )
         middlewares = [self._guard.middleware()]
         if cfg.tls_require_client_cert:  # mTLS for agents: no verified certificate, no channel
