@@ -201,6 +201,16 @@ class AgentRules(CoreBase):
             fx.append(SendToAgent(conn_id, ac.Refused(message=f"agent {aid} was drained and marked gone by the operator")))
             fx.append(CloseAgent(conn_id, "agent marked gone"))
             return
+        if ag is not None and ag.conn_id is not None and ag.conn_id != conn_id and now - ag.last_seen < self.cfg.ping_timeout:
+            # one live connection per agent id: a second process holding the id (and perhaps its
+            # credential) must not take over a connected agent and have its tasks reported LOST.
+            # The first is gone once its connection closes or it misses its ping deadline; the
+            # agent retries with backoff until then (a restarted agent's old socket closes at once).
+            self.counters["agent_takeovers_refused"] = self.counters.get("agent_takeovers_refused", 0) + 1
+            fx.append(SendToAgent(conn_id, ac.Refused(
+                message=f"agent {aid} is connected on another connection; retry once that one is gone")))
+            fx.append(CloseAgent(conn_id, "agent id already connected"))
+            return
         if aid is None:
             aid = new_agent_id(self.master_id, self.agent_seq)
             self.agent_seq += 1

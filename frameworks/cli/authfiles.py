@@ -1,11 +1,16 @@
 """``agora up --auth``: throwaway credentials and ACLs for a local cluster with authentication on.
 
-``make_local_auth(dir)`` writes ``credentials.json`` (the master's ``--credentials``: one secret
-per agent principal and framework service, an operator bearer token), ``acls.json`` (the master's
-``--acls``: each principal may do exactly its job, default deny) and ``agent.json`` (the agents'
-``--credential``). Files are created mode 0600. With ``--tls`` too, each agent is its own
-principal (``agent_principal(i)``), named by its client certificate instead of a shared secret
-(``frameworks/cli/certs.py``); ``register_agents`` then lists those principals.
+``make_local_auth(dir, agents=N)`` writes ``credentials.json`` (the master's ``--credentials``:
+one secret per agent -- agent ``i`` is principal ``agent_principal(i)``, so no agent can pose as
+another -- one per framework service and for the web UI, and an operator bearer token),
+``acls.json`` (the master's ``--acls``: each principal may do exactly its job, default deny),
+``agent-<i>.json`` (agent ``i``'s ``--credential``), ``webui.json`` (the master's
+``--agent-http-credential``) and ``<framework>.json`` (each service's
+``--agent-http-credential``). The agents' own endpoints check the same ``credentials.json``
+(``--authenticate-http``): an operator's token, a framework's or the web UI's secret is good
+there, an agent's is not. Files are created mode 0600. With ``--tls`` too, each agent's client
+certificate names its principal and is its credential on the channel
+(``frameworks/cli/certs.py``).
 """
 
 from __future__ import annotations
@@ -24,7 +29,7 @@ FRAMEWORKS = ("agora-batch", "agora-elastic")
 
 
 def agent_principal(index: int) -> str:
-    """The principal of local agent ``index`` when its certificate names it (``agora up --tls --auth``)."""
+    """The principal of local agent ``index`` (its secret's, or its certificate's with ``--tls``)."""
     return f"{AGENT}-{index}"
 
 
@@ -32,16 +37,22 @@ def agent_principal(index: int) -> str:
 class LocalAuth:
     credentials: Path
     acls: Path
-    agent_credential: Path
+    agent_credentials: tuple[Path, ...]  # agent i's --credential
+    webui_credential: Path  # the master's --agent-http-credential
     operator_token: str
     framework_secrets: dict[str, str]  # principal -> secret (HTTP Basic)
+    framework_credentials: dict[str, Path]  # principal -> its --agent-http-credential file
 
     def master_args(self) -> tuple[str, ...]:
         return ("--credentials", str(self.credentials), "--acls", str(self.acls), "--authenticate-frameworks",
-                "--authenticate-agents", "--authenticate-http-readwrite", "--authenticate-http-readonly")
+                "--authenticate-agents", "--authenticate-http-readwrite", "--authenticate-http-readonly",
+                "--agent-http-credential", str(self.webui_credential))
 
-    def agent_args(self) -> tuple[str, ...]:
-        return ("--credential", str(self.agent_credential))
+    def agent_args(self, index: int, *, channel: bool = True) -> tuple[str, ...]:
+        """Agent ``index``'s flags: its own channel credential (unless a certificate is), and its
+        endpoints' authentication."""
+        own = ("--credential", str(self.agent_credentials[index])) if channel else ()
+        return (*own, "--authenticate-http", "--http-credentials", str(self.credentials))
 
 
 def _write(path: Path, data: object) -> None:
@@ -72,26 +83,40 @@ def acls_for(user: str, agents: tuple[str, ...] = (AGENT,)) -> dict[str, object]
     }
 
 
-def make_local_auth(directory: Path, user: str | None = None, cert_agents: tuple[str, ...] = ()) -> LocalAuth:
-    """``cert_agents``: agent principals that authenticate with their certificate (may register
-    too, besides the shared ``AGENT`` credential)."""
+WEBUI = "agora-webui"
+
+
+def make_local_auth(
+    directory: Path, user: str | None = None, cert_agents: tuple[str, ...] = (), agents: int = 1
+) -> LocalAuth:
+    """Credentials for ``agents`` agents (one principal and secret each), the framework services,
+    the web UI and the operator. ``cert_agents``: agent principals that authenticate with their
+    certificate instead (``--tls``)."""
     directory.mkdir(parents=True, exist_ok=True)
-    agent_secret = secrets.token_urlsafe(24)
+    agent_secrets = {agent_principal(i): secrets.token_urlsafe(24) for i in range(agents)}
     operator_token = secrets.token_urlsafe(32)
     fw_secrets = {p: secrets.token_urlsafe(24) for p in FRAMEWORKS}
+    webui_secret = secrets.token_urlsafe(24)
     creds = {
-        "credentials": [{"principal": AGENT, "secret": agent_secret, "kind": "agent"}]
-        + [{"principal": p, "secret": s, "kind": "framework"} for p, s in fw_secrets.items()],
+        "credentials": [{"principal": p, "secret": s, "kind": "agent"} for p, s in agent_secrets.items()]
+        + [{"principal": p, "secret": s, "kind": "framework"} for p, s in fw_secrets.items()]
+        + [{"principal": WEBUI, "secret": webui_secret, "kind": "operator"}],
         "tokens": [{"principal": OPERATOR, "token": operator_token, "kind": "operator"}],
     }
     auth = LocalAuth(
         credentials=directory / "credentials.json",
         acls=directory / "acls.json",
-        agent_credential=directory / "agent.json",
+        agent_credentials=tuple(directory / f"agent-{i}.json" for i in range(agents)),
+        webui_credential=directory / "webui.json",
         operator_token=operator_token,
         framework_secrets=fw_secrets,
+        framework_credentials={p: directory / f"{p}.json" for p in FRAMEWORKS},
     )
     _write(auth.credentials, creds)
-    _write(auth.acls, acls_for(user or getpass.getuser(), (AGENT, *cert_agents)))
-    _write(auth.agent_credential, {"principal": AGENT, "secret": agent_secret})
+    _write(auth.acls, acls_for(user or getpass.getuser(), (*agent_secrets, *cert_agents)))
+    for i, path in enumerate(auth.agent_credentials):
+        _write(path, {"principal": agent_principal(i), "secret": agent_secrets[agent_principal(i)]})
+    _write(auth.webui_credential, {"principal": WEBUI, "secret": webui_secret})
+    for p, path in auth.framework_credentials.items():
+        _write(path, {"principal": p, "secret": fw_secrets[p]})
     return auth

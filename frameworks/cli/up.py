@@ -162,16 +162,20 @@ def start_cluster(
     for var in ("AGORA_PRINCIPAL", "AGORA_SECRET"):  # the services' credentials are up's to give
         env.pop(var, None)
     fw_secrets: dict[str, str] = {}  # principal (= framework name) -> secret
+    auth_agent: tuple[tuple[str, ...], ...] = ()  # per agent: its credential and endpoint authentication
+    fw_agent_creds: dict[str, tuple[str, ...]] = {}  # principal -> what it presents to agents' /files
     if auth:  # authentication on everywhere, default-deny ACLs (frameworks/cli/authfiles.py)
         from frameworks.cli.authfiles import make_local_auth
 
-        local = make_local_auth(work_dir / "auth", cert_agents=cert_agents)
+        local = make_local_auth(work_dir / "auth", cert_agents=cert_agents, agents=agents)
         cluster.token = local.operator_token
         set_token(local.operator_token)  # this process' own calls (readiness, demos)
         tls_master = (*tls_master, *local.master_args())
-        if not cert_agents:  # with per-agent certificates the certificate is the credential
-            tls_agent = (*tls_agent, *local.agent_args())
+        # one credential per agent (with per-agent certificates the certificate is it), and the
+        # agents' own endpoints authenticated too
+        auth_agent = tuple(local.agent_args(i, channel=not cert_agents) for i in range(agents))
         fw_secrets = dict(local.framework_secrets)
+        fw_agent_creds = {p: ("--agent-http-credential", str(f)) for p, f in local.framework_credentials.items()}
         env.pop("AGORA_TOKEN", None)  # the services authenticate with their own principal
     try:
         master = start_process(
@@ -210,6 +214,7 @@ def start_cluster(
                     f"host_index:{i}",
                     *tls_agent,
                     *(per_agent_tls[i] if i < len(per_agent_tls) else ()),
+                    *(auth_agent[i] if i < len(auth_agent) else ()),
                     *agent_args,
                 ],
                 log_path=logs / f"agent-{i}.log",
@@ -221,12 +226,13 @@ def start_cluster(
         if with_batch and module_available("frameworks.batch"):
             cluster.batch_url = _start_framework(
                 cluster, "batch", "frameworks.batch", BATCH_NAME, port, work_dir, env, ready_timeout, echo,
-                fw_secrets.get(BATCH_NAME), ("--roles", ",".join(batch_roles)) if batch_roles else (),
+                fw_secrets.get(BATCH_NAME),
+                (*(("--roles", ",".join(batch_roles)) if batch_roles else ()), *fw_agent_creds.get(BATCH_NAME, ())),
             )
         if (with_batch if with_elastic is None else with_elastic) and module_available("frameworks.elastic"):
             cluster.elastic_url = _start_framework(
                 cluster, "elastic", "frameworks.elastic", ELASTIC_NAME, port, work_dir, env, ready_timeout, echo,
-                fw_secrets.get(ELASTIC_NAME),
+                fw_secrets.get(ELASTIC_NAME), fw_agent_creds.get(ELASTIC_NAME, ()),
             )
     except BaseException:
         cluster.stop(grace=2.0)

@@ -13,16 +13,27 @@ from pathlib import Path
 import pytest
 
 from frameworks.cli import common
-from frameworks.cli.authfiles import AGENT, FRAMEWORKS, OPERATOR, acls_for, make_local_auth
+from frameworks.cli import task as task_cli
+from frameworks.cli.authfiles import FRAMEWORKS, OPERATOR, acls_for, agent_principal, make_local_auth
 from frameworks.cli.up import start_cluster
 from protocol.acls import Acls, Action
 
 
 def test_local_auth_files_give_each_principal_its_job(tmp_path: Path) -> None:
-    local = make_local_auth(tmp_path / "auth", user="root")
-    assert (tmp_path / "auth" / "credentials.json").stat().st_mode & 0o777 == 0o600
+    local = make_local_auth(tmp_path / "auth", user="root", agents=2)
+    for f in (local.credentials, local.acls, local.webui_credential, *local.agent_credentials,
+              *local.framework_credentials.values()):
+        assert f.stat().st_mode & 0o777 == 0o600
     acls = Acls.parse(local.acls.read_text(), default_permissive=False)
-    assert acls.allows(Action.REGISTER_AGENTS, AGENT, None) and not acls.allows(Action.REGISTER_AGENTS, OPERATOR, None)
+    assert acls.allows(Action.REGISTER_AGENTS, agent_principal(1), None)
+    assert not acls.allows(Action.REGISTER_AGENTS, OPERATOR, None)
+    # one credential per agent: no agent holds another's secret
+    creds = [json.loads(f.read_text()) for f in local.agent_credentials]
+    assert [c["principal"] for c in creds] == [agent_principal(0), agent_principal(1)]
+    assert creds[0]["secret"] != creds[1]["secret"]
+    assert local.agent_args(1) == ("--credential", str(local.agent_credentials[1]), "--authenticate-http",
+                                   "--http-credentials", str(local.credentials))
+    assert "--agent-http-credential" in local.master_args()
     for fw in FRAMEWORKS:
         assert acls.allows(Action.RUN_TASKS, fw, "root")  # the user running the cluster, named
         assert acls.allows(Action.RUN_TASKS, fw, "nobody")
@@ -43,6 +54,14 @@ def test_agora_up_auth_runs_a_batch_job(tmp_path: Path) -> None:
         e.value.close()
         state = common.master_state(cluster.master_url)  # this process presents the operator token
         assert [f["principal"] for f in state["frameworks"]] == ["agora-batch"]
+        # the agent's own endpoints are authenticated too
+        agent_url = task_cli.agent_url(state, state["slaves"][0]["id"])
+        assert agent_url is not None
+        with pytest.raises(urllib.error.HTTPError) as e:
+            urllib.request.urlopen(agent_url + "/state", timeout=5.0)
+        assert e.value.code == 401
+        e.value.close()
+        assert common.http_get_json(agent_url + "/state")["id"] == state["slaves"][0]["id"]  # the operator's token
         batch = next(p for p in cluster.processes if p.name == "batch")  # its secret is not in `ps`
         assert "--secret" not in batch.argv and batch.argv[batch.argv.index("--principal") + 1] == "agora-batch"
         api = cluster.batch_url + "/api/v1"
@@ -52,6 +71,9 @@ def test_agora_up_auth_runs_a_batch_job(tmp_path: Path) -> None:
             60, "the job to end", interval=0.1,
         )
         assert common.http_get_json(f"{api}/jobs/{job['id']}")["state"] == "SUCCEEDED"
+        # the batch service reads the task's stdout from the agent with its own credential
+        logs = common.http_get_json(f"{api}/jobs/{job['id']}/logs?task=0&stream=stdout&offset=0&length=100")
+        assert logs["data"] == "hi\n"
     finally:
         cluster.stop(grace=5.0)
         common.set_token(None)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from master import registry_ops as ops
-from master.events import AgentConnected, CloseAgent, Effect, SubscribeReceived
+from master.events import AgentConnected, AgentConnectionLost, CloseAgent, Effect, SubscribeReceived
 from master.testing import Harness, closed, events, framework_info, offers, persisted, task, to_agent, updates
 from protocol import agent_channel as ac
 from protocol import mesos
@@ -158,7 +158,8 @@ def test_s11_agent_id_is_bound_to_its_first_principal() -> None:
     assert persisted(fx) == [] and updates(fx) == []
     ag = h.state.agents[aid]
     assert ag.conn_id == 1 and (fid, "t1") in ag.tasks and h.state.frameworks[fid].tasks["t1"]
-    # the real agent re-registers fine
+    # the real agent re-registers fine (after a restart: its first connection is gone)
+    h.feed(AgentConnectionLost(1))
     assert registered_id(register(h, 3, "ag", agent_id=aid)) == aid
     # the binding survives a restart (read back from the registry)
     h2 = harness()

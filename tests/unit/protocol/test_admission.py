@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from protocol.admission import Limits, Phase, Slot, over, victim
 
-W, B, I = Phase.WAITING, Phase.BUSY, Phase.IDLE
+W, B, IDLE = Phase.WAITING, Phase.BUSY, Phase.IDLE
 
 
 def test_default_limits() -> None:
@@ -24,10 +24,10 @@ def test_bounds() -> None:
 def test_the_heaviest_address_gives_its_oldest_waiting_socket_first() -> None:
     slots = {
         "a1": Slot("10.0.0.1", W, False, since=5.0),
-        "a2": Slot("10.0.0.1", I, False, since=1.0),
+        "a2": Slot("10.0.0.1", IDLE, False, since=1.0),
         "a3": Slot("10.0.0.1", W, False, since=3.0),
         "b1": Slot("10.0.0.2", W, False, since=0.0),  # older, but its address holds less
-        "t1": Slot("10.0.0.1", I, True, since=0.0),  # trusted: never
+        "t1": Slot("10.0.0.1", IDLE, True, since=0.0),  # trusted: never
         "a4": Slot("10.0.0.1", B, False, since=0.0),  # busy: never
     }
     assert victim(slots, None, own_address_only=False) == "a3"
@@ -38,6 +38,6 @@ def test_the_heaviest_address_gives_its_oldest_waiting_socket_first() -> None:
 
 
 def test_nothing_to_close_refuses() -> None:
-    slots = {"t": Slot("a", I, True, 0.0), "b": Slot("a", B, False, 0.0)}
+    slots = {"t": Slot("a", IDLE, True, 0.0), "b": Slot("a", B, False, 0.0)}
     assert victim(slots, "a", own_address_only=False) is None
     assert victim({"x": Slot("b", W, False, 0.0)}, "a", own_address_only=True) is None
