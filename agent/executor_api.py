@@ -44,7 +44,7 @@ from typing import Protocol
 import attrs
 from aiohttp import web
 
-from protocol import recordio
+from protocol import httputil, recordio
 from protocol.clock import Clock, SystemClock
 from protocol.codec import JSON, encode_json
 from protocol.httputil import decode_body
@@ -449,30 +449,28 @@ class ExecutorAPI:
                     self._notify("update", self._forward_update, fid, eid, upd.status)
 
         resp = web.StreamResponse(status=200, headers={"Content-Type": JSON})
-        resp.enable_chunked_encoding()
-        await resp.prepare(request)
+        out = await httputil.RecordChunks.open(resp, request)  # one record per HTTP chunk, as Mesos
         subscribed = ExecutorEvent.make_subscribed(
             ex.executor_info, ex.framework_info, self._agent_info(), ContainerID(ex.container_id)
         )
-        if not await self._write(resp, subscribed):
+        if not await self._write(out, subscribed):
             return resp
         ex.subscribed = True
         log.info("executor %s of framework %s subscribed", eid, fid)
         self._notify("subscribed", self._host.on_executor_subscribed, fid, eid)
         try:
-            await self._pump(request, resp, ex, gen)
+            await self._pump(request, out, ex, gen)
         finally:
             if ex.generation == gen or self._closed:
                 ex.subscribed = False
                 log.info("executor %s of framework %s disconnected", eid, fid)
                 self._notify("disconnected", self._host.on_executor_disconnected, fid, eid)
-        with contextlib.suppress(ConnectionError, RuntimeError):
-            await resp.write_eof()
+        await out.close()
         if self._closed and request.transport is not None:
             request.transport.close()  # the agent stops: the executor reconnects to the next one
         return resp
 
-    async def _pump(self, request: web.Request, resp: web.StreamResponse, ex: _Executor, gen: int) -> None:
+    async def _pump(self, request: web.Request, out: httputil.RecordChunks, ex: _Executor, gen: int) -> None:
         loop = asyncio.get_running_loop()
         next_heartbeat = loop.time()  # a HEARTBEAT right after SUBSCRIBED
         while ex.generation == gen and not self._closed:
@@ -481,14 +479,14 @@ class ExecutorAPI:
                 # Taken off the queue before the write, so a concurrent kill() of a task whose
                 # LAUNCH is being written sends KILL instead of reporting "killed during launch".
                 event = ex.pending.popleft()
-                if not await self._write(resp, event):
+                if not await self._write(out, event):
                     ex.pending.appendleft(event)  # kept for the next subscription
                     return
             if ex.generation != gen or self._closed:
                 return
             now = loop.time()
             if now >= next_heartbeat:
-                if not await self._write(resp, ExecutorEvent.make_heartbeat()):
+                if not await self._write(out, ExecutorEvent.make_heartbeat()):
                     return
                 next_heartbeat = now + self.heartbeat_interval
             transport = request.transport
@@ -511,9 +509,9 @@ class ExecutorAPI:
 
         ex.pending = collections.deque(e for e in ex.pending if not already_known(e))
 
-    async def _write(self, resp: web.StreamResponse, event: ExecutorEvent) -> bool:
+    async def _write(self, out: httputil.RecordChunks, event: ExecutorEvent) -> bool:
         try:
-            await resp.write(recordio.encode(encode_json(event)))
+            await out.write((recordio.encode(encode_json(event)),))
         except (ConnectionError, RuntimeError) as e:
             log.info("executor stream write failed: %s", e)
             return False

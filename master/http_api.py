@@ -5,7 +5,8 @@ Transport-level faults get Mesos' status codes (400/403/405/406/413/415/429); a 
 from the subscribed framework always gets ``202`` and its semantic problems surface as events.
 SUBSCRIBE answers ``200`` with a chunked RecordIO stream (``Mesos-Stream-Id``), SUBSCRIBED then
 HEARTBEAT at once and every ``heartbeat_interval``, and one extra HEARTBEAT after each burst of
-events (mesoshttp only delivers an event when the next record's length line arrives).
+events (mesoshttp only delivers an event when the next record's length line arrives); every
+record is its own HTTP chunk, as Mesos writes it.
 """
 
 from __future__ import annotations
@@ -118,7 +119,7 @@ class EventStream:
             log.error("stream %s: dropping a %s event that cannot be encoded: %s", self.stream_id, event.type, e)
             return b""
 
-    async def run(self, resp: web.StreamResponse, request: web.Request) -> None:
+    async def run(self, out: httputil.RecordChunks, request: web.Request) -> None:
         self.transport = request.transport
         hb = self._record(mesos.Event.make_heartbeat())
         loop = asyncio.get_running_loop()
@@ -136,11 +137,11 @@ class EventStream:
                 if burst and self.extra_heartbeat:
                     batch.append(hb)
                     next_hb = loop.time() + self.heartbeat
-                # a burst goes out as one chunk of back-to-back records (both pymesos and mesoshttp
-                # parse records independently of chunk boundaries); one write, one syscall
+                # one record per HTTP chunk, as Mesos writes (a client reading one record per
+                # chunk keeps up); the burst's chunks leave in one write
                 if batch:
                     self.sent += len(batch)
-                    await resp.write(b"".join(batch))
+                    await out.write(batch)
             if self.closed:
                 return
             transport = request.transport
@@ -154,7 +155,7 @@ class EventStream:
             except TimeoutError:
                 pass
             if loop.time() >= next_hb and not self.closed:
-                await resp.write(hb)
+                await out.write((hb,))
                 next_hb = loop.time() + self.heartbeat
 
 
@@ -251,15 +252,15 @@ class SchedulerApi:
         info = call.subscribe.framework_info
         log.info("SUBSCRIBE from %r (framework id %s, stream %s)", info.name, info.id.value if info.id else None, stream_id)
         resp = web.StreamResponse(status=200, headers={STREAM_HEADER: stream_id, "Content-Type": out_type})
-        resp.enable_chunked_encoding()
+        out: httputil.RecordChunks | None = None
         try:
-            await resp.prepare(request)
+            out = await httputil.RecordChunks.open(resp, request)
             await svc.dispatch(
                 SubscribeReceived(
                     stream_id=stream_id, subscribe=call.subscribe, principal=principal, authenticated=principal_of(request)
                 )
             )
-            await stream.run(resp, request)
+            await stream.run(out, request)
         except (ConnectionError, asyncio.CancelledError) as e:
             if isinstance(e, asyncio.CancelledError) and not svc.running:
                 raise
@@ -267,10 +268,8 @@ class SchedulerApi:
             self.streams.pop(stream_id, None)
             if svc.running:
                 await svc.dispatch(StreamClosed(stream_id=stream_id))
-        try:
-            await resp.write_eof()
-        except ConnectionError:
-            pass
+        if out is not None:
+            await out.close()
         return resp
 
     async def _other(self, request: web.Request, call: mesos.Call) -> web.StreamResponse:

@@ -2,7 +2,7 @@
 
 The answer is ``200`` with a chunked RecordIO stream of ``master.Event``s
 (``mesos.OperatorEvent``) in the call's media type (JSON or msgpack, from ``Accept`` as the
-other operator calls): first ``SUBSCRIBED`` with the whole ``GET_STATE`` and
+other operator calls), one record per HTTP chunk as Mesos writes it: first ``SUBSCRIBED`` with the whole ``GET_STATE`` and
 ``heartbeat_interval_seconds``, then the changes the core publishes (``PublishOperatorEvent``:
 TASK_ADDED, TASK_UPDATED, AGENT_ADDED, AGENT_REMOVED, FRAMEWORK_ADDED/UPDATED/REMOVED) and a
 HEARTBEAT every ``heartbeat_interval``.
@@ -28,13 +28,14 @@ import asyncio
 import contextlib
 import logging
 from collections import deque
-from typing import TYPE_CHECKING
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Protocol
 
 from aiohttp import web
 
 from master.auth import principal_of, task_owner, visible_response
 from master.events import OperatorStreamClosed, OperatorStreamOpened, PublishOperatorEvent
-from protocol import codec, mesos, recordio
+from protocol import codec, httputil, mesos, recordio
 from protocol.acls import Action, may_read
 from protocol.ids import new_stream_id
 
@@ -42,6 +43,12 @@ if TYPE_CHECKING:
     from master.service import MasterService
 
 log = logging.getLogger(__name__)
+
+
+class RecordSink(Protocol):
+    """Where a stream's records go (``protocol.httputil.RecordChunks``: one HTTP chunk each)."""
+
+    async def write(self, records: Sequence[bytes]) -> None: ...
 
 
 class OperatorSubscriber:
@@ -82,17 +89,17 @@ class OperatorSubscriber:
             self.close_reason = reason
             self.wake.set()
 
-    async def run(self, resp: web.StreamResponse, heartbeat: float, heartbeat_record: bytes) -> None:
-        """Write the queue out (a burst as one chunk) and a HEARTBEAT when nothing else went for
-        ``heartbeat`` seconds, until closed or the connection goes."""
+    async def run(self, out: RecordSink, heartbeat: float, heartbeat_record: bytes) -> None:
+        """Write the queue out (one record per HTTP chunk, a burst in one write) and a HEARTBEAT
+        when nothing else went for ``heartbeat`` seconds, until closed or the connection goes."""
         loop = asyncio.get_running_loop()
         next_hb = loop.time() + heartbeat
         while True:
             if self.queue:
-                batch = b"".join(self.queue)
-                self.sent += len(self.queue)
+                batch = list(self.queue)
+                self.sent += len(batch)
                 self.queue.clear()
-                await resp.write(batch)
+                await out.write(batch)
                 next_hb = loop.time() + heartbeat
                 continue
             if self.closed or self.transport is None or self.transport.is_closing():
@@ -103,7 +110,7 @@ class OperatorSubscriber:
                 async with asyncio.timeout(min(max(0.0, next_hb - loop.time()), 1.0)):
                     await self.wake.wait()
             if loop.time() >= next_hb and not self.closed:
-                await resp.write(heartbeat_record)
+                await out.write((heartbeat_record,))
                 self.sent += 1
                 next_hb = loop.time() + heartbeat
 
@@ -181,8 +188,7 @@ class OperatorStreams:
         svc = self.svc
         stream_id = new_stream_id()
         resp = web.StreamResponse(status=200, headers={"Content-Type": media})
-        resp.enable_chunked_encoding()
-        await resp.prepare(request)
+        out = await httputil.RecordChunks.open(resp, request)
         heartbeat = svc.config.heartbeat_interval
         opened = False
         try:
@@ -198,7 +204,7 @@ class OperatorStreams:
             self.subscribers[stream_id] = sub
             log.info("operator SUBSCRIBE (stream %s, %s)", stream_id, media)
             hb = recordio.encode(codec.encode(mesos.OperatorEvent.make_heartbeat(), media))
-            await sub.run(resp, heartbeat, hb)
+            await sub.run(out, heartbeat, hb)
         except (ConnectionError, asyncio.CancelledError) as e:
             if isinstance(e, asyncio.CancelledError) and not svc.running:
                 raise
@@ -206,6 +212,5 @@ class OperatorStreams:
             self.subscribers.pop(stream_id, None)
             if opened and svc.running:
                 await svc.dispatch(OperatorStreamClosed(stream_id))
-        with contextlib.suppress(ConnectionError):
-            await resp.write_eof()
+        await out.close()
         return resp

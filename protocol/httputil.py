@@ -1,6 +1,7 @@
 """Thin HTTP helpers shared by the master's and agent's endpoints: a size-capped body read and
-``Accept`` negotiation between Mesos JSON and native msgpack, and ``decode_body``: a call body
-decoded by ``protocol.codec`` with Mesos' 400 wording.
+``Accept`` negotiation between Mesos JSON and native msgpack, ``decode_body``: a call body
+decoded by ``protocol.codec`` with Mesos' 400 wording, and ``RecordChunks``: a streaming body of
+RecordIO records, one record per HTTP chunk as Mesos writes its event streams.
 
 ``read_body`` refuses by ``Content-Length`` before reading anything and otherwise counts bytes
 while streaming, so an oversized body is never buffered (aiohttp's own ``client_max_size`` only
@@ -9,9 +10,12 @@ applies to ``request.read()``/``json()``, which we do not use).
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Sequence
 from typing import TypeVar
 
 from aiohttp import web
+from aiohttp.abc import AbstractStreamWriter
 
 from protocol import codec
 from protocol.codec import JSON, MSGPACK
@@ -121,3 +125,46 @@ def negotiate(accept: str | None, supported: tuple[str, ...] = SUPPORTED) -> str
         if best_key is None or key > best_key:
             best, best_key = candidate, key
     return best
+
+
+def chunk_frames(records: Sequence[bytes]) -> bytes:
+    """Each record as its own HTTP/1.1 chunk (``<hex len>\\r\\n<record>\\r\\n``), back to back."""
+    return b"".join(b"%x\r\n%s\r\n" % (len(r), r) for r in records if r)
+
+
+class RecordChunks:
+    """The body of a chunked streaming response written as Mesos' libprocess writes its event
+    streams: exactly one RecordIO record per HTTP chunk (a client that reads one record per chunk
+    never falls behind), while a burst of records still leaves in one transport write.
+
+    ``open`` prepares the response (chunked); ``write`` sends records; ``close`` ends the body
+    (the ``0`` chunk). A closed or closing connection raises ``ConnectionResetError``."""
+
+    def __init__(self, resp: web.StreamResponse, writer: AbstractStreamWriter) -> None:
+        self.resp = resp
+        self.writer = writer
+        self.chunks = 0
+
+    @classmethod
+    async def open(cls, resp: web.StreamResponse, request: web.BaseRequest) -> RecordChunks:
+        resp.enable_chunked_encoding()
+        writer = await resp.prepare(request)
+        if writer is None:
+            raise ConnectionResetError("response already finished")
+        return cls(resp, writer)
+
+    async def write(self, records: Sequence[bytes]) -> None:
+        data = chunk_frames(records)
+        if not data:
+            return
+        self.writer.send_headers()  # (aiohttp holds the head back until the first body write)
+        transport = self.writer.transport
+        if transport is None or transport.is_closing():
+            raise ConnectionResetError("connection closed")
+        transport.write(data)
+        self.chunks += sum(1 for r in records if r)
+        await self.writer.drain()  # waits only while the transport is over its high-water mark
+
+    async def close(self) -> None:
+        with contextlib.suppress(ConnectionError, RuntimeError):
+            await self.resp.write_eof()

@@ -39,6 +39,8 @@ from protocol.mesos import (
 from protocol.recordio import RecordIODecoder
 from protocol.task_states import TaskState
 
+from ...raw_chunks import RawChunkStream
+
 FW, EX = "fw-1", "ex-1"
 AGENT = AgentInfo(hostname="agent.local", port=5051, id=AgentID("agent-S1"))
 UUID = bytes(range(16))
@@ -482,3 +484,22 @@ async def test_host_failures_are_contained(caplog: pytest.LogCaptureFixture) -> 
     finally:
         await api.close()
         await server.close()
+
+
+async def test_stream_is_one_record_per_chunk(rig: Rig) -> None:
+    """Read from a raw socket: SUBSCRIBED, the HEARTBEAT and each queued event are one HTTP chunk
+    each, as Mesos' agent writes them."""
+    register(rig.api)
+    for t in ("t1", "t2", "t3"):
+        await rig.api.launch(FW, EX, TaskInfo(name=t, task_id=TaskID(t)))
+    await rig.api.message(FW, EX, b"hello")
+    raw = RawChunkStream(f"http://127.0.0.1:{rig.server.port}")
+    try:
+        await raw.post("/api/v1/executor", json.dumps(subscribe_body()).encode(),
+                       {"Content-Type": "application/json", "Accept": "application/json"})
+        assert raw.status == 200 and raw.headers["transfer-encoding"] == "chunked"
+        async with asyncio.timeout(WAIT):
+            types = [json.loads(await raw.record())["type"] for _ in range(6)]
+        assert types == ["SUBSCRIBED", "LAUNCH", "LAUNCH", "LAUNCH", "MESSAGE", "HEARTBEAT"]
+    finally:
+        await raw.close()

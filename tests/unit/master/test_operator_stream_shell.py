@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Sequence
 from types import SimpleNamespace
 from typing import Any, cast
 
@@ -44,9 +45,10 @@ class Response:
         self.records: list[bytes] = []
         self.wrote = asyncio.Event()
 
-    async def write(self, data: bytes) -> None:
-        dec = recordio.RecordIODecoder()
-        self.records += dec.feed(data)
+    async def write(self, records: Sequence[bytes]) -> None:
+        for data in records:  # each one whole record (one HTTP chunk)
+            (record,) = recordio.RecordIODecoder().feed(data)
+            self.records.append(record)
         self.wrote.set()
         if self.stuck:
             gate: asyncio.Future[None] = asyncio.get_running_loop().create_future()

@@ -240,3 +240,12 @@ async def test_service_records_a_failed_task() -> None:
     await asyncio.gather(t, return_exceptions=True)
     assert isinstance(svc.failed, KeyError)
     await svc.stop()
+
+
+def test_chunk_frames_put_each_record_in_its_own_http_chunk() -> None:
+    from protocol.httputil import chunk_frames
+
+    records = [recordio.encode(b'{"type":"HEARTBEAT"}'), recordio.encode(b"x" * 300), b""]
+    assert chunk_frames(records) == (
+        b"17\r\n" + records[0] + b"\r\n" + b"%x\r\n" % len(records[1]) + records[1] + b"\r\n"
+    )
