@@ -33,6 +33,7 @@ __all__ = [
     "capacity",
     "gpu_count",
     "mem_reserve_mb",
+    "mentioned_names",
     "probe",
 ]
 
@@ -120,11 +121,11 @@ def apply_overrides(probed: Resources, resources_flag: str | Resources | None) -
             raise CapacityError(f"bad --resources {resources_flag!r}: {e}") from e
     if given.revocable():
         raise CapacityError("--resources cannot declare revocable resources (use a resource estimator)")
-    names = _mentioned_names(resources_flag) if isinstance(resources_flag, str) else given.names()
+    names = mentioned_names(resources_flag) if isinstance(resources_flag, str) else given.names()
     return probed.without(*names) + given
 
 
-def _mentioned_names(flag: str) -> frozenset[str]:
+def mentioned_names(flag: str) -> frozenset[str]:
     """Names the flag mentions, including ones given as zero (``gpus:0`` means no gpus)."""
     names = set()
     for raw in flag.split(";"):

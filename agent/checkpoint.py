@@ -11,7 +11,8 @@ Layout (``DIR`` is ``--work-dir``)::
 
 One file per task keeps a launch to a single file creation and a corrupt file to a single task.
 A task log is a sequence of records ``<u32 length><u32 crc32><msgpack payload>`` (big endian),
-each appended with one ``write``. Payloads: ``{"t": task record}`` (always first), ``{"p": pid
+each appended with one ``write``. Payloads: ``{"t": task record}`` (always first; its
+``"gpus"`` are the NVML indices of the task's GPU devices, when it has any), ``{"p": pid
 record}``, ``{"k": {"reason", "deadline"}}`` (a kill under way and when its SIGKILL is due),
 ``{"u": TaskStatus}``, ``{"a": uuid}``. A record with a bad
 checksum is corruption, reported with the file name; an incomplete *last* record (a crash
@@ -107,6 +108,7 @@ class TaskRecordFile:
     task: TaskInfo
     executor: ExecutorInfo | None = None  # the group's executor for LAUNCH_GROUP tasks
     killing_state: bool = False
+    gpus: tuple[int, ...] = ()  # NVML indices of the GPU devices assigned to the task
 
 
 @attrs.frozen
@@ -221,6 +223,15 @@ def read_records(path: Path) -> tuple[list[dict[str, Any]], int]:
         out.append(rec)
         pos = start + length
     return out, pos
+
+
+def _gpus(raw: Any) -> tuple[int, ...]:
+    """A task record's GPU device indices (absent in records without devices)."""
+    if raw is None:
+        return ()
+    if not isinstance(raw, list) or not all(isinstance(i, int) and not isinstance(i, bool) and i >= 0 for i in raw):
+        raise ValueError(f"gpus must be a list of device indices, not {raw!r}")
+    return tuple(raw)
 
 
 def parse_exit_status(raw: bytes) -> int | None:
@@ -385,6 +396,8 @@ class Checkpoint:
             "executor": codec.to_builtins(rec.executor, binary=True) if rec.executor is not None else None,
             "killing_state": rec.killing_state,
         }
+        if rec.gpus:
+            data["gpus"] = list(rec.gpus)
         path = self._log(rec.framework_id, rec.task.task_id.value)
         try:
             self._append(path, {"t": data}, sync=False, create=True)
@@ -498,8 +511,9 @@ class Checkpoint:
                 task=codec.from_builtins(TaskInfo, t["task"], binary=True),
                 executor=codec.from_builtins(ExecutorInfo, t["executor"], binary=True) if t.get("executor") else None,
                 killing_state=bool(t.get("killing_state", False)),
+                gpus=_gpus(t.get("gpus")),
             )
-        except (KeyError, TypeError, codec.DecodeError) as e:
+        except (KeyError, TypeError, ValueError, codec.DecodeError) as e:
             raise CorruptCheckpoint(path, f"bad task record: {e}") from e
         updates: list[TaskStatus] = []
         acked: set[bytes] = set()

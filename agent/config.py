@@ -7,6 +7,7 @@ from pathlib import Path
 
 import attrs
 
+from agent.gpus import GpuConfigError, parse_device_list
 from protocol.detector import DetectorError, is_zk_url, parse_zk_url
 from protocol.resources import ResourceError, Resources, parse_attributes
 
@@ -70,6 +71,11 @@ class AgentConfig:
     allow_root_tasks: bool = False  # let a task ask for CommandInfo.user = root (uid 0)
     switch_user: bool = True  # run a task without CommandInfo.user as its FrameworkInfo.user (Mesos --switch_user)
     sandbox_gc_delay: float = 3600.0  # seconds a finished task's sandbox stays readable
+    # GPUs (agent/gpus.py, docs/gpus.md): the NVML indices this agent may use (Mesos'
+    # --nvidia_gpu_devices; None: every device NVML reports), and whether a task may take a
+    # share of one device (gpus below 1) instead of whole devices only
+    nvidia_gpu_devices: str | None = None
+    gpu_sharing: bool = False
 
     # TLS (protocol/tls.py): the master's CA (pinned; implies wss://), and this agent's certificate:
     # its client certificate for mTLS and the one its own HTTPS server (files, executor API) serves
@@ -116,6 +122,11 @@ class AgentConfig:
                 parse_attributes(self.attributes)
             except (ValueError, ResourceError) as e:
                 raise ConfigError(f"--attributes: {e}") from e
+        if self.nvidia_gpu_devices is not None:
+            try:
+                parse_device_list(self.nvidia_gpu_devices)
+            except GpuConfigError as e:
+                raise ConfigError(str(e)) from e
         if self.oversubscribed is not None:
             try:
                 Resources.parse(self.oversubscribed)

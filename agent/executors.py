@@ -62,6 +62,7 @@ class ExecutorGlue:
                 sandbox=str(sandbox), path=os.environ.get("PATH"),
                 extra=command_spec(info.command).environment,
             )
+            env.update(self.svc.gpu_environment(eff.spec))  # the devices of the task it starts with
             env.update(
                 executor_environment(
                     fid, eid, self.svc.agent_id or "", str(sandbox), f"{self.svc.config.host}:{self.svc.port}",

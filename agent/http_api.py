@@ -1,4 +1,5 @@
-"""The agent's own HTTP endpoints (shell): ``/health``, ``/state``, ``/metrics``."""
+"""The agent's own HTTP endpoints (shell): ``/health``, ``/state`` (with ``gpus``: the devices
+and who holds each), ``/metrics``."""
 
 from __future__ import annotations
 
@@ -26,7 +27,7 @@ async def health(svc: AgentService, request: web.Request) -> web.Response:
     return web.json_response({"status": "ok", "registered": bool(svc.channel and svc.channel.registered)})
 
 def state(svc: AgentService) -> dict[str, Any]:
-    tasks = []
+    tasks: list[dict[str, Any]] = []
     for t in svc.tracker.tasks.values():
         fid, tid = t.key
         tasks.append(
@@ -46,6 +47,8 @@ def state(svc: AgentService) -> dict[str, Any]:
         used = svc.usage.get((fid, tid))
         if used is not None:
             tasks[-1]["usage"] = used.to_json()
+        if t.spec.gpu_devices:
+            tasks[-1]["gpus"] = list(t.spec.gpu_devices)
     return {
         "id": svc.agent_id,
         "hostname": svc.config.hostname,
@@ -57,11 +60,20 @@ def state(svc: AgentService) -> dict[str, Any]:
         "isolator": svc.isolator.describe(),
         "resources": svc.resources.to_legacy_dict(),
         "attributes": svc.attributes,
+        "gpus": gpus_json(svc),
         "frameworks": sorted(svc.frameworks),
         "tasks": tasks,
         "recovery": svc.recovery_report,
         "stale_frames": svc.channel.stale_frames if svc.channel else 0,
     }
+
+def gpus_json(svc: AgentService) -> list[dict[str, Any]]:
+    """The agent's GPU devices, each with the tasks holding it (``framework_id/task_id``)."""
+    out = []
+    for index, d in sorted(svc.gpus.devices.items()):
+        holders = ["/".join(map(str, k)) if isinstance(k, tuple) else str(k) for k in svc.gpus.holders(index)]
+        out.append({**d.to_json(), "declared": d.declared, "tasks": holders})
+    return out
 
 async def state_handler(svc: AgentService, request: web.Request) -> web.Response:
     return web.json_response(state(svc))

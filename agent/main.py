@@ -67,6 +67,13 @@ async def _serve(config: AgentConfig) -> int:
 @click.option("--work-dir", required=True, type=click.Path(file_okay=False, path_type=Path))
 @click.option("--resources", default=None, help='Mesos resources, e.g. "cpus:4;mem:4096;ports:[31000-32000]".')
 @click.option("--attributes", default=None, help='e.g. "rack:r1;zone:a".')
+@click.option(
+    "--nvidia-gpu-devices", default=None,
+    help="NVML indices of the GPUs this agent may use, e.g. 0,1 (default: every GPU NVML reports); "
+    "without NVML they are declared (tests, dry runs).",
+)
+@click.option("--gpu-sharing/--no-gpu-sharing", default=False, show_default=True,
+              help="Let a task ask for part of one GPU (gpus below 1); otherwise only whole GPUs.")
 @click.option("--hostname", default=None, help="Hostname to report (default: this machine's).")
 @click.option("--strict/--no-strict", default=False, help="Refuse to start on a corrupt or mismatched checkpoint.")
 @click.option("--resource-estimator", default="noop", show_default=True, type=click.Choice(["noop", "fixed", "usage"]))

@@ -98,6 +98,13 @@ async def _recover(svc: AgentService) -> None:
             continue
         svc.submit(svc.updates.handle(su.Recovered(t.framework_id, t.task_id, updates, acked), now))
         last = updates[-1].state if updates else None
+        if rf.gpus:
+            spec = attrs.evolve(spec, gpu_devices=rf.gpus)
+            if last is None or not is_terminal(last):  # it keeps its devices; no new task gets them
+                problem = svc.gpus.restore((t.framework_id, t.task_id), rf.gpus, spec.gpus)
+                if problem:
+                    log.error("task %s/%s: GPU devices not restored: %s", t.framework_id, t.task_id, problem)
+                    svc.recovery_report.append(f"task {t.framework_id}/{t.task_id}: GPUs not restored: {problem}")
         key = svc.task_key(t.framework_id, t.task_id)
         exit_path = svc.checkpoint.exit_status_path(t.framework_id, t.task_id)
         alive, spawned, pid = False, t.pid is not None, t.pid.pid if t.pid else None

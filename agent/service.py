@@ -26,9 +26,10 @@ from aiohttp import web
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from agent import auth as agent_auth
-from agent import http_api, oversubscription, recovery, users
+from agent import http_api, nvml, oversubscription, recovery, users
 from agent import status_updates as su
 from agent import tasks as tk
+from agent.capacity import mentioned_names
 from agent.channel import AgentChannel
 from agent.checkpoint import (
     AgentMeta,
@@ -41,6 +42,16 @@ from agent.config import AgentConfig
 from agent.environment import task_environment
 from agent.executors import ExecutorGlue
 from agent.gc import SandboxGC
+from agent.gpus import (
+    GpuBook,
+    GpuConfigError,
+    Refused,
+    choose_devices,
+    gpu_attributes,
+    gpu_environment,
+    parse_device_list,
+)
+from agent.gpus import identity as gpu_identity
 from agent.isolation import CgroupOptions, Isolator, MonitorIsolator, detect
 from agent.launcher import Launcher, LaunchError, Proc, boot_id, spawn
 from agent.recovery import StartupError
@@ -182,6 +193,7 @@ class AgentService(Service):
             CgroupOptions(cpu_quota=config.cgroups_enable_cfs, pids_max=config.pids_max, cgroups_root=config.cgroups_root),
         )
         self.usage = UsageBook()  # per-task CPU, memory and disk figures
+        self.gpus = GpuBook(())  # this agent's GPU devices and which task holds which (_build_plugins)
         self._oom_fds: dict[str, int] = {}  # task key -> the isolator's OOM descriptor being watched
         self.boot_id = boot_id()
         self.agent_id: str | None = None
@@ -235,6 +247,7 @@ class AgentService(Service):
 
     async def _start(self) -> None:
         cfg = self.config
+        self._build_plugins()  # capacity and GPUs first: a bad device selection stops the start
         try:  # TLS files are checked before anything starts (protocol/tls.py)
             master_ssl = (
                 client_context(cfg.master_ca, cfg.tls_cert, cfg.tls_key, ca_flag="--master-ca")
@@ -244,7 +257,6 @@ class AgentService(Service):
         except TlsError as e:
             raise StartupError(str(e)) from e
         self.checkpoint.init()
-        self._build_plugins()
         await self._start_http()
         await recovery.recover(self)
         self.channel = AgentChannel(
@@ -325,8 +337,9 @@ class AgentService(Service):
         cfg = self.config
         from agent.capacity import capacity
 
-        self.resources = capacity(cfg.work_dir, cfg.resources)
+        self.resources = capacity(cfg.work_dir, cfg.resources, gpus=lambda: 0)
         self.attributes = parse_attributes(cfg.attributes) if cfg.attributes else {}
+        self._build_gpus()
         try:
             from agent.estimator import make_estimator
             from agent.qos import make_qos
@@ -341,6 +354,31 @@ class AgentService(Service):
             self.qos = make_qos(cfg.qos_controller, **qopts)
         except ImportError:  # pragma: no cover - plug-ins ship with the agent
             self.estimator = self.qos = None
+
+    def _build_gpus(self) -> None:
+        """The GPU devices this agent uses (NVML, ``--nvidia-gpu-devices``, ``gpus`` in
+        ``--resources``): the ``gpus`` resource, the ``gpu_*`` attributes and the book."""
+        cfg = self.config
+        given = self.resources.scalar("gpus") if cfg.resources and "gpus" in mentioned_names(cfg.resources) else None
+        requested = parse_device_list(cfg.nvidia_gpu_devices) if cfg.nvidia_gpu_devices is not None else None
+        try:
+            known = nvml.machine_devices()
+        except nvml.NvmlError as e:
+            if requested is not None or given:
+                raise StartupError(str(e)) from e
+            log.warning("%s: this agent uses no GPUs", e)
+            known = None
+        try:
+            devices = choose_devices(known, requested, given)
+        except GpuConfigError as e:
+            raise StartupError(str(e)) from e
+        if given is None and devices:
+            self.resources = self.resources.without("gpus") + Resources.of(gpus=len(devices))
+        for name, value in gpu_attributes(devices).items():
+            self.attributes.setdefault(name, value)  # the operator's --attributes win
+        self.gpus = GpuBook(devices, sharing=cfg.gpu_sharing)
+        if devices:
+            log.info("GPUs: %s", ", ".join(f"{d.index} ({d.model or 'declared'}, {d.uuid})" for d in devices))
 
     async def _start_http(self) -> None:
         app = web.Application(client_max_size=1024 * 1024)
@@ -383,8 +421,12 @@ class AgentService(Service):
 
     def resources_identity(self) -> str:
         """What recovery compares: the operator's ``--resources`` (canonical), or ``probed``
-        (probed figures such as free disk drift between restarts and must not block recovery)."""
-        return str(Resources.parse(self.config.resources)) if self.config.resources else "probed"
+        (probed figures such as free disk drift between restarts and must not block recovery),
+        and the GPU devices by index and UUID when there are any (a task's checkpoint names
+        its devices by index: they must be the same devices)."""
+        base = str(Resources.parse(self.config.resources)) if self.config.resources else "probed"
+        devices = gpu_identity(tuple(self.gpus.devices.values()))
+        return f"{base} gpus[{devices}]" if devices else base
 
     def to_update(self, fid: str, status: TaskStatus) -> su.Update:
         return su.Update(fid, status.task_id.value, status.uuid or b"", status.state, status)
@@ -470,7 +512,7 @@ class AgentService(Service):
                         cp.write_framework(s.framework_id, fi)
                     assert s.info is not None
                     group_ex = self.group_executors.get((s.framework_id, s.task_id))
-                    cp.write_task(TaskRecordFile(s.framework_id, s.info, group_ex, s.killing_state))
+                    cp.write_task(TaskRecordFile(s.framework_id, s.info, group_ex, s.killing_state, s.gpu_devices))
                 elif isinstance(eff, su.CheckpointUpdate):
                     u = eff.update
                     if (u.framework_id, u.task_id) not in self.ephemeral:
@@ -552,6 +594,8 @@ class AgentService(Service):
             self._signal_task(_task_key(eff.framework_id, eff.task_id), eff.signal)
         elif isinstance(eff, tk.ReleaseTask):
             key = _task_key(eff.framework_id, eff.task_id)
+            if self.gpus.release((eff.framework_id, eff.task_id)):  # free for the next task
+                log.debug("task %s/%s released its GPUs", eff.framework_id, eff.task_id)
             self.started_at.pop((eff.framework_id, eff.task_id), None)
             t = self.tracker.get(eff.framework_id, eff.task_id)
             if t is not None:
@@ -614,6 +658,7 @@ class AgentService(Service):
                 path=os.environ.get("PATH"),
                 extra=spec.command.environment,
             )
+            env.update(self.gpu_environment(spec))  # exactly its devices: the agent's values win
             argv = spec.command.argv
             run_as = self.run_as.get((fid, tid))
             if run_as is not None:  # hand the sandbox to the task's user, then drop privileges
@@ -863,7 +908,7 @@ class AgentService(Service):
         killing = any(c.type is CapabilityType.TASK_KILLING_STATE for c in fi.capabilities)
         group_ids = tuple(t.task_id.value for t in rt.tasks) if rt.group else ()
         specs: list[TaskSpec] = []
-        errors: list[tuple[TaskInfo, str, str]] = []
+        errors: list[tuple[TaskInfo, str, str, TaskState]] = []
         for info in rt.tasks:
             try:
                 spec = task_spec(fid, info, rt.executor if rt.group else None, killing_state=killing)
@@ -876,19 +921,24 @@ class AgentService(Service):
                         self.run_as[(fid, spec.task_id)] = run_as
                 specs.append(spec)
             except SpecError as e:
-                errors.append((info, str(e), "REASON_TASK_INVALID"))
+                errors.append((info, str(e), e.reason, TaskState(e.state)))
             except users.UserError as e:
-                errors.append((info, str(e), e.reason))
+                errors.append((info, str(e), e.reason, TaskState.TASK_ERROR))
+        if specs and not (rt.group and errors):
+            specs, refused = self._assign_gpus(specs)
+            errors.extend(refused)
         if rt.group and errors:
             # all or nothing: one bad task fails the whole group
-            msg = "; ".join(m for _, m, _ in errors)
-            errors = [(i, f"task group invalid: {msg}", "REASON_TASK_GROUP_INVALID") for i in rt.tasks]
+            msg = "; ".join(m for _, m, _, _ in errors)
+            errors = [(i, f"task group invalid: {msg}", "REASON_TASK_GROUP_INVALID", TaskState.TASK_ERROR) for i in rt.tasks]
+            for spec in specs:
+                self.gpus.release((fid, spec.task_id))
             specs = []
-        for info, msg, reason in errors:
+        for info, msg, reason, state in errors:
             tid = info.task_id.value
             self.ephemeral.add((fid, tid))
             self.run_as.pop((fid, tid), None)
-            self.submit(self.tracker.handle(tk.LaunchRejected(fid, tid, msg, None, reason), now))
+            self.submit(self.tracker.handle(tk.LaunchRejected(fid, tid, msg, None, reason, state), now))
         effects: list[Any] = []
         for spec in specs:
             if rt.group and rt.executor is not None:
@@ -896,6 +946,31 @@ class AgentService(Service):
                 self.group_executors[(fid, spec.task_id)] = rt.executor
             effects.extend(self.tracker.handle(tk.LaunchTask(spec), now))
         self.submit(effects)
+
+    def _assign_gpus(self, specs: list[TaskSpec]) -> tuple[list[TaskSpec], list[tuple[TaskInfo, str, str, TaskState]]]:
+        """Give each new task asking for ``gpus`` its devices (``agent/gpus.py``); a task the book
+        refuses (fractional without sharing, no free device) is answered instead of run."""
+        out: list[TaskSpec] = []
+        refused: list[tuple[TaskInfo, str, str, TaskState]] = []
+        for spec in specs:
+            key = (spec.framework_id, spec.task_id)
+            known = self.tracker.get(*key)
+            if known is not None:  # a duplicate launch: the tracker ignores it, devices stay
+                out.append(spec)
+                continue
+            got = self.gpus.assign(key, spec.gpus)
+            if isinstance(got, Refused):
+                assert spec.info is not None
+                log.warning("task %s/%s refused: %s", spec.framework_id, spec.task_id, got.message)
+                refused.append((spec.info, got.message, got.reason, TaskState.TASK_ERROR if got.error else TaskState.TASK_FAILED))
+                continue
+            out.append(attrs.evolve(spec, gpu_devices=tuple(d.index for d in got)) if got else spec)
+        return out, refused
+
+    def gpu_environment(self, spec: TaskSpec) -> dict[str, str]:
+        """The task's GPU variables (``agent/gpus.py``): its devices, or none on a GPU agent."""
+        devices = tuple(self.gpus.devices[i] for i in spec.gpu_devices if i in self.gpus.devices)
+        return gpu_environment(devices, bool(self.gpus.devices))
 
     def _drop_launch(self, rt: RunTasks, now: float) -> None:
         """A launch that reached a retiring agent: answered TASK_DROPPED (the master shows

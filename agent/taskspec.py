@@ -4,6 +4,8 @@ Validation (RELIABILITY.md B3, S5, S15): framework, task and executor ids must b
 (``protocol.ids.valid_path_id``); exactly one of ``command``/``executor``; a command needs a
 ``value``; environment names match ``^[A-Za-z_][A-Za-z0-9_]*$``, values carry no NUL, and
 ``LD_*`` names are denied. A bad task becomes ``SpecError`` (the tracker answers TASK_ERROR).
+A task or executor whose ``ContainerInfo`` names an image (Docker or Mesos type) becomes
+``ImageUnsupported`` (TASK_FAILED, ``REASON_CONTAINER_LAUNCH_FAILED``): tasks run on the host.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import re
 import attrs
 
 from protocol.ids import valid_path_id
-from protocol.mesos import CommandInfo, ExecutorInfo, ExecutorType, TaskInfo
+from protocol.mesos import CommandInfo, ContainerInfo, ContainerType, ExecutorInfo, ExecutorType, TaskInfo
 from protocol.resources import ResourceError, Resources
 
 __pure__ = True
@@ -24,6 +26,42 @@ DENIED_ENV_PREFIXES = ("LD_",)
 
 class SpecError(ValueError):
     """A task the agent refuses to run (the message goes into TASK_ERROR)."""
+
+    state = "TASK_ERROR"
+    reason = "REASON_TASK_INVALID"
+
+
+class ImageUnsupported(SpecError):
+    """A task (or its executor) asks for a container image: this agent runs tasks on the host and
+    has no OCI runtime, so it refuses instead of running it as if no image had been asked for."""
+
+    state = "TASK_FAILED"
+    reason = "REASON_CONTAINER_LAUNCH_FAILED"
+
+
+def container_image(container: ContainerInfo | None) -> str | None:
+    """The image a ``ContainerInfo`` names (Docker or Mesos type), or None."""
+    if container is None:
+        return None
+    if container.docker is not None:
+        return container.docker.image or "(unnamed docker image)"
+    image = container.mesos.image if container.mesos is not None else None
+    if image is not None:
+        if image.docker is not None:
+            return image.docker.name
+        return f"({image.type.value} image)"
+    if container.type is ContainerType.DOCKER:
+        return "(docker container without an image)"
+    return None
+
+
+def check_container(what: str, container: ContainerInfo | None) -> None:
+    image = container_image(container)
+    if image is not None:
+        raise ImageUnsupported(
+            f"{what} asks for container image {image}: container images are not supported by this "
+            "agent (it runs tasks on the host and has no OCI runtime configured)"
+        )
 
 
 @attrs.frozen
@@ -47,6 +85,8 @@ class TaskSpec:
     grace: float | None = None  # kill policy grace period (seconds)
     revocable: bool = False
     killing_state: bool = False  # the framework wants TASK_KILLING
+    gpus: float = 0.0  # GPUs asked for
+    gpu_devices: tuple[int, ...] = ()  # NVML indices of the devices assigned (agent/gpus.py)
     info: TaskInfo | None = attrs.field(default=None, eq=False)
 
 
@@ -100,6 +140,9 @@ def task_spec(
         raise SpecError("task has both command and executor")
     if task.command is None and ex is None:
         raise SpecError("task has neither command nor executor")
+    check_container("the task", task.container)
+    if ex is not None:
+        check_container(f"executor {ex.executor_id.value}", ex.container)
     try:
         res = Resources.from_mesos(task.resources)
     except ResourceError as e:
@@ -119,6 +162,7 @@ def task_spec(
         "grace": grace,
         "revocable": revocable,
         "killing_state": killing_state,
+        "gpus": max(0.0, res.scalar("gpus")),
         "info": task,
     }
     if task.command is not None and ex is None:
