@@ -103,7 +103,9 @@ class CgroupV1Isolator:
     def prepare(self, key: str, mem_limit: int | None, cpus: float | None) -> tuple[str, ...]:
         dirs = self._dirs(key)
         for d in self._unique(dirs):
-            d.mkdir(exist_ok=True)
+            # parents: the agent's base may have been removed while it held no task (an empty
+            # cgroup is fair game for a cleanup sweep); every launch would fail without it
+            d.mkdir(parents=True, exist_ok=True)
         mem = dirs["memory"]
         if mem_limit is not None:
             limit = str(max(mem_limit, MIN_MEMORY))

@@ -254,6 +254,7 @@ class MasterService(Service):
         self.ready = True
         self.spawn(self._effects_loop(), name="master-effects")
         self.spawn(self._timer_loop(), name="master-timers")
+        self.spawn(self._gpu_watch_loop(), name="master-gpu-watch")
         log.info(
             "agora-master listening on %s (epoch %d, %d agents and %d frameworks recovered)",
             self.url, self.epoch, len(snap.agents), len(snap.frameworks),
@@ -455,6 +456,27 @@ class MasterService(Service):
             self._wake.clear()
             if self.state.next_deadline() == deadline:
                 await asyncio.sleep(0.002)  # a deadline that cannot move yet (rate-limited removal)
+
+    gpu_watch_interval = 5.0  # seconds between checks for frameworks excluded from GPU agents
+
+    async def _gpu_watch_loop(self) -> None:
+        """Nothing waits in silence for a GPU agent: a framework that gets no offers because every
+        agent with room has GPUs and it lacks ``GPU_RESOURCES`` is named in a warning, once each
+        time it starts waiting (``/state`` says why too: ``offers_reason``)."""
+        warned: set[str] = set()
+        while True:
+            await self.clock.sleep(self.gpu_watch_interval)
+            if self.allocator is None:
+                continue
+            now = set(self.allocator.gpu_excluded())
+            for fid in sorted(now - warned):
+                fw = self.state.frameworks.get(fid)
+                log.warning(
+                    "framework %s (%s) gets no offers: every agent with free resources has GPUs and it "
+                    "lacks the GPU_RESOURCES capability (declare it, or keep GPUs out of those agents "
+                    "with --resources gpus:0)", fid, fw.info.name if fw is not None else "?",
+                )
+            warned = now
 
     # --- helpers for the edges --------------------------------------------------------------------
 

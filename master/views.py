@@ -105,7 +105,16 @@ class StateViews:
             ],
             "executors": [{"executor_id": eid, "slave_id": aid} for (aid, eid) in fw.executors],
             "labels": [],
+            **self._offers_reason(fw, offers),
         }
+
+    def _offers_reason(self, fw: FrameworkRec, offers: list[Any]) -> dict[str, str]:
+        """``offers_reason``: why a connected framework holding no offers gets none (the
+        allocator's explanation; e.g. GPU agents and no ``GPU_RESOURCES``)."""
+        alloc = self.svc.allocator
+        if offers or alloc is None or fw.phase is not FrameworkPhase.SUBSCRIBED:
+            return {}
+        return {"offers_reason": alloc.why_not_offered(fw.framework_id)}
 
     def _agent_json(self, ag: AgentRec, offered: Resources) -> dict[str, Any]:
         used = Resources.sum(

@@ -215,6 +215,17 @@ def rows_offers(state: dict[str, Any], now: float, listing: list[dict[str, Any]]
     return rows
 
 
+def rows_waiting(state: dict[str, Any]) -> list[Row]:
+    """Connected frameworks holding no offers, with the master's reason (``offers_reason``)."""
+    rows: list[Row] = [
+        {"framework_id": f.get("id", ""), "name": f.get("name", ""), "reason": f["offers_reason"]}
+        for f in state.get("frameworks", []) or []
+        if f.get("active") and f.get("offers_reason") and not f.get("offers")
+    ]
+    rows.sort(key=lambda r: (str(r["name"]), str(r["framework_id"])))
+    return rows
+
+
 def _id(v: Any) -> str:
     if isinstance(v, dict):
         return str(v.get("value", ""))
@@ -272,7 +283,7 @@ def _render(rows: list[Row], columns: list[tuple[str, Callable[[Row], str]]], ti
     table = Table(title=title if rows else f"{title}: none")
     for name, _ in columns:
         # ids are never truncated (they are what you copy into the next command)
-        table.add_column(name, overflow="fold" if name in ("id", "offer") else "ellipsis")
+        table.add_column(name, overflow="fold" if name in ("id", "offer", "why no offers") else "ellipsis")
     for r in rows:
         table.add_row(*[fn(r) for _, fn in columns])
     console = Console()
@@ -425,6 +436,13 @@ def offers(master: str | None, as_json: bool) -> None:
             ],
             "Offers",
         )
+        waiting = rows_waiting(state)
+        if waiting and not as_json:  # nothing waits in silence (e.g. GPU agents, no GPU_RESOURCES)
+            _render(
+                waiting,
+                [("framework", lambda r: str(r["name"] or r["framework_id"])), ("why no offers", lambda r: str(r["reason"]))],
+                "Frameworks without offers",
+            )
 
     run_cli(go)
 

@@ -252,10 +252,25 @@ class Allocator:
         if usable and all(gpu_blocked(fw, a) for a in usable):
             return f"every agent with free resources is excluded: {GPU_REASON} (Mesos semantics)"
         if not usable:
+            active = [a for a in l_.agents.values() if a.active]
+            if active and all(gpu_blocked(fw, a) for a in active):  # it could never be served
+                return f"every agent is excluded: {GPU_REASON} (Mesos semantics)"
             return "no free resources usable by its roles; other frameworks hold them"
         if fw.offers:
             return f"holds {len(fw.offers)} outstanding offer(s)"
         return "waiting for the next allocation pass"
+
+    def gpu_excluded(self) -> list[str]:
+        """Connected frameworks that hold no offers only because every agent with free resources
+        for them has GPUs and they lack ``GPU_RESOURCES`` (Mesos semantics): they would wait in
+        silence, so the shell logs them and ``/state`` explains (``why_not_offered``)."""
+        l_ = self._l
+        if not any(a.has_gpus for a in l_.agents.values()):
+            return []
+        return [
+            fid for fid, fw in l_.frameworks.items()
+            if fw.active and not fw.gpu_ok and not fw.offers and GPU_REASON in self.why_not_offered(fid)
+        ]
 
     # ================================================================ helpers ===
 

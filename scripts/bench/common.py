@@ -337,8 +337,17 @@ async def start_master(work_dir: Path, *extra: str, within: float = 60.0) -> Pro
     return await Proc.start("master", argv, work_dir / "master.log", within=within)
 
 
+def without_gpus(resources: str) -> str:
+    """The agent's ``--resources`` with ``gpus:0`` unless they name gpus: the benchmarks'
+    frameworks lack ``GPU_RESOURCES``, and an agent that probed this machine's GPUs would be
+    offered to none of them (Mesos semantics), so on a GPU machine they would wait forever."""
+    names = {t.split(":", 1)[0].split("(", 1)[0].strip() for t in resources.split(";") if t.strip()}
+    return resources if "gpus" in names else f"{resources.rstrip(';')};gpus:0"
+
+
 async def start_agent(master: str, work_dir: Path, resources: str, *extra: str, within: float = 60.0) -> Proc:
     _mkdir(work_dir)
+    resources = without_gpus(resources)
     argv = [
         *console("agora-agent", "agent.main"),
         "--master",
@@ -654,7 +663,8 @@ async def run_framework(
     info = FrameworkInfo(
         user=bench_user(),
         name=name,
-        capabilities=(Capability(type=CapabilityType.REUSABLE_OFFERS),),
+        # GPU_RESOURCES: an agent with GPUs (one named in --resources) is offered to it too
+        capabilities=(Capability(type=CapabilityType.REUSABLE_OFFERS), Capability(type=CapabilityType.GPU_RESOURCES)),
     )
     runner = Runner(n, cpus, mem, f"{name}-{uuid.uuid4().hex[:8]}", command, hold=hold, ack_workers=ack_workers, window=window)
     extra: dict[str, Any] = {}

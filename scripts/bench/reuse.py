@@ -158,7 +158,9 @@ class ReuseProbe(Scheduler):
 
 async def run_phase(master_url: str, reusable: bool, tasks: int, shape: Resources, command: str,
                     run: int, within: float) -> dict[str, Any]:
-    caps = (Capability(type=CapabilityType.REUSABLE_OFFERS),) if reusable else ()
+    # GPU_RESOURCES: an agent with GPUs (--resources naming gpus) is offered to it too
+    gpu = (Capability(type=CapabilityType.GPU_RESOURCES),)
+    caps = (Capability(type=CapabilityType.REUSABLE_OFFERS), *gpu) if reusable else gpu
     name = "reuse-bench" if reusable else "classic-bench"
     info = FrameworkInfo(user=bench_user(), name=name, capabilities=caps)
     probe = ReuseProbe(tasks, shape, f"{'r' if reusable else 'c'}{run}", command)

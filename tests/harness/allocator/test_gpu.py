@@ -132,3 +132,28 @@ def test_revocable_slack_of_a_gpu_agent_only_to_gpu_frameworks(sim: Sim) -> None
     sim.framework("be2").revocable().gpu().add()
     out = sim.allocate()
     assert [(o.framework_id, str(o.revocable)) for o in sim.created(out)] == [("be2", "cpus{REV}:2; mem{REV}:200")]
+
+
+def test_a_framework_only_gpu_agents_could_serve_is_named_as_excluded(sim: Sim) -> None:
+    """Nothing waits in silence: with only a GPU agent, a framework without GPU_RESOURCES gets no
+    offer and ``gpu_excluded`` names it (the master logs it); a GPU framework is never named, and
+    once a CPU agent joins the plain framework gets its offer and is no longer named."""
+    sim.agent("gpu").cpus(4).mem(1000).gpus(1).add()
+    sim.framework("plain").add()
+    sim.framework("ml").gpu().add()
+    out = sim.allocate()
+    assert sorted((o.framework_id, o.agent_id) for o in sim.created(out)) == [("ml", "gpu")]
+    assert sim.alloc.gpu_excluded() == ["plain"]
+    assert sim.alloc.why_not_offered("plain") == f"every agent is excluded: {GPU_REASON} (Mesos semantics)"
+    sim.agent("cpu").cpus(2).mem(500).add()
+    out = sim.allocate()
+    assert [(o.framework_id, o.agent_id) for o in sim.created(out)] == [("plain", "cpu")]
+    assert sim.alloc.gpu_excluded() == []
+
+
+def test_no_gpu_agent_means_nobody_is_excluded(sim: Sim) -> None:
+    sim.agent("cpu").cpus(1).mem(100).add()
+    sim.framework("a").add()
+    sim.framework("b").add()
+    sim.allocate()
+    assert sim.alloc.gpu_excluded() == []

@@ -210,6 +210,16 @@ async def test_v1_restarted_agent_finds_its_tasks_cgroups(v1: CgroupV1Isolator, 
     assert not (v1.bases["memory"] / "fw.kept").exists()
 
 
+def test_v1_launch_after_the_empty_base_was_swept(v1: CgroupV1Isolator) -> None:
+    """An idle agent's base is an empty cgroup, which a cleanup sweep may remove; the next launch
+    makes it again instead of failing every task with ENOENT."""
+    for d in set(v1.bases.values()):
+        d.rmdir()
+    join = v1.prepare("t/fw/after", 64 * MB, 0.5)
+    assert all(os.path.exists(p) for p in join)
+    v1.release("t/fw/after")
+
+
 # --- cgroup v2 --------------------------------------------------------------------------------
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import math
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -70,13 +71,14 @@ def test_print_table_aligns_columns(capsys: pytest.CaptureFixture[str]) -> None:
     assert lines[0] == "t" and lines[1].startswith("figure") and "1,234" in lines[3]
 
 
-def _run(script: str, *args: str, within: float = 100.0) -> dict[str, Any]:
+def _run(script: str, *args: str, within: float = 100.0, env: dict[str, str] | None = None) -> dict[str, Any]:
     proc = subprocess.run(
         [sys.executable, str(BENCH / script), *args],
         cwd=REPO,
         capture_output=True,
         text=True,
         timeout=within,
+        env=env,
     )
     assert proc.returncode == 0, (
         f"{script} failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
@@ -128,3 +130,25 @@ def test_all_script_parses_and_rejects_unknown_arguments() -> None:
     assert helped.returncode == 0 and "--quick" in helped.stdout
     bad = subprocess.run(["bash", str(script), "--bogus"], capture_output=True, text=True, timeout=30)
     assert bad.returncode == 2 and "unknown argument" in bad.stderr
+
+
+@pytest.mark.slow
+def test_e2e_and_reuse_complete_on_a_machine_with_gpus(tmp_path: Path) -> None:
+    """On a GPU machine (two H100s through a fake NVML) the benchmarks' agents would probe gpus:2
+    and their frameworks, lacking GPU_RESOURCES, got no offer: e2e.py and reuse.py waited without
+    a word. Now they keep GPUs out of their agents (and declare the capability) and complete."""
+    from agent.nvml import FAKE_ENV, FakeNvml
+
+    fake = FakeNvml.write(tmp_path / "nvml.json", [
+        {"uuid": f"GPU-{i}", "name": "NVIDIA H100 80GB HBM3", "memory_mb": 81559} for i in range(2)
+    ])
+    env = {**os.environ, FAKE_ENV: str(fake)}
+    assert common.without_gpus("cpus:1;mem:256") == "cpus:1;mem:256;gpus:0"
+    assert common.without_gpus("cpus:1;gpus(ml):1") == "cpus:1;gpus(ml):1"
+    data = _run("e2e.py", "--tasks", "20", "--agents", "1", "--slots", "4", "--runs", "1", "--timeout", "30",
+                within=90, env=env)
+    assert data["figures"]["native_rate"]["median"] > 0 and data["figures"]["batch_rate"]["median"] > 0
+    assert data["figures"]["native_failed"]["median"] == 0
+    data = _run("reuse.py", "--agent", "real", "--tasks", "10", "--runs", "1", "--mesos-interval", "0",
+                "--within", "30", within=90, env=env)
+    assert data["bench"] == "reuse" and set(data["modes"]) == {"reusable", "classic"}
