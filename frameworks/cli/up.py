@@ -138,6 +138,7 @@ def start_cluster(
     work_dir.mkdir(parents=True, exist_ok=True)
     logs = work_dir / "logs"
     port = port or free_port(HOST)
+    gpu_args = gpu_split(agents, share, agent_args)
     url = f"{'https' if tls else 'http'}://{HOST}:{port}"
     cluster = LocalCluster(master_url=url, work_dir=work_dir, batch_roles=batch_roles or ("*",))
     tls_master: tuple[str, ...] = ()
@@ -209,9 +210,10 @@ def start_cluster(
                     "--work-dir",
                     str(work_dir / f"agent-{i}"),
                     "--resources",
-                    share,
+                    gpu_args[i][0],
                     "--attributes",
                     f"host_index:{i}",
+                    *gpu_args[i][1],
                     *tls_agent,
                     *(per_agent_tls[i] if i < len(per_agent_tls) else ()),
                     *(auth_agent[i] if i < len(auth_agent) else ()),
@@ -221,7 +223,7 @@ def start_cluster(
                 env=env,
             )
             cluster.processes.append(agent)
-            echo(f"agent-{i}   pid {agent.pid}  {share}")
+            echo(f"agent-{i}   pid {agent.pid}  {gpu_args[i][0]}" + (f"  GPUs {gpu_args[i][1][1]}" if gpu_args[i][1] else ""))
         wait_master_ready(url, agents=agents, timeout=ready_timeout, procs=cluster.processes)
         if with_batch and module_available("frameworks.batch"):
             cluster.batch_url = _start_framework(
@@ -238,6 +240,43 @@ def start_cluster(
         cluster.stop(grace=2.0)
         raise
     return cluster
+
+
+def split_devices(devices: list[int], agents: int) -> list[list[int]]:
+    """Contiguous, near-equal shares of ``devices`` for ``agents`` agents (the first ones get one
+    more when they do not divide): 4 over 2 is [0,1] [2,3]; 1 over 2 is [0] []."""
+    per, extra = divmod(len(devices), agents)
+    out, at = [], 0
+    for i in range(agents):
+        n = per + (1 if i < extra else 0)
+        out.append(devices[at:at + n])
+        at += n
+    return out
+
+
+def gpu_split(agents: int, share: str, agent_args: tuple[str, ...]) -> list[tuple[str, tuple[str, ...]]]:
+    """Each agent's ``--resources`` and GPU flags: the machine's GPUs (NVML) split between the
+    agents (``--nvidia-gpu-devices``), ``gpus:0`` for an agent left without one, so no two agents
+    claim the same device. Untouched when ``--resources`` names gpus or ``--agent-opt`` gives
+    ``--nvidia-gpu-devices``: the operator decides."""
+    names = {t.split(":", 1)[0].split("(", 1)[0].strip() for t in share.split(";") if t.strip()}
+    if "gpus" in names or any(a.split("=", 1)[0] == "--nvidia-gpu-devices" for a in agent_args):
+        return [(share, ())] * agents
+    from agent.nvml import NvmlError, machine_devices
+
+    try:
+        devices = machine_devices() or ()
+    except NvmlError as exc:
+        raise CliError(f"cannot read this machine's GPUs: {exc}") from exc
+    if not devices:
+        return [(share, ())] * agents
+    out: list[tuple[str, tuple[str, ...]]] = []
+    for part in split_devices([d.index for d in devices], agents):
+        if part:
+            out.append((share, ("--nvidia-gpu-devices", ",".join(map(str, part)))))
+        else:
+            out.append((f"{share.rstrip(';')};gpus:0", ()))
+    return out
 
 
 BATCH_NAME = "agora-batch"
