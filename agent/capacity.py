@@ -6,20 +6,19 @@ Probed (Mesos defaults):
 - ``mem``: total memory in MB minus a reserve for the agent and the OS — 1 GB when the machine
   has at least 2 GB, half of it otherwise (Mesos' rule), unless ``mem_reserve_mb`` is given,
 - ``disk``: MB free on the filesystem holding the work dir (the nearest existing ancestor),
-- ``gpus``: the NVML device count (``pynvml`` from nvidia-ml-py); no library, no driver, no
-  device or any NVML failure means 0 gpus — never an error,
+- ``gpus`` are not probed here: they are devices, chosen by ``agent/gpus.py`` from what NVML
+  reports (``agent/nvml.py``), ``--nvidia-gpu-devices`` and ``gpus`` in ``--resources``,
 - ``ports``: ``[31000-32000]``.
 
 ``--resources`` overrides per name with Mesos semantics: every resource *name* the flag mentions
 (with any role) replaces the probed entries of that name entirely, so ``cpus(ml):2`` alone means
 two cpus reserved for ``ml`` and no unreserved cpus; names the flag does not mention keep the
-probed value. Names the machine does not have (``fpgas:2``) are simply added. Zero-valued
-probes vanish (no ``gpus`` entry on a machine without GPUs).
+probed value. Names the machine does not have (``fpgas:2``) are simply added; ``gpus:0``
+removes any gpus (the agent then uses no GPU device).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 
 import psutil
@@ -31,7 +30,6 @@ __all__ = [
     "CapacityError",
     "apply_overrides",
     "capacity",
-    "gpu_count",
     "mem_reserve_mb",
     "mentioned_names",
     "probe",
@@ -43,28 +41,6 @@ _MB = 1024 * 1024
 
 class CapacityError(ValueError):
     """A bad ``--resources`` string, or a work dir whose filesystem cannot be examined."""
-
-
-def gpu_count() -> int:
-    """Number of NVIDIA GPUs NVML reports; 0 on any absence or failure."""
-    try:
-        import pynvml
-    except Exception:
-        return 0
-    try:
-        pynvml.nvmlInit()
-    except Exception:
-        return 0
-    try:
-        count = int(pynvml.nvmlDeviceGetCount())
-        return max(0, count)
-    except Exception:
-        return 0
-    finally:
-        try:
-            pynvml.nvmlShutdown()
-        except Exception:
-            pass
 
 
 def mem_reserve_mb(total_mb: int) -> int:
@@ -93,7 +69,6 @@ def probe(
     work_dir: Path | str,
     *,
     mem_reserve: int | None = None,
-    gpus: Callable[[], int] = gpu_count,
 ) -> Resources:
     """Probe this machine's capacity (see the module docstring); never reads ``--resources``."""
     cpus = psutil.cpu_count(logical=True) or 1
@@ -101,11 +76,7 @@ def probe(
     reserve = mem_reserve_mb(total_mb) if mem_reserve is None else max(0, int(mem_reserve))
     mem = max(0, total_mb - reserve)
     disk = _free_disk_mb(Path(work_dir))
-    try:
-        ngpus = max(0, int(gpus()))
-    except Exception:
-        ngpus = 0
-    return Resources.of(cpus=cpus, mem=mem, disk=disk, gpus=ngpus, ports=DEFAULT_PORTS)
+    return Resources.of(cpus=cpus, mem=mem, disk=disk, ports=DEFAULT_PORTS)
 
 
 def apply_overrides(probed: Resources, resources_flag: str | Resources | None) -> Resources:
@@ -142,7 +113,7 @@ def capacity(
     resources_flag: str | None = None,
     *,
     mem_reserve: int | None = None,
-    gpus: Callable[[], int] = gpu_count,
 ) -> Resources:
-    """The agent's total resources: ``probe(work_dir)`` with ``--resources`` applied."""
-    return apply_overrides(probe(work_dir, mem_reserve=mem_reserve, gpus=gpus), resources_flag)
+    """The agent's total resources: ``probe(work_dir)`` with ``--resources`` applied (GPUs are
+    added by the agent from its devices, ``agent/gpus.py``)."""
+    return apply_overrides(probe(work_dir, mem_reserve=mem_reserve), resources_flag)

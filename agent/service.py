@@ -337,7 +337,7 @@ class AgentService(Service):
         cfg = self.config
         from agent.capacity import capacity
 
-        self.resources = capacity(cfg.work_dir, cfg.resources, gpus=lambda: 0)
+        self.resources = capacity(cfg.work_dir, cfg.resources)
         self.attributes = parse_attributes(cfg.attributes) if cfg.attributes else {}
         self._build_gpus()
         try:
