@@ -4,10 +4,12 @@ terminal state, recovery after kill -9, container images refused."""
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any
 
 import aiohttp
+import psutil
 import pytest
 
 from agent import nvml
@@ -18,12 +20,14 @@ from protocol.mesos import (
     ContainerType,
     DockerImage,
     DockerInfo,
+    ExecutorInfo,
+    ExecutorType,
     Image,
     ImageType,
     MesosInfo,
     TaskInfo,
 )
-from protocol.mesos_common import TaskID
+from protocol.mesos_common import ExecutorID, TaskID
 from protocol.resources import Resources
 from protocol.task_states import TaskState as S
 
@@ -157,3 +161,33 @@ async def test_devices_survive_kill_9_and_no_new_task_gets_them(master: Any, age
     await master.wait_terminal("b")
     await master.run_many([gpu_task("d", 1)])
     assert await seen(master, work / "sandboxes" / "fw1" / "d") == b
+
+
+async def test_a_custom_executor_sees_the_devices_of_its_task(master: Any, make_agent: Any) -> None:
+    agent: AgentService = await make_agent(nvidia_gpu_devices="2")
+    await master.wait_connected()
+    ex = ExecutorInfo(executor_id=ExecutorID("gpu-ex"), type=ExecutorType.CUSTOM,
+                      command=CommandInfo(value='echo "$CUDA_VISIBLE_DEVICES|$AGORA_GPU_UUIDS" > seen; exec sleep 60'))
+    task = TaskInfo(name="t", task_id=TaskID("t"), resources=Resources.of(cpus=0.1, mem=32, gpus=1).to_mesos(),
+                    executor=ex)
+    await master.run_many([task])
+    assert await seen(master, agent.checkpoint.sandbox("fw1", "gpu-ex")) == "2|GPU-2222"
+
+
+async def test_other_devices_after_a_restart_are_a_resource_change(master: Any, make_agent: Any, tmp_path: Path) -> None:
+    """The devices are part of what recovery compares: a task's checkpoint names its devices by
+    index, so an agent started again with other devices does not adopt tasks onto them."""
+    work = tmp_path / "g"
+    first: AgentService = await make_agent(work, nvidia_gpu_devices="0,1")
+    await master.wait_connected()
+    await master.run_many([gpu_task("old", 1)])
+    st = await master.wait_state("old", S.TASK_RUNNING)
+    wrapper = psutil.Process(int((st.message or "pid 0").split()[1]))
+    await first.stop()
+    with pytest.raises(StartupError, match=r"gpus\[0=GPU-0000;1=GPU-1111\].*gpus\[0=GPU-0000\]"):
+        await make_agent(work, nvidia_gpu_devices="0", strict=True)
+    assert wrapper.is_running()
+    await make_agent(work, nvidia_gpu_devices="0")
+    reg = await master.wait_connected(2)
+    assert reg.agent_id is None and reg.tasks == ()
+    await asyncio.to_thread(wrapper.wait, 10)
