@@ -337,6 +337,8 @@ def framework_page(state: State, framework_id: str) -> Html | None:
             ("registered", timestamp(fw.get("registered_time"))),
             ("re-registered", timestamp(fw.get("reregistered_time"))),
             ("unregistered", timestamp(fw.get("unregistered_time"))),
+            # why a connected framework holding no offer gets none (e.g. GPU agents only)
+            *([("why no offers", str(fw["offers_reason"]))] if fw.get("offers_reason") else []),
         ]
     )
     used, offered = fw.get("used_resources", {}), fw.get("offered_resources", {})

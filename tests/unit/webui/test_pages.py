@@ -285,3 +285,12 @@ def test_follow_chunk_rereads_a_character_cut_at_the_end() -> None:
     assert follow_chunk(data, 0) == ("é", 2)  # the cut "€" is asked for again from byte 2
     assert follow_chunk(whole[2:].decode(), 2) == ("€\n", len(whole))
     assert follow_chunk("", 5) == ("", 5)
+
+
+def test_framework_page_says_why_it_gets_no_offers() -> None:
+    why = "every agent is excluded: agent has GPUs and the framework lacks the GPU_RESOURCES capability"
+    waiting = framework() | {"offers_reason": why}
+    page = framework_page({"frameworks": [waiting]}, "f1")
+    assert page is not None and "why no offers" in page and why in page
+    plain = framework_page({"frameworks": [framework()]}, "f1")
+    assert plain is not None and "why no offers" not in plain
