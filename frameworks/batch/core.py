@@ -347,7 +347,11 @@ class BatchCore:
         self.next_id = max(self.next_id, job.job_id + 1)
 
     def submit(self, spec: JobSpec, now: float, user: str | None = None) -> tuple[int, list[Effect]]:
-        return self._new_job(spec, now, user)
+        """A new job's id and effects. A dependency on a job that does not exist is a
+        ``BatchError`` (the job is refused, no id is spent); one on a job that has already ended
+        the wrong way makes a job that is cancelled at once, every task with it."""
+        ids, effects = self.submit_many([spec], now, user)
+        return ids[0], effects
 
     def submit_many(
         self, specs: Sequence[JobSpec], now: float, user: str | None = None
@@ -394,6 +398,8 @@ class BatchCore:
         effects: list[Effect] = [Persist((job_id,)), self._event("submitted", job, now)]
         ready, why = dependency_status(spec, self._states())
         if not ready and why is not None and why.startswith("never:"):
+            for i in sorted(job.pending):
+                self._set_phase(job.tasks[i], TaskPhase.CANCELLED)
             effects += self._finish(job, JobState.CANCELLED, now, why.removeprefix("never: "))
         if self._suppressed and not periodic:
             self._suppressed = False

@@ -54,7 +54,7 @@ from frameworks.batch.core import (
     TaskRecord,
 )
 from frameworks.batch.events import EventBus, deliver
-from frameworks.batch.model import JOB_TERMINAL, JobSpec, SpecError, spec_from_dict, spec_to_dict
+from frameworks.batch.model import JOB_TERMINAL, JobSpec, JobState, SpecError, spec_from_dict, spec_to_dict
 from frameworks.batch.planner import AgentCapacity, OfferView, port_count
 from frameworks.batch.store import JobStore, attempt_to_dict
 from frameworks.client.driver import KnownTask, Scheduler, SchedulerDriver
@@ -659,6 +659,8 @@ class BatchService(Service, Scheduler):
     async def _list(self, request: web.Request) -> web.Response:
         want = request.query.get("state")
         periodic = request.query.get("periodic", "") in ("1", "true")
+        if want is not None and want.upper() not in JobState.__members__:
+            return _error(request, 400, f"state: unknown job state {want!r} (one of {', '.join(JobState.__members__)})")
         jobs = [
             job_summary(j)
             for j in self.core.jobs.values()

@@ -33,6 +33,16 @@ async def test_submit_list_show_cancel_and_restart(tmp_path: Path) -> None:
         r = await http.post(f"{svc.url}/api/v1/jobs", data=b"{not json", headers={"Content-Type": "application/json"})
         assert r.status == 400
 
+        r = await http.post(f"{svc.url}/api/v1/jobs", json={"argv": ["true"], "after": [99]})
+        assert r.status == 400 and (await r.json())["error"] == "after: no job 99"
+        r = await http.get(f"{svc.url}/api/v1/jobs?state=bogus")
+        assert r.status == 400
+        assert (await r.json())["error"] == (
+            "state: unknown job state 'bogus' (one of PENDING, RUNNING, SUCCEEDED, FAILED, CANCELLED)"
+        )
+        pending = await (await http.get(f"{svc.url}/api/v1/jobs?state=pending")).json()
+        assert [j["id"] for j in pending["jobs"]] == [first, second]
+
         listing = await (await http.get(f"{svc.url}/api/v1/jobs")).json()
         assert [(j["id"], j["state"], j["count"]) for j in listing["jobs"]] == [
             (first, "PENDING", 3),

@@ -7,6 +7,7 @@ import pytest
 
 from frameworks.batch.core import (
     BatchCore,
+    BatchError,
     DeclareDemand,
     Decline,
     JobRecord,
@@ -157,6 +158,27 @@ def test_dependencies_wait_then_run_or_cancel() -> None:
     assert core.job(b).state is JobState.CANCELLED
     assert core.job(b).reason == "dependency job 1 failed"
     assert launches(core.schedule([offer()], now=2)) == ["j3-0-0"]
+
+
+def test_a_dependency_on_a_job_that_does_not_exist_is_refused_and_spends_no_id() -> None:
+    core = BatchCore()
+    a, _ = core.submit(spec(), now=0)
+    with pytest.raises(BatchError, match=r"^after: no job 99$"):
+        core.submit(spec(after=(Dependency(99), Dependency(a), Dependency(7, DependencyKind.ANY))), now=0)
+    assert sorted(core.jobs) == [a]
+    b, _ = core.submit(spec(after=(Dependency(a),)), now=0)
+    assert b == a + 1
+
+
+def test_a_job_after_one_that_already_failed_is_cancelled_with_all_its_tasks() -> None:
+    core = BatchCore()
+    a, _ = core.submit(spec(), now=0)
+    core.schedule([offer()], now=0)
+    run(core, "j1-0-0", 0, S.TASK_FAILED)
+    b, _ = core.submit(spec(count=2, after=(Dependency(a),)), now=2)
+    job = core.job(b)
+    assert job.state is JobState.CANCELLED and job.reason == "dependency job 1 failed"
+    assert job.counts() == {"CANCELLED": 2} and not job.pending  # not "CA ... pending:2"
 
 
 def test_preempted_task_is_rescheduled_without_counting_a_failure() -> None:
