@@ -22,6 +22,7 @@ from frameworks.cli import cluster
 from frameworks.cli.common import (
     CliError,
     http_post_json,
+    master_group_class,
     master_option,
     run_cli,
 )
@@ -150,8 +151,9 @@ def _host(r: Row) -> str:
     return f"{r['hostname']}:{r['port']}" if r["port"] else str(r["hostname"])
 
 
-@click.group()
-def agent() -> None:
+@click.group(cls=master_group_class())
+@master_option
+def agent(master: str | None) -> None:
     """Agents like sinfo: list with states and drain reasons, show, drain, reactivate."""
 
 

@@ -7,6 +7,8 @@ The CLI starts master and agents as processes; it never imports ``master``/``age
 
 from __future__ import annotations
 
+import contextlib
+import http
 import json
 import os
 import shutil
@@ -78,13 +80,81 @@ def token() -> str | None:
     return _token or os.environ.get("AGORA_TOKEN") or _file_value("token") or None
 
 
+class Unreachable(CliError):
+    """A request that got no answer at all (refused, timed out, TLS not trusted); ``why`` is the
+    message without the URL."""
+
+    def __init__(self, url: str, why: str) -> None:
+        super().__init__(f"cannot reach {url}: {why}")
+        self.why = why
+
+
+class HttpAnswerError(CliError):
+    """A server's answer with an error status; ``code`` is the status, the message the server's
+    own words (its ``{"error": ...}``), not the request's URL and status line."""
+
+    def __init__(self, message: str, code: int) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+MASTER_HINT = (
+    "start a local cluster with `agora up`, or point the CLI at your master with --master HOST:PORT "
+    "or AGORA_MASTER (or `agora config set master HOST:PORT`)"
+)
+
+
+def _reason_text(reason: object) -> str:
+    """``[Errno 111] Connection refused`` -> ``connection refused``."""
+    if isinstance(reason, ConnectionRefusedError):
+        return "connection refused (nothing listens there)"
+    if isinstance(reason, (TimeoutError, socket.timeout)):
+        return "no answer in time"
+    if isinstance(reason, socket.gaierror):
+        return f"unknown host ({reason.strerror})"
+    if isinstance(reason, OSError) and reason.strerror:
+        return reason.strerror[:1].lower() + reason.strerror[1:]
+    return str(reason)
+
+
 def unreachable(url: str, exc: BaseException) -> CliError:
     """The error for a request that got no answer; an untrusted TLS certificate says what to do."""
     reason = getattr(exc, "reason", exc)
     if isinstance(reason, ssl.SSLCertVerificationError):
         hint = "the cluster CA given is not the one that signed it" if ca_file() else "give the cluster CA with --ca FILE or AGORA_CA"
-        return CliError(f"cannot reach {url}: its TLS certificate is not trusted ({reason.verify_message}); {hint}")
-    return CliError(f"cannot reach {url}: {reason}")
+        return Unreachable(url, f"its TLS certificate is not trusted ({reason.verify_message}); {hint}")
+    return Unreachable(url, _reason_text(reason))
+
+
+def master_unreachable(base: str, exc: Unreachable) -> Unreachable:
+    """``exc`` for the master at ``base``, with what the user can do about it."""
+    if "TLS certificate" in exc.why:
+        return Unreachable(f"the master at {base}", exc.why)
+    return Unreachable(f"the master at {base}", f"{exc.why}; {MASTER_HINT}")
+
+
+def answer_error(method: str, url: str, code: int, detail: str) -> HttpAnswerError:
+    """The error for a server's answer with status ``code``: its own words (``{"error": ...}`` or
+    its text) where it gave a reason, what to do for 401/403, the status only as a last resort."""
+    text = detail.strip()
+    with contextlib.suppress(ValueError, AttributeError, TypeError):
+        text = str(json.loads(text)["error"])
+    where = urllib.parse.urlsplit(url).netloc or url
+    if code == 401:
+        return HttpAnswerError(
+            f"{where} requires authentication{': ' + text if text else ''}; give a token with --token or AGORA_TOKEN",
+            code,
+        )
+    if code == 403:
+        return HttpAnswerError(f"not allowed by {where}{': ' + text if text else ''}", code)
+    if text and 400 <= code < 500:
+        return HttpAnswerError(text, code)
+    try:
+        phrase = http.HTTPStatus(code).phrase.lower()
+    except ValueError:
+        phrase = "error"
+    path = urllib.parse.urlsplit(url).path or "/"
+    return HttpAnswerError(f"{where} answered {code} ({phrase}) to {method} {path}{': ' + text if text else ''}", code)
 
 
 def _scheme() -> str:
@@ -95,20 +165,65 @@ def _scheme() -> str:
 # --- master address and HTTP -----------------------------------------------------------------
 
 
+MASTER_HELP = "Master host:port, URL or zk://host:port/path (else AGORA_MASTER, the config file, 127.0.0.1:5050)."
+_MASTER_KEY = "agora.master"  # in click's ctx.meta: the innermost --master given on the command line
+
+
+def _remember_master(ctx: Any, _param: Any, value: str | None) -> str | None:
+    """Every ``--master`` records its value for the whole invocation (``ctx.meta`` is shared by
+    the root, the group and the subcommand), so ``agora --master X job list``, ``agora job
+    --master X list`` and ``agora job list --master X`` mean the same; the innermost one wins."""
+    if value:
+        ctx.meta[_MASTER_KEY] = value
+    return value
+
+
 def master_option(f: Any) -> Any:
-    """Every command's ``--master``: ``host:port``, a URL or ``zk://host:port/path`` (see ``master_url``)."""
+    """``--master`` on a command or a group: ``host:port``, a URL or ``zk://host:port/path`` (see
+    ``master_url``). The value is passed as ``master`` and also recorded for the invocation."""
     import click
 
-    return click.option(
-        "--master", envvar="AGORA_MASTER", default=None,
-        help="Master host:port, URL or zk://host:port/path (else AGORA_MASTER, the config file, 127.0.0.1:5050).",
-    )(f)
+    return click.option("--master", default=None, callback=_remember_master, help=MASTER_HELP)(f)
+
+
+def _master_param() -> Any:
+    """The ``--master`` a ``MasterGroup`` adds to each of its subcommands (recorded, not passed)."""
+    import click
+
+    return click.Option(["--master"], default=None, expose_value=False, callback=_remember_master, help=MASTER_HELP)
+
+
+def _with_master(cmd: Any) -> Any:
+    if not any("--master" in getattr(p, "opts", ()) for p in cmd.params):
+        cmd.params.append(_master_param())
+    return cmd
+
+
+def master_group_class() -> type[Any]:
+    """A click group whose every subcommand (those added later too) takes ``--master``."""
+    import click
+
+    class MasterGroup(click.Group):
+        def add_command(self, cmd: click.Command, name: str | None = None) -> None:
+            super().add_command(_with_master(cmd), name)
+
+    return MasterGroup
+
+
+def given_master() -> str | None:
+    """The innermost ``--master`` of the running invocation, if any."""
+    import click
+
+    ctx = click.get_current_context(silent=True)
+    return None if ctx is None else ctx.meta.get(_MASTER_KEY)
 
 
 def master_url(master: str | None) -> str:
     """``host:port`` / ``http://host:port`` / ``zk://host:port/path`` (the leader now) / None
-    (-> ``AGORA_MASTER`` or the default) → base URL."""
-    value = (master or os.environ.get("AGORA_MASTER") or _file_value("master") or DEFAULT_MASTER).strip()
+    (-> the invocation's ``--master``, ``AGORA_MASTER``, the config file or the default) → base URL."""
+    value = (
+        master or given_master() or os.environ.get("AGORA_MASTER") or _file_value("master") or DEFAULT_MASTER
+    ).strip()
     if not value:
         value = DEFAULT_MASTER
     if value.startswith(("zk://", "zoo://")):  # HA: the leader's address, looked up in ZooKeeper
@@ -206,7 +321,7 @@ def _do(req: urllib.request.Request, timeout: float) -> Any:
             raw = resp.read()
     except urllib.error.HTTPError as exc:
         detail = http_error_detail(exc)
-        raise CliError(f"{req.get_method()} {req.full_url}: HTTP {exc.code} {detail}".rstrip()) from exc
+        raise answer_error(req.get_method(), req.full_url, exc.code, detail) from exc
     except OSError as exc:  # the answer broke off while being read
         raise unreachable(req.full_url, exc) from exc
     if not raw:
@@ -427,7 +542,10 @@ def wait_until(
 
 
 def master_state(base_url: str, timeout: float = 2.0) -> dict[str, Any]:
-    state = http_get_json(base_url + "/state", timeout=timeout)
+    try:
+        state = http_get_json(base_url + "/state", timeout=timeout)
+    except Unreachable as exc:
+        raise master_unreachable(base_url, exc) from exc
     if not isinstance(state, dict):
         raise CliError(f"{base_url}/state did not answer a JSON object")
     return state
@@ -480,6 +598,26 @@ def json_flag(f: Any) -> Any:
     )(f)
 
 
+def state_option(codes: dict[str, str], what: str = "jobs") -> Any:
+    """``--state``: a state by its name or by the code the ST column shows (``PD`` or ``pending``),
+    any case; the command gets the name. Anything else is a usage error listing them."""
+    import click
+
+    by_key = {**{name: name for name in codes}, **{code: name for name, code in codes.items()}}
+    listing = ", ".join(f"{code}|{name}" for name, code in codes.items())
+
+    class StateType(click.ParamType):
+        name = "STATE"
+
+        def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
+            found = by_key.get(str(value).upper())
+            if found is None:
+                self.fail(f"unknown state {value!r}; one of {listing}", param, ctx)
+            return found
+
+    return click.option("--state", default=None, type=StateType(), help=f"Only {what} in this state: {listing}.")
+
+
 def console() -> Any:
     """A rich console; a pipe gets whole rows (rich would cut them to 80 columns)."""
     from rich.console import Console
@@ -508,7 +646,8 @@ class ServiceApi:
 
     def url(self, ctx: Any) -> str:
         if "url" not in ctx.obj:
-            ctx.obj["url"] = self._call(lambda: self.base(ctx.obj[self.option], ctx.obj["master"]) + "/api/v1")
+            # the master: the innermost --master of the invocation (group or subcommand), else the environment
+            ctx.obj["url"] = self._call(lambda: self.base(ctx.obj[self.option], None) + "/api/v1")
         return str(ctx.obj["url"])
 
     def get(self, ctx: Any, path: str) -> Any:

@@ -12,6 +12,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -21,15 +22,19 @@ from rich.table import Table
 from frameworks.cli.common import (
     CliError,
     ServiceApi,
+    answer_error,
     clock_time,
     console,
     emit,
     http_error_detail,
     json_flag,
+    master_group_class,
     master_option,
     open_url,
+    state_option,
     unreachable,
 )
+from frameworks.cli.follow import LineBuffer, json_lines
 
 FRAMEWORK_NAME = "agora-elastic"
 SHORT = {
@@ -43,6 +48,7 @@ SHORT = {
 }
 
 
+TERMINAL = ("SUCCEEDED", "FAILED", "CANCELLED")
 API = ServiceApi(FRAMEWORK_NAME, "elastic", "AGORA_ELASTIC")
 
 
@@ -61,12 +67,8 @@ def post_toml(url: str, text: str, timeout: float = 10.0) -> Any:
         with open_url(req, timeout) as resp:  # the CA and the token, as every other request
             return json.loads(resp.read() or b"null")
     except urllib.error.HTTPError as exc:
-        detail = http_error_detail(exc)
-        try:
-            detail = json.loads(detail).get("error", detail)
-        except (ValueError, AttributeError):
-            pass
-        raise CliError(f"submit refused (HTTP {exc.code}): {detail}") from exc
+        err = answer_error("POST", url, exc.code, http_error_detail(exc))
+        raise CliError(f"submit refused: {err}") from exc
     except OSError as exc:  # the answer broke off while being read
         raise unreachable(url, exc) from exc
 
@@ -75,7 +77,7 @@ def _num(v: Any, fmt: str = "{:.3f}") -> str:
     return "-" if v is None else fmt.format(v)
 
 
-@click.group()
+@click.group(cls=master_group_class())
 @click.option(
     "--elastic", envvar="AGORA_ELASTIC", default=None, help="Elastic framework URL (default: ask the master)."
 )
@@ -149,12 +151,12 @@ def submit(
 
 
 @elastic.command(name="list")
-@click.option("--state", default=None, help="Only jobs in this state.")
+@state_option(SHORT)
 @json_flag
 @click.pass_context
 def list_jobs(ctx: click.Context, state: str | None) -> None:
     """List elastic jobs with their workers, progress and the reason they are not at their maximum."""
-    data = API.get(ctx, "/jobs" + (f"?state={state.upper()}" if state else ""))
+    data = API.get(ctx, "/jobs" + (f"?state={state}" if state else ""))
 
     def render(d: dict[str, Any]) -> None:
         table = Table(box=None, header_style="bold")
@@ -219,7 +221,10 @@ def show(ctx: click.Context, job_id: int) -> None:
                 else ""
             )
         )
-        con.print(f"reason: {d.get('reason') or '(at its maximum)'}")
+        if d.get("reason"):
+            con.print(f"reason: {d['reason']}")
+        elif d["state"] not in TERMINAL:  # nothing holds it back: it runs all the workers it may
+            con.print(f"at its maximum of {d['max_workers']} worker(s)")
         last = d.get("last_failure")
         if last:
             con.print(
@@ -295,24 +300,35 @@ def cancel(ctx: click.Context, job_id: int) -> None:
 @click.option("--worker", "index", type=int, default=None, help="Worker index (default: the first live one).")
 @click.option("--stderr", is_flag=True, help="Show stderr instead of stdout.")
 @click.option("--follow", "-f", is_flag=True, help="Keep printing until the job ends.")
+@json_flag
 @click.pass_context
 def logs(ctx: click.Context, job_id: int, index: int | None, stderr: bool, follow: bool) -> None:
-    """Print a worker's stdout (or stderr) from its agent's sandbox."""
+    """Print a worker's stdout (or stderr) from its agent's sandbox. --json: one
+    {"job", "worker", "stream", "line"} object per line."""
     stream = "stderr" if stderr else "stdout"
     offset = 0
     worker = "" if index is None else f"&worker={index}"
+    lines: LineBuffer | None = LineBuffer("") if ctx.obj["json"] else None
+    render: Callable[[str], str] | None = None
+
+    def write(pieces: list[str]) -> None:
+        for piece in pieces:
+            sys.stdout.write(piece if render is None else render(piece))
+        sys.stdout.flush()
+
     while True:
         chunk = API.get(ctx, f"/jobs/{job_id}/logs?stream={stream}&offset={offset}{worker}")
         if not worker:  # stay with the worker picked first
             worker = f"&worker={chunk['worker']}"
+        if lines is not None and render is None:
+            render = json_lines(job=job_id, worker=chunk.get("worker"), stream=stream)
         data = chunk.get("data", "")
         if data:
-            sys.stdout.write(data)
-            sys.stdout.flush()
+            write([data] if lines is None else lines.feed(data))
             offset += len(data.encode())
-        if not follow:
+        if not follow or (not data and API.get(ctx, f"/jobs/{job_id}")["state"] in TERMINAL):
+            if lines is not None:
+                write(lines.flush())  # a last line without its newline
             return
         if not data:
-            if API.get(ctx, f"/jobs/{job_id}")["state"] in ("SUCCEEDED", "FAILED", "CANCELLED"):
-                return
             time.sleep(0.5)

@@ -24,7 +24,16 @@ from typing import IO, Any
 
 import click
 
-from frameworks.cli.common import CliError, http_error_detail, master_option, master_url, open_url
+from frameworks.cli.common import (
+    CliError,
+    Unreachable,
+    answer_error,
+    http_error_detail,
+    master_option,
+    master_unreachable,
+    master_url,
+    open_url,
+)
 
 DEFAULT_HEARTBEAT = 15.0
 MAX_RECORD = 256 * 1024 * 1024  # a SUBSCRIBED snapshot of a large cluster is big; a bad header is not
@@ -147,7 +156,9 @@ def subscribe(base: str, timeout: float) -> Any:
         return open_url(req, timeout)
     except urllib.error.HTTPError as exc:
         detail = http_error_detail(exc)
-        raise CliError(f"SUBSCRIBE to {base}: HTTP {exc.code} {detail}".rstrip()) from exc
+        raise answer_error("POST", req.full_url, exc.code, detail) from exc
+    except Unreachable as exc:
+        raise master_unreachable(base, exc) from exc
 
 
 def _set_read_timeout(resp: Any, seconds: float) -> None:

@@ -22,14 +22,16 @@ from rich.table import Table
 from frameworks.batch import jobfile
 from frameworks.cli.common import (
     CliError,
+    HttpAnswerError,
     ServiceApi,
     clock_time,
     console,
     emit,
-    error_text,
     http_get_json,
     json_flag,
+    master_group_class,
     master_option,
+    state_option,
 )
 from frameworks.cli.follow import Chunk, LogStream, json_lines
 from frameworks.cli.follow import follow as follow_logs
@@ -74,23 +76,42 @@ def exit_code(detail: dict[str, Any]) -> int | None:
     return max(known) if known else None
 
 
+def agent_text(a: dict[str, Any]) -> str:
+    """An attempt's agent as ``agora agent show`` takes it: the ``S<n>`` end of its id (hostnames
+    are all alike on a local cluster), else the whole id, else the hostname."""
+    aid = str(a.get("agent_id") or "")
+    tail = aid.rsplit("-", 1)[-1]
+    if tail.startswith("S") and tail[1:].isdigit():
+        return tail
+    return aid or a.get("hostname") or "-"
+
+
+# the state of an attempt still under way (its record has a state only once it ended)
+ACTIVE_STATE = {"LAUNCHING": "TASK_STAGING", "RUNNING": "TASK_RUNNING"}
+
+
 def attempt_rows(detail: dict[str, Any]) -> list[tuple[str, ...]]:
     """``job show``'s table: one row per attempt of each task, oldest first; the task's index and
-    phase only on its first row; a task never launched is one row of dashes."""
+    phase only on its first row; a task never launched is one row of dashes. The latest attempt
+    of a task under way shows its live state (TASK_STAGING, TASK_RUNNING)."""
     rows: list[tuple[str, ...]] = []
     for t in detail.get("task_list", []):
-        for n, a in enumerate(t.get("history") or [{}]):
+        history = t.get("history") or [{}]
+        for n, a in enumerate(history):
             attempt = a.get("attempt")
+            state = a.get("state") or (
+                ACTIVE_STATE.get(t.get("phase", "")) if attempt is not None and n == len(history) - 1 else None
+            )
             rows.append(
                 (
                     str(t["index"]) if n == 0 else "",
                     t["phase"] if n == 0 else "",
                     "-" if attempt is None else str(attempt),
                     a.get("task_id") or "-",
-                    a.get("hostname") or "-",
+                    "-" if attempt is None else agent_text(a),
                     clock_time(a.get("started_at")),
                     clock_time(a.get("ended_at")),
-                    a.get("state") or "-",
+                    state or "-",
                     "-" if a.get("exit_code") is None else str(a["exit_code"]),
                     a.get("message") or "",
                 )
@@ -102,7 +123,7 @@ def _tasks_summary(counts: dict[str, int]) -> str:
     return " ".join(f"{k.lower()}:{v}" for k, v in sorted(counts.items()))
 
 
-@click.group()
+@click.group(cls=master_group_class())
 @click.option(
     "--batch", envvar="AGORA_BATCH", default=None, help="Batch framework URL (default: ask the master)."
 )
@@ -131,13 +152,15 @@ def _pairs(values: tuple[str, ...], what: str) -> dict[str, str]:
     "--count", "-n", default=1, show_default=True, type=click.IntRange(1), help="Tasks (a job array)."
 )
 @click.option(
-    "--gang", default=0, show_default=True, type=click.IntRange(0), help="Tasks that must start together."
+    "--gang", default=0, show_default=True, type=click.IntRange(0),
+    help="Tasks that must start together, all or none (0: no gang, each task starts on its own).",
 )
-@click.option("--cpus", default=1.0, show_default=True, type=float)
-@click.option("--mem", default=128.0, show_default=True, type=float, help="MB per task.")
-@click.option("--gpus", default=0.0, show_default=True, type=float)
-@click.option("--disk", default=0.0, show_default=True, type=float)
-@click.option("--priority", default=0, show_default=True, type=int)
+@click.option("--cpus", default=1.0, show_default=True, type=float, help="CPUs per task (fractions allowed).")
+@click.option("--mem", default=128.0, show_default=True, type=float, help="MB of memory per task.")
+@click.option("--gpus", default=0.0, show_default=True, type=float, help="GPUs per task.")
+@click.option("--disk", default=0.0, show_default=True, type=float, help="MB of disk per task.")
+@click.option("--priority", default=0, show_default=True, type=int,
+              help="Higher starts first (equal: the earlier job); may be negative.")
 @click.option("--queue", default="*", show_default=True,
               help="Queue (the role offers come from); the batch framework refuses one it does not subscribe to.")
 @click.option("--after", multiple=True, type=int, help="Run after this job succeeds (repeatable).")
@@ -284,7 +307,7 @@ def _submit_file(ctx: click.Context, path: str) -> None:
 
 
 @job.command(name="list")
-@click.option("--state", default=None, help="Only jobs in this state.")
+@state_option(SHORT)
 @click.option("--periodic", is_flag=True, help="Only periodic jobs: schedule, policy, next run, last run.")
 @click.option("--start", "starts", is_flag=True,
               help="Pending jobs with their expected start (squeue --start), from running jobs' time limits.")
@@ -294,7 +317,7 @@ def list_jobs(ctx: click.Context, state: str | None, periodic: bool, starts: boo
     """List jobs (like squeue, with the reason a job waits)."""
     if periodic and starts:
         raise click.UsageError("--periodic and --start are separate views; give one")
-    query = f"?state={urllib.parse.quote(state.upper())}" if state else ""
+    query = f"?state={urllib.parse.quote(state)}" if state else ""
     if periodic:
         query = (query + "&" if query else "?") + "periodic=1"
     if starts:
@@ -613,10 +636,12 @@ def _log_reader(
         path = f"/jobs/{job_id}/logs?task={index}&stream={stream}&offset={offset}"
         try:
             chunk = http_get_json(API.url(ctx) + path)
-        except CliError as exc:
-            if lenient and (" 404 " in str(exc) or " 503 " in str(exc)):
+        except HttpAnswerError as exc:
+            if lenient and exc.code in (404, 503):
                 return Chunk("")
-            raise click.ClickException(error_text(str(exc))) from exc
+            raise click.ClickException(str(exc)) from exc
+        except CliError as exc:
+            raise click.ClickException(str(exc)) from exc
         if not chunk.get("data"):
             tasks.read_empty(index)
         return Chunk(str(chunk.get("data", "")), chunk.get("attempt"))

@@ -27,8 +27,10 @@ import click
 from frameworks.cli import cluster
 from frameworks.cli.common import (
     CliError,
+    answer_error,
     http_error_detail,
     http_post_json,
+    master_group_class,
     master_option,
     master_state,
     open_url,
@@ -160,7 +162,7 @@ def files_read(agent: str, path: str, offset: int, length: int = READ_LENGTH) ->
         detail = http_error_detail(exc)
         if exc.code == 404:
             return None
-        raise CliError(f"GET {url}: HTTP {exc.code} {detail}") from exc
+        raise answer_error("GET", url, exc.code, detail) from exc
     except OSError as exc:  # the answer broke off while being read
         raise unreachable(url, exc) from exc
     except ValueError as exc:
@@ -244,8 +246,9 @@ def _options(f: Callable[..., Any]) -> Callable[..., Any]:
     return master_option(_framework_option(f))
 
 
-@click.group()
-def task() -> None:
+@click.group(cls=master_group_class())
+@master_option
+def task(master: str | None) -> None:
     """Inspect tasks: list, show, logs (-f), attach, download, kill."""
 
 
@@ -374,7 +377,7 @@ def kill(task_id: str, master: str | None, as_json: bool, framework: str | None)
 @master_option
 @_framework_option
 def download(task_id: str, stderr: bool, output: str | None, master: str | None, framework: str | None) -> None:
-    """Download a task's whole stdout (or stderr) file from its sandbox (``/files/download``)."""
+    """Download a task's whole stdout (or stderr) file from its sandbox (the agent's /files/download)."""
     stream = "stderr" if stderr else "stdout"
 
     def go() -> None:
@@ -392,10 +395,10 @@ def download(task_id: str, stderr: bool, output: str | None, master: str | None,
                     with open(output, "wb") as out:
                         shutil.copyfileobj(resp, out)
         except urllib.error.HTTPError as exc:
-            http_error_detail(exc)
+            detail = http_error_detail(exc)
             if exc.code == 404:
                 raise CliError(f"task {task_id} has no {stream} on agent {row['agent_id']} (sandbox removed?)") from exc
-            raise CliError(f"GET {url}: HTTP {exc.code}") from exc
+            raise answer_error("GET", url, exc.code, detail) from exc
         except (urllib.error.URLError, OSError) as exc:
             raise unreachable(url, exc) from exc
 

@@ -74,6 +74,7 @@ from frameworks.elastic.service_core import (
     job_to_dict,
 )
 from frameworks.elastic.spec import JobSpec, SpecError, from_mapping, parse_toml
+from frameworks.elastic.state import JobState
 from frameworks.elastic.store import JobStore
 from protocol import codec
 from protocol.lifecycle import Service
@@ -579,6 +580,8 @@ class ElasticService(Service, Scheduler):
 
     async def _list(self, request: web.Request) -> web.Response:
         want = request.query.get("state")
+        if want is not None and want.upper() not in JobState.__members__:
+            return _error(400, f"state: unknown job state {want!r} (one of {', '.join(JobState.__members__)})")
         jobs = [
             job_summary(j)
             for j in sorted(self.core.jobs.values(), key=lambda j: j.job_id)

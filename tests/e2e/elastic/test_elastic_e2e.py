@@ -144,6 +144,17 @@ def test_cli_submit_show_scale_and_succeed(tmp_path: Path) -> None:
         # (the accuracy itself is checked through the API and `show` above; which worker prints
         # it depends on which one the scale-down removed)
         assert agora(master, "logs", str(job_id), "--worker", "0", "-f").returncode == 0
+        as_json = agora(master, "logs", str(job_id), "--worker", "0", "-f", "--json")
+        assert as_json.returncode == 0, as_json.stderr
+        records = [json.loads(line) for line in as_json.stdout.splitlines()]
+        assert records and {(r["job"], r["worker"], r["stream"]) for r in records} == {(job_id, 0, "stdout")}
+        assert [r["line"] for r in records][: len(out.stdout.splitlines())] == out.stdout.splitlines()
+        done = agora(master, "list", "--state", "CD", "--json")
+        assert [j["id"] for j in json.loads(done.stdout)["jobs"]] == [job_id]
+        assert json.loads(agora(master, "list", "--state", "r", "--json").stdout)["jobs"] == []
+        bad = agora(master, "list", "--state", "bogus")
+        assert bad.returncode == 2 and "unknown state 'bogus'; one of PD|PENDING" in bad.stderr
+        assert "at its maximum" not in text.stdout and "reason:" in text.stdout  # finished: its reason
     finally:
         stop_process(service)
         kill_workers(tmp_path)

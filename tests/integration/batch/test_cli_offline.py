@@ -47,3 +47,47 @@ async def test_cli_round_trip(tmp_path: Path) -> None:
         waited = json.loads(out)
         assert code == 1 and waited["reason"] == "dependency job 1 cancelled"
         assert [t["phase"] for t in waited["task_list"]] == ["CANCELLED"]  # the whole job at the end
+
+
+async def test_state_filters_by_st_code_or_name_and_refuses_unknown_ones(tmp_path: Path) -> None:
+    async with BatchService("127.0.0.1:9", tmp_path) as svc:
+        loop = asyncio.get_running_loop()
+
+        async def cli(*args: str) -> tuple[int, str]:
+            return await loop.run_in_executor(None, lambda: _run(*args, url=svc.url))
+
+        assert (await cli("submit", "--", "true")) == (0, "1\n")
+        assert (await cli("submit", "--", "true")) == (0, "2\n")
+        assert (await cli("cancel", "2"))[0] == 0
+        for state, ids in (("PD", [1]), ("pd", [1]), ("PENDING", [1]), ("pending", [1]), ("CA", [2]),
+                           ("CANCELLED", [2]), ("CD", []), ("R", [])):
+            code, out = await cli("list", "--state", state, "--json")
+            assert code == 0 and [j["id"] for j in json.loads(out)["jobs"]] == ids, state
+        code, out = await cli("list", "--state", "bogus")
+        assert code == 2
+        assert "Invalid value for '--state': unknown state 'bogus'; one of PD|PENDING, R|RUNNING, CD|SUCCEEDED" in out
+        code, out = await cli("list", "--help")
+        assert "PD|PENDING, R|RUNNING, CD|SUCCEEDED, F|FAILED, CA|CANCELLED" in " ".join(out.split())
+
+
+async def test_after_a_job_that_does_not_exist_is_refused_at_submit(tmp_path: Path) -> None:
+    async with BatchService("127.0.0.1:9", tmp_path) as svc:
+        loop = asyncio.get_running_loop()
+
+        async def cli(*args: str) -> tuple[int, str]:
+            return await loop.run_in_executor(None, lambda: _run(*args, url=svc.url))
+
+        code, out = await cli("submit", "--after", "99", "--", "true")
+        assert (code, out) == (1, "Error: after: no job 99\n")  # the service's words, no HTTP
+        code, out = await cli("show", "999")
+        assert (code, out) == (1, "Error: no job 999\n")
+        code, out = await cli("list", "--json")
+        assert json.loads(out)["jobs"] == []  # nothing was made, no id spent
+        assert (await cli("submit", "--", "true")) == (0, "1\n")
+        assert (await cli("submit", "--after-any", "1", "--", "true")) == (0, "2\n")
+        assert (await cli("cancel", "1"))[0] == 0
+        # a job after one that already ended the wrong way: cancelled at once with all its tasks
+        assert (await cli("submit", "--count", "2", "--after", "1", "--", "true")) == (0, "3\n")
+        code, out = await cli("list")
+        row = next(line.split() for line in out.splitlines() if line.split()[:1] == ["3"])
+        assert row[2] == "CA" and row[5] == "cancelled:2", row

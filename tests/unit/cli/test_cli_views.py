@@ -92,7 +92,7 @@ def state(addr: str, twin: bool = False) -> dict[str, Any]:
     }
 
 
-def attempt(n: int, state: str, code: int | None, message: str) -> dict[str, Any]:
+def attempt(n: int, state: str | None, code: int | None, message: str) -> dict[str, Any]:
     return {"attempt": n, "task_id": f"j1-0-{n}", "agent_id": "m-S0", "hostname": "h0", "started_at": 1.0 + n,
             "ended_at": 2.0 + n if code is not None else None, "state": state, "exit_code": code, "message": message}
 
@@ -103,7 +103,7 @@ def job_detail() -> dict[str, Any]:
         "task_list": [
             {"index": 0, "phase": "RUNNING", "attempt": 2, "failures": 2, "history": [
                 attempt(0, "TASK_FAILED", 3, "first try"), attempt(1, "TASK_FAILED", 4, "second try"),
-                attempt(2, "TASK_RUNNING", None, "")]},
+                attempt(2, None, None, "")]},  # under way: no state recorded yet
             {"index": 1, "phase": "PENDING", "attempt": 0, "failures": 0, "history": []},
         ],
     }
@@ -191,8 +191,9 @@ def test_job_show_lists_every_attempt_of_every_task(agora: Any) -> None:
     assert lines[0].startswith("job 1 flaky  state=RUNNING") and lines[1].split()[:3] == ["TASK", "PHASE", "ATTEMPT"]
     rows = [line.split() for line in lines[2:]]
     # task 0: its three attempts, oldest first, index and phase on the first row only
-    assert rows[0][:5] == ["0", "RUNNING", "0", "j1-0-0", "h0"] and rows[0][-3:] == ["3", "first", "try"]
-    assert rows[1][:3] == ["1", "j1-0-1", "h0"] and rows[1][-3:] == ["4", "second", "try"]
-    assert rows[2][:3] == ["2", "j1-0-2", "h0"] and rows[2][-2:] == ["TASK_RUNNING", "-"]
+    # the agent as `agora agent show` takes it (S0), not the hostname every local agent shares
+    assert rows[0][:5] == ["0", "RUNNING", "0", "j1-0-0", "S0"] and rows[0][-3:] == ["3", "first", "try"]
+    assert rows[1][:3] == ["1", "j1-0-1", "S0"] and rows[1][-3:] == ["4", "second", "try"]
+    assert rows[2][:3] == ["2", "j1-0-2", "S0"] and rows[2][-2:] == ["TASK_RUNNING", "-"]  # live, not "-"
     assert rows[3][:4] == ["1", "PENDING", "-", "-"]  # never launched: one row of dashes
     assert len(rows) == 4

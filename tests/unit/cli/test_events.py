@@ -136,4 +136,4 @@ def test_a_refused_subscribe_is_reported(server: str) -> None:
     _Handler.status = 400
     res = CliRunner().invoke(events, ["--master", server])
     assert res.exit_code == 1
-    assert "HTTP 400 Failed to validate master::Call" in res.output
+    assert "Error: Failed to validate master::Call" in res.output

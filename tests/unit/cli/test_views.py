@@ -129,14 +129,29 @@ def test_sacct_elapsed_and_exit_code() -> None:
         ["agent", "drain", "S0"],
         ["tasks"],
         ["agents"],
+        ["frameworks"],
+        ["offers"],
+        ["events"],
+        ["job", "list"],
+        ["job", "submit", "--", "true"],
+        ["elastic", "list"],
     ],
 )
-def test_an_unreachable_master_is_one_line_and_exit_1(argv: list[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> None:
+def test_an_unreachable_master_is_one_line_saying_what_to_do(
+    argv: list[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Any
+) -> None:
     monkeypatch.setenv("AGORA_CONFIG", str(tmp_path / "none.toml"))
-    monkeypatch.setenv("AGORA_MASTER", f"127.0.0.1:{free_port()}")
+    for var in ("AGORA_BATCH", "AGORA_ELASTIC"):
+        monkeypatch.delenv(var, raising=False)
+    port = free_port()
+    monkeypatch.setenv("AGORA_MASTER", f"127.0.0.1:{port}")
     r = CliRunner().invoke(cli, argv)
     assert r.exit_code == 1, r.output
-    assert r.output.startswith("Error: cannot reach http://127.0.0.1:") and r.output.count("\n") == 1
+    assert r.output == (
+        f"Error: cannot reach the master at http://127.0.0.1:{port}: connection refused (nothing listens there); "
+        "start a local cluster with `agora up`, or point the CLI at your master with --master HOST:PORT "
+        "or AGORA_MASTER (or `agora config set master HOST:PORT`)\n"
+    )
 
 
 def test_job_log_follower_reads_only_tasks_that_ran_and_stops_reading_finished_ones() -> None:

@@ -106,6 +106,23 @@ def test_master_url_and_share(monkeypatch: pytest.MonkeyPatch) -> None:
     assert agent_share(8, cpus=2, mem_mb=1024).startswith("cpus:1;mem:256;")
 
 
+def test_error_answers_are_the_servers_own_words_not_http() -> None:
+    from frameworks.cli.common import answer_error
+
+    assert str(answer_error("GET", "http://b:1/api/v1/jobs/9", 404, '{"error": "no job 9"}')) == "no job 9"
+    assert str(answer_error("POST", "http://b:1/api/v1", 400, "Failed to validate master::Call")) == (
+        "Failed to validate master::Call"
+    )
+    assert str(answer_error("GET", "http://b:1/state", 401, "")) == (
+        "b:1 requires authentication; give a token with --token or AGORA_TOKEN"
+    )
+    assert str(answer_error("GET", "http://b:1/state", 403, '{"error": "operator only"}')) == (
+        "not allowed by b:1: operator only"
+    )
+    err = answer_error("GET", "http://b:1/x", 500, "boom")
+    assert str(err) == "b:1 answered 500 (internal server error) to GET /x: boom" and err.code == 500
+
+
 def test_service_errors_carry_the_services_own_text() -> None:
     from frameworks.cli.common import error_text
 
