@@ -92,10 +92,11 @@ from protocol.mesos_common import AgentID, ExecutorID, FrameworkID, Label, Label
 from protocol.resources import Resources, attributes_to_mesos, parse_attributes
 from protocol.task_states import TaskState, is_terminal
 from protocol.tls import TlsError, client_context, server_context
+from protocol.version import AGORA_VERSION
 
 log = logging.getLogger(__name__)
 
-VERSION = "0.1.0"
+VERSION = AGORA_VERSION
 
 
 # --- shell-side effects (disk) ----------------------------------------------------------------

@@ -11,6 +11,7 @@ from master.http_api import VERSION
 from master.lifecycles import AgentPhase, FrameworkPhase
 from master.records import AgentRec, FrameworkRec, TaskRec
 from protocol import codec
+from protocol.mesos import TaskStatus
 from protocol.resources import Resources
 from protocol.task_states import TaskState
 
@@ -23,6 +24,19 @@ EMPTY = Resources()
 def legacy_resources(r: Resources) -> dict[str, float | str]:
     """Resources as ``/state`` shows them: the legacy flattened dict (``{"cpus": 2.0, ...}``)."""
     return r.to_legacy_dict()
+
+
+def _status_json(s: TaskStatus) -> dict[str, Any]:
+    """A task status as ``/state`` lists it: Mesos' ``state``, ``timestamp`` and ``labels`` (the
+    agent's ``exit_code``), plus the ``message`` and ``reason`` when the status has them."""
+    out: dict[str, Any] = {"state": s.state.value, "timestamp": s.timestamp or 0.0}
+    if s.message:
+        out["message"] = s.message
+    if s.reason is not None:
+        out["reason"] = s.reason.value
+    if s.labels is not None and s.labels.labels:
+        out["labels"] = [{"key": lb.key, "value": lb.value} for lb in s.labels.labels]
+    return out
 
 
 class StateViews:
@@ -54,9 +68,7 @@ class StateViews:
             "state": t.state.value,
             "resources": legacy_resources(t.resources),
             "role": t.role,
-            "statuses": [
-                {"state": s.state.value, "timestamp": s.timestamp or 0.0} for s in t.statuses[-10:]
-            ],
+            "statuses": [_status_json(s) for s in t.statuses[-10:]],
             "labels": [],
         }
         usage = t.current_usage()

@@ -107,7 +107,9 @@ def rows_frameworks(state: dict[str, Any]) -> list[Row]:
                     "roles": f.get("roles") or ([f["role"]] if f.get("role") else []),
                     "active": bool(f.get("active", False)) and not completed,
                     "connected": bool(f.get("connected", False)) and not completed,
+                    "recovered": bool(f.get("recovered", False)) and not completed,
                     "completed": completed,
+                    "status": framework_status(f, completed),
                     "tasks": len(f.get("tasks", []) or []),
                     "completed_tasks": len(f.get("completed_tasks", []) or []),
                     "offers": len(f.get("offers", []) or []),
@@ -117,6 +119,17 @@ def rows_frameworks(state: dict[str, Any]) -> list[Row]:
                 }
             )
     return rows
+
+
+def framework_status(f: dict[str, Any], completed: bool) -> str:
+    """One word, the web UI's: ``active`` (subscribed, its stream open), ``disconnected`` (its
+    stream gone; removed at its failover timeout unless it comes back), ``recovered`` (known from
+    the registry after a master restart, not back yet), ``completed``."""
+    if completed:
+        return "completed"
+    if f.get("active"):
+        return "active"
+    return "recovered" if f.get("recovered") else "disconnected"
 
 
 def rows_tasks(state: dict[str, Any], include_completed: bool = False) -> list[Row]:
@@ -352,12 +365,7 @@ def frameworks(master: str | None, as_json: bool) -> None:
                 ("id", lambda r: str(r["id"])),
                 ("name", lambda r: str(r["name"])),
                 ("roles", lambda r: ",".join(r["roles"])),
-                (
-                    "status",
-                    lambda r: "completed"
-                    if r["completed"]
-                    else ("connected" if r["connected"] else ("active" if r["active"] else "inactive")),
-                ),
+                ("status", lambda r: str(r["status"])),
                 ("tasks", lambda r: f"{r['tasks']} (+{r['completed_tasks']} done)"),
                 ("offers", lambda r: str(r["offers"])),
                 ("used", lambda r: _res_text(r["used_resources"])),

@@ -60,10 +60,9 @@ def _scalars(resources: Any) -> str:
 def _framework(rec: Any) -> str:
     rec = rec if isinstance(rec, dict) else {}
     info = rec.get("framework_info") or {}
-    flags = [k for k in ("active", "connected", "recovered") if rec.get(k)]
-    if not rec.get("connected"):
-        flags.append("disconnected")
-    return f"{_id(info.get('id'))} {info.get('name', '')!s} ({', '.join(flags)})"
+    # one word, as `agora frameworks` and the web UI say it
+    status = "recovered" if rec.get("recovered") else "active" if rec.get("active") else "disconnected"
+    return f"{_id(info.get('id'))} {info.get('name', '')!s} ({status})"
 
 
 def event_line(ev: dict[str, Any]) -> str:

@@ -11,6 +11,8 @@ import importlib
 
 import click
 
+from protocol.version import AGORA_VERSION
+
 COMMANDS: dict[str, tuple[str, str]] = {
     "up": ("frameworks.cli.up:up", "Start a local cluster (master, agents, batch and elastic frameworks)."),
     "agents": ("frameworks.cli.cluster:agents", "List the cluster's agents."),
@@ -52,7 +54,7 @@ class LazyGroup(click.Group):
 
 
 @click.group(cls=LazyGroup)
-@click.version_option("0.1.0", prog_name="agora")
+@click.version_option(AGORA_VERSION, prog_name="agora", message="%(prog)s %(version)s")
 @click.option(
     "--ca", envvar="AGORA_CA", default=None, type=click.Path(dir_okay=False),
     help="The cluster CA (PEM) for https:// masters and services (or AGORA_CA); host:port then means https.",

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import posixpath
+import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
@@ -221,10 +222,18 @@ class WebUI:
         return _html(pages.tasks_page(self._state(request, frameworks=True), request.query.get("state") or None))
 
     async def offers(self, request: web.Request) -> web.Response:
-        return _html(pages.offers_page(self._offers(request)))
+        return _html(pages.offers_page(self._offers(request), self._framework_names()))
 
     async def roles(self, request: web.Request) -> web.Response:
-        return _html(pages.roles_page(self._roles(request, self._offers(request))))
+        return _html(pages.roles_page(self._roles(request, self._offers(request)), self._framework_names()))
+
+    def _framework_names(self) -> dict[str, str]:
+        """framework id -> name, live and completed (ids not visible to the request are not shown
+        by the pages that use it: offers and roles list only frameworks it may view)."""
+        st = self.svc.state
+        out = {f.framework_id: f.info.name for f in st.completed_frameworks}
+        out.update({fid: f.info.name for fid, f in st.frameworks.items()})
+        return out
 
     async def maintenance(self, request: web.Request) -> web.Response:
         return _html(pages.maintenance_page(self._state(request, agents=True, frameworks=True)))
@@ -234,7 +243,7 @@ class WebUI:
         found = self._find_task(request, fid, tid)
         if found is None:
             return _html(pages.not_found_page("task", f"{fid}/{tid}"), 404)
-        return _html(sandbox.task_page(*found))
+        return _html(sandbox.task_page(*found, now=time.time()))
 
     @staticmethod
     def _or_404(body: Html | None, what: str, ident: str) -> web.Response:
@@ -252,7 +261,8 @@ class WebUI:
         if task is None or (request is not None and not self._may_view_task(request, fid, tid)):
             return None
         agents = views.agents_json(str(task.get("slave_id", "")))
-        return task, (agents[0] if agents else None)
+        name = self._framework_names().get(fid)  # the task pages show it, the id on hover
+        return ({**task, "framework_name": name} if name else task), (agents[0] if agents else None)
 
     def _may_view_task(self, request: web.Request, fid: str, tid: str) -> bool:
         seen = self._state(request, frameworks=fid)

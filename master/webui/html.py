@@ -62,11 +62,14 @@ def link(href: str, text: object) -> Html:
 
 
 def agent_link(agent_id: str, text: object | None = None) -> Html:
-    return link(path("ui", "agents", agent_id), agent_id if text is None else text)
+    """A link to the agent's page (a table cuts a long id short: the whole one on hover)."""
+    return tag("a", agent_id if text is None else text, href=path("ui", "agents", agent_id), title=agent_id)
 
 
 def framework_link(framework_id: str, text: object | None = None) -> Html:
-    return link(path("ui", "frameworks", framework_id), framework_id if text is None else text)
+    """A link to the framework's page; ``text`` is usually its name, the id is shown on hover."""
+    return tag("a", text or framework_id, href=path("ui", "frameworks", framework_id),
+               title=framework_id, cls="fw")
 
 
 def external_link(url: str) -> Html:
@@ -78,12 +81,13 @@ def external_link(url: str) -> Html:
 
 def table(headers: Sequence[object], rows: Iterable[Sequence[object]], *, cls: str | None = None,
           empty: str = "none") -> Html:
-    """Cells that are ``Html`` go in as they are, anything else escaped after ``str()``."""
+    """Cells that are ``Html`` go in as they are, anything else escaped after ``str()``. A table
+    wider than the page scrolls sideways in its own box; the page keeps its width."""
     body = [tag("tr", *(tag("td", c) for c in row)) for row in rows]
     if not body:
         return tag("p", empty, cls="empty")
     head = tag("thead", tag("tr", *(tag("th", h) for h in headers)))
-    return tag("table", head, tag("tbody", *body), cls=cls)
+    return tag("div", tag("table", head, tag("tbody", *body), cls=cls), cls="table-box")
 
 
 def definitions(items: Iterable[tuple[object, object]]) -> Html:
@@ -183,9 +187,13 @@ header .brand{font-weight:600;color:#fff}
 main{padding:1em 1.5em;max-width:1400px}
 h1{font-size:1.4em;margin:.2em 0 .6em}h2{font-size:1.1em;margin:1.2em 0 .4em}
 table{border-collapse:collapse;background:#fff;margin:.3em 0 1em;min-width:30%}
-th,td{border:1px solid #d8dce3;padding:.25em .6em;text-align:left;vertical-align:top}
+th,td{border:1px solid #d8dce3;padding:.25em .6em;text-align:left;vertical-align:top;overflow-wrap:break-word}
+td a{display:inline-block;max-width:28em;overflow:hidden;text-overflow:ellipsis;white-space:nowrap;vertical-align:bottom}
+td span.id{display:inline-block;max-width:28em;overflow:hidden;text-overflow:ellipsis;white-space:nowrap;vertical-align:bottom}
+div.table-box{overflow-x:auto;max-width:100%}
+h1,.note,dl.facts dd,td .wrap{overflow-wrap:anywhere;min-width:0}.state{white-space:nowrap}
 th{background:#eef1f5;font-weight:600}td.num,th.num{text-align:right}
-dl.facts{display:grid;grid-template-columns:max-content auto;gap:.2em 1em;margin:.3em 0 1em}
+dl.facts{display:grid;grid-template-columns:max-content minmax(0,1fr);gap:.2em 1em;margin:.3em 0 1em}
 dl.facts dt{font-weight:600}dl.facts dd{margin:0}
 .state{padding:0 .4em;border-radius:3px;background:#e3e6ea;font-size:.9em}
 .state-running{background:#cdeccd}.state-finished{background:#d6e4f5}

@@ -94,6 +94,56 @@ def follow_chunk(data: str, offset: int) -> tuple[str, int]:
     return kept, offset + len(kept.encode())
 
 
+def framework_names(state: State) -> dict[str, str]:
+    """framework id -> its name (live and completed frameworks), what the pages show for a
+    framework (its id on hover)."""
+    return {str(fw.get("id", "")): str(fw.get("name", "")) for fw, _ in all_frameworks(state) if fw.get("name")}
+
+
+def empty_offers(offers: Sequence[Mapping[str, Any]]) -> int:
+    """Outstanding offers with nothing left in them: reusable offers (leases) whose tasks use all
+    they hold; they offer nothing again until one of those tasks ends."""
+    return sum(1 for o in offers if not any(scalar(o.get("resources"), n) for n in RESOURCE_NAMES))
+
+
+TERMINAL_TASK_STATES = frozenset({
+    "TASK_FINISHED", "TASK_FAILED", "TASK_KILLED", "TASK_LOST", "TASK_ERROR", "TASK_DROPPED", "TASK_GONE",
+    "TASK_GONE_BY_OPERATOR",
+})
+
+
+@attrs.frozen
+class TaskOutcome:
+    """What a task page says about how a task went: its exit code (the agent's ``exit_code``
+    label), the last message, when it started running and ended, and for how long it ran."""
+
+    exit_code: str | None
+    message: str | None
+    started: float | None
+    ended: float | None
+    duration: float | None  # ended (or now, still running) - started
+
+
+def task_outcome(task: Mapping[str, Any], now: float | None = None) -> TaskOutcome:
+    statuses = [s for s in task.get("statuses") or [] if isinstance(s, Mapping)]
+    code = None
+    message = None
+    for s in statuses:
+        for label in s.get("labels") or []:
+            if label.get("key") == "exit_code":
+                code = str(label.get("value"))
+        if s.get("message"):
+            message = str(s["message"])
+    started = next((float(s["timestamp"]) for s in statuses
+                    if s.get("state") == "TASK_RUNNING" and isinstance(s.get("timestamp"), int | float)), None)
+    last = statuses[-1] if statuses else {}
+    ended = (float(last["timestamp"]) if task.get("state") in TERMINAL_TASK_STATES
+             and isinstance(last.get("timestamp"), int | float) and last.get("timestamp") else None)
+    until = ended if ended is not None else (now if task.get("state") not in TERMINAL_TASK_STATES else None)
+    took = max(0.0, until - started) if started is not None and until is not None else None
+    return TaskOutcome(code, message, started, ended, took)
+
+
 def find_framework(state: State, framework_id: str) -> tuple[Mapping[str, Any], bool] | None:
     for fw, completed in all_frameworks(state):
         if fw.get("id") == framework_id:

@@ -46,9 +46,11 @@ from master.webui.model import (
     agent_label,
     all_frameworks,
     all_tasks,
+    empty_offers,
     find_agent,
     find_framework,
     framework_label,
+    framework_names,
     last_update,
     maintenance_rows,
     resource_split,
@@ -58,6 +60,7 @@ from master.webui.model import (
     tasks_with_kind,
 )
 from master.webui.model import scalar as _scalar
+from protocol.version import AGORA_VERSION
 
 __pure__ = True
 
@@ -69,8 +72,9 @@ def task_url(framework_id: str, task_id: str, *rest: str, query: Mapping[str, ob
 
 
 def task_link(task: Mapping[str, Any], text: object | None = None) -> Html:
+    """A link to the task's page (a table cuts a long id short: the whole one on hover)."""
     tid = str(task.get("id", ""))
-    return link(task_url(str(task.get("framework_id", "")), tid), tid if text is None else text)
+    return tag("a", tid if text is None else text, href=task_url(str(task.get("framework_id", "")), tid), title=tid)
 
 
 def logs_links(framework_id: str, task_id: str) -> Html:
@@ -97,9 +101,11 @@ def split_table(rows: Sequence[tuple[str, float, float, float, float]]) -> Html:
 
 
 def tasks_table(tasks: Iterable[Mapping[str, Any]], *, show_framework: bool = True,
-                show_agent: bool = True, newest_first: bool = False) -> Html:
+                show_agent: bool = True, newest_first: bool = False,
+                names: Mapping[str, str] | None = None) -> Html:
     """One row per task (sorted by framework and id, or as given with ``newest_first``); the
-    task id links to the task's page and the last column to its logs."""
+    task id links to the task's page, the framework shows its name (``names``: id -> name; the
+    id on hover) and the last column links to its logs."""
     headers: list[str] = ["task", "name", "state"]
     if show_framework:
         headers.append("framework")
@@ -111,9 +117,9 @@ def tasks_table(tasks: Iterable[Mapping[str, Any]], *, show_framework: bool = Tr
                                                                              str(t.get("id"))))
     for t in ordered:
         fid, tid = str(t.get("framework_id", "")), str(t.get("id", ""))
-        row: list[object] = [task_link(t), t.get("name", ""), state_badge(t.get("state", ""))]
+        row: list[object] = [task_link(t), tag("span", t.get("name", ""), cls="wrap"), state_badge(t.get("state", ""))]
         if show_framework:
-            row.append(framework_link(fid))
+            row.append(framework_link(fid, (names or {}).get(fid)))
         if show_agent:
             row.append(agent_link(str(t.get("slave_id", ""))))
         row += [
@@ -126,21 +132,24 @@ def tasks_table(tasks: Iterable[Mapping[str, Any]], *, show_framework: bool = Tr
     return table(headers, rows, empty="no tasks")
 
 
-def offers_table(offers: Iterable[Mapping[str, Any]], *, show_framework: bool = True) -> Html:
-    headers = ["offer", "framework", "agent", "hostname", "role", "resources", "revocable", "age"]
+def offers_table(offers: Iterable[Mapping[str, Any]], *, show_framework: bool = True,
+                 names: Mapping[str, str] | None = None) -> Html:
+    headers = ["offer", "framework", "agent", "hostname", "role", "resources", "revocable", "kind", "age"]
     if not show_framework:
         headers.remove("framework")
     rows = []
     for o in offers:
-        row: list[object] = [o.get("id", "")]
+        row: list[object] = [tag("span", o.get("id", ""), cls="id", title=o.get("id", ""))]
         if show_framework:
-            row.append(framework_link(str(o.get("framework_id", ""))))
+            fid = str(o.get("framework_id", ""))
+            row.append(framework_link(fid, (names or {}).get(fid)))
         row += [
             agent_link(str(o.get("agent_id", ""))),
             o.get("hostname", ""),
             o.get("role", ""),
             resources_text(o.get("resources")),
             resources_text(o.get("revocable_resources")),
+            "lease" if o.get("reusable") else ("classic" if o.get("reusable") is False else "-"),
             duration(o.get("age_secs")),
         ]
         rows.append(row)
@@ -163,7 +172,7 @@ def summary_page(state: State, snapshot: Mapping[str, float], offers: Sequence[M
     master = definitions(
         [
             ("master id", state.get("id", "")),
-            ("version", state.get("version", "")),
+            ("version", f"Agora {AGORA_VERSION} (Mesos API {state.get('version', '')})"),
             ("leader", state.get("leader", "")),
             ("hostname", state.get("hostname", "")),
             ("started", timestamp(state.get("start_time"))),
@@ -180,7 +189,7 @@ def summary_page(state: State, snapshot: Mapping[str, float], offers: Sequence[M
              f"{sum(1 for f in fws if f.get('active'))} active, "
              f"{sum(1 for f in fws if not f.get('active'))} inactive, "
              f"{len(state.get('completed_frameworks', []))} completed"),
-            (link("/ui/offers", "outstanding offers"), len(offers)),
+            (link("/ui/offers", "outstanding offers"), offers_count_text(offers)),
         ]
     )
     states = task_states(snapshot)
@@ -209,8 +218,19 @@ def summary_page(state: State, snapshot: Mapping[str, float], offers: Sequence[M
     for title, tasks in (("Active tasks", live), ("Completed tasks", done)):
         more = (tag("p", f"the newest {limit} of {len(tasks)}: ", link("/ui/tasks", "all tasks"), cls="note")
                 if len(tasks) > limit else "")
-        body.append(section(f"{title} ({len(tasks)})", more, tasks_table(tasks[:limit], newest_first=True)))
+        body.append(section(f"{title} ({len(tasks)})", more,
+                            tasks_table(tasks[:limit], newest_first=True, names=framework_names(state))))
     return page("Cluster summary", join(body))
+
+
+def offers_count_text(offers: Sequence[Mapping[str, Any]]) -> str:
+    """How many outstanding offers have something in them, and apart, the reusable offers whose
+    tasks use all they hold (they are outstanding, but offer nothing: the offered columns read 0)."""
+    empty = empty_offers(offers)
+    if not empty:
+        return str(len(offers))
+    return (f"{len(offers) - empty} with resources; {empty} more reusable "
+            f"{'offer' if empty == 1 else 'offers'} fully in use by their tasks")
 
 
 def agents_page(state: State) -> Html:
@@ -283,8 +303,8 @@ def agent_page(state: State, agent_id: str) -> Html | None:
         section("Resources", split_table(resource_split(res, used, off))),
         section("Reservations", table(("role", "reserved"), reserved_rows, empty="no reservations")),
         section("Attributes", attrs),
-        section(f"Active tasks ({len(live)})", tasks_table(live, show_agent=False)),
-        section(f"Completed tasks ({len(done)})", tasks_table(done, show_agent=False)),
+        section(f"Active tasks ({len(live)})", tasks_table(live, show_agent=False, names=framework_names(state))),
+        section(f"Completed tasks ({len(done)})", tasks_table(done, show_agent=False, names=framework_names(state))),
     ]
     return page(f"Agent {agent_id}", join(body), subtitle=tag("p", a.get("hostname", ""), cls="note"))
 
@@ -396,23 +416,26 @@ def tasks_page(state: State, state_filter: str | None, limit: int = 1000) -> Htm
         shown.append(tag("p", f"Showing {limit} of {len(chosen)} tasks (newest updates first); "
                               "filter by state to narrow the list.", cls="note"))
         chosen = sorted(chosen, key=last_update, reverse=True)[:limit]
-    shown.append(tasks_table(chosen))
+    shown.append(tasks_table(chosen, names=framework_names(state)))
     return page(title, join(shown))
 
 
-def offers_page(offers: Sequence[Mapping[str, Any]]) -> Html:
+def offers_page(offers: Sequence[Mapping[str, Any]], names: Mapping[str, str] | None = None) -> Html:
     note = tag(
         "p",
         "Outstanding offers are resources the master has offered to a framework that it has not "
-        "used or declined yet. They are not in use by tasks.",
+        "used or declined yet. They are not in use by tasks. A reusable offer (kind lease) stays "
+        "outstanding while its framework's tasks run in it: it holds only what they leave unused, "
+        "possibly nothing.",
         cls="note",
     )
     total = sum_resources(o.get("resources", {}) for o in offers)
     return page(f"Outstanding offers ({len(offers)})",
-                join([note, tag("p", "offered in all: ", resources_text(total)), offers_table(offers)]))
+                join([note, tag("p", "offered in all: ", resources_text(total), f" ({offers_count_text(offers)})"),
+                      offers_table(offers, names=names)]))
 
 
-def roles_page(roles: Sequence[Mapping[str, Any]]) -> Html:
+def roles_page(roles: Sequence[Mapping[str, Any]], names: Mapping[str, str] | None = None) -> Html:
     """The role hierarchy as a tree (subtree totals of allocated and offered), then one row per
     role with its weight and quota."""
     rows = [
@@ -423,7 +446,7 @@ def roles_page(roles: Sequence[Mapping[str, Any]]) -> Html:
             resources_text(r.get("limit")) if r.get("limit") is not None else "no limit",
             resources_text(r.get("allocated")),
             resources_text(r.get("offered")),
-            join((framework_link(f) for f in r.get("frameworks", [])), " ") or "-",
+            join((framework_link(f, (names or {}).get(f)) for f in r.get("frameworks", [])), " ") or "-",
         )
         for r in roles
     ]

@@ -1,7 +1,8 @@
 """The web UI's task pages as pure functions: the task itself, its sandbox listing and the
 pailer (an in-browser ``tail -f`` of stdout, stderr or any sandbox file).
 
-``task`` is the task's ``/state`` entry, ``agent`` its agent's (``None`` when the master no longer
+``task`` is the task's ``/state`` entry (with its framework's name as ``framework_name`` when
+the shell knows it), ``agent`` its agent's (``None`` when the master no longer
 knows it); sandbox entries are the agent's ``/files/browse`` FileInfo objects. The shell
 (``master.webui.handlers``) asks the agent; nothing here does I/O.
 """
@@ -15,6 +16,7 @@ from master.webui.html import (
     Html,
     agent_link,
     definitions,
+    duration,
     framework_link,
     join,
     link,
@@ -26,6 +28,7 @@ from master.webui.html import (
     tag,
     timestamp,
 )
+from master.webui.model import task_outcome
 from master.webui.pages import logs_links, task_url
 from protocol.usage import usage_from_json, usage_text
 
@@ -38,7 +41,7 @@ def _task_header(task: Mapping[str, Any], agent: Mapping[str, Any] | None) -> Ht
         [
             ("task", link(task_url(fid, tid), tid)),
             ("state", state_badge(task.get("state", ""))),
-            ("framework", framework_link(fid)),
+            ("framework", framework_link(fid, task.get("framework_name"))),
             ("agent", agent_link(str(task.get("slave_id", "")),
                                  f"{task.get('slave_id', '')} ({agent.get('hostname', '')})" if agent else None)),
             ("logs", logs_links(fid, tid)),
@@ -54,15 +57,25 @@ def _usage(task: Mapping[str, Any]) -> str:
     return usage_text(u, running=str(task.get("state", "")) in ("TASK_RUNNING", "TASK_STARTING", "TASK_KILLING"))
 
 
-def task_page(task: Mapping[str, Any], agent: Mapping[str, Any] | None) -> Html:
-    """One task: what it is, where it runs, its status history and its logs."""
+def task_page(task: Mapping[str, Any], agent: Mapping[str, Any] | None, *, now: float | None = None) -> Html:
+    """One task: what it is, where it runs, how it went (exit code, last message, when it ran
+    and for how long; ``now`` for a task still running), its status history and its logs."""
     fid, tid = str(task.get("framework_id", "")), str(task.get("id", ""))
+    outcome = task_outcome(task, now)
+    ran = duration(outcome.duration)
+    if outcome.duration is not None and outcome.ended is None:
+        ran += " so far"
     facts = definitions(
         [
             ("id", tid),
             ("name", task.get("name", "") or "-"),
             ("state", state_badge(task.get("state", ""))),
-            ("framework", framework_link(fid)),
+            ("exit code", outcome.exit_code if outcome.exit_code is not None else "-"),
+            ("message", outcome.message or "-"),
+            ("started", timestamp(outcome.started)),
+            ("ended", timestamp(outcome.ended)),
+            ("duration", ran),
+            ("framework", framework_link(fid, task.get("framework_name"))),
             ("agent", agent_link(str(task.get("slave_id", "")),
                                  f"{task.get('slave_id', '')} ({agent.get('hostname', '')})" if agent else None)),
             ("executor", task.get("executor_id") or "-"),
@@ -78,12 +91,14 @@ def task_page(task: Mapping[str, Any], agent: Mapping[str, Any] | None) -> Html:
                " ", tag("a", "stderr", href=task_url(fid, tid, "files", "download", query={"path": "stderr"}),
                         download=True),
                " · ", link(task_url(fid, tid, "files"), "browse the sandbox"), cls="logs", id="task-logs")
-    statuses = [(state_badge(s.get("state", "")), timestamp(s.get("timestamp")))
+    statuses = [(state_badge(s.get("state", "")), timestamp(s.get("timestamp")), s.get("message") or "",
+                 s.get("reason") or "")
                 for s in reversed(task.get("statuses") or [])]
     body = [
         facts,
         section("Logs", logs),
-        section("Status updates (newest first)", table(("state", "at"), statuses, empty="no status update yet")),
+        section("Status updates (newest first)",
+                table(("state", "at", "message", "reason"), statuses, empty="no status update yet")),
     ]
     return page(f"Task {tid}", join(body), subtitle=tag("p", task.get("name", ""), cls="note"))
 

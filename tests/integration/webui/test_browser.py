@@ -115,8 +115,11 @@ async def test_home_tasks_task_and_a_live_stdout_pailer(browser: BrowserContext,
             assert split["mem"] == ["1 GB", "128 MB", "896 MB", "0 MB"]
             assert dict(Tables(home).with_header("state"))["TASK_RUNNING"] == "1"
             (active,) = [t for t in Tables(home).tables_with_header("task") if t]
-            assert [r[:3] for r in active] == [["ticker", "ticker <b>1</b>", "TASK_RUNNING"]]
+            assert [r[:4] for r in active] == [["ticker", "ticker <b>1</b>", "TASK_RUNNING", "browser-it"]]
             assert await page.locator("b").count() == 0  # the task's name is text, not markup
+            # the framework by its name, its id on hover
+            assert await page.get_attribute(f"table a.fw[href='/ui/frameworks/{fid}']", "title") == fid
+            assert dict(Tables(home).facts())["version"].startswith("Agora ")
 
             # home -> tasks -> the task -> its stdout
             await page.click("header >> text=Tasks")
@@ -148,6 +151,15 @@ async def test_home_tasks_task_and_a_live_stdout_pailer(browser: BrowserContext,
             assert href is not None
             got = await page.request.get(master.url + href)
             assert got.ok and (await got.text()).endswith("done\n")
+
+            # the task's page, now that it has ended: exit code, message, how long it ran
+            await page.goto(f"{master.url}/ui/tasks/{fid}/ticker")
+            facts = dict(Tables(await page.content()).facts())
+            assert facts["state"] == "TASK_FINISHED" and facts["exit code"] == "0", facts
+            assert facts["message"] != "-" and facts["duration"].endswith("s"), facts
+            assert facts["framework"] == "browser-it"
+            (finished, *_) = Tables(await page.content()).with_header("state")
+            assert finished[0] == "TASK_FINISHED" and finished[2] == facts["message"]  # the message column
 
             # maintenance: drain the agent with its button, then reactivate it
             aid = agent.agent_id

@@ -133,7 +133,9 @@ async def test_summary_splits_allocated_and_offered(cluster: Cluster) -> None:
 
     offers = await get(c, "/ui/offers")
     (row,) = Tables(offers).with_header("offer")
-    assert row[1:6] == [c.framework_id, c.agent.agent_id, "127.0.0.1", "analytics", "cpus 1, mem 896 MB, disk 2 GB"]
+    # the framework by its name (its id on hover)
+    assert row[1:6] == ["web-ui-it", c.agent.agent_id, "127.0.0.1", "analytics", "cpus 1, mem 896 MB, disk 2 GB"]
+    assert f'title="{c.framework_id}"' in offers
 
     await c.master.dispatch(WeightUpdated(role="analytics", weight=2.5))
     await c.master.dispatch(QuotaUpdated(role="analytics", guarantee=Resources.parse("cpus:1;mem:256"),
@@ -142,7 +144,7 @@ async def test_summary_splits_allocated_and_offered(cluster: Cluster) -> None:
     roles = {r[0]: r[1:] for r in Tables(await get(c, "/ui/roles")).with_header("role")}
     # weight, quota guarantee, quota limit, allocated, offered, frameworks
     assert roles["analytics"] == ["2.5", "cpus 1, mem 256 MB", "cpus 2, mem 512 MB", "cpus 1, mem 128 MB",
-                                  "cpus 1, mem 896 MB, disk 2 GB", c.framework_id]
+                                  "cpus 1, mem 896 MB, disk 2 GB", "web-ui-it"]
     assert roles["batch"] == ["1", "cpus 0.5", "no limit", "-", "-", "-"]
 
 
@@ -159,7 +161,7 @@ async def test_task_on_framework_agent_and_tasks_pages(cluster: Cluster) -> None
 
     ag = await get(c, path("ui", "agents", aid))
     (task_row,) = Tables(ag).with_header("task")
-    assert task_row[:4] == ["t1", "job t1", "TASK_RUNNING", c.framework_id]
+    assert task_row[:4] == ["t1", "job t1", "TASK_RUNNING", "web-ui-it"]
     split = {row[0]: row[1:] for row in Tables(ag).with_header("resource")}
     assert split["cpus"] == ["2", "1", "1", "0"]
 

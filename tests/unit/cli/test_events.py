@@ -63,7 +63,7 @@ def test_event_lines() -> None:
         "SUBSCRIBED 1 agents, 1 frameworks, 1 tasks, heartbeat every 15s",
         "HEARTBEAT",
         "AGENT_ADDED agent A1 h1:5051 cpus:2;mem:1024",
-        "FRAMEWORK_ADDED framework F1 batch (active, connected)",
+        "FRAMEWORK_ADDED framework F1 batch (active)",
         "TASK_ADDED task t1 of framework F1 on agent A1 TASK_STAGING cpus:1;mem:128",
         "TASK_UPDATED task t1 of framework F1 TASK_FAILED (REASON_COMMAND_EXECUTOR_FAILED; exit 3)",
         "FRAMEWORK_REMOVED framework F1 batch",

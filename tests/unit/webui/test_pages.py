@@ -21,6 +21,7 @@ from master.webui.pages import (
     agent_page,
     framework_page,
     maintenance_page,
+    offers_page,
     roles_page,
     summary_page,
     tasks_page,
@@ -120,6 +121,70 @@ def test_task_page_status_history_and_logs() -> None:
     assert "<dd>-</dd>" in page.split("usage")[1][:40]  # no figures yet
     t["usage"] = {"cpu_seconds": 2.5, "mem_rss_bytes": 0, "mem_peak_bytes": 8 * 1024 * 1024, "disk_used_bytes": 4096}
     assert "cpu 2.50 s, peak mem 8.0 MB, disk 0.0 MB" in task_page(t, agent())
+
+
+def test_task_page_says_how_the_task_went() -> None:
+    t = task("t1", "TASK_FAILED", 75.5, framework_name="spark")
+    t["statuses"] = [
+        {"state": "TASK_STARTING", "timestamp": 1.0},
+        {"state": "TASK_RUNNING", "timestamp": 2.0},
+        {"state": "TASK_FAILED", "timestamp": 75.5, "message": "Command exited with status 3",
+         "reason": "REASON_COMMAND_EXECUTOR_FAILED", "labels": [{"key": "exit_code", "value": "3"}]},
+    ]
+    page = task_page(t, agent(), now=1000.0)
+    facts = dict(Tables(page).facts())
+    assert facts["exit code"] == "3" and facts["message"] == "Command exited with status 3"
+    assert facts["duration"] == "1m 13s" and facts["ended"].endswith("UTC")
+    assert facts["framework"] == "spark"  # the name; the id on hover
+    assert 'title="f1"' in page
+    rows = Tables(page).with_header("state")
+    assert rows[0] == ["TASK_FAILED", "1970-01-01 00:01:15 UTC", "Command exited with status 3",
+                       "REASON_COMMAND_EXECUTOR_FAILED"]
+    assert rows[1][2:] == ["", ""]  # a status without a message: an empty message cell
+    running = task("t2", "TASK_RUNNING", 2.0)
+    running["statuses"] = [{"state": "TASK_RUNNING", "timestamp": 2.0}]
+    facts = dict(Tables(task_page(running, agent(), now=12.5)).facts())
+    assert facts["exit code"] == "-" and facts["duration"] == "10.5s so far" and facts["ended"] == "-"
+
+
+def test_frameworks_show_by_name_with_the_id_on_hover() -> None:
+    state = {"slaves": [agent()], "frameworks": [framework(tasks=[task("run")])]}
+    for page in (summary_page(state, SNAPSHOT, []), tasks_page(state, None), agent_page(state, "a1") or ""):
+        (row,) = [r for table in Tables(page).tables_with_header("task") for r in table]
+        assert row[3] == "spark", row
+        assert '<a href="/ui/frameworks/f1" title="f1" class="fw">spark</a>' in page
+    offers = [{"id": "o1", "framework_id": "f1", "agent_id": "a1", "resources": {"cpus": 1.0}, "reusable": True}]
+    page = offers_page(offers, {"f1": "spark"})
+    (row,) = Tables(page).with_header("offer")
+    assert row[1] == "spark" and row[7] == "lease"
+    assert 'title="f1"' in page
+
+
+def test_outstanding_offers_agree_with_the_offered_columns() -> None:
+    state = {"slaves": [agent()], "frameworks": [framework()]}
+    used_up = {"id": "o1", "framework_id": "f1", "resources": {"cpus": 0.0, "mem": 0.0}, "reusable": True}
+    page = summary_page(state, SNAPSHOT, [used_up])
+    facts = dict(Tables(page).facts())
+    assert facts["outstanding offers"] == "0 with resources; 1 more reusable offer fully in use by their tasks"
+    split = {row[0]: row[1:] for row in Tables(page).with_header("resource")}
+    assert split["cpus"][2] == "0"  # offered
+    both = summary_page(state, SNAPSHOT, [used_up, {"id": "o2", "resources": {"cpus": 1.0}}])
+    assert dict(Tables(both).facts())["outstanding offers"].startswith("1 with resources; 1 more")
+    assert dict(Tables(summary_page(state, SNAPSHOT, [{"resources": {"cpus": 1.0}}])).facts())[
+        "outstanding offers"] == "1"
+
+
+def test_the_version_is_agoras_with_the_mesos_api_apart() -> None:
+    from protocol.version import AGORA_VERSION
+
+    page = summary_page({"version": "1.11.0", "slaves": [], "frameworks": []}, SNAPSHOT, [])
+    assert dict(Tables(page).facts())["version"] == f"Agora {AGORA_VERSION} (Mesos API 1.11.0)"
+
+
+def test_long_ids_wrap_instead_of_widening_tables() -> None:
+    from master.webui.html import STYLE
+
+    assert "text-overflow:ellipsis" in STYLE and "minmax(0,1fr)" in STYLE
 
 
 def test_pailer_page_carries_what_the_script_follows_from() -> None:
