@@ -503,7 +503,7 @@ def requeue(ctx: click.Context, job_id: int) -> None:
 
 @job.command()
 @click.argument("job_id", type=int)
-@click.option("--priority", type=int, default=None)
+@click.option("--priority", type=int, default=None, help="New priority (higher starts first).")
 @click.option("--time-limit", type=float, default=None, help="Seconds per task attempt (running ones too).")
 @click.option("--count", "-n", type=click.IntRange(1), default=None,
               help="Add tasks, or drop pending ones that never ran (not under a started gang).")
@@ -513,14 +513,17 @@ def requeue(ctx: click.Context, job_id: int) -> None:
 @click.option("--disk", type=float, default=None, help="Per task; only while no task runs.")
 @click.option("--gang", type=click.IntRange(0), default=None, help="Only while the gang has not started.")
 @click.option("--queue", default=None, help="Only while no task runs.")
-@click.option("--retries", type=click.IntRange(0), default=None)
-@click.option("--name", default=None)
-@click.option("--grace", type=float, default=None)
-@click.option("--notify", default=None)
+@click.option("--retries", type=click.IntRange(0), default=None, help="Retries per task.")
+@click.option("--name", default=None, help="New job name.")
+@click.option("--grace", type=float, default=None, help="Seconds between SIGTERM and SIGKILL when a task is killed.")
+@click.option("--notify", default=None, help="POST the job's final state (JSON) to this http(s) URL.")
 @click.option("--schedule", default=None, help="A periodic job's cron expression.")
-@click.option("--concurrency", default=None, type=click.Choice(["allow", "forbid", "replace"]))
-@click.option("--preemptible/--no-preemptible", default=None)
-@click.option("--preempt/--no-preempt", default=None)
+@click.option("--concurrency", default=None, type=click.Choice(["allow", "forbid", "replace"]),
+              help="Periodic: a run falls due while the last one is live: start anyway, skip it, or replace it.")
+@click.option("--preemptible/--no-preemptible", default=None,
+              help="May run on revocable resources, and be preempted by a higher-priority --preempt job.")
+@click.option("--preempt/--no-preempt", default=None,
+              help="When it cannot fit, evict lower-priority --preemptible tasks.")
 @json_flag
 @click.pass_context
 def update(ctx: click.Context, job_id: int, **fields: Any) -> None:
