@@ -15,10 +15,14 @@ Routes (``add_routes(app, sandbox_root)``):
 
 ``P`` is either relative to ``sandbox_root`` or an absolute path inside it (what ``/state``'s
 ``directory`` fields give). Confinement (RELIABILITY.md S16): a ``..`` component is refused
-outright; the path is resolved with every symlink followed and must stay under the real sandbox
-root; the final component is opened with ``O_NOFOLLOW`` (and ``O_NONBLOCK``, so a FIFO a task made
-cannot hang the agent), and the opened descriptor's real path (``/proc/self/fd``) is checked
-against the root again, so a component swapped for a symlink between check and open is caught.
+outright; the path is resolved with every symlink followed and must stay inside the sandbox it
+*names* -- its first two components, ``<framework>/<task or executor>`` (the framework directory
+for a one-component path, the root for none) -- so a symlink a task makes in its own sandbox to
+another task's serves nothing, whoever asks and through whichever proxy (the master's web UI, the
+batch and elastic services' log endpoints, the CLI); the final component is opened with
+``O_NOFOLLOW`` (and ``O_NONBLOCK``, so a FIFO a task made cannot hang the agent), and the opened
+descriptor's real path (``/proc/self/fd``) is checked against that sandbox again, so a component
+swapped for a symlink between check and open is caught.
 
 Status codes: 403 for anything that escapes the sandbox, 404 for a missing path, 400 for bad or
 missing parameters or the wrong kind of file (reading a directory, a FIFO, a device).
@@ -72,24 +76,44 @@ class SandboxFiles:
     def _inside(self, real: str, root: str) -> bool:
         return real == root or real.startswith(root.rstrip("/") + "/")
 
+    def named_sandbox(self, requested: str) -> str:
+        """The real path of the sandbox ``requested`` names lexically (``<framework>/<task>``, the
+        framework directory, or the root); ``_Refused`` if that itself lies outside the root."""
+        root = self._root()
+        lexical = posixpath.normpath(requested if requested.startswith("/") else posixpath.join(root, requested))
+        for base in (root, posixpath.normpath(os.path.abspath(self.sandbox_root))):
+            if lexical == base or lexical.startswith(base.rstrip("/") + "/"):
+                rel = lexical[len(base):].strip("/")
+                parts = rel.split("/")[:2] if rel else []
+                named = os.path.realpath(os.path.join(root, *parts))
+                if not self._inside(named, root):
+                    raise _forbidden(requested)
+                return named
+        raise _forbidden(requested)
+
     def resolve(self, requested: str) -> str:
-        """The real path of ``requested`` if it lies inside the sandbox root (else ``_Refused``)."""
+        """The real path of ``requested`` if it lies inside the sandbox it names (else ``_Refused``)."""
+        return self._resolve(requested)[0]
+
+    def _resolve(self, requested: str) -> tuple[str, str]:
+        """``(real path, real path of the named sandbox)``."""
         if "\x00" in requested:
             raise _Refused(400, "path contains a NUL byte")
         if ".." in requested.split("/"):
             raise _forbidden(requested)
         root = self._root()
+        within = self.named_sandbox(requested)
         candidate = requested if requested.startswith("/") else os.path.join(root, requested)
         real = os.path.realpath(candidate)
-        if not self._inside(real, root):
+        if not self._inside(real, within):
             raise _forbidden(requested)
         if not os.path.lexists(real):
             raise _Refused(404, f"{requested!r} does not exist")
-        return real
+        return real, within
 
     def open(self, requested: str, *, directory: bool = False) -> tuple[int, os.stat_result]:
         """Open ``requested`` confined to the sandbox; returns (fd, fstat). The caller closes fd."""
-        real = self.resolve(requested)
+        real, within = self._resolve(requested)
         flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
         if directory:
             flags |= os.O_DIRECTORY
@@ -107,15 +131,14 @@ class SandboxFiles:
             raise _Refused(400, f"{requested!r}: {e.strerror}") from e
         try:
             st = os.fstat(fd)
-            if not self._opened_inside(fd, st, real):
+            if not self._opened_inside(fd, st, real, within):
                 raise _forbidden(requested)
         except BaseException:
             os.close(fd)
             raise
         return fd, st
 
-    def _opened_inside(self, fd: int, st: os.stat_result, real: str) -> bool:
-        root = self._root()
+    def _opened_inside(self, fd: int, st: os.stat_result, real: str, root: str) -> bool:
         try:
             opened = os.readlink(f"/proc/self/fd/{fd}")
         except OSError:

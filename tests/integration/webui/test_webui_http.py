@@ -220,6 +220,37 @@ async def test_log_page_and_sandbox_browsing_through_the_agent(cluster: Cluster)
     assert "answered 404" in await get(c, base + "/view?path=nope", 404)
 
 
+async def test_a_symlink_out_of_the_sandbox_serves_nothing_through_the_proxy(cluster: Cluster) -> None:
+    """A task that links another task's sandbox into its own reads nothing of it through the
+    UI's proxy (nor from the agent directly); links inside its own sandbox still work."""
+    c = cluster
+    await launch(c)
+    mine, theirs = c.sandboxes / c.framework_id / "t1", c.sandboxes / "other-fw" / "t9"
+    mine.mkdir(parents=True)
+    theirs.mkdir(parents=True)
+    (theirs / "stdout").write_text("the other tenant's secret\n")
+    (mine / "stdout").write_text("mine\n")
+    (mine / "peek").symlink_to(theirs)
+    (mine / "peek-file").symlink_to(theirs / "stdout")
+    (mine / "also-mine").symlink_to(mine / "stdout")
+    base = path("ui", "tasks", c.framework_id, "t1", "files")
+    for sub in ("peek/stdout", "peek-file"):
+        async with c.ui.get(base + "/read", params={"path": sub, "offset": "0"}) as r:
+            body = await r.text()
+            assert r.status == 403 and "secret" not in body, (sub, r.status, body)
+        async with c.ui.get(base + "/download", params={"path": sub}) as r:
+            assert r.status == 403 and b"secret" not in await r.read()
+        assert "secret" not in await get(c, base + f"/view?path={sub}", 403)
+    assert "secret" not in await get(c, base + "?path=peek", 403)
+    async with c.ui.get(base + "/read", params={"path": "also-mine", "offset": "0"}) as r:
+        assert r.status == 200 and (await r.json())["data"] == "mine\n"
+    # the agent's own endpoint, asked directly for the same path
+    port = int(c.files_site.addresses[0][1])
+    async with c.ui.session.get(f"http://127.0.0.1:{port}/files/read",
+                                params={"path": f"{c.framework_id}/t1/peek/stdout"}) as r:
+        assert r.status == 403
+
+
 async def test_unreachable_agent_is_a_clear_page_not_a_500(cluster: Cluster) -> None:
     c = cluster
     await launch(c)
