@@ -57,6 +57,7 @@ from agent.launcher import Launcher, LaunchError, Proc, boot_id, spawn
 from agent.recovery import StartupError
 from agent.taskspec import SpecError, TaskSpec, task_spec
 from agent.usage import UsageBook
+from protocol import requestlog
 from protocol.agent_channel import (
     AGENT_HTTPS,
     AcknowledgeMsg,
@@ -399,6 +400,7 @@ class AgentService(Service):
             app.router.add_routes(self.executor_api.routes())
         except ImportError:  # pragma: no cover
             log.warning("agent.executor_api missing: no custom executors")
+        requestlog.install()  # a malformed request: one line, rate limited per client
         self._runner = web.AppRunner(app, access_log=None, handle_signals=False)
         await self._runner.setup()
         site = web.TCPSite(self._runner, self.config.host, self.config.port, ssl_context=self._server_ssl)

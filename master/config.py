@@ -31,6 +31,8 @@ class MasterConfig:
     default_refuse_seconds: float = 5.0
     max_body_bytes: int = 4 * 1024 * 1024
     max_framework_queue: int = 10_000  # events buffered per framework stream before it is closed
+    # disconnected frameworks that never ran a task kept per principal (the oldest beyond is removed)
+    abandoned_frameworks_per_principal: int = 16
     # agent channel
     ping_interval: float = 5.0
     ping_timeout: float = 15.0  # no pong for this long -> unreachable
@@ -60,6 +62,9 @@ class MasterConfig:
     # allocation
     allocation_batch: float = 0.005
     offer_timeout: float | None = None
+    # while another framework starves (no offer at all), an offer unused this long is taken back
+    # for it (master/allocator/starvation.py); 0 = never
+    offer_hold_bound: float = 3.0
     # logging
     log_level: str = "INFO"
     # authentication and authorization (master/auth.py, protocol/acls.py); the Mesos flag names

@@ -68,6 +68,9 @@ class StateConfig:
     completed_tasks_per_framework: int = 1000
     awaiting_ack_per_framework: int = 100_000
     completed_frameworks: int = 50
+    # disconnected frameworks that never ran a task, kept per principal for their failover
+    # timeout; beyond this the oldest is removed (abandoned subscriptions)
+    abandoned_frameworks_per_principal: int = 16
     unreachable_gc: float = 14 * 24 * 3600.0  # an unreachable agent is removed for good after this
     # authorization (protocol/acls.py): the ACLs, and whether frameworks / agents must authenticate
     acls: Acls = attrs.field(factory=Acls.allow_all)

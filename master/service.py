@@ -49,7 +49,7 @@ from master.registry_zk import ZkRegistry
 from master.state import MasterState, StateConfig
 from master.transport import GuardedServer
 from master.webui import add_webui
-from protocol import codec, mesos
+from protocol import codec, mesos, requestlog
 from protocol.agent_channel import PATH as AGENT_CHANNEL_PATH
 from protocol.clock import Clock, SystemClock
 from protocol.ids import new_uuid
@@ -157,6 +157,7 @@ class MasterService(Service):
         self.master_id = new_uuid()
         self.start_time = self.clock.now()
 
+        self.request_log = requestlog.install()  # a malformed request: one line, rate limited per client
         self._guard = GuardedServer(
             None,
             max_connections=cfg.max_connections,
@@ -226,6 +227,7 @@ class MasterService(Service):
                 offer_id_prefix=self.master_id,
                 default_refuse_seconds=cfg.default_refuse_seconds,
                 offer_timeout=cfg.offer_timeout,
+                offer_hold_bound=cfg.offer_hold_bound if cfg.offer_hold_bound > 0 else None,
                 batch_window=cfg.allocation_batch,
             )
         )
@@ -244,6 +246,7 @@ class MasterService(Service):
                 agent_removal_burst=cfg.agent_removal_burst,
                 allocation_batch=cfg.allocation_batch,
                 unreachable_gc=cfg.agent_unreachable_gc,
+                abandoned_frameworks_per_principal=cfg.abandoned_frameworks_per_principal,
                 acls=self.auth.acls,
                 authenticate_frameworks=self.auth.frameworks,
                 authenticate_agents=self.auth.agents,

@@ -334,6 +334,27 @@ class MasterState(AgentRules, AcceptRules):
         fx.append(Persist((ops.FrameworkDisconnected(fid, fw.deadline),)))
         self._op_framework_updated(fw, fx)
         self._alloc_event(ae.FrameworkDeactivated(framework_id=fid), now, fx)
+        if _never_ran(fw):
+            self._trim_abandoned(fw.principal, now, fx)
+
+    def _trim_abandoned(self, principal: str | None, now: float, fx: list[Effect]) -> None:
+        """Abandoned subscriptions (disconnected, never ran a task: nothing to fail over to) keep
+        their ``failover_timeout`` as in Mesos, but at most ``abandoned_frameworks_per_principal``
+        of them per principal (or per anonymous client) are kept: beyond that the oldest is
+        removed, so a client subscribing and walking away repeatedly cannot keep hundreds of
+        frameworks listed for their whole failover timeout."""
+        cap = self.cfg.abandoned_frameworks_per_principal
+        idle = [
+            f for f in self.frameworks.values()
+            if f.phase is FrameworkPhase.DISCONNECTED and f.principal == principal and _never_ran(f)
+        ]
+        if len(idle) <= cap:
+            return
+        idle.sort(key=lambda f: (f.unregistered_time or 0.0, f.framework_id))
+        for f in idle[: len(idle) - cap]:
+            self._remove_framework(
+                f, now, f"Framework abandoned: disconnected without having run a task, beyond the {cap} kept per principal", fx,
+            )
 
     def _remove_framework(self, fw: FrameworkRec, now: float, reason: str, fx: list[Effect]) -> None:
         fid = fw.framework_id
@@ -614,3 +635,8 @@ class MasterState(AgentRules, AcceptRules):
                 and ag.unreachable_since + self.cfg.unreachable_gc <= now
             ):
                 self._remove_agent(ag, now, fx)
+
+
+def _never_ran(fw: FrameworkRec) -> bool:
+    """The framework has no task and never had one the master remembers, nor an executor."""
+    return not fw.tasks and not fw.completed and not fw.awaiting_ack and not fw.executors

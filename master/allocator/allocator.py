@@ -20,6 +20,7 @@ from master.allocator.ledger import Ledger
 from master.allocator.offering import take_back
 from master.allocator.passes import Headroom, quota_stage, regular_stage
 from master.allocator.revocable import enforce, owner_wants, revocable_stage
+from master.allocator.starvation import held_too_long
 from master.allocator.state import DemandState, OfferState
 from master.allocator.views import AgentView, FrameworkView, PassStats, TaskView
 
@@ -34,6 +35,7 @@ class Allocator:
         self.config = config if config is not None else AllocatorConfig()
         self._l = Ledger(self.config)
         self._next_sweep: float | None = None
+        self._hold_check_at: float | None = None  # when to look for offers held while others starve
         self.passes = 0
         self.last_pass = PassStats(0, False, 0, 0)
 
@@ -103,6 +105,9 @@ class Allocator:
                 headroom = Headroom(l_)
                 demand_stage(l_, freed, now, out, why, headroom)
                 regular_stage(l_, freed, now, out, headroom)
+        bound = self.config.offer_hold_bound
+        if bound is not None and (self._hold_check_at is None or now >= self._hold_check_at):
+            self._starvation_pass(now, bound, out)
         revocable_stage(l_, agents, now, out)
         if l_.dirty:  # what this pass changed elsewhere stays dirty for the next one
             dirty = l_.dirty
@@ -129,6 +134,24 @@ class Allocator:
                     self._expire_offer(o, f"lease idle part unused for {self.config.offer_idle_timeout:g}s", now, out)
             elif o.created == gen:
                 self._expire_offer(o, f"offer not used within offer_timeout {self.config.offer_timeout:g}s", now, out)
+
+    def _starvation_pass(self, now: float, bound: float, out: list[Decision]) -> None:
+        """Take back offers held unused past ``bound`` while another framework starves, and
+        offer them again (``starvation.py``)."""
+        l_ = self._l
+        take, self._hold_check_at = held_too_long(l_, now, bound)
+        freed: dict[str, None] = {}
+        for o, hungry in take:
+            if o.offer_id in l_.offers:
+                idle = now - (o.idle_since if o.idle_since is not None else now)
+                self._expire_offer(
+                    o, f"unused for {idle:.1f}s while framework {hungry} has no offer"
+                       f" (offer_hold_bound {bound:g}s)", now, out,
+                )
+                freed[o.agent_id] = None
+        if freed:
+            agents = [l_.agents[a] for a in freed if a in l_.agents]
+            regular_stage(l_, agents, now, out, Headroom(l_))
 
     def _expire_offer(self, o: OfferState, reason: str, now: float, out: list[Decision]) -> None:
         """Take back an unused offer (or a lease's idle part), filtered for its holder for the
@@ -157,6 +180,8 @@ class Allocator:
             candidates.append(l_.offer_timers[0][0])
         if self._next_sweep is not None and l_.agents:
             candidates.append(self._next_sweep)
+        if self._hold_check_at is not None:
+            candidates.append(self._hold_check_at)
         return min(candidates) if candidates else None
 
     # ================================================================ queries ===

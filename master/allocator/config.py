@@ -19,6 +19,8 @@ class AllocatorConfig:
     - ``default_refuse_seconds``: filter length for DECLINE/ACCEPT without filters (Mesos: 5 s).
     - ``offer_idle_timeout``: a lease's unused part returns to the pool after this long.
     - ``offer_timeout``: classic offers are rescinded after this long (None = never).
+    - ``offer_hold_bound``: while another framework starves, an offer (or a lease's idle part)
+      unused this long is taken back for it (``starvation.py``; None = never).
     - ``min_allocatable``: alternatives; an offer is made only if it holds at least all
       quantities of one of them (Mesos ``--min_allocatable_resources``, default cpus:0.01|mem:32).
     - ``fairness_excluded``: resource names ignored by DRF shares (e.g. gpus).
@@ -32,6 +34,7 @@ class AllocatorConfig:
     default_refuse_seconds: float = 5.0
     offer_idle_timeout: float = 30.0
     offer_timeout: float | None = None
+    offer_hold_bound: float | None = 3.0
     min_allocatable: tuple[dict[str, float], ...] = attrs.field(factory=_default_min_allocatable)
     fairness_excluded: frozenset[str] = frozenset({"gpus"})
     revocable_names: tuple[str, ...] = ("cpus", "mem", "disk", "gpus")
