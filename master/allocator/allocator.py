@@ -137,21 +137,35 @@ class Allocator:
 
     def _starvation_pass(self, now: float, bound: float, out: list[Decision]) -> None:
         """Take back offers held unused past ``bound`` while another framework starves, and
-        offer them again (``starvation.py``)."""
+        offer them again at once (``starvation.py``). The holder sits out that one pass on those
+        agents (a filter added and dropped around it), so the resources go to someone else first
+        and the holder is not kept from them any longer than that."""
         l_ = self._l
         take, self._hold_check_at = held_too_long(l_, now, bound)
+        if not take:
+            return
         freed: dict[str, None] = {}
+        benched: list[tuple[str, str, str]] = []
         for o, hungry in take:
-            if o.offer_id in l_.offers:
-                idle = now - (o.idle_since if o.idle_since is not None else now)
-                self._expire_offer(
-                    o, f"unused for {idle:.1f}s while framework {hungry} has no offer"
-                       f" (offer_hold_bound {bound:g}s)", now, out,
-                )
-                freed[o.agent_id] = None
-        if freed:
-            agents = [l_.agents[a] for a in freed if a in l_.agents]
-            regular_stage(l_, agents, now, out, Headroom(l_))
+            if o.offer_id not in l_.offers:
+                continue
+            unused, idle = o.regular, now - (o.idle_since if o.idle_since is not None else now)
+            d = take_back(l_, o, f"unused for {idle:.1f}s while framework {hungry} has no offer"
+                                 f" (offer_hold_bound {bound:g}s)", revocable=False)
+            if d is None:
+                continue
+            out.append(d)
+            freed[o.agent_id] = None
+            key = (o.framework_id, o.role, o.agent_id)
+            if key not in benched and l_.filters.expires_at(*key) is None:
+                l_.filters.add(*key, unused, now + bound)
+                benched.append(key)
+        agents = [l_.agents[a] for a in freed if a in l_.agents]
+        regular_stage(l_, agents, now, out, Headroom(l_))
+        for key in benched:
+            l_.filters.drop(*key)
+            l_.activity_of[key[0]] = None
+            l_.mark_dirty(key[2])
 
     def _expire_offer(self, o: OfferState, reason: str, now: float, out: list[Decision]) -> None:
         """Take back an unused offer (or a lease's idle part), filtered for its holder for the

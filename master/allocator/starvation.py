@@ -6,8 +6,9 @@ has not suppressed, is not filtered off every agent in that role, and holds no o
 one starves, an offer -- or a reusable lease's idle part -- of another framework that has been
 unused for ``offer_hold_bound`` seconds and that the starving framework could be offered (not
 reserved for another role, not filtered for it, not on a GPU agent it cannot use) is taken back
-as if its holder had declined it (``Allocator._expire_offer``: filtered for the holder for the
-default refuse time), and the pass offers it again, by DRF. Running tasks and resources in use
+and offered again at once, by DRF, with its holder sitting out that one pass on the agent
+(``Allocator._starvation_pass``): the resources go to someone else first, and come back to the
+holder on the next pass if nobody takes them. Running tasks and resources in use
 are never touched; with no starving framework nothing is taken back, so a lone framework keeps
 its lease as long as it likes (``offer_idle_timeout`` still applies).
 

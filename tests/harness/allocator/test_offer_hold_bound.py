@@ -50,3 +50,18 @@ def test_a_starving_framework_that_cannot_use_the_offer_takes_nothing() -> None:
     sim.allocate()
     sim.framework("cpu-only").add()  # may not be offered a GPU agent's resources
     assert sim.advance(10.0) == []
+
+
+def test_the_holder_sits_out_only_the_one_pass() -> None:
+    sim = make_sim(offer_hold_bound=3.0, default_refuse_seconds=5.0)
+    sim.agent("a1").cpus(4).mem(1024).add()
+    sim.framework("hog").add()
+    sim.allocate()
+    sim.framework("new").add()
+    out = sim.advance(3.0)
+    (given,) = sim.created(out)
+    assert given.framework_id == "new"
+    # the newcomer does not want it after all: the former holder gets it back at once, not
+    # after a refuse filter
+    sim.decline("new", given.offer_id, refuse=60.0)
+    assert [(o.framework_id, str(o.resources)) for o in sim.created(sim.allocate())] == [("hog", "cpus:4; mem:1024")]
