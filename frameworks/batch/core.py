@@ -548,6 +548,11 @@ class BatchCore:
         job.gang_started = False
         job.hold_since = None
         job.hold_cooldown_until = 0.0
+        # a whole gang starts afresh too: no abort or restart in progress, its restarts unspent
+        job.aborting = job.regrouping = None
+        job.exit_code = job.gang_started_at = None
+        job.gang_restarts = 0
+        job.gang_not_before = 0.0
         for t in job.tasks:
             t.failures = 0
             if t.phase in ACTIVE:
@@ -711,20 +716,27 @@ class BatchCore:
             self._set_phase(task, TaskPhase.SUCCEEDED if state is TaskState.TASK_FINISHED else TaskPhase.CANCELLED)
         elif job.regrouping is not None:  # it runs again with the whole gang
             self._again(job, task)
-        elif state is TaskState.TASK_FINISHED:
+        elif state is TaskState.TASK_FINISHED and killing != "requeue":
             if job.state is JobState.PENDING:
                 self._set_job(job, JobState.RUNNING, now)
                 job.started_at = job.started_at or now
+                effects.append(self._event("started", job, now))
             self._set_phase(task, TaskPhase.SUCCEEDED)
-        elif killing is None and (
-            reason in NOT_A_FAILURE
-            or (state in NEVER_RAN and was_launching and task.relaunches < MAX_FREE_RELAUNCHES)
+        elif killing in ("requeue", "preempt") or (
+            killing is None
+            and (
+                reason in NOT_A_FAILURE
+                or (state in NEVER_RAN and was_launching and task.relaunches < MAX_FREE_RELAUNCHES)
+            )
         ):
-            # Preempted, drained, or it never ran: not the rank's failure, but its peers cannot
-            # rendezvous with a replacement placed alone. The whole gang is placed again, free.
-            if state in NEVER_RAN and was_launching:
+            # Requeued, evicted, preempted, drained, or it never ran: not the rank's failure, but
+            # its peers cannot rendezvous with a replacement placed alone. The whole gang is
+            # placed again, free.
+            if state in NEVER_RAN and was_launching and killing is None:
                 task.relaunches += 1
-            if reason == PREEMPTED_REASON:
+            if killing == "requeue":
+                what = "was requeued"
+            elif killing == "preempt" or reason == PREEMPTED_REASON:
                 what = "was preempted"
             elif reason == DRAINING_REASON:
                 what = "was stopped: its agent drains"

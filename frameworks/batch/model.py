@@ -320,11 +320,6 @@ def validate(spec: JobSpec) -> None:
         raise SpecError("a task must ask for some cpus, mem or gpus")
     if spec.gang > spec.count:
         raise SpecError(f"gang: {spec.gang} is larger than count {spec.count}")
-    if spec.gpus != int(spec.gpus):
-        raise SpecError(
-            f"gpus: {spec.gpus:g} is not a whole number; a task gets whole GPUs (the devices in its "
-            "CUDA_VISIBLE_DEVICES), and no agent shares a GPU between tasks"
-        )
     if not 0 <= spec.ports <= MAX_PORTS:
         raise SpecError(f"ports: {spec.ports} is not within 0..{MAX_PORTS}")
     if spec.gang_policy is not None:

@@ -179,6 +179,20 @@ def cannot_fit(spec: JobSpec, need: int, capacity: Sequence[AgentCapacity]) -> s
     return f"cannot fit in the cluster: {need} x {shape} at once, its agents have room for {room}"
 
 
+def gpu_sharing_error(spec: JobSpec, capacity: Sequence[AgentCapacity]) -> str | None:
+    """A fractional ``gpus`` needs an agent that shares GPUs between tasks (one started with
+    ``--gpu-sharing`` shows the attribute ``gpu_sharing``); else the refusal, said at submit."""
+    if spec.gpus == int(spec.gpus):
+        return None
+    if any(a.attributes.get("gpu_sharing", "").lower() in ("1", "true", "yes") for a in capacity):
+        return None
+    return (
+        f"gpus: {spec.gpus:g} is not a whole number; a task gets whole GPUs (the devices in its "
+        "CUDA_VISIBLE_DEVICES) and no agent of the cluster shares them (one that does runs with "
+        "--gpu-sharing and shows the attribute gpu_sharing)"
+    )
+
+
 def rendezvous_port_missing(spec: JobSpec, capacity: Sequence[AgentCapacity]) -> str | None:
     """A gang's rank 0 takes one port more than its ``ports`` (``MASTER_PORT``): say so when no
     agent that meets the job's constraints has that many ports."""

@@ -55,7 +55,7 @@ from frameworks.batch.core import (
 )
 from frameworks.batch.events import EventBus, deliver
 from frameworks.batch.model import JOB_TERMINAL, JobSpec, JobState, SpecError, spec_from_dict, spec_to_dict
-from frameworks.batch.planner import AgentCapacity, OfferView, port_count
+from frameworks.batch.planner import AgentCapacity, OfferView, gpu_sharing_error, port_count
 from frameworks.batch.store import JobStore, attempt_to_dict
 from frameworks.client.driver import KnownTask, Scheduler, SchedulerDriver
 from frameworks.client.offers import OfferCacheError
@@ -570,8 +570,10 @@ class BatchService(Service, Scheduler):
                 specs = [spec_from_dict(body)]
         except SpecError as exc:
             return _error(request, 400, str(exc))
+        if any(s.gpus != int(s.gpus) for s in specs) and not self.core.cluster:
+            await self._read_cluster()  # whether any agent shares GPUs
         for n, spec in enumerate(specs):
-            err = self._queue_error(spec.queue)
+            err = self._queue_error(spec.queue) or gpu_sharing_error(spec, self.core.cluster)
             if err:
                 return _error(request, 400, err if len(specs) == 1 else f"job {n + 1} ({spec.name}): {err}")
         try:

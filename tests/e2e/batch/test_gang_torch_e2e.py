@@ -13,10 +13,10 @@ import pytest
 
 pytest.importorskip("torch")
 
-from frameworks.batch.examples import ddp_train  # noqa: E402
-from frameworks.cli.up import LocalCluster  # noqa: E402
+from frameworks.batch.examples import ddp_train
+from frameworks.cli.up import LocalCluster
 
-from .test_batch_e2e import cli, show, submit, succeeds  # noqa: E402
+from .test_batch_e2e import cli, show, submit, succeeds
 
 DDP = str(Path(ddp_train.__file__).resolve())
 

@@ -241,7 +241,6 @@ def test_the_gangs_demand_asks_for_the_rendezvous_port() -> None:
 @pytest.mark.parametrize(
     ("body", "error"),
     [
-        ({"gpus": 0.5}, "gpus: 0.5 is not a whole number; a task gets whole GPUs"),
         ({"gang": 2, "count": 2, "gang_policy": "abort", "max_retries": 1}, "max_retries: a gang with gang_policy abort"),
         ({"gang": 2, "count": 2, "gang_policy": "restart"}, "gang_policy restart: each restart of the gang is one"),
         ({"gang_policy": "abort"}, "gang_policy: only a gang has one"),
@@ -253,3 +252,33 @@ def test_bad_gang_input_is_refused_at_submit(body: dict[str, object], error: str
     with pytest.raises(SpecError) as exc:
         spec_from_dict({"argv": ["true"], **body})
     assert str(exc.value).startswith(error), str(exc.value)
+
+
+def test_a_requeued_gang_runs_again_whole_without_spending_a_restart() -> None:
+    core = BatchCore()
+    start(core, gang_spec(max_retries=1), [A, B])
+    eff = core.requeue(1, 3, "alice")
+    assert sorted(k for k, _ in kills(eff)) == ["j1-0-0", "j1-1-0", "j1-2-0"]
+    for i in range(3):
+        core.on_update(f"j1-{i}-0", S.TASK_KILLED, 4)
+    job = core.job(1)
+    assert job.gang_restarts == 0 and job.regrouping is None and job.aborting is None
+    assert [t.task_id for t in launched(core.schedule([A, B], 4))] == ["j1-0-1", "j1-1-1", "j1-2-1"]
+
+
+def test_an_aborted_gang_requeued_starts_afresh() -> None:
+    core = BatchCore()
+    start(core, gang_spec(), [A, B])
+    core.on_update("j1-0-0", S.TASK_FAILED, 2, exit_code=4)
+    core.on_update("j1-1-0", S.TASK_KILLED, 3)
+    core.on_update("j1-2-0", S.TASK_KILLED, 3)
+    job = core.job(1)
+    assert job.state is JobState.FAILED and job.exit_code == 4
+    core.requeue(1, 5, "alice")
+    assert job.state is JobState.PENDING and job.aborting is None and job.exit_code is None
+    again = launched(core.schedule([A, B], 5))
+    assert [t.task_id for t in again] == ["j1-0-1", "j1-1-1", "j1-2-1"]
+    for t in again:
+        core.on_update(t.task_id, S.TASK_RUNNING, 6)
+        core.on_update(t.task_id, S.TASK_FINISHED, 7)
+    assert job.state is JobState.SUCCEEDED

@@ -47,3 +47,19 @@ def test_more_gpus_than_any_agent_has_cannot_fit() -> None:
     assert p.reasons == {
         1: "gang 0/2 placed; cannot fit in the cluster: 2 x cpus:1;gpus:1;mem:128 at once, its agents have room for 1"
     }
+
+
+def test_a_fractional_gpu_is_refused_unless_an_agent_shares_gpus() -> None:
+    from frameworks.batch.model import JobSpec
+    from frameworks.batch.planner import gpu_sharing_error
+
+    half = JobSpec(name="j", argv=("true",), gpus=0.5)
+    assert gpu_sharing_error(half, AGENTS) == (
+        "gpus: 0.5 is not a whole number; a task gets whole GPUs (the devices in its CUDA_VISIBLE_DEVICES) "
+        "and no agent of the cluster shares them (one that does runs with --gpu-sharing and shows the "
+        "attribute gpu_sharing)"
+    )
+    assert gpu_sharing_error(half, ()) is not None  # nothing known: refused
+    sharing = (AgentCapacity("agent-s", {"cpus": 4.0, "gpus": 1.0}, {"gpu_sharing": "true"}),)
+    assert gpu_sharing_error(half, sharing) is None
+    assert gpu_sharing_error(JobSpec(name="j", argv=("true",), gpus=2), ()) is None

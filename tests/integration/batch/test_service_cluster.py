@@ -69,3 +69,23 @@ async def test_a_gang_bigger_than_the_cluster_says_it_cannot_fit(master: MasterS
             want = "cannot fit in the cluster: 4 x cpus:1;mem:16 at once, its agents have room for 2"
             await until(batch, lambda: want in (batch.core.job(gang).reason or ""))
             assert batch.core.job(gang).state is JobState.PENDING
+
+
+async def test_a_fractional_gpu_is_refused_at_submit_unless_an_agent_shares_gpus(
+    master: MasterService, tmp_path: Path
+) -> None:
+    import aiohttp
+
+    async with SimAgent(master.url, "cpus:2;mem:1024;gpus:1", hostname="sim-1") as agent:
+        await agent.wait_registered()
+        async with BatchService(master.url, tmp_path / "batch") as batch, aiohttp.ClientSession() as http:
+            r = await http.post(f"{batch.url}/api/v1/jobs", json={"argv": ["true"], "gpus": 0.5})
+            assert r.status == 400
+            assert (await r.json())["error"].startswith("gpus: 0.5 is not a whole number; a task gets whole GPUs")
+            r = await http.post(f"{batch.url}/api/v1/jobs", json={"argv": ["true"], "gpus": 1})
+            assert r.status == 201
+    async with SimAgent(master.url, "cpus:2;mem:1024;gpus:1", hostname="sim-2", attributes="gpu_sharing:true") as agent:
+        await agent.wait_registered()
+        async with BatchService(master.url, tmp_path / "batch2") as batch, aiohttp.ClientSession() as http:
+            r = await http.post(f"{batch.url}/api/v1/jobs", json={"argv": ["true"], "gpus": 0.5})
+            assert r.status == 201, await r.text()
