@@ -22,20 +22,29 @@ ALLREDUCE = str(Path(allreduce.__file__).resolve())
 KILL_GRACE = 3.0  # the agents' default grace between SIGTERM and SIGKILL
 
 
-def _ranks(tag: str) -> list[psutil.Process]:
+def _ours(p: psutil.Process, cluster: LocalCluster) -> bool:
+    """A task process of this cluster (its sandbox is under the cluster's work dir), not one of
+    another cluster running the same tests on this machine."""
+    try:
+        return str(cluster.work_dir) in p.environ().get("MESOS_SANDBOX", "")
+    except (psutil.Error, OSError):
+        return False
+
+
+def _ranks(cluster: LocalCluster, tag: str) -> list[psutil.Process]:
     """The allreduce processes of one test (``tag`` is an argument only its job passes)."""
     out = []
     for p in psutil.process_iter(["cmdline"]):
         cmd = p.info.get("cmdline") or []
-        if ALLREDUCE in cmd and tag in cmd:
+        if ALLREDUCE in cmd and tag in cmd and _ours(p, cluster):
             out.append(p)
     return out
 
 
-def _sleepers(seconds: str) -> list[psutil.Process]:
+def _sleepers(cluster: LocalCluster, seconds: str) -> list[psutil.Process]:
     return [
         p for p in psutil.process_iter(["name", "cmdline"])
-        if p.info.get("name") == "sleep" and (p.info.get("cmdline") or [])[1:] == [seconds]
+        if p.info.get("name") == "sleep" and (p.info.get("cmdline") or [])[1:] == [seconds] and _ours(p, cluster)
     ]
 
 
@@ -71,7 +80,7 @@ def test_abort_one_rank_exiting_1_fails_the_job_and_leaves_no_rank_running(clust
     assert d["reason"].startswith("gang aborted: task 1 failed with exit code 1"), d["reason"]
     assert [t["phase"] for t in d["task_list"]] == ["CANCELLED", "FAILED", "CANCELLED"]
     # The job fails once its last rank is gone: nothing is left running when `wait` returns.
-    assert _ranks(tag) == []
+    assert _ranks(cluster, tag) == []
     code, out = cli(cluster, "history")
     assert code == 0 and any(line.split()[0] == str(jid) and " 1 " in line for line in out.splitlines()), out
 
@@ -94,11 +103,11 @@ def test_restart_runs_the_whole_gang_again_and_it_succeeds(cluster: LocalCluster
 
 def test_kill_9_of_one_rank_aborts_and_no_rank_outlives_the_kill_grace(cluster: LocalCluster) -> None:
     jid = submit(cluster, "--count", "3", "--gang", "3", "--cpus", "1", "--mem", "16", "--shell", "--", "sleep 619")
-    wait_until(lambda: len(_sleepers("619")) == 3, 60, "three ranks running")
-    victim = _sleepers("619")[0]
+    wait_until(lambda: len(_sleepers(cluster, "619")) == 3, 60, "three ranks running")
+    victim = _sleepers(cluster, "619")[0]
     killed_at = time.monotonic()
     os.kill(victim.pid, signal.SIGKILL)
-    wait_until(lambda: not _sleepers("619"), KILL_GRACE + 5, "every rank gone")
+    wait_until(lambda: not _sleepers(cluster, "619"), KILL_GRACE + 5, "every rank gone")
     gone_after = time.monotonic() - killed_at
     assert wait(cluster, jid, 30) == 1
     d = show(cluster, jid)
@@ -110,8 +119,8 @@ def test_kill_9_of_one_rank_aborts_and_no_rank_outlives_the_kill_grace(cluster: 
 def test_kill_9_of_one_rank_with_restart_runs_every_rank_again(cluster: LocalCluster) -> None:
     jid = submit(cluster, "--count", "3", "--gang", "3", "--cpus", "1", "--mem", "16", "--gang-policy", "restart",
                  "--retries", "1", "--shell", "--", "sleep 623")
-    wait_until(lambda: len(_sleepers("623")) == 3, 60, "three ranks running")
-    first = {p.pid for p in _sleepers("623")}
+    wait_until(lambda: len(_sleepers(cluster, "623")) == 3, 60, "three ranks running")
+    first = {p.pid for p in _sleepers(cluster, "623")}
     os.kill(next(iter(first)), signal.SIGKILL)
 
     def running_again() -> bool:
@@ -121,7 +130,7 @@ def test_kill_9_of_one_rank_with_restart_runs_every_rank_again(cluster: LocalClu
         ] * 3
 
     wait_until(running_again, 60, "every rank running again, under a second attempt")
-    wait_until(lambda: len(_sleepers("623")) == 3, 30, "three new rank processes")
-    assert not first & {p.pid for p in _sleepers("623")}
+    wait_until(lambda: len(_sleepers(cluster, "623")) == 3, 30, "three new rank processes")
+    assert not first & {p.pid for p in _sleepers(cluster, "623")}
     assert cli(cluster, "cancel", str(jid))[0] == 0
-    wait_until(lambda: not _sleepers("623"), KILL_GRACE + 5, "every rank gone after cancel")
+    wait_until(lambda: not _sleepers(cluster, "623"), KILL_GRACE + 5, "every rank gone after cancel")
