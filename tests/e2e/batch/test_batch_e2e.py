@@ -95,24 +95,29 @@ def test_failing_task_is_retried_then_the_job_fails(cluster: LocalCluster) -> No
     assert [h["state"] for h in history] == ["TASK_FAILED"] * 3
 
 
-def _sleepers(seconds: str) -> list[psutil.Process]:
-    """The task processes themselves (``sleep N``), not the agent's wrapper around them."""
+def _sleepers(seconds: str, cluster: LocalCluster) -> list[psutil.Process]:
+    """The task processes themselves (``sleep N``), not the agent's wrapper around them, of this
+    cluster (their sandbox is under its work dir; the same tests may run elsewhere on the machine)."""
     out = []
     for p in psutil.process_iter(["name", "cmdline"]):
         if p.info.get("name") == "sleep" and (p.info.get("cmdline") or [])[1:] == [seconds]:
-            out.append(p)
+            try:
+                if str(cluster.work_dir) in p.environ().get("MESOS_SANDBOX", ""):
+                    out.append(p)
+            except (psutil.Error, OSError):
+                continue
     return out
 
 
 def test_cancel_kills_running_tasks(cluster: LocalCluster) -> None:
     jid = submit(cluster, "--count", "2", "--cpus", "0.1", "--mem", "16", "--", "sleep", "613")
     wait_until(lambda: show(cluster, jid)["tasks"].get("RUNNING") == 2, 60, "both tasks running")
-    assert len(_sleepers("613")) == 2
+    wait_until(lambda: len(_sleepers("613", cluster)) == 2, 30, "both task processes started")
     code, out = cli(cluster, "cancel", str(jid))
     assert code == 0, out
     assert wait(cluster, jid) == 1
     wait_until(lambda: show(cluster, jid)["tasks"] == {"CANCELLED": 2}, 30, "tasks cancelled")
-    wait_until(lambda: not _sleepers("613"), 30, "the task processes to be gone")
+    wait_until(lambda: not _sleepers("613", cluster), 30, "the task processes to be gone")
 
 
 def test_gang_waits_with_reason_then_starts(cluster: LocalCluster) -> None:
