@@ -62,8 +62,9 @@ class AgentConfig:
     executor_reregister_timeout: float = 20.0  # after a restart, how long a live custom executor may take to SUBSCRIBE again
     monitor_interval: float = 0.5
     estimate_interval: float = 2.0
-    resend_initial: float = 1.0
-    resend_max: float = 60.0
+    # status update resends (Mesos' --status_update_retry_interval_min/max): 10 s, doubling, to 10 min
+    resend_initial: float = 10.0
+    resend_max: float = 600.0
     reconnect_initial: float = 0.1
     reconnect_max: float = 5.0
     fsync: bool = True

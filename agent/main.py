@@ -114,8 +114,15 @@ async def _serve(config: AgentConfig) -> int:
     help="After a restart, how long a live custom executor (of a checkpointing framework) may take to SUBSCRIBE again before its tasks are reported LOST and it is killed.",
 )
 @click.option("--default-grace", default=3.0, show_default=True, type=float, help="Kill grace period when none is given.")
-@click.option("--resend-initial", default=1.0, show_default=True, type=float, help="First status-update resend delay.")
-@click.option("--resend-max", default=60.0, show_default=True, type=float, help="Cap of the resend delay.")
+@click.option(
+    "--status-update-retry-interval-min", "--resend-initial", "resend_initial", default=10.0, show_default=True,
+    type=float, help="Seconds before an unacknowledged status update is first sent again (Mesos' "
+    "--status_update_retry_interval_min); the wait doubles after each resend.",
+)
+@click.option(
+    "--status-update-retry-interval-max", "--resend-max", "resend_max", default=600.0, show_default=True,
+    type=float, help="Cap of the status update resend interval (Mesos' --status_update_retry_interval_max).",
+)
 @click.option("--monitor-interval", default=0.5, show_default=True, type=float, help="Usage sampling period.")
 @click.option("--log-level", default="INFO", show_default=True)
 @click.option("--master-ca", default=None, type=click.Path(path_type=Path), help="The master's CA (PEM), pinned: the channel is wss://.")

@@ -170,8 +170,8 @@ class RetryPolicy:
     """Capped exponential resend schedule: ``initial * factor**n`` up to ``maximum``, each delay
     jittered down by up to ``jitter`` (a fraction)."""
 
-    initial: float = 1.0
-    maximum: float = 60.0
+    initial: float = 10.0  # Mesos' status_update_retry_interval_min
+    maximum: float = 600.0  # Mesos' status_update_retry_interval_max
     factor: float = 2.0
     jitter: float = 0.2
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from agent.status_updates import (
     AckForwarded,
     Acknowledged,
@@ -176,3 +178,40 @@ def test_recovered_log_with_two_terminals_keeps_the_first() -> None:
     assert sends(eff) == [upd(1, S.TASK_FAILED)]
     eff = m.handle(Acknowledged("f1", "t1", upd(1).uuid), 0.0)
     assert StreamDone("f1", "t1", S.TASK_FAILED) in eff
+
+
+def test_default_schedule_is_mesos_10s_doubling_to_10min() -> None:
+    """Mesos' status_update_retry_interval_min/max: 10 s, 20 s, 40 s ... capped at 600 s."""
+    policy = RetryPolicy(jitter=0.0)
+    assert [policy.delay(n, 0.0) for n in range(8)] == [10.0, 20.0, 40.0, 80.0, 160.0, 320.0, 600.0, 600.0]
+    m = StatusUpdateManager(rng=lambda: 0.0)
+    m.handle(Resumed(), 0.0)
+    assert sends(m.handle(UpdateGenerated(upd(1)), 0.0)) == [upd(1)]
+    assert m.handle(Tick(), 7.9) == []  # never before min * (1 - jitter) = 8 s
+    assert m.next_deadline() == 10.0  # (rng 0: no jitter taken off)
+
+
+def test_retry_interval_flags(monkeypatch: pytest.MonkeyPatch) -> None:
+    from click.testing import CliRunner
+
+    from agent import main as agent_main
+
+    seen: dict[str, object] = {}
+
+    async def fake_serve(config: object) -> int:
+        seen["config"] = config
+        return 0
+
+    monkeypatch.setattr(agent_main, "_serve", fake_serve)
+    args = ["--master", "127.0.0.1:5050", "--work-dir", "/tmp/x"]
+    res = CliRunner().invoke(agent_main.main, args)
+    assert res.exit_code == 0, res.output
+    cfg = seen["config"]
+    assert (cfg.resend_initial, cfg.resend_max) == (10.0, 600.0)  # type: ignore[attr-defined]
+    res = CliRunner().invoke(agent_main.main, [*args, "--status-update-retry-interval-min", "0.5",
+                                               "--status-update-retry-interval-max", "4"])
+    assert res.exit_code == 0, res.output
+    assert (seen["config"].resend_initial, seen["config"].resend_max) == (0.5, 4.0)  # type: ignore[attr-defined]
+    res = CliRunner().invoke(agent_main.main, [*args, "--status-update-retry-interval-min", "5",
+                                               "--status-update-retry-interval-max", "4"])
+    assert res.exit_code != 0 and "maximum" in res.output
