@@ -415,7 +415,7 @@ class BatchCore:
         effects: list[Effect] = []
         for i in sorted(job.pending):
             self._set_phase(job.tasks[i], TaskPhase.CANCELLED)
-        job.regrouping = None
+        job.regrouping = job.aborting = None
         for i in sorted(job.active):
             t = job.tasks[i]
             t.killing = "cancel"
@@ -643,7 +643,11 @@ class BatchCore:
                 continue
             if task.history and task.history[-1].task_id == task_id:
                 task.history.pop()
-            self._set_phase(task, TaskPhase.PENDING)
+            job = self.jobs[task.job_id]
+            if job.aborting is not None and job.state not in JOB_TERMINAL:
+                self._set_phase(task, TaskPhase.CANCELLED)  # its gang aborts: it never ran
+            else:
+                self._set_phase(task, TaskPhase.PENDING)
             touched.add(task.job_id)
         effects: list[Effect] = [Persist(tuple(sorted(touched)))] if touched else []
         for job_id in touched:
@@ -651,6 +655,8 @@ class BatchCore:
             if job.spec.whole_gang and job.active and job.regrouping is None and job.aborting is None:
                 # Part of the gang went out: it cannot run without the rest; place it again whole.
                 effects += self._regroup(job, None, now, count=False, why="part of its launch was not sent")
+            if job.spec.whole_gang:
+                effects += self._gang_settle(job, now)
             effects += self._settle(job, now)
         return effects
 
@@ -751,11 +757,17 @@ class BatchCore:
                 effects += self._regroup(job, task, now, count=True, why=why)
             else:
                 effects += self._abort(job, task, why)
-        if job.regrouping is not None and not job.active:
-            job.regrouping = None  # every rank is gone: the gang is placed again whole
-        if job.aborting is not None and not job.active:
-            effects += self._finish(job, JobState.FAILED, now, job.aborting)
-        return effects + self._settle(job, now)
+        return effects + self._gang_settle(job, now) + self._settle(job, now)
+
+    def _gang_settle(self, job: JobRecord, now: float) -> list[Effect]:
+        """Once the last rank of a restarting gang is gone it is placed again whole; once the last
+        rank of an aborting gang is gone the job fails."""
+        if job.state in JOB_TERMINAL or job.active:
+            return []
+        job.regrouping = None
+        if job.aborting is not None:
+            return self._finish(job, JobState.FAILED, now, job.aborting)
+        return []
 
     def _again(self, job: JobRecord, task: TaskRecord) -> None:
         """Task back to PENDING under a new attempt, for the gang's next run (no retry of its own)."""
@@ -789,6 +801,7 @@ class BatchCore:
                     cur = t.current
                     effects.append(Kill(t.task_id, cur.agent_id if cur else None, job.regrouping))
                 t.killing = "gang restart"
+                _unsaved(job, t.index)
             elif t.phase is TaskPhase.PENDING and t.not_before < job.gang_not_before:
                 t.not_before = job.gang_not_before
                 job.backoff.add(t.index)
@@ -811,6 +824,7 @@ class BatchCore:
                     c = t.current
                     effects.append(Kill(t.task_id, c.agent_id if c else None, job.aborting))
                 t.killing = "gang abort"
+                _unsaved(job, t.index)
             elif t.phase is TaskPhase.PENDING:
                 self._set_phase(t, TaskPhase.CANCELLED)
         return effects
@@ -833,6 +847,7 @@ class BatchCore:
             for i in sorted(job.active):
                 t = job.tasks[i]
                 t.killing = "gang abort" if job.aborting is not None else "gang restart"
+                _unsaved(job, t.index)
                 cur = t.current
                 out.append(Kill(t.task_id, cur.agent_id if cur else None, why))
         return out
@@ -899,6 +914,7 @@ class BatchCore:
                         t = job.tasks[i]
                         if t.killing is None:
                             t.killing = "time limit"
+                            _unsaved(job, t.index)
                             cur = t.current
                             agent = cur.agent_id if cur is not None else None
                             effects.append(Kill(t.task_id, agent, f"time limit of {limit:g}s exceeded (the gang's)"))

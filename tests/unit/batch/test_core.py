@@ -364,3 +364,33 @@ def test_a_waiting_gang_keeps_offers_on_agents_where_our_tasks_run() -> None:
     core.submit(spec(count=1, cpus=8), now=3)
     eff = core.schedule([offer("o3", cpus=1)], now=3)
     assert Decline(("o3",), 5.0) in eff
+
+
+def test_a_whole_gang_never_runs_part_of_itself_after_a_failure() -> None:
+    """Random runs with gangs (abort, restart, continue): while a gang restarts or aborts, every
+    rank still running is being killed; an aborting gang has nothing pending and fails only once
+    no rank runs."""
+    seen: set[str] = set()
+    for seed in range(8):
+        _gang_walk(seed, seen)
+    assert {"regrouping", "aborting", "aborted"} <= seen, seen
+
+
+def _gang_walk(seed: int, seen: set[str]) -> None:
+    walk = CoreWalk(seed)
+    for _ in range(400):
+        walk.step()
+        for job in walk.core.jobs.values():
+            if not job.spec.whole_gang:
+                continue
+            active = [job.tasks[i] for i in job.active]
+            if job.regrouping is not None or job.aborting is not None:
+                seen.add("regrouping" if job.regrouping else "aborting")
+                assert all(t.killing is not None for t in active), (job.regrouping, job.aborting, active)
+            if job.aborting is not None:
+                assert not job.pending
+            if job.state is JobState.FAILED and job.aborting is not None:
+                seen.add("aborted")
+                assert not active
+            if not job.gang_started and job.regrouping is None:
+                assert all(t.killing is not None for t in active) or not active

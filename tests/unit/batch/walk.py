@@ -43,18 +43,24 @@ class CoreWalk:
             spec = JobSpec(
                 name="w",
                 argv=("true",),
-                count=rng.randint(2, 12),
+                count=(count := rng.randint(2, 12)),
                 cpus=1,
                 max_retries=rng.randint(0, 2),
                 preemptible=rng.random() < 0.3,
                 time_limit=rng.choice((None, None, 5.0)),
-                gang=rng.choice((0, 0, 0, 2)),
+                gang=(gang := min(count, rng.choice((0, 0, 0, 2, 3)))),
+                # a gang without a policy: abort, or restart with retries; sometimes continue
+                gang_policy="continue" if gang and rng.random() < 0.25 else None,
+                ports=rng.choice((0, 0, 1)),
             )
             _, effects = core.submit(spec, self.now)
             self.absorb(effects)
         elif roll < 0.35 or not live:
             offers = [
-                OfferView(f"o{i}", f"a{i}", f"h{i}", "*", Resources.of(cpus=rng.randint(1, 4), mem=1024))
+                OfferView(
+                    f"o{i}", f"a{i}", f"h{i}", "*",
+                    Resources.of(cpus=rng.randint(1, 4), mem=1024, ports=((31000 + 100 * i, 31009 + 100 * i),)),
+                )
                 for i in range(rng.randint(0, 3))
             ]
             self.absorb(core.schedule(offers, self.now))
