@@ -28,6 +28,12 @@ Actions (the Mesos names) and their object: ``register_frameworks`` roles, ``run
 ``update_weights`` roles, ``reserve_resources`` roles, ``unreserve_resources``
 reserver_principals, ``drain_agents`` / ``deactivate_agents`` / ``reactivate_agents`` agents,
 ``view_frameworks`` / ``view_tasks`` / ``access_sandboxes`` users.
+
+Agora's framework services (batch, elastic) read the same file for their own actions, each with
+the job's owner (the principal that submitted it) as its object: ``manage_jobs`` users (cancel,
+kill, hold, update another user's job) and ``view_job_logs`` users (read its tasks' output); the
+owner may always do both, and without a rule (default deny) nobody else may. ``submit_jobs`` roles
+(the job's queue) is enforced only once the file has rules for it, as the read actions.
 """
 
 from __future__ import annotations
@@ -65,6 +71,10 @@ class Action(enum.Enum):
     VIEW_FRAMEWORKS = "view_frameworks"
     VIEW_TASKS = "view_tasks"
     ACCESS_SANDBOXES = "access_sandboxes"
+    # the framework services' own (batch, elastic): object the job's owner / the job's queue
+    MANAGE_JOBS = "manage_jobs"
+    VIEW_JOB_LOGS = "view_job_logs"
+    SUBMIT_JOBS = "submit_jobs"
 
 
 # the object entity's key for each action (the subject is always "principals")
@@ -83,9 +93,14 @@ OBJECT_KEY: dict[Action, str] = {
     Action.VIEW_FRAMEWORKS: "users",  # the framework's user (FrameworkInfo.user)
     Action.VIEW_TASKS: "users",  # the task's user (command, else executor, else framework)
     Action.ACCESS_SANDBOXES: "users",  # the user of the task whose sandbox is read
+    Action.MANAGE_JOBS: "users",  # the job's owner (a principal)
+    Action.VIEW_JOB_LOGS: "users",  # the job's owner (a principal)
+    Action.SUBMIT_JOBS: "roles",  # the job's queue
 }
 # read actions: enforced only once the ACL file has rules for them (see enforces)
 READ_ACTIONS = frozenset({Action.VIEW_FRAMEWORKS, Action.VIEW_TASKS, Action.ACCESS_SANDBOXES})
+# enforced only once the file has rules for them, like the read actions
+OPT_IN_ACTIONS = READ_ACTIONS | {Action.SUBMIT_JOBS}
 
 
 class EntityType(enum.Enum):
@@ -209,7 +224,7 @@ class Acls:
         with no rules in the file is not: what an authenticated principal could read before stays
         readable (read-only authentication is the gate), so a default-deny file written for the
         write actions hides nothing. Once it has rules, they (then ``permissive``) decide."""
-        return action not in READ_ACTIONS or action in self.rules
+        return action not in OPT_IN_ACTIONS or action in self.rules
 
 
 # --- the questions the master's core asks (pure; called from state / agents / accept) -------------
@@ -332,6 +347,31 @@ def operator_problem(
         if not d.allowed:
             return f"Forbidden: {d.reason}"
     return None
+
+
+# --- a framework service's jobs (manage_jobs, view_job_logs, submit_jobs) -------------------------
+
+
+def job_problem(acls: Acls, action: Action, principal: str | None, owner: str | None, what: str) -> str | None:
+    """Why ``principal`` may not do ``action`` (``manage_jobs``, ``view_job_logs``) on a job owned
+    by ``owner`` (answered ``403``), or None; ``what`` reads "cancel", "read the logs of"... ``principal`` None: the service does not
+    authenticate, nothing is checked. The owner may always act on their own job; anybody else
+    needs an ACL (an operator's rule ``{"principals": ..., "users": {"type": "ANY"}}``)."""
+    if principal is None or (owner is not None and principal == owner):
+        return None
+    d = acls.decide(action, principal, owner)
+    if d.allowed:
+        return None
+    whose = f"{owner}'s job" if owner else "a job without an owner"
+    return f"Forbidden: {principal} may not {what} {whose} ({d.reason})"
+
+
+def submit_problem(acls: Acls, principal: str | None, queue: str) -> str | None:
+    """Why ``principal`` may not submit to ``queue`` (``submit_jobs``, once the file has such rules)."""
+    if principal is None or not acls.enforces(Action.SUBMIT_JOBS):
+        return None
+    d = acls.decide(Action.SUBMIT_JOBS, principal, queue)
+    return None if d.allowed else f"Forbidden: {principal} may not submit to queue {queue!r} ({d.reason})"
 
 
 # --- what a principal may read (view_frameworks, view_tasks, access_sandboxes) ---------------------

@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import logging
 import sqlite3
+import tomllib
 from pathlib import Path
 
 import click
 
+from frameworks.batch.config import BatchConfig, ConfigError, parse_config
 from frameworks.batch.service import BatchService
 from frameworks.client.options import ServiceConnection, connection_options, run_service
 
@@ -27,21 +29,40 @@ from frameworks.client.options import ServiceConnection, connection_options, run
 @click.option("--roles", default="*", show_default=True, help="Comma-separated roles (queues) to subscribe with.")
 @click.option("--gang-timeout", default=30.0, show_default=True, help="Seconds a blocked gang may hold offers.")
 @click.option("--name", default="agora-batch", show_default=True, help="Framework name.")
+@click.option(
+    "--config", "config_path", default=None, type=click.Path(dir_okay=False, path_type=Path),
+    help="TOML: users (principal -> OS account, shares), fair-share weights, limits, accounting retention.",
+)
 def main(
     conn: ServiceConnection, host: str, advertise: str | None, port: int, work_dir: Path, roles: str,
-    gang_timeout: float, name: str,
+    gang_timeout: float, name: str, config_path: Path | None,
 ) -> None:
     """The Agora batch framework: queues, priorities, gangs, backfill, arrays, dependencies."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     role_list = tuple(r.strip() for r in roles.split(",") if r.strip()) or ("*",)
+    config = load_config(config_path) if config_path is not None else None
     run_service(
         lambda: BatchService(
             conn.master, work_dir, host=host, advertise_host=advertise, port=port, roles=role_list, framework_name=name,
-            gang_timeout=gang_timeout, **conn.service_kwargs(),
+            gang_timeout=gang_timeout, config=config, **conn.service_kwargs(),
         ),
         name,  # --name: the line says which service this is
         errors=(sqlite3.Error,),
     )
+
+
+def load_config(path: Path) -> BatchConfig:
+    """``--config``: the TOML file, checked (a usage error naming the file and the key)."""
+    try:
+        data = tomllib.loads(path.read_text())
+    except OSError as exc:
+        raise click.BadParameter(f"cannot read {path}: {exc.strerror}", param_hint="--config") from exc
+    except (tomllib.TOMLDecodeError, UnicodeError) as exc:
+        raise click.BadParameter(f"{path} is not valid TOML: {exc}", param_hint="--config") from exc
+    try:
+        return parse_config(data)
+    except ConfigError as exc:
+        raise click.BadParameter(f"{path}: {exc}", param_hint="--config") from exc
 
 
 if __name__ == "__main__":

@@ -32,6 +32,9 @@ from typing import Any
 
 import attrs
 
+from frameworks.batch.config import BatchConfig
+from frameworks.batch.fairshare import Factors, JobFacts, Rate, Share, UsageBook, job_factors, shares_of
+from frameworks.batch.limits import LimitBook, OnLimit, never_fits, pending_problem
 from frameworks.batch.model import (
     JOB_TERMINAL,
     TASK_TERMINAL,
@@ -48,7 +51,15 @@ from frameworks.batch.model import (
     spec_to_dict,
 )
 from frameworks.batch.periodic import decide, next_after, stamp
-from frameworks.batch.planner import DEFAULT_GANG_TIMEOUT, AgentCapacity, JobView, OfferView, Placement, plan
+from frameworks.batch.planner import (
+    DEFAULT_GANG_TIMEOUT,
+    AgentCapacity,
+    JobView,
+    OfferView,
+    Placement,
+    need_of,
+    plan,
+)
 from frameworks.client.demand import Demand
 from protocol.resources import Resources
 from protocol.task_states import TaskState
@@ -134,6 +145,9 @@ class JobRecord:
     exit_code: int | None = None  # the failing rank's, when an aborted gang failed the job
     tasks: list[TaskRecord] = attrs.field(factory=list)
     user: str | None = None  # who submitted it (the principal, else the name the client gave)
+    # the OS account its tasks run as (decided at submit from the service's configuration, for
+    # an authenticated owner; None: the service's own)
+    run_as: str | None = None
     held: str | None = None  # who holds it: its pending tasks are not placed until released
     # what was done to the job and by whom: {"at", "who", "what"} (hold, update, requeue...)
     changes: list[dict[str, Any]] = attrs.field(factory=list)
@@ -212,6 +226,7 @@ class TaskLaunch:
     spec: JobSpec
     resources: Resources
     env: tuple[tuple[str, str], ...] = ()  # this task's own variables: ports, its gang's rendezvous
+    run_as: str | None = None  # the OS account (CommandInfo.user; None: the framework's user)
 
 
 @attrs.frozen
@@ -286,8 +301,25 @@ class BatchError(ValueError):
 # --- the core -----------------------------------------------------------------------------------
 
 
+def owner_key(job: JobRecord) -> tuple[str, str]:
+    """The (queue, user) a job's usage and fair share count under ("" for a job without owner)."""
+    return (job.spec.queue, job.user or "")
+
+
+def _rate(spec: JobSpec) -> Rate:
+    return Rate(cpus=spec.cpus, mem=spec.mem, gpus=spec.gpus)
+
+
 class BatchCore:
-    def __init__(self, gang_timeout: float = DEFAULT_GANG_TIMEOUT, decline_seconds: float = 5.0) -> None:
+    def __init__(
+        self,
+        gang_timeout: float = DEFAULT_GANG_TIMEOUT,
+        decline_seconds: float = 5.0,
+        config: BatchConfig | None = None,
+    ) -> None:
+        self.config = config or BatchConfig()
+        # every (queue, user)'s decayed usage and what its tasks run now: the fair-share input
+        self.usage = UsageBook(self.config.fairshare)
         self.jobs: dict[int, JobRecord] = {}
         self.live: dict[int, JobRecord] = {}  # the jobs not yet in a terminal state
         self.next_id = 1
@@ -344,17 +376,73 @@ class BatchCore:
         self.jobs[job.job_id] = job
         if job.state not in JOB_TERMINAL:
             self.live[job.job_id] = job
+            for i in job.active:
+                if job.tasks[i].phase is TaskPhase.RUNNING:
+                    self.usage.start(owner_key(job), _rate(job.spec))
         self.next_id = max(self.next_id, job.job_id + 1)
 
-    def submit(self, spec: JobSpec, now: float, user: str | None = None) -> tuple[int, list[Effect]]:
-        """A new job's id and effects. A dependency on a job that does not exist is a
-        ``BatchError`` (the job is refused, no id is spent); one on a job that has already ended
-        the wrong way makes a job that is cancelled at once, every task with it."""
-        ids, effects = self.submit_many([spec], now, user)
+    def admission(self, spec: JobSpec, user: str | None) -> str | None:
+        """Why a job of ``user`` is refused at submit by the limits (``limits.py``), or None: one
+        pending job too many, a job that could never start within a limit, or (``on_limit =
+        "refuse"``) one over a limit now."""
+        limits = self.config.limits
+        if not limits.enabled:
+            return None
+        who = user or ""
+        need = need_of(spec)
+        never = never_fits(limits, who, spec.queue, need, spec.gang_size)
+        if never is not None:
+            return never
+        book = self.limit_book()
+        too_many = pending_problem(limits, book, who, spec.queue)
+        if too_many is not None:
+            return too_many
+        if limits.on_limit is OnLimit.REFUSE:
+            _, why = book.room(who, spec.queue, need, spec.gang_size, starts_job=True, whole=spec.gang > 0)
+            if why is not None:
+                return why
+        return None
+
+    def limit_book(self) -> LimitBook:
+        """What every user, queue and user-in-queue has in use now (for the limits)."""
+        book = LimitBook(self.config.limits)
+        if not self.config.limits.enabled:
+            return book
+        for job in self.live.values():
+            if job.periodic:
+                continue  # a template: its runs are jobs of their own
+            book.add(job.user or "", job.spec.queue, need_of(job.spec), len(job.active),
+                     running=bool(job.active), pending=not job.active)
+        return book
+
+    def shares(self, now: float) -> dict[tuple[str, str], Share]:
+        """Every (queue, user) with live jobs: usage, shares, fair-share factor (``agora share``)."""
+        self.usage.advance(now)
+        active = {owner_key(j) for j in self.live.values()}
+        return shares_of(self.usage.usage, active, self.config.users.shares)
+
+    def priorities(self, now: float) -> dict[int, Factors]:
+        """Every live job's multifactor priority and factors (``agora job priority``)."""
+        shares = self.shares(now)
+        cluster_cpus = sum(a.scalars.get("cpus", 0.0) for a in self.cluster)
+        facts = [
+            JobFacts(j.job_id, j.user or "", j.spec.queue, j.spec.priority, j.submitted_at, j.spec.cpus * j.spec.count)
+            for j in self.live.values()
+        ]
+        return job_factors(facts, shares, now, self.config.fairshare, cluster_cpus)
+
+    def submit(
+        self, spec: JobSpec, now: float, user: str | None = None, run_as: str | None = None
+    ) -> tuple[int, list[Effect]]:
+        """A new job of ``user`` (its owner; its tasks run as the OS account ``run_as``): its id and
+        effects. A dependency on a job that does not exist is a ``BatchError`` (the job is refused,
+        no id is spent); one on a job that has already ended the wrong way makes a job that is
+        cancelled at once, every task with it."""
+        ids, effects = self.submit_many([spec], now, user, run_as)
         return ids[0], effects
 
     def submit_many(
-        self, specs: Sequence[JobSpec], now: float, user: str | None = None
+        self, specs: Sequence[JobSpec], now: float, user: str | None = None, run_as: str | None = None
     ) -> tuple[list[int], list[Effect]]:
         """Several jobs at once (a job file): ``after`` entries with a negative ``job_id`` -k name
         the k-th job of ``specs`` (1-based), given its id here. All or nothing: a dependency on a
@@ -375,16 +463,17 @@ class BatchCore:
             resolved.append(attrs.evolve(spec, after=tuple(after)))
         effects: list[Effect] = []
         for spec in resolved:
-            _, more = self._new_job(spec, now, user)
+            _, more = self._new_job(spec, now, user, run_as=run_as)
             effects += more
         return ids, effects
 
     def _new_job(
-        self, spec: JobSpec, now: float, user: str | None, parent: JobRecord | None = None, due_at: float | None = None
+        self, spec: JobSpec, now: float, user: str | None, parent: JobRecord | None = None, due_at: float | None = None,
+        run_as: str | None = None,
     ) -> tuple[int, list[Effect]]:
         job_id = self.next_id
         self.next_id += 1
-        job = JobRecord(job_id=job_id, spec=spec, submitted_at=now, user=user)
+        job = JobRecord(job_id=job_id, spec=spec, submitted_at=now, user=user, run_as=run_as)
         periodic = spec.schedule is not None and parent is None
         job.tasks = [] if periodic else [TaskRecord(job_id, i) for i in range(spec.count)]
         job.recount()
@@ -602,6 +691,7 @@ class BatchCore:
         task = self.find_task(task_id)
         if task is None or task.phase in TASK_TERMINAL or task.phase is TaskPhase.PENDING:
             return []  # an old attempt, or a repeat after we moved on
+        self.usage.advance(now)  # charge what ran until now before anything stops or starts
         job = self.jobs[task.job_id]
         cur = task.current
         assert cur is not None
@@ -898,6 +988,7 @@ class BatchCore:
         """Start the periodic runs that fell due; enforce time limits. (Retries become placeable
         by themselves once due.)"""
         self._round_at = now
+        self.usage.advance(now)
         effects: list[Effect] = []
         for job in [j for j in self.live.values() if j.periodic]:
             effects += self._periodic(job, now)
@@ -956,7 +1047,7 @@ class BatchCore:
             if old in self.live:
                 effects += self.cancel(old, now, None, f"replaced by the run due {stamp(d.due_at)} (concurrency replace)")
         run_spec = attrs.evolve(spec, schedule=None, concurrency=Concurrency.ALLOW)
-        run_id, more = self._new_job(run_spec, now, job.user, parent=job, due_at=d.due_at)
+        run_id, more = self._new_job(run_spec, now, job.user, parent=job, due_at=d.due_at, run_as=job.run_as)
         job.runs.append(run_id)
         self._note(job, now, "schedule", f"run job {run_id} for {stamp(d.due_at)}")
         return effects + more
@@ -1000,6 +1091,7 @@ class BatchCore:
         states = self._states()
         views: list[JobView] = []
         singles = self._singletons()
+        ranks = {i: f.total for i, f in self.priorities(now).items()}
         for job in self.live.values():
             if job.periodic:
                 job.reason = (
@@ -1044,10 +1136,13 @@ class BatchCore:
                     gang_started=job.gang_started,
                     blocked=blocked,
                     hold_since=job.hold_since,
+                    rank=ranks.get(job.job_id, 0.0),
+                    user=job.user or "",
                 )
             )
         capacity = self.cluster
-        p = plan(views, offers, now, self.gang_timeout, capacity)
+        book = self.limit_book()
+        p = plan(views, offers, now, self.gang_timeout, capacity, book)
         effects: list[Effect] = []
         by_offer: dict[str, list[Placement]] = {}
         for pl in p.placements:
@@ -1078,7 +1173,8 @@ class BatchCore:
                 env = gang_environment(job, pl.index) if job.spec.gang > 0 or job.spec.ports else ()
                 launches.append(
                     TaskLaunch(
-                        task.task_id, job.job_id, pl.index, f"{job.spec.name}[{pl.index}]", job.spec, pl.resources, env
+                        task.task_id, job.job_id, pl.index, f"{job.spec.name}[{pl.index}]", job.spec, pl.resources, env,
+                        job.run_as,
                     )
                 )
             effects.append(Launch(offer_id, pls[0].agent_id, tuple(launches)))
@@ -1114,7 +1210,9 @@ class BatchCore:
             # free offer has 0.5" while that offer is gone). The declined offers were neither used
             # nor held, so planning without them places the same; only the reasons may differ.
             gone = set(idle)
-            reasons = plan(views, [o for o in offers if o.offer_id not in gone], now, self.gang_timeout, capacity).reasons
+            reasons = plan(
+                views, [o for o in offers if o.offer_id not in gone], now, self.gang_timeout, capacity, book
+            ).reasons
         for job_id, why in reasons.items():
             self.jobs[job_id].reason = why
         for view in views:
@@ -1203,6 +1301,10 @@ class BatchCore:
                 job.pending_failed -= 1
         elif old in ACTIVE:
             job.active.discard(i)
+        if old is TaskPhase.RUNNING and phase is not TaskPhase.RUNNING:
+            self.usage.stop(owner_key(job), _rate(job.spec))
+        elif phase is TaskPhase.RUNNING and old is not TaskPhase.RUNNING:
+            self.usage.start(owner_key(job), _rate(job.spec))
         if phase is TaskPhase.PENDING:
             job.pending.add(i)
             if task.not_before > 0:

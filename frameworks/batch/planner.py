@@ -1,8 +1,12 @@
 """The batch planner: which pending tasks go on which offers now, and why the rest wait.
 
-A pure function of (jobs, offers, now). Jobs are served in priority order (higher first, then
-older, then lower id) across queues; a job only uses offers allocated to its queue's role and
-agents whose attributes match its constraints. A gang (``spec.gang`` tasks that must start
+A pure function of (jobs, offers, now). Jobs are served in rank order (``JobView.rank``, the
+multifactor priority the core computes with ``fairshare.py``: the owner's fair share, the job's
+priority, its age and size), then by priority, then older, then lower id, across queues; a job
+only uses offers allocated to its queue's role and agents whose attributes match its
+constraints. Given a ``LimitBook`` (``limits.py``), a job over one of its owner's or queue's
+limits places nothing (or only what fits under them) and waits with the limit as its reason,
+holding nothing. A gang (``spec.gang`` tasks that must start
 together) is placed tentatively, like a Volcano statement: committed whole or discarded.
 
 Backfill: the highest-priority gang that cannot start yet becomes the *head gang*; whatever it
@@ -29,6 +33,7 @@ from collections.abc import Mapping, Sequence
 
 import attrs
 
+from frameworks.batch.limits import LimitBook, Need
 from frameworks.batch.model import JobSpec
 from frameworks.client.placement import attribute_equals, pick, pick_ports
 from protocol.resources import Resources
@@ -75,6 +80,8 @@ class JobView:
     gang_started: bool = False  # the gang has started once; the rest place one by one
     blocked: str | None = None  # dependency or retry reason; the job is not placeable now
     hold_since: float | None = None  # when this job started holding resources for its gang
+    rank: float = 0.0  # the multifactor priority (fairshare.py): higher is served first
+    user: str = ""  # the owner (limits count per user)
 
 
 @attrs.frozen
@@ -98,8 +105,13 @@ class Plan:
         return [p for p in self.placements if p.job_id == job_id]
 
 
-def job_order_key(job: JobView) -> tuple[int, float, int]:
-    return (-job.spec.priority, job.submitted_at, job.job_id)
+def job_order_key(job: JobView) -> tuple[float, int, float, int]:
+    return (-job.rank, -job.spec.priority, job.submitted_at, job.job_id)
+
+
+def need_of(spec: JobSpec) -> Need:
+    """One task's resources as the limits count them."""
+    return Need(cpus=spec.cpus, gpus=spec.gpus, mem=spec.mem)
 
 
 def matches(spec: JobSpec, offer: OfferView) -> bool:
@@ -266,7 +278,7 @@ def _fmt(x: float) -> str:
 
 
 def _fill(
-    job: JobView, want: Resources, offers: Sequence[OfferView], free: dict[str, Resources]
+    job: JobView, want: Resources, offers: Sequence[OfferView], free: dict[str, Resources], most: int | None = None
 ) -> list[Placement]:
     """Place ``job``'s pending tasks one by one, best fit: each on the eligible offer with the
     least cpus left after placing it. ``free`` is updated.
@@ -291,7 +303,7 @@ def _fill(
 
     out: list[Placement] = []
     k = 0
-    for index in job.pending:
+    for index in job.pending if most is None else job.pending[:most]:
         got = None
         ports = spec.ports_for(index)
         if ports != spec.ports:
@@ -321,8 +333,12 @@ def plan(
     now: float,
     gang_timeout: float = DEFAULT_GANG_TIMEOUT,
     capacity: Sequence[AgentCapacity] = (),
+    limits: LimitBook | None = None,
 ) -> Plan:
+    """``limits``: what each user and queue has in use at the start of the round (not changed:
+    the round works on a copy)."""
     free: dict[str, Resources] = {o.offer_id: o.resources for o in offers}
+    book = limits.copy() if limits is not None and limits.limits.enabled else None
     placements: list[Placement] = []
     reasons: dict[int, str] = {}
     held: set[str] = set()
@@ -348,20 +364,36 @@ def plan(
             # nobody (it is not the head gang; smaller jobs and other gangs go on).
             reasons[job.job_id] = f"gang 0/{spec.gang_size} placed; {impossible}"
             continue
+        most: int | None = None
+        capped: str | None = None
+        if book is not None:
+            # Over a limit of its owner or queue: it waits, holding nothing (not the head gang).
+            want = spec.gang_size if needs_gang else len(job.pending)
+            allowed, capped = book.room(
+                job.user, spec.queue, need_of(spec), want, starts_job=job.active == 0, whole=needs_gang
+            )
+            if capped is not None and (allowed == 0 or (needs_gang and allowed < spec.gang_size)):
+                reasons[job.job_id] = f"gang 0/{spec.gang_size} placed; {capped}" if needs_gang else capped
+                continue
+            most = allowed if capped is not None else None
         if needs_gang and head is not None:
             reasons[job.job_id] = f"gang 0/{spec.gang_size} placed; behind gang job {head.job_id}"
             continue
         trial = dict(free)
-        tentative = _fill(job, spec.resources(), offers, trial)
+        tentative = _fill(job, spec.resources(), offers, trial, most)
         gang = spec.gang_size if needs_gang else 1
         if len(tentative) >= gang or (not needs_gang and tentative):
             placements += tentative
             free = trial
+            if book is not None:
+                book.take(job.user, spec.queue, need_of(spec), len(tentative), starts_job=job.active == 0)
             if len(tentative) < len(job.pending):
-                reasons[job.job_id] = (
-                    f"{len(tentative)} of {len(job.pending)} pending tasks placed; "
-                    + shortfall(spec, offers, free, job.pending[len(tentative)])
-                )
+                why = None
+                if book is not None and capped is not None and len(tentative) == most:
+                    # stopped by a limit: say where it stands now that these are placed
+                    _, why = book.room(job.user, spec.queue, need_of(spec), 1, starts_job=False)
+                why = why or shortfall(spec, offers, free, job.pending[len(tentative)])
+                reasons[job.job_id] = f"{len(tentative)} of {len(job.pending)} pending tasks placed; {why}"
             continue
         if not needs_gang:
             reasons[job.job_id] = cannot_fit(spec, 1, capacity) or shortfall(spec, offers, free, job.pending[0])

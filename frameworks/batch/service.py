@@ -33,9 +33,11 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
+import attrs
 import msgpack
 from aiohttp import web
 
+from frameworks.batch.config import BatchConfig
 from frameworks.batch.core import (
     ACTIVE,
     BatchCore,
@@ -57,11 +59,14 @@ from frameworks.batch.events import EventBus, deliver
 from frameworks.batch.model import JOB_TERMINAL, JobSpec, JobState, SpecError, spec_from_dict, spec_to_dict
 from frameworks.batch.planner import AgentCapacity, OfferView, gpu_sharing_error, port_count
 from frameworks.batch.store import JobStore, attempt_to_dict
+from frameworks.client import api_auth
+from frameworks.client.api_auth import ApiAuth, ApiAuthError, OwnerError, job_owner, principal_of
 from frameworks.client.driver import KnownTask, Scheduler, SchedulerDriver
 from frameworks.client.offers import OfferCacheError
 from frameworks.client.options import ServiceConnection, advertised_host, stop_refused
 from frameworks.client.placement import attribute_text
 from frameworks.client.transport import HttpTransport, TransportError
+from protocol.acls import Action, job_problem, submit_problem
 from protocol.codec import JSON, MSGPACK, loads_json
 from protocol.lifecycle import Service
 from protocol.mesos import (
@@ -118,6 +123,10 @@ class BatchService(Service, Scheduler):
         token: str | None = None,
         agent_http_credential: str | Path | None = None,
         advertise_host: str | None = None,
+        credentials: str | Path | None = None,
+        acls: str | Path | None = None,
+        config: BatchConfig | None = None,
+        usage_interval: float = 10.0,
     ) -> None:
         Service.__init__(self)
         self.master = master
@@ -126,8 +135,12 @@ class BatchService(Service, Scheduler):
         # https), the principal with its secret or token, the agents' --authenticate-http credential
         self.conn = ServiceConnection.of(
             master, ca=ca, tls_cert=tls_cert, tls_key=tls_key, principal=principal, secret=secret, token=token,
-            agent_http_credential=agent_http_credential,
+            agent_http_credential=agent_http_credential, credentials=credentials, acls=acls,
         )
+        self.auth = ApiAuth()  # who may call the API (--credentials/--acls), read at start
+        self.auth_failures: dict[str, int] = {}
+        self.config = config or BatchConfig()  # users, fair share, limits (--config batch.toml)
+        self.usage_interval = usage_interval  # seconds between writes of the users' usage
         self.principal = principal
         self.work_dir = work_dir
         self.host = host
@@ -138,7 +151,7 @@ class BatchService(Service, Scheduler):
         self.failover_timeout = failover_timeout
         self.flush_interval = flush_interval  # group commit: changes within it share one write
         self.now = now
-        self.core = BatchCore(gang_timeout=gang_timeout)
+        self.core = BatchCore(gang_timeout=gang_timeout, config=self.config)
         self.store = JobStoreRef(work_dir)
         self.driver: SchedulerDriver | None = None
         self._wake = asyncio.Event()
@@ -165,15 +178,23 @@ class BatchService(Service, Scheduler):
 
     async def _start(self) -> None:
         store = self.store.open()
+        for key, usage in (await asyncio.to_thread(store.load_usage)).items():
+            self.core.usage.restore(key, usage)  # fair-share decay goes on from the stored usage
         for job in await asyncio.to_thread(store.load):
             self.core.restore(job)
+        self.auth = self.conn.api_auth()
         client_ssl, server_ssl = self.conn.client_ssl(), self.conn.server_ssl()
         self._http = self.conn.agent_session(client_ssl)
         self._agent_headers = self.conn.agent_headers()  # task logs from agents' /files (--authenticate-http)
-        app = web.Application(client_max_size=MAX_BODY)
+        app = web.Application(
+            client_max_size=MAX_BODY, middlewares=[api_auth.middleware(lambda: self.auth, self.now, self.auth_failures)]
+        )
         app.add_routes(
             [
                 web.get("/health", self._health),
+                web.get("/api/v1/whoami", self._whoami),
+                web.get("/api/v1/priority", self._priority),
+                web.get("/api/v1/share", self._share),
                 web.get("/api/v1/framework", self._framework),
                 web.post("/api/v1/jobs", self._submit),
                 web.get("/api/v1/jobs", self._list),
@@ -220,6 +241,7 @@ class BatchService(Service, Scheduler):
         await self.driver.start()
         self.spawn(self._loop(), name="batch-schedule")
         self.spawn(self._flusher(), name="batch-flush")
+        self.spawn(self._usage_saver(), name="batch-usage")
 
     async def _stop(self) -> None:
         self.events.close()
@@ -231,7 +253,32 @@ class BatchService(Service, Scheduler):
             await self._http.close()
         with contextlib.suppress(Exception):
             await self._flush()
+        with contextlib.suppress(Exception):
+            await self._save_usage()
         self.store.close()
+
+    def reload(self) -> bool:
+        """SIGHUP: read ``--credentials`` and ``--acls`` again; a file that fails keeps the old set."""
+        try:
+            self.auth = self.auth.reloaded()
+        except ApiAuthError as exc:
+            log.error("reload: keeping the previous credentials and ACLs: %s", exc)
+            return False
+        log.info("reload: credentials and ACLs re-read")
+        return True
+
+    async def _save_usage(self) -> None:
+        """The users' usage, charged up to now, to the store (what a restart goes on from)."""
+        self.core.usage.advance(self.now())
+        await self.store.open().asave_usage(self.core.usage.usage)
+
+    async def _usage_saver(self) -> None:
+        while True:
+            await asyncio.sleep(self.usage_interval)
+            try:
+                await self._save_usage()
+            except Exception:
+                log.exception("batch: writing the users' usage failed; retrying")
 
     # --- driver callbacks ------------------------------------------------------------------------
 
@@ -526,12 +573,52 @@ class BatchService(Service, Scheduler):
             if len(self._mesos_resources) >= COMMAND_CACHE:
                 del self._mesos_resources[next(iter(self._mesos_resources))]
             self._mesos_resources[key] = resources
+        if t.run_as is not None:  # the owner's OS account (the agent switches to it)
+            command = attrs.evolve(command, user=t.run_as)
         return TaskInfo(name=t.name, task_id=TaskID(t.task_id), resources=resources, command=command)
 
     # --- HTTP API --------------------------------------------------------------------------------
 
     async def _health(self, request: web.Request) -> web.Response:
         return web.Response(status=200)
+
+    async def _whoami(self, request: web.Request) -> web.Response:
+        return _reply(request, api_auth.whoami(request, self.auth))
+
+    def _denied(self, request: web.Request, job: JobRecord, action: Action, what: str) -> web.Response | None:
+        """``403`` unless the request's principal owns ``job`` or an ACL lets it (``action``)."""
+        problem = job_problem(self.auth.acls, action, principal_of(request), job.user, what)
+        return None if problem is None else _error(request, 403, problem)
+
+    async def _priority(self, request: web.Request) -> web.Response:
+        """Every pending job's multifactor priority and its factors (``agora job priority``)."""
+        factors = self.core.priorities(self.now())
+        weights = attrs.asdict(self.config.fairshare)
+        rows = []
+        for job_id, f in sorted(factors.items(), key=lambda kv: (-kv[1].total, kv[0])):
+            job = self.core.jobs[job_id]
+            if job.state is not JobState.PENDING and not job.pending:
+                continue
+            rows.append({
+                "id": job_id, "name": job.spec.name, "user": job.user, "queue": job.spec.queue,
+                "priority": f.total, "fairshare": f.fairshare, "job_priority": f.priority, "age": f.age,
+                "size": f.size, "nice": job.spec.priority,
+            })
+        return _reply(request, {"jobs": rows, "weights": weights})
+
+    async def _share(self, request: web.Request) -> web.Response:
+        """Every (queue, user) with live jobs: decayed usage, shares, fair-share factor (``agora share``)."""
+        now = self.now()
+        rows = [
+            {
+                "queue": s.queue, "user": s.user, "shares": s.shares, "norm_shares": s.norm_shares,
+                "usage": s.usage.billing, "cpu_seconds": s.usage.cpu, "gpu_seconds": s.usage.gpu,
+                "mem_mb_seconds": s.usage.mem, "norm_usage": s.norm_usage, "fairshare": s.factor,
+            }
+            for s in sorted(self.core.shares(now).values(), key=lambda s: (s.queue, s.user))
+        ]
+        return _reply(request, {"users": rows, "half_life": self.config.fairshare.half_life,
+                                "limits": self.config.limits.as_dict()})
 
     async def _framework(self, request: web.Request) -> web.Response:
         driver = self.driver
@@ -564,20 +651,34 @@ class BatchService(Service, Scheduler):
         entry ``{"name": N, "kind": K}`` names an earlier job of the same list."""
         try:
             body = await _read(request)
+            claimed = body.pop("user", None) if isinstance(body, dict) else None
             if isinstance(body, dict) and "jobs" in body:
                 specs = jobs_from_list(body["jobs"])
             else:
                 specs = [spec_from_dict(body)]
         except SpecError as exc:
             return _error(request, 400, str(exc))
+        principal = principal_of(request)
+        try:
+            # the authenticated principal, never the body's word; without authentication the
+            # claimed user (the body's, else the CLI's X-Agora-User)
+            owner = job_owner(principal, claimed) or requester(request)
+        except OwnerError as exc:
+            return _error(request, exc.status, str(exc))
         if any(s.gpus != int(s.gpus) for s in specs) and not self.core.cluster:
             await self._read_cluster()  # whether any agent shares GPUs
         for n, spec in enumerate(specs):
+            which = "" if len(specs) == 1 else f"job {n + 1} ({spec.name}): "
             err = self._queue_error(spec.queue) or gpu_sharing_error(spec, self.core.cluster)
             if err:
-                return _error(request, 400, err if len(specs) == 1 else f"job {n + 1} ({spec.name}): {err}")
+                return _error(request, 400, which + err)
+            if (problem := submit_problem(self.auth.acls, principal, spec.queue)) is not None:
+                return _error(request, 403, which + problem)
+            if (refused := self.core.admission(spec, owner)) is not None:
+                return _error(request, 429, f"{which}refused by the limits: {refused}")
+        run_as = self.config.users.run_as(owner, verified=principal is not None)
         try:
-            ids, effects = self.core.submit_many(specs, self.now(), requester(request))
+            ids, effects = self.core.submit_many(specs, self.now(), owner, run_as)
         except BatchError as exc:
             return _error(request, 400, str(exc))
         # Durable before we answer: the ids we return are never lost (one transaction for all).
@@ -625,6 +726,8 @@ class BatchService(Service, Scheduler):
         job = self._job(request)
         if isinstance(job, web.Response):
             return job
+        if (denied := self._denied(request, job, Action.MANAGE_JOBS, "change")) is not None:
+            return denied
         try:
             effects = act(job, requester(request))
         except SpecError as exc:
@@ -663,10 +766,12 @@ class BatchService(Service, Scheduler):
         periodic = request.query.get("periodic", "") in ("1", "true")
         if want is not None and want.upper() not in JobState.__members__:
             return _error(request, 400, f"state: unknown job state {want!r} (one of {', '.join(JobState.__members__)})")
+        user = request.query.get("user")
         jobs = [
             job_summary(j)
             for j in self.core.jobs.values()
             if (want is None or j.state.value == want.upper()) and (not periodic or j.periodic)
+            and (user is None or (j.user or "") == user)
         ]
         return _reply(request, {"jobs": jobs})
 
@@ -692,6 +797,8 @@ class BatchService(Service, Scheduler):
         job = self._job(request)
         if isinstance(job, web.Response):
             return job
+        if (denied := self._denied(request, job, Action.MANAGE_JOBS, "cancel")) is not None:
+            return denied
         try:
             effects = self.core.cancel(job.job_id, self.now(), requester(request))
         except BatchError as exc:
@@ -704,6 +811,8 @@ class BatchService(Service, Scheduler):
         job = self._job(request)
         if isinstance(job, web.Response):
             return job
+        if (denied := self._denied(request, job, Action.MANAGE_JOBS, "kill a task of")) is not None:
+            return denied
         index = request.match_info["index"]
         task = job.tasks[int(index)] if index.isdigit() and int(index) < len(job.tasks) else None
         if task is None:
@@ -718,6 +827,8 @@ class BatchService(Service, Scheduler):
         job = self._job(request)
         if isinstance(job, web.Response):
             return job
+        if (denied := self._denied(request, job, Action.VIEW_JOB_LOGS, "read the logs of")) is not None:
+            return denied
         try:
             index = int(request.query.get("task", "0"))
             offset = int(request.query.get("offset", "0"))
@@ -778,6 +889,8 @@ def job_summary(job: JobRecord) -> dict[str, Any]:
     return {
         "id": job.job_id,
         "name": job.spec.name,
+        "user": job.user,
+        "run_as": job.run_as,
         "state": job.state.value,
         "queue": job.spec.queue,
         "priority": job.spec.priority,
@@ -791,7 +904,6 @@ def job_summary(job: JobRecord) -> dict[str, Any]:
         "started_at": job.started_at,
         "ended_at": job.ended_at,
         "reason": job.reason,
-        "user": job.user,
         "held": job.held,
         **({"parent_id": job.parent_id, "due_at": job.due_at} if job.parent_id is not None else {}),
         **(
@@ -821,11 +933,11 @@ def job_detail(job: JobRecord, tasks: Sequence[TaskRecord] | None = None) -> dic
 
 
 def requester(request: web.Request) -> str:
-    """Who makes ``request``: the authenticated principal when the service authenticates (an
-    ``agora_principal`` the authentication middleware sets), else the user name the client
+    """Who makes ``request``: the authenticated principal when the service authenticates (the
+    one ``frameworks.client.api_auth``'s middleware sets), else the user name the client
     sends in ``X-Agora-User`` (the CLI sends the local user; not verified), else "anonymous"."""
-    principal = request.get("agora_principal")
-    if isinstance(principal, str) and principal:
+    principal = principal_of(request)
+    if principal:
         return principal
     claimed = request.headers.get("X-Agora-User", "").strip()
     if claimed and len(claimed) <= 64 and claimed.isprintable():

@@ -21,7 +21,7 @@ import asyncio
 import concurrent.futures
 import sqlite3
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +29,7 @@ import attrs
 import msgpack
 
 from frameworks.batch.core import Attempt, JobRecord, TaskRecord
+from frameworks.batch.fairshare import Usage
 from frameworks.batch.model import JobState, TaskPhase, spec_from_dict, spec_to_dict
 
 SCHEMA_VERSION = 2
@@ -47,6 +48,16 @@ CREATE TABLE IF NOT EXISTS tasks (
     PRIMARY KEY (job_id, idx)
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS usage (
+    queue TEXT NOT NULL,
+    user TEXT NOT NULL,
+    cpu REAL NOT NULL,
+    mem REAL NOT NULL,
+    gpu REAL NOT NULL,
+    billing REAL NOT NULL,
+    at REAL NOT NULL,
+    PRIMARY KEY (queue, user)
+) WITHOUT ROWID;
 """
 
 JobRow = tuple[int, str, float, bytes]
@@ -97,6 +108,7 @@ def header_to_dict(job: JobRecord) -> dict[str, Any]:
         "next_run": job.next_run,
         "runs": job.runs,
         "notified": job.notified,
+        "run_as": job.run_as,
     }
 
 
@@ -146,6 +158,7 @@ def header_from_dict(d: dict[str, Any]) -> JobRecord:
         next_run=d.get("next_run"),
         runs=list(d.get("runs") or []),
         notified=d.get("notified", False),
+        run_as=d.get("run_as"),
     )
 
 
@@ -304,6 +317,30 @@ class JobStore:
         for job in jobs:
             job.unsaved_tasks = set()
         return jobs
+
+    def save_usage(self, usage: Mapping[tuple[str, str], Usage]) -> None:
+        """Every (queue, user)'s decayed usage as of its ``at`` (the fair-share input a restart
+        goes on from: decay continues from ``at``)."""
+        rows = [(q, u, x.cpu, x.mem, x.gpu, x.billing, x.at) for (q, u), x in usage.items()]
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                self._db.executemany(
+                    "INSERT OR REPLACE INTO usage (queue, user, cpu, mem, gpu, billing, at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    rows,
+                )
+                self._db.execute("COMMIT")
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+
+    def load_usage(self) -> dict[tuple[str, str], Usage]:
+        with self._lock:
+            rows = self._db.execute("SELECT queue, user, cpu, mem, gpu, billing, at FROM usage").fetchall()
+        return {(q, u): Usage(cpu, mem, gpu, billing, at) for q, u, cpu, mem, gpu, billing, at in rows}
+
+    async def asave_usage(self, usage: Mapping[tuple[str, str], Usage]) -> None:
+        await asyncio.get_running_loop().run_in_executor(self._writer, self.save_usage, dict(usage))
 
     def get_meta(self, key: str) -> str | None:
         with self._lock:

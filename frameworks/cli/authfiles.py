@@ -2,13 +2,18 @@
 
 ``make_local_auth(dir, agents=N)`` writes ``credentials.json`` (the master's ``--credentials``:
 one secret per agent -- agent ``i`` is principal ``agent_principal(i)``, so no agent can pose as
-another -- one per framework service and for the web UI, and an operator bearer token),
-``acls.json`` (the master's ``--acls``: each principal may do exactly its job, default deny),
-``agent-<i>.json`` (agent ``i``'s ``--credential``), ``webui.json`` (the master's
-``--agent-http-credential``) and ``<framework>.json`` (each service's
-``--agent-http-credential``). The agents' own endpoints check the same ``credentials.json``
-(``--authenticate-http``): an operator's token, a framework's or the web UI's secret is good
-there, an agent's is not. Files are created mode 0600. With ``--tls`` too, each agent's client
+another -- one per framework service and for the web UI, an operator bearer token, and two example
+users, ``alice`` and ``bob``, each with a bearer token that is also their HTTP Basic password for
+a browser), ``acls.json`` (the master's ``--acls``: each principal may do exactly its job, default
+deny; the operator may also manage and read the logs of anybody's batch and elastic jobs, a user
+only their own), ``agent-<i>.json`` (agent ``i``'s ``--credential``), ``webui.json`` (the master's
+``--agent-http-credential``), ``<framework>.json`` (each service's ``--agent-http-credential``)
+and one ``<principal>.token`` file per user and the operator. The batch and elastic services take
+the same credentials and ACLs for their own APIs. The agents' own endpoints check the same
+``credentials.json`` (``--authenticate-http``) and ``acls.json``: an operator's token, a
+framework's or the web UI's secret may read any sandbox there (``access_sandboxes``), a user's
+none (a user reads their own jobs' logs through the service, which checks the job's owner), an
+agent's credential nothing. Files are created mode 0600. With ``--tls`` too, each agent's client
 certificate names its principal and is its credential on the channel
 (``frameworks/cli/certs.py``).
 """
@@ -26,6 +31,7 @@ import attrs
 AGENT = "agora-agent"
 OPERATOR = "agora-operator"
 FRAMEWORKS = ("agora-batch", "agora-elastic")
+USERS = ("alice", "bob")  # example users of the framework services (their jobs, their logs)
 
 
 def agent_principal(index: int) -> str:
@@ -42,6 +48,14 @@ class LocalAuth:
     operator_token: str
     framework_secrets: dict[str, str]  # principal -> secret (HTTP Basic)
     framework_credentials: dict[str, Path]  # principal -> its --agent-http-credential file
+    user_tokens: dict[str, str] = attrs.field(factory=dict)  # user -> bearer token (= Basic password)
+
+    def service_args(self) -> tuple[str, ...]:
+        """The batch and elastic services' own API: the same credentials and ACLs as the master."""
+        return ("--credentials", str(self.credentials), "--acls", str(self.acls))
+
+    def token_file(self, principal: str) -> Path:
+        return self.credentials.parent / f"{principal}.token"
 
     def master_args(self) -> tuple[str, ...]:
         return ("--credentials", str(self.credentials), "--acls", str(self.acls), "--authenticate-frameworks",
@@ -52,13 +66,19 @@ class LocalAuth:
         """Agent ``index``'s flags: its own channel credential (unless a certificate is), and its
         endpoints' authentication."""
         own = ("--credential", str(self.agent_credentials[index])) if channel else ()
-        return (*own, "--authenticate-http", "--http-credentials", str(self.credentials))
+        return (*own, "--authenticate-http", "--http-credentials", str(self.credentials), "--acls", str(self.acls))
 
 
 def _write(path: Path, data: object) -> None:
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as f:
         json.dump(data, f, indent=2)
+
+
+def _write_text(path: Path, text: str) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(text)
 
 
 def acls_for(user: str, agents: tuple[str, ...] = (AGENT,)) -> dict[str, object]:
@@ -80,6 +100,13 @@ def acls_for(user: str, agents: tuple[str, ...] = (AGENT,)) -> dict[str, object]
         "drain_agents": [ops | {"agents": anything}],
         "deactivate_agents": [ops | {"agents": anything}],
         "reactivate_agents": [ops | {"agents": anything}],
+        # the framework services: the operator acts on anybody's jobs; a user only on their own
+        "manage_jobs": [ops | {"users": anything}],
+        "view_job_logs": [ops | {"users": anything}],
+        # sandboxes (the agents' /files, the web UI's log views): the operator, the services and
+        # the web UI's proxy read any; a user none directly (their jobs' logs come through the
+        # service, which checks the owner)
+        "access_sandboxes": [{"principals": {"values": [OPERATOR, WEBUI, *FRAMEWORKS]}, "users": anything}],
     }
 
 
@@ -97,11 +124,15 @@ def make_local_auth(
     operator_token = secrets.token_urlsafe(32)
     fw_secrets = {p: secrets.token_urlsafe(24) for p in FRAMEWORKS}
     webui_secret = secrets.token_urlsafe(24)
+    user_tokens = {u: secrets.token_urlsafe(24) for u in USERS}
     creds = {
         "credentials": [{"principal": p, "secret": s, "kind": "agent"} for p, s in agent_secrets.items()]
         + [{"principal": p, "secret": s, "kind": "framework"} for p, s in fw_secrets.items()]
-        + [{"principal": WEBUI, "secret": webui_secret, "kind": "operator"}],
-        "tokens": [{"principal": OPERATOR, "token": operator_token, "kind": "operator"}],
+        + [{"principal": WEBUI, "secret": webui_secret, "kind": "operator"}]
+        # a user's token is also their password for HTTP Basic (a browser on the services' pages)
+        + [{"principal": u, "secret": t, "kind": "operator"} for u, t in user_tokens.items()],
+        "tokens": [{"principal": OPERATOR, "token": operator_token, "kind": "operator"}]
+        + [{"principal": u, "token": t, "kind": "operator"} for u, t in user_tokens.items()],
     }
     auth = LocalAuth(
         credentials=directory / "credentials.json",
@@ -111,6 +142,7 @@ def make_local_auth(
         operator_token=operator_token,
         framework_secrets=fw_secrets,
         framework_credentials={p: directory / f"{p}.json" for p in FRAMEWORKS},
+        user_tokens=user_tokens,
     )
     _write(auth.credentials, creds)
     _write(auth.acls, acls_for(user or getpass.getuser(), (*agent_secrets, *cert_agents)))
@@ -119,4 +151,6 @@ def make_local_auth(
     _write(auth.webui_credential, {"principal": WEBUI, "secret": webui_secret})
     for p, path in auth.framework_credentials.items():
         _write(path, {"principal": p, "secret": fw_secrets[p]})
+    for principal, tok in ((OPERATOR, operator_token), *user_tokens.items()):
+        _write_text(auth.token_file(principal), tok + "\n")
     return auth

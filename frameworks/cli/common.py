@@ -80,6 +80,39 @@ def token() -> str | None:
     return _token or os.environ.get("AGORA_TOKEN") or _file_value("token") or None
 
 
+_basic: tuple[str, str] | None = None
+
+
+def set_basic(principal: str | None, secret: str | None) -> None:
+    """A principal and its secret (``--principal``/``--secret``), sent as HTTP Basic when no
+    token is given."""
+    global _basic
+    _basic = (principal, secret) if principal and secret else None
+
+
+def basic() -> tuple[str, str] | None:
+    if _basic is not None:
+        return _basic
+    principal = os.environ.get("AGORA_PRINCIPAL") or _file_value("principal")
+    secret = os.environ.get("AGORA_SECRET") or _file_value("secret")
+    return (principal, secret) if principal and secret else None
+
+
+def authorization() -> str | None:
+    """The ``Authorization`` every request carries: the token, else principal and secret, else none."""
+    from protocol.authn import client_header
+
+    tok = token()
+    if tok is not None:
+        return client_header(token=tok)
+    pair = basic()
+    return client_header(pair[0], pair[1]) if pair is not None else None
+
+
+def has_credential() -> bool:
+    return token() is not None or basic() is not None
+
+
 class Unreachable(CliError):
     """A request that got no answer at all (refused, timed out, TLS not trusted); ``why`` is the
     message without the URL."""
@@ -274,11 +307,12 @@ def local_user() -> str | None:
 
 def open_url(req: urllib.request.Request, timeout: float) -> Any:
     """Open ``req`` the one way every CLI request goes (master, framework services, agents, the
-    event stream): the bearer token unless ``req`` carries its own ``Authorization``, the cluster
+    event stream): the bearer token (else principal and secret as HTTP Basic) unless ``req``
+    carries its own ``Authorization``, the cluster
     CA; no answer becomes ``unreachable``'s error. An ``HTTPError`` (an answer with an error
     status) is the caller's to read and close."""
-    if (tok := token()) is not None and not req.has_header("Authorization"):
-        req.add_header("Authorization", f"Bearer {tok}")
+    if (auth := authorization()) is not None and not req.has_header("Authorization"):
+        req.add_header("Authorization", auth)
     if not req.has_header("X-agora-user") and (user := local_user()):
         req.add_header("X-Agora-User", user)  # who the batch service records for a change
     for _ in range(MAX_REDIRECTS + 1):

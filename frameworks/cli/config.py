@@ -33,6 +33,8 @@ KEYS: dict[str, tuple[str, str | None, str]] = {
     "batch": ("AGORA_BATCH", None, "batch framework URL (default: ask the master)"),
     "elastic": ("AGORA_ELASTIC", None, "elastic framework URL (default: ask the master)"),
     "token": ("AGORA_TOKEN", None, "bearer token sent to the master and services"),
+    "principal": ("AGORA_PRINCIPAL", None, "principal sent with its secret (HTTP Basic) when no token is given"),
+    "secret": ("AGORA_SECRET", None, "the principal's secret"),
     "ca": ("AGORA_CA", None, "CA bundle (PEM) to verify https:// URLs"),
 }
 
@@ -137,7 +139,7 @@ def show(as_json: bool) -> None:
         return
     click.echo(f"# {path}")
     for r in rows:
-        value = "-" if r.value is None else (r.value if r.key != "token" else "********")
+        value = "-" if r.value is None else (r.value if r.key not in ("token", "secret") else "********")
         click.echo(f"{r.key:8} {value:40} ({r.source})")
 
 

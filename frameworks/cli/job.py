@@ -29,6 +29,7 @@ from frameworks.cli.common import (
     emit,
     http_get_json,
     json_flag,
+    local_user,
     master_group_class,
     master_option,
     state_option,
@@ -306,20 +307,41 @@ def _submit_file(ctx: click.Context, path: str) -> None:
     emit(ctx, result, render)
 
 
+def me(ctx: click.Context) -> str:
+    """Who "me" is to the batch service: the principal it authenticates this CLI as, else (no
+    authentication) this account's name, the owner the CLI's submissions claim."""
+    who = API.get(ctx, "/whoami") or {}
+    return str(who.get("principal") or local_user() or "anonymous")
+
+
+def user_filter(ctx: click.Context, user: str | None, mine: bool) -> str | None:
+    if user is not None and mine:
+        raise click.UsageError("give --user NAME or --me, not both")
+    return me(ctx) if mine else user
+
+
 @job.command(name="list")
 @state_option(SHORT)
 @click.option("--periodic", is_flag=True, help="Only periodic jobs: schedule, policy, next run, last run.")
 @click.option("--start", "starts", is_flag=True,
               help="Pending jobs with their expected start (squeue --start), from running jobs' time limits.")
+@click.option("--user", "-u", default=None, help="Only this user's jobs (squeue -u).")
+@click.option("--me", "mine", is_flag=True, help="Only my jobs (the principal I authenticate as).")
 @json_flag
 @click.pass_context
-def list_jobs(ctx: click.Context, state: str | None, periodic: bool, starts: bool) -> None:
+def list_jobs(ctx: click.Context, state: str | None, periodic: bool, starts: bool, user: str | None, mine: bool) -> None:
     """List jobs (like squeue, with the reason a job waits)."""
     if periodic and starts:
         raise click.UsageError("--periodic and --start are separate views; give one")
-    query = f"?state={urllib.parse.quote(state)}" if state else ""
+    params = {}
+    if state:
+        params["state"] = state
     if periodic:
-        query = (query + "&" if query else "?") + "periodic=1"
+        params["periodic"] = "1"
+    who = user_filter(ctx, user, mine)
+    if who is not None:
+        params["user"] = who
+    query = f"?{urllib.parse.urlencode(params)}" if params else ""
     if starts:
         _list_starts(ctx)
         return
@@ -330,12 +352,13 @@ def list_jobs(ctx: click.Context, state: str | None, periodic: bool, starts: boo
 
     def render(d: dict[str, Any]) -> None:
         table = Table(box=None, header_style="bold")
-        for col in ("ID", "NAME", "ST", "QUEUE", "PRIO", "TASKS", "REASON"):
+        for col in ("ID", "NAME", "USER", "ST", "QUEUE", "PRIO", "TASKS", "REASON"):
             table.add_column(col)
         for j in d["jobs"]:
             table.add_row(
                 str(j["id"]),
                 j["name"],
+                j.get("user") or "-",
                 short_state(j),
                 j["queue"],
                 str(j["priority"]),
@@ -443,7 +466,8 @@ def show(ctx: click.Context, job_id: int, as_toml: bool) -> None:
     def render(d: dict[str, Any]) -> None:
         con = console()
         con.print(
-            f"[bold]job {d['id']}[/bold] {d['name']}  state={d['state']}  queue={d['queue']}  priority={d['priority']}",
+            f"[bold]job {d['id']}[/bold] {d['name']}  state={d['state']}  queue={d['queue']}  priority={d['priority']}"
+            f"  user={d.get('user') or '-'}" + (f"  runs as={d['run_as']}" if d.get("run_as") else ""),
             markup=True, highlight=False,
         )
         if d.get("reason"):
@@ -699,3 +723,36 @@ def wait(ctx: click.Context, job_id: int, timeout: float | None) -> None:
         ),
     )
     ctx.exit(0 if d["state"] == "SUCCEEDED" else 1)
+
+
+@job.command()
+@click.option("--user", "-u", default=None, help="Only this user's jobs.")
+@click.option("--me", "mine", is_flag=True, help="Only my jobs.")
+@json_flag
+@click.pass_context
+def priority(ctx: click.Context, user: str | None, mine: bool) -> None:
+    """Each pending job's priority and its weighted factors, highest first (like sprio): the
+    owner's fair share, the job's own priority, its age and size."""
+    who = user_filter(ctx, user, mine)
+    data = API.get(ctx, "/priority")
+    if who is not None:
+        data["jobs"] = [j for j in data["jobs"] if j.get("user") == who]
+
+    def render(d: dict[str, Any]) -> None:
+        w = d["weights"]
+        table = Table(box=None, header_style="bold")
+        for col in ("ID", "USER", "QUEUE", "PRIORITY", "FAIRSHARE", "JOBPRIO", "AGE", "SIZE", "NICE"):
+            table.add_column(col, justify="right" if col not in ("USER", "QUEUE") else "left")
+        for j in d["jobs"]:
+            table.add_row(
+                str(j["id"]), j.get("user") or "-", j["queue"], f"{j['priority']:.0f}",
+                f"{w['weight_fairshare'] * j['fairshare']:.0f}", f"{w['weight_priority'] * j['job_priority']:.0f}",
+                f"{w['weight_age'] * j['age']:.0f}", f"{w['weight_size'] * j['size']:.0f}", str(j["nice"]),
+            )
+        console().print(table)
+        click.echo(
+            f"weights: fairshare {w['weight_fairshare']:g}, priority {w['weight_priority']:g}, "
+            f"age {w['weight_age']:g} (full at {w['max_age']:g}s), size {w['weight_size']:g}"
+        )
+
+    emit(ctx, data, render)

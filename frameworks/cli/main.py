@@ -24,6 +24,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "offers": ("frameworks.cli.cluster:offers", "List outstanding offers with holder and age."),
     "events": ("frameworks.cli.events:events", "Follow the cluster's events (agents, frameworks, tasks)."),
     "job": ("frameworks.cli.job:job", "Submit and manage batch jobs."),
+    "share": ("frameworks.cli.share:share", "Each user's fair share of the batch queues (like sshare)."),
     "elastic": ("frameworks.cli.elastic:elastic", "Submit and manage elastic training jobs."),
 }
 
@@ -61,14 +62,20 @@ class LazyGroup(click.Group):
 )
 @click.option(
     "--token", envvar="AGORA_TOKEN", default=None,
-    help="A bearer token sent to the master (or AGORA_TOKEN) when it has authentication on.",
+    help="A bearer token sent to the master and the framework services (or AGORA_TOKEN) when they authenticate.",
 )
-def cli(ca: str | None, token: str | None) -> None:
+@click.option("--principal", envvar="AGORA_PRINCIPAL", default=None,
+              help="Or a principal (AGORA_PRINCIPAL) sent with --secret as HTTP Basic.")
+@click.option("--secret", envvar="AGORA_SECRET", default=None, help="The principal's secret (or AGORA_SECRET).")
+def cli(ca: str | None, token: str | None, principal: str | None, secret: str | None) -> None:
     """Agora: an offer-based cluster resource manager (batch and elastic deep-learning jobs)."""
-    from frameworks.cli.common import set_ca, set_token
+    from frameworks.cli.common import set_basic, set_ca, set_token
 
+    if (principal is None) != (secret is None):
+        raise click.UsageError("--principal and --secret go together (AGORA_PRINCIPAL / AGORA_SECRET count too)")
     set_ca(ca)
     set_token(token)
+    set_basic(principal, secret)
 
 
 def main() -> None:

@@ -65,6 +65,7 @@ class LocalCluster:
     elastic_url: str | None = None
     ca: Path | None = None  # --tls: the throwaway cluster CA (AGORA_CA for the CLI)
     token: str | None = None  # --auth: the operator's bearer token (AGORA_TOKEN for the CLI)
+    user_tokens: dict[str, str] = attrs.field(factory=dict)  # --auth: the example users' tokens
     batch_roles: tuple[str, ...] = ("*",)  # --queues: the roles the batch framework subscribes with
 
     def stop(self, grace: float = 5.0) -> None:
@@ -119,6 +120,7 @@ def start_cluster(
     tls: bool = False,
     auth: bool = False,
     batch_roles: tuple[str, ...] = (),
+    batch_args: tuple[str, ...] = (),
 ) -> LocalCluster:
     """Start master + ``agents`` agents (+ the batch framework if present) and wait until every
     agent is registered. On any failure everything started so far is stopped again.
@@ -127,7 +129,8 @@ def start_cluster(
     the master serves only HTTPS/WSS and requires agents' client certificates (mTLS), the agents
     and framework services serve HTTPS, and this process' CLI calls pin the CA (``set_ca``).
     ``batch_roles``: the roles (queues) the batch framework subscribes with (default ``*`` only);
-    it refuses a job for any other queue."""
+    it refuses a job for any other queue. ``batch_args``: more flags for the batch service
+    (``--config batch.toml``: users, fair share, limits)."""
     share = resources or agent_share(agents)
     try:
         Resources.parse(share)
@@ -165,11 +168,14 @@ def start_cluster(
     fw_secrets: dict[str, str] = {}  # principal (= framework name) -> secret
     auth_agent: tuple[tuple[str, ...], ...] = ()  # per agent: its credential and endpoint authentication
     fw_agent_creds: dict[str, tuple[str, ...]] = {}  # principal -> what it presents to agents' /files
+    service_auth: tuple[str, ...] = ()  # the services' own API: the master's credentials and ACLs
     if auth:  # authentication on everywhere, default-deny ACLs (frameworks/cli/authfiles.py)
         from frameworks.cli.authfiles import make_local_auth
 
         local = make_local_auth(work_dir / "auth", cert_agents=cert_agents, agents=agents)
         cluster.token = local.operator_token
+        cluster.user_tokens = dict(local.user_tokens)
+        service_auth = local.service_args()
         set_token(local.operator_token)  # this process' own calls (readiness, demos)
         tls_master = (*tls_master, *local.master_args())
         # one credential per agent (with per-agent certificates the certificate is it), and the
@@ -229,12 +235,13 @@ def start_cluster(
             cluster.batch_url = _start_framework(
                 cluster, "batch", "frameworks.batch", BATCH_NAME, port, work_dir, env, ready_timeout, echo,
                 fw_secrets.get(BATCH_NAME),
-                (*(("--roles", ",".join(batch_roles)) if batch_roles else ()), *fw_agent_creds.get(BATCH_NAME, ())),
+                (*(("--roles", ",".join(batch_roles)) if batch_roles else ()), *fw_agent_creds.get(BATCH_NAME, ()),
+                 *service_auth, *batch_args),
             )
         if (with_batch if with_elastic is None else with_elastic) and module_available("frameworks.elastic"):
             cluster.elastic_url = _start_framework(
                 cluster, "elastic", "frameworks.elastic", ELASTIC_NAME, port, work_dir, env, ready_timeout, echo,
-                fw_secrets.get(ELASTIC_NAME), fw_agent_creds.get(ELASTIC_NAME, ()),
+                fw_secrets.get(ELASTIC_NAME), (*fw_agent_creds.get(ELASTIC_NAME, ()), *service_auth),
             )
     except BaseException:
         cluster.stop(grace=2.0)
@@ -465,6 +472,8 @@ class _Signals:
 @click.option("--queues", "--roles", "queues", default="*", show_default=True,
               help="Comma-separated queues (roles) the batch framework serves, e.g. --queues 'ml,*'; "
                    "a job for any other queue is refused at submit.")
+@click.option("--batch-opt", "batch_opts", multiple=True,
+              help='Extra batch service flags, e.g. --batch-opt "--config batch.toml" (users, fair share, limits).')
 @click.option("--agent-opt", "agent_opts", multiple=True,
               help='Extra agora-agent flags, e.g. --agent-opt "--resource-estimator fixed --oversubscribed cpus:2".')
 def up(
@@ -478,6 +487,7 @@ def up(
     ready_timeout: float,
     master_opts: tuple[str, ...],
     agent_opts: tuple[str, ...],
+    batch_opts: tuple[str, ...],
     tls: bool,
     auth: bool,
     queues: str,
@@ -500,6 +510,7 @@ def up(
             ready_timeout=ready_timeout, echo=click.echo,
             master_args=tuple(a for o in master_opts for a in shlex.split(o)),
             agent_args=tuple(a for o in agent_opts for a in shlex.split(o)),
+            batch_args=tuple(a for o in batch_opts for a in shlex.split(o)),
             tls=tls,
             auth=auth,
             batch_roles=roles,
@@ -552,3 +563,6 @@ def _print_endpoints(cluster: LocalCluster, agents: int) -> None:
         click.echo(f"  export AGORA_CA={cluster.ca}")
     if cluster.token is not None:
         click.echo(f"  export AGORA_TOKEN={cluster.token}   (operator; credentials and ACLs in {wd / 'auth'})")
+        for user, tok in cluster.user_tokens.items():
+            click.echo(f"  export AGORA_TOKEN={tok}   ({user}: a user of the batch and elastic services; "
+                       f"{wd / 'auth' / (user + '.token')}; in a browser: {user} / the token)")

@@ -8,7 +8,9 @@ service's own API is https), ``--principal`` with ``--secret`` (HTTP Basic) or `
 and a token: the one on the command line wins, as the CLI's ``AGORA_TOKEN`` may be exported), and
 ``--agent-http-credential FILE`` (what the service presents to agents run with
 ``--authenticate-http`` when it reads task logs from their ``/files``; the master's option of
-that name, same format: ``protocol.authn.parse_client_credential``) -- and hands the command one
+that name, same format: ``protocol.authn.parse_client_credential``), and ``--credentials FILE``
+with ``--acls FILE`` (the master's files: who may call the service's own API, see
+``frameworks/client/api_auth.py``) -- and hands the command one
 ``conn: ServiceConnection`` instead of eight parameters. Bad combinations (a certificate without
 its key, a secret without a principal, a malformed master, an unreadable credential file) are
 usage errors before anything starts.
@@ -44,6 +46,7 @@ import aiohttp
 import attrs
 import click
 
+from frameworks.client.api_auth import ApiAuth, ApiAuthError
 from frameworks.client.transport import HttpTransport, base_url
 from protocol.authn import CredentialError, credential_header, parse_client_credential
 from protocol.detector import DetectorError, is_zk_url, parse_zk_url
@@ -67,6 +70,9 @@ class ServiceConnection:
     secret: str | None = None
     token: str | None = None
     agent_http_credential: str | None = None  # file: the credential for agents' /files (--authenticate-http)
+    # the service's own API: the master's --credentials and --acls files (frameworks/client/api_auth.py)
+    credentials: str | None = None
+    acls: str | None = None
 
     @classmethod
     def of(cls, master: str, **paths_and_credentials: str | Path | None) -> ServiceConnection:
@@ -84,6 +90,7 @@ class ServiceConnection:
         else:
             base_url(self.master)
         self.agent_headers()
+        self.api_auth()
 
     def service_kwargs(self) -> dict[str, Any]:
         """The keyword arguments ``BatchService``/``ElasticService`` take (all but ``master``)."""
@@ -95,7 +102,13 @@ class ServiceConnection:
             "secret": self.secret,
             "token": self.token,
             "agent_http_credential": self.agent_http_credential,
+            "credentials": self.credentials,
+            "acls": self.acls,
         }
+
+    def api_auth(self) -> ApiAuth:
+        """Who may call the service's own API (``ApiAuthError``, a ``ValueError``, if a file is bad)."""
+        return ApiAuth.load(self.credentials, self.acls)
 
     def client_ssl(self) -> ssl.SSLContext | None:
         """Towards the master and agents: the cluster CA pinned, or None (system defaults)."""
@@ -189,8 +202,17 @@ def connection_options(default_master: str = "127.0.0.1:5050") -> Callable[[F], 
             "--agent-http-credential", default=None, type=pem,
             help="Credential file for agents run with --authenticate-http (task logs); the master's format.",
         ),
+        click.option(
+            "--credentials", default=None, type=pem,
+            help="The master's --credentials file: every API call must then authenticate (401 otherwise).",
+        ),
+        click.option(
+            "--acls", default=None, type=pem,
+            help="The master's --acls file: manage_jobs, view_job_logs, submit_jobs (default deny but one's own jobs).",
+        ),
     ]
-    names = ("master", "ca", "tls_cert", "tls_key", "principal", "secret", "token", "agent_http_credential")
+    names = ("master", "ca", "tls_cert", "tls_key", "principal", "secret", "token", "agent_http_credential",
+             "credentials", "acls")
 
     def decorate(f: F) -> F:
         @functools.wraps(f)
@@ -254,6 +276,9 @@ def run_service(
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, stop.set)
+        reload = getattr(service, "reload", None)
+        if callable(reload):  # SIGHUP: the service reads its credentials and ACLs again
+            loop.add_signal_handler(signal.SIGHUP, reload)
         async with service:
             print(f"{label} listening on {service.url}", flush=True)
             stopped = asyncio.ensure_future(service.wait_stopped())  # it stopped itself (failed)
@@ -266,7 +291,8 @@ def run_service(
         if service.failed is not None:
             raise ServiceFailed(str(service.failed))
 
-    expected: tuple[type[BaseException], ...] = (OSError, TlsError, DetectorError, CredentialError, ServiceFailed, *errors)
+    expected: tuple[type[BaseException], ...] = (
+        OSError, TlsError, DetectorError, CredentialError, ApiAuthError, ServiceFailed, *errors)
     try:
         uvloop.run(run())
     except expected as exc:  # a clear message, not a traceback

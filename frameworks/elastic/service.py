@@ -45,6 +45,8 @@ import aiohttp
 from aiohttp import web
 from prometheus_client import CollectorRegistry
 
+from frameworks.client import api_auth
+from frameworks.client.api_auth import ApiAuth, ApiAuthError, OwnerError, job_owner, principal_of
 from frameworks.client.driver import KnownTask, Scheduler, SchedulerDriver
 from frameworks.client.offers import OfferCacheError
 from frameworks.client.options import ServiceConnection, advertised_host, stop_refused
@@ -77,6 +79,7 @@ from frameworks.elastic.spec import JobSpec, SpecError, from_mapping, parse_toml
 from frameworks.elastic.state import JobState
 from frameworks.elastic.store import JobStore
 from protocol import codec
+from protocol.acls import Action, job_problem, submit_problem
 from protocol.lifecycle import Service
 from protocol.mesos import (
     Capability,
@@ -138,6 +141,8 @@ class ElasticService(Service, Scheduler):
         secret: str | None = None,
         token: str | None = None,
         agent_http_credential: str | Path | None = None,
+        credentials: str | Path | None = None,
+        acls: str | Path | None = None,
     ) -> None:
         Service.__init__(self)
         self.master = master
@@ -147,8 +152,10 @@ class ElasticService(Service, Scheduler):
         # the agents' --authenticate-http credential
         self.conn = ServiceConnection.of(
             master, ca=ca, tls_cert=tls_cert, tls_key=tls_key, principal=principal, secret=secret, token=token,
-            agent_http_credential=agent_http_credential,
+            agent_http_credential=agent_http_credential, credentials=credentials, acls=acls,
         )
+        self.auth = ApiAuth()  # who may call the API (--credentials/--acls), read at start
+        self.auth_failures: dict[str, int] = {}
         self.principal = principal
         self.work_dir = Path(work_dir)
         self.host = host
@@ -193,10 +200,14 @@ class ElasticService(Service, Scheduler):
         for record in await asyncio.to_thread(self.store.load_jobs):
             self.core.restore(record)
         self.core.next_job_id = max(self.core.next_job_id, int(self.meta.get("next_job_id", 1)))
-        app = web.Application(client_max_size=MAX_BODY)
+        self.auth = self.conn.api_auth()
+        app = web.Application(
+            client_max_size=MAX_BODY, middlewares=[api_auth.middleware(lambda: self.auth, self.now, self.auth_failures)]
+        )
         app.add_routes(
             [
                 web.get("/health", self._health),
+                web.get("/api/v1/whoami", self._whoami),
                 web.get("/api/v1/framework", self._framework),
                 web.post("/api/v1/jobs", self._submit),
                 web.get("/api/v1/jobs", self._list),
@@ -290,8 +301,18 @@ class ElasticService(Service, Scheduler):
 
     # --- requests (the HTTP API calls these; so may tests and embedding code) -----------------------------
 
-    def submit(self, spec: JobSpec) -> int:
-        job_id, effects = self.core.submit(spec, self.now())
+    def reload(self) -> bool:
+        """SIGHUP: read ``--credentials`` and ``--acls`` again; a file that fails keeps the old set."""
+        try:
+            self.auth = self.auth.reloaded()
+        except ApiAuthError as exc:
+            log.error("reload: keeping the previous credentials and ACLs: %s", exc)
+            return False
+        log.info("reload: credentials and ACLs re-read")
+        return True
+
+    def submit(self, spec: JobSpec, user: str | None = None) -> int:
+        job_id, effects = self.core.submit(spec, self.now(), user=user)
         self._pending.extend(effects)
         self._wake.set()
         return job_id
@@ -533,6 +554,14 @@ class ElasticService(Service, Scheduler):
     async def _health(self, request: web.Request) -> web.Response:
         return web.json_response({"ok": True})
 
+    async def _whoami(self, request: web.Request) -> web.Response:
+        return web.json_response(api_auth.whoami(request, self.auth))
+
+    def _denied(self, request: web.Request, job: Job, action: Action, what: str) -> web.Response | None:
+        """``403`` unless the request's principal owns ``job`` or an ACL lets it (``action``)."""
+        problem = job_problem(self.auth.acls, action, principal_of(request), job.user, what)
+        return None if problem is None else api_auth.forbidden(problem)
+
     async def _metrics(self, request: web.Request) -> web.Response:
         if self._registry is None:
             self._registry = metrics.registry(self)
@@ -558,6 +587,7 @@ class ElasticService(Service, Scheduler):
 
     async def _submit(self, request: web.Request) -> web.Response:
         raw = await request.read()
+        claimed: Any = None
         try:
             if request.content_type in ("application/toml", "text/plain", "text/x-toml"):
                 spec = parse_toml(raw.decode("utf-8", "replace"))
@@ -568,12 +598,19 @@ class ElasticService(Service, Scheduler):
                     return _error(400, f"body is not valid JSON: {exc}")
                 if not isinstance(body, dict):
                     return _error(400, 'the spec must be a JSON object (or {"toml": "..."})')
+                claimed = body.pop("user", None)  # the owner it claims: checked against the principal
                 spec = parse_toml(str(body["toml"])) if "toml" in body else from_mapping(body)
         except SpecError as exc:
             return _error(400, f"invalid job spec: {exc}")
+        try:
+            owner = job_owner(principal_of(request), claimed)
+        except OwnerError as exc:
+            return _error(exc.status, str(exc))
         if spec.role not in self.roles and "*" not in self.roles:
             return _error(400, f"role {spec.role!r} is not one of the framework's roles {list(self.roles)}")
-        job_id = self.submit(spec)
+        if (problem := submit_problem(self.auth.acls, principal_of(request), spec.role)) is not None:
+            return api_auth.forbidden(problem)
+        job_id = self.submit(spec, owner)
         self._dirty.add(job_id)
         await self._flush()  # durable before we answer
         return web.json_response({"id": job_id, "state": self.core.jobs[job_id].state.value}, status=201)
@@ -619,6 +656,8 @@ class ElasticService(Service, Scheduler):
                     raise ValueError(f"worker counts must be integers, got {v!r}")
             if hi is None and lo is None:
                 raise ValueError("give max_workers and/or min_workers")
+            if (denied := self._denied(request, self.core.job(_job_id(request)), Action.MANAGE_JOBS, "scale")):
+                return denied
             self.scale(_job_id(request), max_workers=hi, min_workers=lo)
         except ServiceError as exc:
             return _error(exc.status, exc.reason)
@@ -628,6 +667,8 @@ class ElasticService(Service, Scheduler):
 
     async def _cancel(self, request: web.Request) -> web.Response:
         try:
+            if (denied := self._denied(request, self.core.job(_job_id(request)), Action.MANAGE_JOBS, "cancel")):
+                return denied
             self.cancel(_job_id(request))
         except ServiceError as exc:
             return _error(exc.status, exc.reason)
@@ -647,6 +688,8 @@ class ElasticService(Service, Scheduler):
         stream = request.query.get("stream", "stdout")
         if stream not in ("stdout", "stderr"):
             return _error(400, "stream must be stdout or stderr")
+        if (denied := self._denied(request, job, Action.VIEW_JOB_LOGS, "read the logs of")):
+            return denied
         workers = sorted(job.workers.values(), key=lambda w: w.index) + sorted(
             job.ended, key=lambda w: -w.index
         )

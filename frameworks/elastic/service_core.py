@@ -124,6 +124,7 @@ class Job:
     started_at: float | None = None
     ended_at: float | None = None
     counts: dict[str, int] = attrs.field(factory=dict)  # launched / killed / revoked / ...
+    user: str | None = None  # the owner: the principal that submitted it (None: not known)
 
     @property
     def state(self) -> JobState:
@@ -412,8 +413,8 @@ class ElasticCore:
 
     # --- requests -------------------------------------------------------------------------------------
 
-    def submit(self, spec: JobSpec, now: float) -> tuple[int, list[Effect]]:
-        job = Job(self.next_job_id, spec, now)
+    def submit(self, spec: JobSpec, now: float, user: str | None = None) -> tuple[int, list[Effect]]:
+        job = Job(self.next_job_id, spec, now, user=user)
         self.next_job_id += 1
         job.reason = "pending: waiting for offers"
         self.jobs[job.job_id] = job
@@ -1006,6 +1007,7 @@ def job_to_dict(job: Job) -> dict[str, Any]:
         "started_at": job.started_at,
         "ended_at": job.ended_at,
         "counts": job.counts,
+        "user": job.user,
     }
 
 
@@ -1040,6 +1042,7 @@ def job_from_dict(d: Mapping[str, Any]) -> Job:
             started_at=d.get("started_at"),
             ended_at=d.get("ended_at"),
             counts=dict(d.get("counts", {})),
+            user=d.get("user"),
         )
     except (KeyError, TypeError, ValueError, SpecError) as e:
         raise ServiceError(f"bad job record: {e}") from e
@@ -1050,6 +1053,7 @@ def job_summary(job: Job) -> dict[str, Any]:
     return {
         "id": job.job_id,
         "name": job.spec.name,
+        "user": job.user,
         "state": job.state.value,
         "role": job.spec.role,
         "priority": job.spec.priority,

@@ -128,7 +128,7 @@ def test_job_logs_follow_every_task_prefixed_and_history(agora: Any) -> None:
     assert history[bad]["state"] == "FAILED" and history[bad]["exit_code"] == 3
     text = ok(agora("job", "history"))
     assert "ELAPSED" in text and "EXIT" in text
-    codes = {line.split()[0]: line.split()[2] for line in ok(agora("job", "list")).splitlines()[1:]}
+    codes = {line.split()[0]: line.split()[3] for line in ok(agora("job", "list")).splitlines()[1:]}  # ID NAME USER ST
     assert codes[str(jid)] == "CD" and codes[str(bad)] == "F"
     r = agora("job", "logs", "999")
     assert r.exit_code == 1 and "no job 999" in r.output

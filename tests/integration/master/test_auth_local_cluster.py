@@ -14,9 +14,18 @@ import pytest
 
 from frameworks.cli import common
 from frameworks.cli import task as task_cli
-from frameworks.cli.authfiles import FRAMEWORKS, OPERATOR, acls_for, agent_principal, make_local_auth
+from frameworks.cli.authfiles import (
+    FRAMEWORKS,
+    OPERATOR,
+    USERS,
+    WEBUI,
+    acls_for,
+    agent_principal,
+    make_local_auth,
+)
 from frameworks.cli.up import start_cluster
 from protocol.acls import Acls, Action
+from protocol.authn import Authenticated, Credentials, basic_header, bearer_header
 
 
 def test_local_auth_files_give_each_principal_its_job(tmp_path: Path) -> None:
@@ -32,7 +41,7 @@ def test_local_auth_files_give_each_principal_its_job(tmp_path: Path) -> None:
     assert [c["principal"] for c in creds] == [agent_principal(0), agent_principal(1)]
     assert creds[0]["secret"] != creds[1]["secret"]
     assert local.agent_args(1) == ("--credential", str(local.agent_credentials[1]), "--authenticate-http",
-                                   "--http-credentials", str(local.credentials))
+                                   "--http-credentials", str(local.credentials), "--acls", str(local.acls))
     assert "--agent-http-credential" in local.master_args()
     for fw in FRAMEWORKS:
         assert acls.allows(Action.RUN_TASKS, fw, "root")  # the user running the cluster, named
@@ -40,6 +49,24 @@ def test_local_auth_files_give_each_principal_its_job(tmp_path: Path) -> None:
         assert not acls.allows(Action.TEARDOWN_FRAMEWORKS, fw, fw)
     assert not Acls.parse(json.dumps(acls_for("me")), default_permissive=False).allows(Action.RUN_TASKS, FRAMEWORKS[0], "root")
     assert acls.allows(Action.TEARDOWN_FRAMEWORKS, OPERATOR, FRAMEWORKS[0])
+    # the example users: a token each (also their HTTP Basic password), in a file of its own;
+    # the operator manages and reads anybody's jobs, a user nobody else's
+    creds = Credentials.parse(local.credentials.read_text())
+    for user in USERS:
+        tok = local.user_tokens[user]
+        assert local.token_file(user).read_text().strip() == tok
+        assert local.token_file(user).stat().st_mode & 0o777 == 0o600
+        assert creds.authenticate(bearer_header(tok), "operator", 0.0) == Authenticated(user, "operator")
+        assert creds.authenticate(basic_header(user, tok), "operator", 0.0) == Authenticated(user, "operator")
+        assert not acls.allows(Action.MANAGE_JOBS, user, "alice" if user == "bob" else "bob")
+        assert not acls.allows(Action.VIEW_JOB_LOGS, user, "alice" if user == "bob" else "bob")
+    assert local.token_file(OPERATOR).read_text().strip() == local.operator_token
+    assert acls.allows(Action.MANAGE_JOBS, OPERATOR, "alice") and acls.allows(Action.VIEW_JOB_LOGS, OPERATOR, "bob")
+    # sandboxes at the agents: the operator, the services and the web UI read any; a user none
+    # (their jobs' logs come through the service, which checks the owner)
+    for reader in (OPERATOR, WEBUI, *FRAMEWORKS):
+        assert acls.allows(Action.ACCESS_SANDBOXES, reader, "root")
+    assert not acls.allows(Action.ACCESS_SANDBOXES, "alice", "alice")
 
 
 @pytest.mark.slow

@@ -26,7 +26,7 @@ from protocol.lifecycle import Service
 
 NO_AUTH_ENV: dict[str, str | None] = {"AGORA_PRINCIPAL": None, "AGORA_SECRET": None, "AGORA_TOKEN": None}
 SHARED = {"--master", "--ca", "--tls-cert", "--tls-key", "--principal", "--secret", "--token", "--agent-http-credential",
-          "--advertise-ip"}
+          "--advertise-ip", "--credentials", "--acls"}
 
 
 def _flags(cmd: click.Command) -> set[str]:
@@ -54,7 +54,7 @@ def test_the_options_reach_the_service_as_keyword_arguments() -> None:
     assert conn.master == "10.0.0.1:5050"
     assert conn.service_kwargs() == {
         "ca": "ca.pem", "tls_cert": "c.pem", "tls_key": "k.pem", "principal": "batch", "secret": "s3cret", "token": None,
-        "agent_http_credential": None,
+        "agent_http_credential": None, "credentials": None, "acls": None,
     }
 
 

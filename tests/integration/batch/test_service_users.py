@@ -1,0 +1,137 @@
+"""Users of the batch and elastic services: every API call authenticates against the master's
+credential and ACL files (401 for a missing or wrong credential, nothing changed), a job is owned
+by the principal that submitted it (a body claiming another user is refused), only its owner or an
+operator (an ACL) may cancel it, kill its tasks or read its logs (403, the job untouched), tasks
+run as the owner's mapped OS account, and a restart keeps the owners."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import aiohttp
+
+from frameworks.batch.config import BatchConfig, UsersConfig
+from frameworks.batch.service import BatchService
+from frameworks.elastic.service import ElasticService
+from protocol.authn import basic_header, bearer_header
+
+NO_MASTER = "127.0.0.1:9"  # discard port: nothing listens; the driver keeps retrying quietly
+ALICE, BOB, OPS = "alice-t0ken", "bob-t0ken", "ops-t0ken"
+
+
+def auth_files(tmp_path: Path) -> tuple[Path, Path]:
+    creds = tmp_path / "credentials.json"
+    creds.write_text(json.dumps({
+        "credentials": [{"principal": "alice", "secret": "alice-pw"}],
+        "tokens": [
+            {"principal": "alice", "token": ALICE, "kind": "operator"},
+            {"principal": "bob", "token": BOB},
+            {"principal": "ops", "token": OPS, "kind": "operator"},
+            {"principal": "agora-batch", "token": "fw-t0ken", "kind": "framework"},
+        ],
+    }))
+    acls = tmp_path / "acls.json"
+    ops = {"principals": {"values": ["ops"]}, "users": {"type": "ANY"}}
+    acls.write_text(json.dumps({"permissive": False, "manage_jobs": [ops], "view_job_logs": [ops]}))
+    return creds, acls
+
+
+def as_(token: str) -> dict[str, str]:
+    return {"Authorization": bearer_header(token)}
+
+
+JOB = {"argv": ["true"], "cpus": 0.5}
+
+
+async def test_batch_authenticates_every_call_and_only_owners_or_operators_act(tmp_path: Path) -> None:
+    creds, acls = auth_files(tmp_path)
+    config = BatchConfig(users=UsersConfig(os_user={"alice": "alice-os"}, default_os_user="nobody"))
+    svc = BatchService(NO_MASTER, tmp_path / "w", credentials=creds, acls=acls, config=config)
+    async with svc, aiohttp.ClientSession() as http:
+        api = f"{svc.url}/api/v1"
+        assert (await http.get(f"{svc.url}/health")).status == 200  # open: probes need no credential
+        for headers in ({}, as_("wrong"), {"Authorization": basic_header("alice", "nope")},
+                        as_("fw-t0ken")):  # a framework's credential is not one for this API
+            r = await http.post(f"{api}/jobs", json=JOB, headers=headers)
+            assert r.status == 401 and "Bearer" in r.headers["WWW-Authenticate"]
+            assert (await r.json())["error"].startswith("Unauthorized: ")
+            assert (await http.get(f"{api}/jobs", headers=headers)).status == 401
+        assert (await (await http.get(f"{api}/jobs", headers=as_(OPS))).json())["jobs"] == []  # nothing changed
+
+        # a job belongs to whoever submitted it; claiming someone else is refused, no id spent
+        r = await http.post(f"{api}/jobs", json={**JOB, "user": "bob"}, headers=as_(ALICE))
+        assert r.status == 403 and "may not claim user 'bob'" in (await r.json())["error"]
+        r = await http.post(f"{api}/jobs", json={**JOB, "count": 2, "user": "alice"}, headers=as_(ALICE))
+        assert r.status == 201
+        mine = (await r.json())["id"]
+        r = await http.post(f"{api}/jobs", json=JOB, headers={"Authorization": basic_header("alice", "alice-pw")})
+        assert r.status == 201  # HTTP Basic works too (a browser)
+        bobs = (await (await http.post(f"{api}/jobs", json=JOB, headers=as_(BOB))).json())["id"]
+        assert (await (await http.get(f"{api}/whoami", headers=as_(BOB))).json())["principal"] == "bob"
+
+        summary = await (await http.get(f"{api}/jobs/{mine}?summary=1", headers=as_(BOB))).json()
+        assert (summary["user"], summary["run_as"]) == ("alice", "alice-os")  # mapped
+        bob_job = await (await http.get(f"{api}/jobs/{bobs}?summary=1", headers=as_(BOB))).json()
+        assert (bob_job["user"], bob_job["run_as"]) == ("bob", "nobody")  # not mapped: the default
+        only = await (await http.get(f"{api}/jobs?user=alice", headers=as_(BOB))).json()
+        assert [j["id"] for j in only["jobs"]] == [mine, bobs - 1]
+
+        # bob may not cancel, kill or read the logs of alice's job: 403, the job untouched
+        r = await http.post(f"{api}/jobs/{mine}/cancel", headers=as_(BOB))
+        assert r.status == 403
+        assert (await r.json())["error"].startswith("Forbidden: bob may not cancel alice's job")
+        assert (await http.post(f"{api}/jobs/{mine}/tasks/0/kill", headers=as_(BOB))).status == 403
+        r = await http.get(f"{api}/jobs/{mine}/logs?task=0", headers=as_(BOB))
+        assert r.status == 403 and "read the logs of alice's job" in (await r.json())["error"]
+        after = await (await http.get(f"{api}/jobs/{mine}?summary=1", headers=as_(ALICE))).json()
+        assert after["state"] == "PENDING" and after["tasks"] == {"PENDING": 2}
+        # the owner may; an operator (the ACL) may cancel anybody's
+        r = await http.post(f"{api}/jobs/{bobs}/cancel", headers=as_(OPS))
+        assert r.status == 200 and (await r.json())["state"] == "CANCELLED"
+        r = await http.post(f"{api}/jobs/{mine}/cancel", headers=as_(ALICE))
+        assert r.status == 200 and (await r.json())["state"] == "CANCELLED"
+
+    # a restart keeps the owners (and what their tasks run as)
+    async with BatchService(NO_MASTER, tmp_path / "w", credentials=creds, acls=acls, config=config) as svc, \
+            aiohttp.ClientSession() as http:
+        jobs = (await (await http.get(f"{svc.url}/api/v1/jobs", headers=as_(OPS))).json())["jobs"]
+        assert [(j["id"], j["user"], j["run_as"]) for j in jobs] == [
+            (mine, "alice", "alice-os"), (mine + 1, "alice", "alice-os"), (bobs, "bob", "nobody")]
+
+
+async def test_without_credentials_the_claimed_owner_is_recorded_and_never_maps(tmp_path: Path) -> None:
+    """No --credentials: the API is open, a job records the user it claims (as Mesos'
+    FrameworkInfo.user), and a claimed name never picks an OS account: the default is used."""
+    config = BatchConfig(users=UsersConfig(os_user={"alice": "alice-os"}))
+    async with BatchService(NO_MASTER, tmp_path, config=config) as svc, aiohttp.ClientSession() as http:
+        r = await http.post(f"{svc.url}/api/v1/jobs", json={**JOB, "user": "alice"})
+        job = await (await http.get(f"{svc.url}/api/v1/jobs/{(await r.json())['id']}?summary=1")).json()
+        assert (job["user"], job["run_as"]) == ("alice", None)
+        r = await http.post(f"{svc.url}/api/v1/jobs", json={**JOB, "user": 7})
+        assert r.status == 400 and "user" in (await r.json())["error"]
+        assert (await (await http.get(f"{svc.url}/api/v1/whoami")).json()) == {"principal": None, "authenticated": False}
+
+
+async def test_elastic_authenticates_and_only_owners_or_operators_act(tmp_path: Path) -> None:
+    creds, acls = auth_files(tmp_path)
+    spec = {"name": "t", "worker": {"command": "true"}, "scaling": {"min_workers": 1, "max_workers": 2}}
+    svc = ElasticService(NO_MASTER, tmp_path / "e", credentials=creds, acls=acls)
+    async with svc, aiohttp.ClientSession() as http:
+        api = f"{svc.url}/api/v1"
+        r = await http.post(f"{api}/jobs", json=spec)
+        assert r.status == 401 and "WWW-Authenticate" in r.headers
+        assert (await (await http.get(f"{api}/jobs", headers=as_(OPS))).json())["jobs"] == []
+        r = await http.post(f"{api}/jobs", json={**spec, "user": "bob"}, headers=as_(ALICE))
+        assert r.status == 403
+        r = await http.post(f"{api}/jobs", json=spec, headers=as_(ALICE))
+        assert r.status == 201, await r.text()
+        job = (await r.json())["id"]
+        assert (await (await http.get(f"{api}/jobs/{job}", headers=as_(BOB))).json())["user"] == "alice"
+        r = await http.post(f"{api}/jobs/{job}/cancel", headers=as_(BOB))
+        assert r.status == 403 and "bob may not cancel alice's job" in (await r.json())["error"]
+        assert (await http.post(f"{api}/jobs/{job}/scale", json={"max_workers": 3}, headers=as_(BOB))).status == 403
+        assert (await http.get(f"{api}/jobs/{job}/logs", headers=as_(BOB))).status == 403
+        assert (await (await http.get(f"{api}/jobs/{job}", headers=as_(ALICE))).json())["state"] != "CANCELLED"
+        r = await http.post(f"{api}/jobs/{job}/cancel", headers=as_(OPS))
+        assert r.status == 200
