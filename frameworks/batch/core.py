@@ -97,6 +97,9 @@ class Attempt:
     message: str | None = None
     address: str | None = None  # where the task is reached (its agent's address)
     ports: tuple[int, ...] = ()  # the ports it was given from its offer, in order
+    # what it used, as its agent measured it (the usage labels of its terminal status)
+    cpu_seconds: float | None = None
+    mem_peak_bytes: int | None = None
 
 
 @attrs.define
@@ -380,6 +383,21 @@ class BatchCore:
                 if job.tasks[i].phase is TaskPhase.RUNNING:
                     self.usage.start(owner_key(job), _rate(job.spec))
         self.next_id = max(self.next_id, job.job_id + 1)
+
+    def purge(self, before: float) -> list[int]:
+        """Forget the finished jobs that ended before ``before`` (the accounting retention): not
+        one a live job depends on or a live periodic job started. Their ids, for the store."""
+        needed: set[int] = set()
+        for job in self.live.values():
+            needed.update(d.job_id for d in job.spec.after)
+            needed.update(job.runs)
+        gone = [
+            j.job_id for j in self.jobs.values()
+            if j.state in JOB_TERMINAL and j.ended_at is not None and j.ended_at < before and j.job_id not in needed
+        ]
+        for job_id in gone:
+            del self.jobs[job_id]
+        return gone
 
     def admission(self, spec: JobSpec, user: str | None) -> str | None:
         """Why a job of ``user`` is refused at submit by the limits (``limits.py``), or None: one
@@ -687,7 +705,11 @@ class BatchCore:
         message: str | None = None,
         reason: str | None = None,
         exit_code: int | None = None,
+        cpu_seconds: float | None = None,
+        mem_peak_bytes: int | None = None,
     ) -> list[Effect]:
+        """A status update; a terminal one may carry what the attempt used (``cpu_seconds``,
+        ``mem_peak_bytes``: its agent's measurement), kept in the attempt for accounting."""
         task = self.find_task(task_id)
         if task is None or task.phase in TASK_TERMINAL or task.phase is TaskPhase.PENDING:
             return []  # an old attempt, or a repeat after we moved on
@@ -721,6 +743,8 @@ class BatchCore:
         cur.state = state.value
         cur.exit_code = exit_code
         cur.message = message
+        cur.cpu_seconds = cpu_seconds
+        cur.mem_peak_bytes = mem_peak_bytes
         return self._attempt_ended(job, task, state, reason, now)
 
     def launch_not_sent(self, task_ids: Iterable[str], now: float) -> list[Effect]:

@@ -37,6 +37,7 @@ import attrs
 import msgpack
 from aiohttp import web
 
+from frameworks.batch import pages
 from frameworks.batch.config import BatchConfig
 from frameworks.batch.core import (
     ACTIVE,
@@ -56,16 +57,18 @@ from frameworks.batch.core import (
     TaskRecord,
 )
 from frameworks.batch.events import EventBus, deliver
+from frameworks.batch.metrics import CONTENT_TYPE as metrics_content_type
+from frameworks.batch.metrics import BatchMetrics
 from frameworks.batch.model import JOB_TERMINAL, JobSpec, JobState, SpecError, spec_from_dict, spec_to_dict
 from frameworks.batch.planner import AgentCapacity, OfferView, gpu_sharing_error, port_count
-from frameworks.batch.store import JobStore, attempt_to_dict
-from frameworks.client import api_auth
+from frameworks.batch.store import AccountingQuery, JobStore, attempt_to_dict
+from frameworks.client import api_auth, webui
 from frameworks.client.api_auth import ApiAuth, ApiAuthError, OwnerError, job_owner, principal_of
 from frameworks.client.driver import KnownTask, Scheduler, SchedulerDriver
 from frameworks.client.offers import OfferCacheError
 from frameworks.client.options import ServiceConnection, advertised_host, stop_refused
 from frameworks.client.placement import attribute_text
-from frameworks.client.transport import HttpTransport, TransportError
+from frameworks.client.transport import HttpTransport, TransportError, base_url
 from protocol.acls import Action, job_problem, submit_problem
 from protocol.codec import JSON, MSGPACK, loads_json
 from protocol.lifecycle import Service
@@ -84,7 +87,8 @@ from protocol.mesos import (
 )
 from protocol.mesos_common import FrameworkID, TaskID
 from protocol.resources import Resources
-from protocol.task_states import TaskState
+from protocol.task_states import TaskState, is_terminal
+from protocol.usage import from_labels
 
 log = logging.getLogger(__name__)
 
@@ -168,6 +172,7 @@ class BatchService(Service, Scheduler):
         self._refused: asyncio.Task[None] | None = None
         self._agent_headers: dict[str, str] = {}
         self.url = ""
+        self.metrics = BatchMetrics(self)  # /metrics; the wait-time histogram is observed in update()
         self.events = EventBus()
         self.notify_delay = 1.0  # first backoff between webhook tries (doubling, at most 60 s)
         self._notifying: set[int] = set()
@@ -192,9 +197,15 @@ class BatchService(Service, Scheduler):
         app.add_routes(
             [
                 web.get("/health", self._health),
+                web.get("/", self._ui_jobs),
+                web.get("/ui", self._ui_jobs),
+                web.get("/ui/jobs/{id}", self._ui_job),
+                web.get("/metrics", self._metrics),
                 web.get("/api/v1/whoami", self._whoami),
                 web.get("/api/v1/priority", self._priority),
                 web.get("/api/v1/share", self._share),
+                web.get("/api/v1/history", self._history),
+                web.get("/api/v1/accounting", self._accounting),
                 web.get("/api/v1/framework", self._framework),
                 web.post("/api/v1/jobs", self._submit),
                 web.get("/api/v1/jobs", self._list),
@@ -242,6 +253,8 @@ class BatchService(Service, Scheduler):
         self.spawn(self._loop(), name="batch-schedule")
         self.spawn(self._flusher(), name="batch-flush")
         self.spawn(self._usage_saver(), name="batch-usage")
+        if self.config.retention_days is not None:
+            self.spawn(self._purger(self.config.retention_days), name="batch-purge")
 
     async def _stop(self) -> None:
         self.events.close()
@@ -271,6 +284,26 @@ class BatchService(Service, Scheduler):
         """The users' usage, charged up to now, to the store (what a restart goes on from)."""
         self.core.usage.advance(self.now())
         await self.store.open().asave_usage(self.core.usage.usage)
+
+    async def purge(self, retention_days: float) -> tuple[list[int], int]:
+        """Forget finished jobs, and drop accounting rows, that ended more than ``retention_days``
+        ago (the jobs a live job still depends on stay). The jobs' ids and the rows dropped."""
+        cutoff = self.now() - retention_days * 86400.0
+        gone = self.core.purge(cutoff)
+        rows = await asyncio.to_thread(self.store.open().purge, gone, cutoff)
+        if gone or rows:
+            log.info("batch: purged %d finished job(s) and %d accounting row(s) older than %g days",
+                     len(gone), rows, retention_days)
+        return gone, rows
+
+    async def _purger(self, retention_days: float) -> None:
+        every = min(3600.0, retention_days * 86400.0 / 10)
+        while True:
+            try:
+                await self.purge(retention_days)
+            except Exception:
+                log.exception("batch: purging old jobs failed; trying again later")
+            await asyncio.sleep(every)
 
     async def _usage_saver(self) -> None:
         while True:
@@ -307,6 +340,8 @@ class BatchService(Service, Scheduler):
 
     def update(self, driver: SchedulerDriver, status: TaskStatus) -> None:
         exit_code = _exit_code(status)
+        # what the attempt used: the agent's measurement, on its terminal status as labels
+        used = from_labels(status.labels.labels) if status.labels is not None and is_terminal(status.state) else None
         effects = self.core.on_update(
             status.task_id.value,
             status.state,
@@ -315,9 +350,22 @@ class BatchService(Service, Scheduler):
             message=status.message,
             reason=status.reason.value if status.reason else None,
             exit_code=exit_code,
+            cpu_seconds=used.cpu_seconds if used is not None else None,
+            mem_peak_bytes=used.mem_peak_bytes if used is not None else None,
         )
+        if status.state is TaskState.TASK_RUNNING:
+            self._observe_start(status.task_id.value)
         self._absorb(effects)
         self._wake.set()
+
+    def _observe_start(self, task_id: str) -> None:
+        """A task's first attempt started: how long it waited since its job was submitted."""
+        task = self.core.find_task(task_id)
+        if task is None or task.attempt != 0 or task.current is None or task.current.started_at is None:
+            return
+        job = self.core.jobs[task.job_id]
+        if len(task.history) == 1:
+            self.metrics.wait.labels(job.spec.queue).observe(max(0.0, task.current.started_at - job.submitted_at))
 
     # --- the scheduling loop ---------------------------------------------------------------------
 
@@ -582,6 +630,42 @@ class BatchService(Service, Scheduler):
     async def _health(self, request: web.Request) -> web.Response:
         return web.Response(status=200)
 
+    async def _metrics(self, request: web.Request) -> web.Response:
+        return web.Response(body=self.metrics.render(), headers={"Content-Type": metrics_content_type})
+
+    def _master_ui(self) -> str | None:
+        """The master's web UI, linked from every page (None for a ZooKeeper address)."""
+        try:
+            return None if self.master.startswith("zk://") else base_url(self.master, "https" if self.conn.ca else "http")
+        except ValueError:
+            return None
+
+    async def _ui_jobs(self, request: web.Request) -> web.Response:
+        user = request.query.get("user") or None
+        state = (request.query.get("state") or "").upper() or None
+        jobs = [
+            job_summary(j) for j in self.core.jobs.values()
+            if (user is None or (j.user or "") == user) and (state is None or j.state.value == state)
+        ]
+        return _html(pages.jobs_page(jobs, self._share_rows(), user=user, state=state, master=self._master_ui(),
+                                     principal=principal_of(request)))
+
+    async def _ui_job(self, request: web.Request) -> web.Response:
+        job = self._job(request)
+        if isinstance(job, web.Response):
+            return _html(webui.error_page(pages.SERVICE, 404, f"no job {request.match_info['id']}"), 404)
+        stream = request.query.get("stream", "stdout")
+        task: int | None = None
+        if "task" in request.query:
+            try:
+                task = int(request.query["task"])
+            except ValueError:
+                return _html(webui.error_page(pages.SERVICE, 400, "task must be an integer"), 400)
+        if stream not in ("stdout", "stderr") or (task is not None and not 0 <= task < len(job.tasks)):
+            return _html(webui.error_page(pages.SERVICE, 400, f"no such log: task {task}, {stream}"), 400)
+        return _html(pages.job_page(job_detail(job), task=task, stream=stream, master=self._master_ui(),
+                                    principal=principal_of(request)))
+
     async def _whoami(self, request: web.Request) -> web.Response:
         return _reply(request, api_auth.whoami(request, self.auth))
 
@@ -606,17 +690,55 @@ class BatchService(Service, Scheduler):
             })
         return _reply(request, {"jobs": rows, "weights": weights})
 
-    async def _share(self, request: web.Request) -> web.Response:
-        """Every (queue, user) with live jobs: decayed usage, shares, fair-share factor (``agora share``)."""
-        now = self.now()
-        rows = [
+    async def _history(self, request: web.Request) -> web.Response:
+        """Jobs as ``sacct`` lists them, newest first: ``?user=&queue=&state=S1,S2&since=&until=
+        &limit=`` (times in Unix seconds; a job counts when it overlaps the window)."""
+        try:
+            q = history_query(request)
+        except ValueError as exc:
+            return _error(request, 400, str(exc))
+        states = set(q.states)
+        if bad := states - {s.value for s in JobState}:
+            return _error(request, 400, f"state: unknown {', '.join(sorted(bad))} (states: "
+                          f"{', '.join(s.value for s in JobState)})")
+        rows = []
+        for job in self.core.jobs.values():
+            if job.periodic or (q.user is not None and (job.user or "") != q.user):
+                continue
+            if (q.queue is not None and job.spec.queue != q.queue) or (states and job.state.value not in states):
+                continue
+            if q.until is not None and job.submitted_at >= q.until:
+                continue
+            if q.since is not None and job.ended_at is not None and job.ended_at < q.since:
+                continue
+            rows.append(history_row(job))
+        rows.sort(key=lambda r: (r["ended_at"] or r["started_at"] or r["submitted_at"], r["id"]), reverse=True)
+        return _reply(request, {"jobs": rows[: q.limit]})
+
+    async def _accounting(self, request: web.Request) -> web.Response:
+        """Every attempt that ran (``sacct``'s steps), newest first, from the accounting table:
+        ``?user=&queue=&state=TASK_FAILED,...&since=&until=&job=&limit=``."""
+        try:
+            q = history_query(request)
+            job_id = int(request.query["job"]) if "job" in request.query else None
+        except ValueError as exc:
+            return _error(request, 400, str(exc))
+        rows = await asyncio.to_thread(self.store.open().accounting, attrs.evolve(q, job_id=job_id))
+        return _reply(request, {"attempts": rows})
+
+    def _share_rows(self) -> list[dict[str, Any]]:
+        return [
             {
                 "queue": s.queue, "user": s.user, "shares": s.shares, "norm_shares": s.norm_shares,
                 "usage": s.usage.billing, "cpu_seconds": s.usage.cpu, "gpu_seconds": s.usage.gpu,
                 "mem_mb_seconds": s.usage.mem, "norm_usage": s.norm_usage, "fairshare": s.factor,
             }
-            for s in sorted(self.core.shares(now).values(), key=lambda s: (s.queue, s.user))
+            for s in sorted(self.core.shares(self.now()).values(), key=lambda s: (s.queue, s.user))
         ]
+
+    async def _share(self, request: web.Request) -> web.Response:
+        """Every (queue, user) with live jobs: decayed usage, shares, fair-share factor (``agora share``)."""
+        rows = self._share_rows()
         return _reply(request, {"users": rows, "half_life": self.config.fairshare.half_life,
                                 "limits": self.config.limits.as_dict()})
 
@@ -914,6 +1036,51 @@ def job_summary(job: JobRecord) -> dict[str, Any]:
     }
 
 
+def history_query(request: web.Request) -> AccountingQuery:
+    """The filters ``/api/v1/history`` and ``/api/v1/accounting`` share (``ValueError`` naming a bad one)."""
+    q = request.query
+
+    def number(key: str) -> float | None:
+        if key not in q:
+            return None
+        try:
+            value = float(q[key])
+        except ValueError:
+            raise ValueError(f"{key}: expected Unix seconds, got {q[key]!r}") from None
+        if value != value:
+            raise ValueError(f"{key}: expected Unix seconds, got {q[key]!r}")
+        return value
+
+    try:
+        limit = int(q.get("limit", "1000"))
+    except ValueError:
+        raise ValueError(f"limit: expected a whole number, got {q['limit']!r}") from None
+    if not 1 <= limit <= 100_000:
+        raise ValueError("limit: expected 1..100000")
+    states = tuple(s.strip().upper() for s in q.get("state", "").split(",") if s.strip())
+    return AccountingQuery(user=q.get("user"), queue=q.get("queue"), states=states, since=number("since"),
+                           until=number("until"), limit=limit)
+
+
+def history_row(job: JobRecord) -> dict[str, Any]:
+    """One job as ``agora job history`` prints it: its summary, its exit code (an aborted gang's
+    failing rank's, else the highest of its tasks' last attempts), elapsed time, and what its
+    attempts used (CPU seconds summed, the highest memory peak)."""
+    attempts = [a for t in job.tasks for a in t.history]
+    last = [t.history[-1].exit_code for t in job.tasks if t.history and t.history[-1].exit_code is not None]
+    cpu = [a.cpu_seconds for a in attempts if a.cpu_seconds is not None]
+    peak = [a.mem_peak_bytes for a in attempts if a.mem_peak_bytes is not None]
+    start, end = job.started_at, job.ended_at
+    return {
+        **job_summary(job),
+        "exit_code": job.exit_code if job.exit_code is not None else (max(last) if last else None),
+        "elapsed": None if start is None or end is None else max(0.0, end - start),
+        "attempts": len(attempts),
+        "cpu_seconds": round(sum(cpu), 3) if cpu else None,
+        "mem_peak_bytes": max(peak) if peak else None,
+    }
+
+
 def job_detail(job: JobRecord, tasks: Sequence[TaskRecord] | None = None) -> dict[str, Any]:
     """The summary, the spec and ``tasks`` (default: all of them) with their attempts."""
     out = job_summary(job)
@@ -1057,6 +1224,10 @@ def _reply(request: web.Request, body: Any, status: int = 200) -> web.Response:
     if _wants_msgpack(request):
         return web.Response(body=msgpack.packb(body, use_bin_type=True), status=status, content_type=MSGPACK)
     return web.json_response(body, status=status)
+
+
+def _html(markup: str, status: int = 200) -> web.Response:
+    return web.Response(text=markup, status=status, content_type="text/html")
 
 
 def _error(request: web.Request, status: int, message: str) -> web.Response:

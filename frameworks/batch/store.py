@@ -58,7 +58,36 @@ CREATE TABLE IF NOT EXISTS usage (
     at REAL NOT NULL,
     PRIMARY KEY (queue, user)
 ) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS accounting (
+    task_id TEXT PRIMARY KEY,
+    job_id INTEGER NOT NULL,
+    idx INTEGER NOT NULL,
+    attempt INTEGER NOT NULL,
+    name TEXT NOT NULL,
+    user TEXT,
+    queue TEXT NOT NULL,
+    agent_id TEXT,
+    hostname TEXT,
+    submitted_at REAL NOT NULL,
+    started_at REAL,
+    ended_at REAL,
+    state TEXT NOT NULL,
+    exit_code INTEGER,
+    cpus REAL NOT NULL,
+    mem REAL NOT NULL,
+    gpus REAL NOT NULL,
+    cpu_seconds REAL,
+    mem_peak_bytes INTEGER,
+    message TEXT
+);
+CREATE INDEX IF NOT EXISTS accounting_ended ON accounting (ended_at);
+CREATE INDEX IF NOT EXISTS accounting_user ON accounting (user, ended_at);
 """
+
+ACCOUNTING_COLUMNS = (
+    "task_id", "job_id", "idx", "attempt", "name", "user", "queue", "agent_id", "hostname", "submitted_at",
+    "started_at", "ended_at", "state", "exit_code", "cpus", "mem", "gpus", "cpu_seconds", "mem_peak_bytes", "message",
+)
 
 JobRow = tuple[int, str, float, bytes]
 TaskRow = tuple[int, int, bytes]
@@ -80,6 +109,8 @@ def attempt_to_dict(a: Attempt) -> dict[str, Any]:
         "message": a.message,
         "address": a.address,
         "ports": list(a.ports),
+        "cpu_seconds": a.cpu_seconds,
+        "mem_peak_bytes": a.mem_peak_bytes,
     }
 
 
@@ -202,6 +233,7 @@ class WriteBatch:
 
     jobs: list[JobRow] = attrs.field(factory=list)
     tasks: list[TaskRow] = attrs.field(factory=list)
+    accounting: list[tuple[Any, ...]] = attrs.field(factory=list)  # one row per attempt that ran
     # what was taken from each job's unsaved set (None: all tasks), to give back if the write fails
     taken: list[tuple[JobRecord, set[int] | None]] = attrs.field(factory=list)
 
@@ -223,7 +255,34 @@ def snapshot(jobs: Sequence[JobRecord]) -> WriteBatch:
         batch.taken.append((job, unsaved))
         tasks = job.tasks if unsaved is None else [job.tasks[i] for i in sorted(unsaved)]
         batch.tasks.extend((job.job_id, t.index, _pack(task_to_dict(t))) for t in tasks)
+        for t in tasks:
+            # accounting: every attempt of the changed task that ran (a task has a few at most;
+            # one that failed and was placed again before this flush is written too)
+            batch.accounting.extend(
+                accounting_row(job, t.index, a) for a in t.history if a.started_at is not None or a.ended_at is not None
+            )
     return batch
+
+
+def accounting_row(job: JobRecord, index: int, a: Attempt) -> tuple[Any, ...]:
+    """One attempt as the ``accounting`` table keeps it (``ACCOUNTING_COLUMNS``)."""
+    spec = job.spec
+    return (
+        a.task_id, job.job_id, index, a.attempt, spec.name, job.user, spec.queue, a.agent_id, a.hostname,
+        job.submitted_at, a.started_at, a.ended_at, a.state or "TASK_RUNNING", a.exit_code, spec.cpus, spec.mem,
+        spec.gpus, a.cpu_seconds, a.mem_peak_bytes, a.message,
+    )
+
+
+@attrs.frozen
+class AccountingQuery:
+    user: str | None = None
+    queue: str | None = None
+    states: tuple[str, ...] = ()
+    since: float | None = None
+    until: float | None = None
+    job_id: int | None = None
+    limit: int = 1000
 
 
 # --- the store ----------------------------------------------------------------------------------
@@ -298,6 +357,12 @@ class JobStore:
                 self._db.executemany(
                     "INSERT OR REPLACE INTO tasks (job_id, idx, data) VALUES (?, ?, ?)", batch.tasks
                 )
+                if batch.accounting:
+                    self._db.executemany(
+                        f"INSERT OR REPLACE INTO accounting ({', '.join(ACCOUNTING_COLUMNS)}) "
+                        f"VALUES ({', '.join('?' for _ in ACCOUNTING_COLUMNS)})",
+                        batch.accounting,
+                    )
                 self._db.execute("COMMIT")
             except BaseException:
                 self._db.execute("ROLLBACK")
@@ -341,6 +406,53 @@ class JobStore:
 
     async def asave_usage(self, usage: Mapping[tuple[str, str], Usage]) -> None:
         await asyncio.get_running_loop().run_in_executor(self._writer, self.save_usage, dict(usage))
+
+    def accounting(self, query: AccountingQuery) -> list[dict[str, Any]]:
+        """Attempt rows (``sacct``'s steps), newest first: those of ``user`` / ``queue`` / in
+        ``states`` (Mesos state names) that overlap the window [``since``, ``until``)."""
+        where: list[str] = []
+        args: list[Any] = []
+        if query.user is not None:
+            where.append("user = ?")
+            args.append(query.user)
+        if query.queue is not None:
+            where.append("queue = ?")
+            args.append(query.queue)
+        if query.states:
+            where.append(f"state IN ({', '.join('?' for _ in query.states)})")
+            args.extend(query.states)
+        if query.job_id is not None:
+            where.append("job_id = ?")
+            args.append(query.job_id)
+        if query.since is not None:
+            where.append("(ended_at IS NULL OR ended_at >= ?)")
+            args.append(query.since)
+        if query.until is not None:
+            where.append("COALESCE(started_at, ended_at) < ?")
+            args.append(query.until)
+        sql = (
+            f"SELECT {', '.join(ACCOUNTING_COLUMNS)} FROM accounting"
+            + (f" WHERE {' AND '.join(where)}" if where else "")
+            + " ORDER BY COALESCE(ended_at, started_at) DESC, task_id DESC LIMIT ?"
+        )
+        with self._lock:
+            rows = self._db.execute(sql, (*args, query.limit)).fetchall()
+        return [dict(zip(ACCOUNTING_COLUMNS, r, strict=True)) for r in rows]
+
+    def purge(self, job_ids: Sequence[int], before: float) -> int:
+        """Delete ``job_ids`` (jobs the core forgot) and every accounting row that ended before
+        ``before``; returns how many accounting rows went."""
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                self._db.executemany("DELETE FROM jobs WHERE id = ?", [(i,) for i in job_ids])
+                self._db.executemany("DELETE FROM tasks WHERE job_id = ?", [(i,) for i in job_ids])
+                n = self._db.execute("DELETE FROM accounting WHERE ended_at < ?", (before,)).rowcount
+                self._db.execute("COMMIT")
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+        return int(n)
 
     def get_meta(self, key: str) -> str | None:
         with self._lock:

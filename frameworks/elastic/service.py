@@ -45,14 +45,14 @@ import aiohttp
 from aiohttp import web
 from prometheus_client import CollectorRegistry
 
-from frameworks.client import api_auth
+from frameworks.client import api_auth, webui
 from frameworks.client.api_auth import ApiAuth, ApiAuthError, OwnerError, job_owner, principal_of
 from frameworks.client.driver import KnownTask, Scheduler, SchedulerDriver
 from frameworks.client.offers import OfferCacheError
 from frameworks.client.options import ServiceConnection, advertised_host, stop_refused
-from frameworks.client.transport import Transport, TransportError
+from frameworks.client.transport import Transport, TransportError, base_url
 from frameworks.elastic import messages as m
-from frameworks.elastic import metrics
+from frameworks.elastic import metrics, pages
 from frameworks.elastic.coordinator import Coordinator
 from frameworks.elastic.core import CoordinatorConfig, CoordinatorError
 from frameworks.elastic.service_core import (
@@ -207,6 +207,9 @@ class ElasticService(Service, Scheduler):
         app.add_routes(
             [
                 web.get("/health", self._health),
+                web.get("/", self._ui_jobs),
+                web.get("/ui", self._ui_jobs),
+                web.get("/ui/jobs/{id}", self._ui_job),
                 web.get("/api/v1/whoami", self._whoami),
                 web.get("/api/v1/framework", self._framework),
                 web.post("/api/v1/jobs", self._submit),
@@ -554,6 +557,31 @@ class ElasticService(Service, Scheduler):
     async def _health(self, request: web.Request) -> web.Response:
         return web.json_response({"ok": True})
 
+    def _master_ui(self) -> str | None:
+        try:
+            return None if self.master.startswith("zk://") else base_url(self.master, "https" if self.conn.ca else "http")
+        except ValueError:
+            return None
+
+    async def _ui_jobs(self, request: web.Request) -> web.Response:
+        jobs = [job_summary(j) for j in self.core.jobs.values()]
+        return _html(pages.jobs_page(jobs, master=self._master_ui(), principal=principal_of(request)))
+
+    async def _ui_job(self, request: web.Request) -> web.Response:
+        try:
+            job = self.core.job(_job_id(request))
+        except ServiceError as exc:
+            return _html(webui.error_page(pages.SERVICE, exc.status, exc.reason), exc.status)
+        stream = request.query.get("stream", "stdout")
+        try:
+            worker = int(request.query["worker"]) if "worker" in request.query else None
+        except ValueError:
+            return _html(webui.error_page(pages.SERVICE, 400, "worker must be an integer"), 400)
+        if stream not in ("stdout", "stderr"):
+            return _html(webui.error_page(pages.SERVICE, 400, "stream must be stdout or stderr"), 400)
+        return _html(pages.job_page(self._detail(job), worker=worker, stream=stream, master=self._master_ui(),
+                                    principal=principal_of(request)))
+
     async def _whoami(self, request: web.Request) -> web.Response:
         return web.json_response(api_auth.whoami(request, self.auth))
 
@@ -631,6 +659,10 @@ class ElasticService(Service, Scheduler):
             job = self.core.job(_job_id(request))
         except ServiceError as exc:
             return _error(exc.status, exc.reason)
+        return web.json_response(self._detail(job))
+
+    def _detail(self, job: Job) -> dict[str, Any]:
+        """``job_detail`` with its coordinator's status (generation, workers, shards, recent log)."""
         out = job_detail(job)
         coord = self.coordinators.get(job.job_id)
         if coord is not None:
@@ -642,7 +674,7 @@ class ElasticService(Service, Scheduler):
                 "shards": {k: v for k, v in st["shards"].items() if k != "set_aside_detail"},
                 "log": st["log"][-15:],
             }
-        return web.json_response(out)
+        return out
 
     async def _scale(self, request: web.Request) -> web.Response:
         try:
@@ -717,6 +749,10 @@ def _job_id(request: web.Request) -> int:
         return int(request.match_info["id"])
     except ValueError:
         raise ServiceError(f"no elastic job {request.match_info['id']!r}", 404) from None
+
+
+def _html(markup: str, status: int = 200) -> web.Response:
+    return web.Response(text=markup, status=status, content_type="text/html")
 
 
 def _error(status: int, message: str) -> web.Response:

@@ -135,3 +135,46 @@ async def test_elastic_authenticates_and_only_owners_or_operators_act(tmp_path: 
         assert (await (await http.get(f"{api}/jobs/{job}", headers=as_(ALICE))).json())["state"] != "CANCELLED"
         r = await http.post(f"{api}/jobs/{job}/cancel", headers=as_(OPS))
         assert r.status == 200
+
+
+async def test_pages_metrics_priority_share_and_history_over_http(tmp_path: Path) -> None:
+    """The jobs pages (401 without a credential), Prometheus metrics per queue and user, and the
+    priority, share and history views as the CLI reads them."""
+    creds, acls = auth_files(tmp_path)
+    async with BatchService(NO_MASTER, tmp_path / "w", credentials=creds, acls=acls) as svc, \
+            aiohttp.ClientSession() as http:
+        assert (await http.get(f"{svc.url}/")).status == 401
+        ids = []
+        for token, name in ((ALICE, "<b>mine</b>"), (BOB, "bobs"), (BOB, "bobs")):
+            r = await http.post(f"{svc.url}/api/v1/jobs", json={**JOB, "name": name, "count": 2}, headers=as_(token))
+            ids.append((await r.json())["id"])
+        page = await (await http.get(f"{svc.url}/", headers=as_(ALICE))).text()
+        assert "&lt;b&gt;mine&lt;/b&gt;" in page and "<b>mine</b>" not in page  # a name is text
+        assert "signed in as alice" in page
+        job = await (await http.get(f"{svc.url}/ui/jobs/{ids[0]}", headers=as_(ALICE))).text()
+        assert f'data-src="/api/v1/jobs/{ids[0]}/logs?task=0&amp;stream=stdout"' in job
+        assert (await http.get(f"{svc.url}/ui/jobs/99", headers=as_(ALICE))).status == 404
+        assert (await http.get(f"{svc.url}/ui/jobs/{ids[0]}?task=5", headers=as_(ALICE))).status == 400
+
+        metrics = await (await http.get(f"{svc.url}/metrics", headers=as_(OPS))).text()
+        assert 'agora_batch_pending_jobs{queue="*",user="alice"} 1.0' in metrics
+        assert 'agora_batch_pending_jobs{queue="*",user="bob"} 2.0' in metrics
+        assert 'agora_batch_pending_tasks{queue="*",user="bob"} 4.0' in metrics
+        assert 'agora_batch_fairshare{queue="*",user="alice"} 1.0' in metrics
+        assert "agora_batch_task_wait_seconds_bucket" in metrics or "agora_batch_task_wait_seconds" in metrics
+
+        prio = await (await http.get(f"{svc.url}/api/v1/priority", headers=as_(BOB))).json()
+        assert [j["id"] for j in prio["jobs"]] == ids  # no usage yet: age and id decide
+        assert prio["weights"]["weight_fairshare"] == 10000.0
+        share = await (await http.get(f"{svc.url}/api/v1/share", headers=as_(BOB))).json()
+        assert [(u["user"], u["norm_shares"], u["fairshare"]) for u in share["users"]] == [
+            ("alice", 0.5, 1.0), ("bob", 0.5, 1.0)]
+
+        await http.post(f"{svc.url}/api/v1/jobs/{ids[1]}/cancel", headers=as_(BOB))
+        hist = await (await http.get(f"{svc.url}/api/v1/history?user=bob&state=CANCELLED", headers=as_(ALICE))).json()
+        assert [(j["id"], j["user"], j["state"], j["attempts"]) for j in hist["jobs"]] == [(ids[1], "bob", "CANCELLED", 0)]
+        r = await http.get(f"{svc.url}/api/v1/history?state=DONE", headers=as_(ALICE))
+        assert r.status == 400 and "state" in (await r.json())["error"]
+        r = await http.get(f"{svc.url}/api/v1/history?since=yesterday", headers=as_(ALICE))
+        assert r.status == 400 and "since" in (await r.json())["error"]
+        assert (await (await http.get(f"{svc.url}/api/v1/accounting", headers=as_(ALICE))).json()) == {"attempts": []}
