@@ -90,4 +90,4 @@ async def test_after_a_job_that_does_not_exist_is_refused_at_submit(tmp_path: Pa
         assert (await cli("submit", "--count", "2", "--after", "1", "--", "true")) == (0, "3\n")
         code, out = await cli("list")
         row = next(line.split() for line in out.splitlines() if line.split()[:1] == ["3"])
-        assert row[2] == "CA" and row[5] == "cancelled:2", row
+        assert row[3] == "CA" and row[6] == "cancelled:2", row  # ID NAME USER ST QUEUE PRIO TASKS
