@@ -330,7 +330,7 @@ async def test_cli_presents_its_token(secure: MasterService) -> None:
         return CliRunner().invoke(cli, list(args), env=env)
 
     denied = await asyncio.to_thread(run, "agents", "--json")
-    assert denied.exit_code != 0 and "401" in denied.output
+    assert denied.exit_code != 0 and "requires authentication" in denied.output, denied.output
     ok = await asyncio.to_thread(run, "agents", "--json", token="ops-token")
     assert ok.exit_code == 0, ok.output
     ev = await asyncio.to_thread(run, "--token", "ops-token", "events", "--json", "--count", "1")
