@@ -572,11 +572,10 @@ def show(ctx: click.Context, job_id: int, as_toml: bool) -> None:
             markup=True, highlight=False,
         )
         if d.get("reason"):
-            con.print(f"reason: {d['reason']}")
+            con.print(f"reason: {d['reason']}", markup=False)
         if d.get("gang_policy"):
             con.print(f"gang: {d['gang']} at once, policy {d['gang_policy']}, restarts {d.get('gang_restarts', 0)}"
-                      + (f", exit code {d['exit_code']}" if d.get("exit_code") is not None else ""))
-            con.print(f"reason: {d['reason']}", markup=False)
+                      + (f", exit code {d['exit_code']}" if d.get("exit_code") is not None else ""), markup=False)
         if d.get("schedule"):
             con.print(f"schedule: {d['schedule']} ({d.get('concurrency')}); next run {_stamp(d.get('next_run'))}; "
                       f"{d.get('runs', 0)} run(s)", markup=False)

@@ -81,6 +81,9 @@ def test_abort_one_rank_exiting_1_fails_the_job_and_leaves_no_rank_running(clust
     assert [t["phase"] for t in d["task_list"]] == ["CANCELLED", "FAILED", "CANCELLED"]
     # The job fails once its last rank is gone: nothing is left running when `wait` returns.
     assert _ranks(cluster, tag) == []
+    code, out = cli(cluster, "show", str(jid))
+    assert code == 0 and out.count("reason: gang aborted: task 1 failed with exit code 1") == 1, out
+    assert "gang: 3 at once, policy abort, restarts 0, exit code 1" in out, out
     code, out = cli(cluster, "history")
     assert code == 0 and any(line.split()[0] == str(jid) and " 1 " in line for line in out.splitlines()), out
 
