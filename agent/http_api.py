@@ -51,7 +51,7 @@ def state(svc: AgentService) -> dict[str, Any]:
             tasks[-1]["gpus"] = list(t.spec.gpu_devices)
     return {
         "id": svc.agent_id,
-        "hostname": svc.config.hostname,
+        "hostname": svc.config.advertised_host,  # what it registered as (the master lists it so)
         "master": svc.channel.master if svc.channel else svc.config.master,
         "registered": bool(svc.channel and svc.channel.registered),
         "version": svc.version,

@@ -37,6 +37,7 @@ from protocol.acls import (
     Owners,
     filter_frameworks_json,
     filter_operator_response,
+    may_read,
     sandbox_problem,
     task_info_user,
 )
@@ -67,6 +68,17 @@ READONLY = "readonly"  # a GET view: any authenticated principal may read it
 SCHEDULER_PATH = "/api/v1/scheduler"
 OPERATOR_PATHS = frozenset({"/api/v1", "/api/v1/operator"})
 OPEN_PATHS = frozenset({"/version", "/health", "/master/health", "/redirect", "/master/redirect"})
+# Mesos' write endpoints besides /api/v1 (POST/PUT/DELETE): an operator's, as the v1 calls they are
+OPERATOR_WRITE_PATHS = frozenset({
+    "/teardown", "/reserve", "/unreserve", "/weights", "/quota", "/maintenance/schedule", "/machine/down",
+    "/machine/up", "/create-volumes", "/destroy-volumes",
+})
+
+
+def is_operator_write(path: str) -> bool:
+    """``path`` (with or without Mesos' ``/master`` prefix) is one of Mesos' write endpoints."""
+    p = path.removeprefix("/master")
+    return p in OPERATOR_WRITE_PATHS or p.startswith("/quota/")
 
 
 class AuthConfigError(ValueError):
@@ -91,10 +103,12 @@ class MasterAuth:
     def enabled(self) -> bool:
         return self.frameworks or self.agents or self.http_readwrite or self.http_readonly
 
-    def realm(self, path: str) -> str | None:
+    def realm(self, path: str, method: str = "GET") -> str | None:
         """The kind of peer a request to ``path`` is, when that kind must authenticate."""
         if path in OPEN_PATHS:
             return None
+        if method not in ("GET", "HEAD") and is_operator_write(path):
+            return OPERATOR if self.http_readwrite else None
         if path == SCHEDULER_PATH:
             return FRAMEWORK if self.frameworks else None
         if path == ac.PATH:
@@ -104,11 +118,11 @@ class MasterAuth:
         return READONLY if self.http_readonly else None
 
     def check(
-        self, path: str, header: str | None, now: float, cert: Mapping[str, Any] | None = None
+        self, path: str, header: str | None, now: float, cert: Mapping[str, Any] | None = None, method: str = "GET"
     ) -> tuple[str | None, AuthResult | None]:
         """``(realm, result)``; ``result`` is None when the request need not authenticate.
         ``cert``: the peer's verified client certificate (``ssl``'s dict), if it presented one."""
-        realm = self.realm(path)
+        realm = self.realm(path, method)
         if realm is None:
             return None, None
         kind = None if realm == READONLY else realm
@@ -229,6 +243,24 @@ def visible_state(svc: MasterService, request: web.Request, state: dict[str, Any
     return out
 
 
+def task_filter(svc: MasterService, request: web.Request) -> Callable[[str, str, str | None], bool] | None:
+    """``ok(framework_id, task_id, framework_user)``: whether the request's principal may view
+    that task (``view_frameworks`` and ``view_tasks``, as ``visible_state``); None when no read
+    ACL applies (every task is shown)."""
+    acls = svc.auth.acls
+    if not _views_enforced(acls):
+        return None
+    who, own = principal_of(request), owners(svc)
+    see_tasks = acls.enforces(Action.VIEW_TASKS)
+
+    def ok(framework_id: str, task_id: str, framework_user: str | None) -> bool:
+        if not may_read(acls, Action.VIEW_FRAMEWORKS, who, framework_user):
+            return False
+        return not see_tasks or acls.allows(Action.VIEW_TASKS, who, own.task(framework_id, task_id) or framework_user)
+
+    return ok
+
+
 def visible_response(svc: MasterService, request: web.Request, resp: Any) -> Any:
     """An operator GET_* response as the request's principal may see it."""
     acls = svc.auth.acls
@@ -271,7 +303,8 @@ def middleware(svc: MasterService) -> Callable[..., Awaitable[web.StreamResponse
         if not auth.enabled:
             return await handler(request)
         realm, result = auth.check(
-            request.path, request.headers.get("Authorization"), svc.clock.now(), peer_certificate(request.transport)
+            request.path, request.headers.get("Authorization"), svc.clock.now(), peer_certificate(request.transport),
+            request.method,
         )
         if result is None:
             return await handler(request)

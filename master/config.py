@@ -67,6 +67,7 @@ class MasterConfig:
     offer_hold_bound: float = 3.0
     # logging
     log_level: str = "INFO"
+    log_dir: str | None = None  # also log to <log_dir>/agora-master.log, served as /master/log (Mesos' --log_dir)
     # authentication and authorization (master/auth.py, protocol/acls.py); the Mesos flag names
     credentials: str | None = None  # JSON file: Mesos {"credentials": [...]} plus Agora "tokens"
     acls: str | None = None  # Mesos ACL JSON; default deny when any authentication is on

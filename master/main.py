@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import gc
 import logging
+import os
 import signal
 import sys
 
@@ -66,6 +67,17 @@ async def serve(cfg: MasterConfig) -> int:
     return 0
 
 
+def add_log_file(log_dir: str) -> logging.Handler:
+    """Also log to ``<log_dir>/agora-master.log`` (what ``/files/read?path=/master/log`` serves)."""
+    from master.mesos_endpoints import LOG_FILE
+
+    os.makedirs(log_dir, exist_ok=True)
+    handler = logging.FileHandler(os.path.join(log_dir, LOG_FILE))
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    logging.getLogger().addHandler(handler)
+    return handler
+
+
 AUTH_META = "agora.auth"
 
 
@@ -103,6 +115,8 @@ def _auth_flag(ctx: click.Context, param: click.Parameter, value: object) -> obj
 @click.option("--ping-timeout", type=float, default=None, help="No pong for this long marks an agent unreachable.")
 @click.option("--agent-reregister-timeout", type=float, default=None, help="Re-registration window after restart.")
 @click.option("--log-level", default=None, help="DEBUG, INFO, WARNING...")
+@click.option("--log-dir", default=None,
+              help="Also write the log to DIR/agora-master.log, served at /files/read?path=/master/log (Mesos' --log_dir).")
 @click.option("--zk", default=None, help="HA: zk://host:port[,...]/path; masters contend, the registry lives there.")
 @click.option("--zk-session-timeout", type=float, default=None, help="HA: ZooKeeper session timeout (default 10 s).")
 @click.option("--tls-cert", default=None, help="PEM certificate (chain): serve only HTTPS/WSS.")
@@ -124,6 +138,7 @@ def main(
     ping_timeout: float | None,
     agent_reregister_timeout: float | None,
     log_level: str | None,
+    log_dir: str | None,
     zk: str | None,
     zk_session_timeout: float | None,
     tls_cert: str | None,
@@ -145,6 +160,7 @@ def main(
             ping_timeout=ping_timeout,
             agent_reregister_timeout=agent_reregister_timeout,
             log_level=log_level,
+            log_dir=log_dir,
             zk=zk,
             zk_session_timeout=zk_session_timeout,
             tls_cert=tls_cert,
@@ -165,6 +181,11 @@ def main(
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )
+    if cfg.log_dir:
+        try:
+            add_log_file(cfg.log_dir)
+        except OSError as e:
+            raise click.UsageError(f"--log-dir {cfg.log_dir}: {e}") from e
     import uvloop
 
     sys.exit(uvloop.run(serve(cfg)))

@@ -22,6 +22,7 @@ from prometheus_client.registry import Collector
 
 from master.auth import forbidden, principal_of, visible_response, visible_state
 from master.http_api import BodyTooLarge, media_type, read_body, text
+from master.mesos_endpoints import MesosEndpoints
 from master.operator_v1 import OperatorV1, _Bad, _Conflict
 from master.views import legacy_resources
 from protocol import codec, httputil, mesos
@@ -48,7 +49,7 @@ class _Collector(Collector):
         yield failures
 
 
-class OperatorApi(OperatorV1):
+class OperatorApi(OperatorV1, MesosEndpoints):
     """The operator HTTP handlers (views in ``master.views``, v1 calls in ``master.operator_v1``)."""
 
     def __init__(self, service: MasterService) -> None:
@@ -69,6 +70,7 @@ class OperatorApi(OperatorV1):
             web.get("/api/v1/offers", self.offers),
             web.route("*", "/api/v1", self.api),
             web.route("*", "/api/v1/operator", self.api),
+            *self.mesos_routes(),
         ]
 
     # --- views ------------------------------------------------------------------------------------

@@ -67,7 +67,7 @@ def running_tasks(state: dict[str, Any]) -> dict[str, list[str]]:
 def rows_agents(state: dict[str, Any], revocable: dict[str, dict[str, float]] | None = None) -> list[Row]:
     """``cluster.rows_agents`` plus state, drain reason and running tasks; recovered agents too."""
     tasks = running_tasks(state)
-    raw = {a.get("id"): a for a in state.get("slaves") or []}
+    raw = {a.get("id"): a for a in cluster.state_agents(state)}
     rows = cluster.rows_agents(state, revocable)
     for r in rows:
         a = raw.get(r["id"], {})

@@ -70,11 +70,17 @@ def attributes_text(attributes: dict[str, Any]) -> str:
     return ";".join(f"{k}:{attribute_text(v)}" for k, v in sorted(attributes.items()))
 
 
+def state_agents(state: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every agent ``/state`` shows: the registered ones (``slaves``, as in Mesos) and the
+    unreachable ones the master keeps apart (``unreachable_agents``)."""
+    return [*(state.get("slaves") or []), *(state.get("unreachable_agents") or [])]
+
+
 def rows_agents(state: dict[str, Any], revocable: dict[str, dict[str, float]] | None = None) -> list[Row]:
     """Agents from ``/state``; ``revocable`` (``revocable_used``) splits each agent's usage:
     ``revocable_used_resources`` is the revocable part of ``used_resources``."""
     rows: list[Row] = []
-    for a in state.get("slaves", []) or []:
+    for a in state_agents(state):
         total, used = _res(a.get("resources")), _res(a.get("used_resources"))
         offered = _res(a.get("offered_resources"))
         rows.append(

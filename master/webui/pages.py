@@ -316,7 +316,7 @@ def frameworks_page(state: State) -> Html:
             (
                 framework_link(str(fw.get("id", ""))),
                 fw.get("name", ""),
-                ", ".join(fw.get("roles", [])) or "*",
+                ", ".join(fw.get("roles") or [fw.get("role") or "*"]),
                 framework_label(fw, completed),
                 fw.get("user", ""),
                 resources_text(fw.get("used_resources")),
@@ -348,7 +348,7 @@ def framework_page(state: State, framework_id: str) -> Html | None:
             ("status", framework_label(fw, completed)),
             ("user", fw.get("user", "")),
             ("principal", fw.get("principal") or "-"),
-            ("roles", ", ".join(fw.get("roles", [])) or "*"),
+            ("roles", ", ".join(fw.get("roles") or [fw.get("role") or "*"])),
             ("capabilities", ", ".join(fw.get("capabilities", [])) or "-"),
             ("hostname", fw.get("hostname") or "-"),
             ("web UI", external_link(str(fw.get("webui_url", ""))) if fw.get("webui_url") else "-"),
