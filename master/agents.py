@@ -385,7 +385,8 @@ class AgentRules(CoreBase):
                     fx,
                 )
                 continue
-            self._master_update(fw, tid, TS.TASK_GONE, R.REASON_AGENT_REREGISTERED, "Task not on the agent", now, fx, ag.agent_id)
+            if not task.lost_reported:  # (else the framework had its terminal update: LOST)
+                self._master_update(fw, tid, TS.TASK_GONE, R.REASON_AGENT_REREGISTERED, "Task not on the agent", now, fx, ag.agent_id)
             self._finish_task(fw, task, TS.TASK_LOST, now, fx, recover=False)
         for fid in sorted(shutdown):
             self._to_agent(ag.agent_id, ac.ShutdownFramework(framework_id=mesos.FrameworkID(fid)), fx)
@@ -502,6 +503,16 @@ class AgentRules(CoreBase):
                 task.statuses.append(status)
         task.status_update_state = status.state
         task.status_update_uuid = status.uuid
+        if task.lost_reported:
+            # the framework was told TASK_LOST (its terminal update) when the agent became
+            # unreachable: what the agent says now (the kill on its return, or how the task ended
+            # meanwhile) is acknowledged on its behalf, never a second terminal update
+            if status.uuid is not None:
+                task.acked_uuid = status.uuid
+                self._to_agent(ag.agent_id, ac.AcknowledgeMsg(framework_id=upd.framework_id, task_id=status.task_id, uuid=status.uuid), fx)
+            if ag.drain is not None:
+                self._drain_progress(ag, now, fx)
+            return
         shown = for_framework(status.state, fw.partition_aware)
         if shown is TS.TASK_KILLING and "TASK_KILLING_STATE" not in fw.capabilities:
             # frameworks without TASK_KILLING_STATE never see it; acknowledge on their behalf
@@ -553,6 +564,7 @@ class AgentRules(CoreBase):
             if fw is None or task is None or task.state is TS.TASK_UNREACHABLE:
                 continue
             task.state = TS.TASK_UNREACHABLE
+            task.lost_reported = not fw.partition_aware  # it sees TASK_LOST: its one terminal update
             status = self._master_update(fw, tid, TS.TASK_UNREACHABLE, R.REASON_AGENT_REMOVED, f"Agent {ag.agent_id} is unreachable: {reason}", now, fx, ag.agent_id, task.executor_id)
             self._op_task_updated(task, TS.TASK_UNREACHABLE, status, now, fx)
         for fw in self.frameworks.values():

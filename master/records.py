@@ -33,6 +33,10 @@ class TaskRec:
     status_update_uuid: bytes | None = None
     acked_uuid: bytes | None = None  # the last status uuid the framework acknowledged
     usage: TaskUsage | None = None  # the agent's last USAGE_REPORT figures for it
+    # the framework (not partition-aware) was told TASK_LOST when the agent became unreachable:
+    # that was its terminal update, so what the agent reports later is acknowledged on the
+    # framework's behalf and not forwarded
+    lost_reported: bool = False
 
     @property
     def latest(self) -> mesos.TaskStatus | None:
