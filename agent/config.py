@@ -77,6 +77,12 @@ class AgentConfig:
     # share of one device (gpus below 1) instead of whole devices only
     nvidia_gpu_devices: str | None = None
     gpu_sharing: bool = False
+    # the fetcher (agent/fetcher.py): CommandInfo.uris into the sandbox before the task starts
+    fetcher_cache_dir: Path | None = attrs.field(default=None, converter=attrs.converters.optional(Path))  # <work-dir>/fetcher-cache
+    fetcher_cache_size: int = 2 << 30  # bytes the cache keeps (Mesos' --fetcher_cache_size, 2 GB)
+    fetcher_stall_timeout: float = 60.0  # a download with no data for this long fails
+    fetcher_progress_interval: float = 10.0  # a TASK_STARTING with the progress this often during a fetch
+    frameworks_home: str | None = None  # where relative local URIs are taken from (Mesos' --frameworks_home)
 
     # TLS (protocol/tls.py): the master's CA (pinned; implies wss://), and this agent's certificate:
     # its client certificate for mTLS and the one its own HTTPS server (files, executor API) serves
@@ -135,6 +141,10 @@ class AgentConfig:
                 raise ConfigError(f"--oversubscribed: {e}") from e
         if self.isolation not in ("auto", "cgroups-v2", "cgroups-v1", "psutil"):
             raise ConfigError("--isolation must be auto, cgroups-v2, cgroups-v1 or psutil")
+        if self.fetcher_cache_size < 0 or self.fetcher_stall_timeout <= 0 or self.fetcher_progress_interval < 0:
+            raise ConfigError("--fetcher-cache-size must be >= 0, --fetcher-stall-timeout > 0, --fetcher-progress-interval >= 0")
+        if self.frameworks_home is not None and not self.frameworks_home.startswith("/"):
+            raise ConfigError(f"--frameworks-home must be an absolute path, not {self.frameworks_home!r}")
         if self.pids_max < 0:
             raise ConfigError("--pids-max must be >= 0 (0: no limit)")
         if self.usage_report_interval < 0:

@@ -13,6 +13,7 @@ import uvloop
 
 from agent import auth as agent_auth
 from agent.config import AgentConfig, ConfigError
+from agent.fetch_plan import parse_bytes
 from agent.service import AgentService, StartupError
 
 log = logging.getLogger("agent")
@@ -124,6 +125,15 @@ async def _serve(config: AgentConfig) -> int:
     type=float, help="Cap of the status update resend interval (Mesos' --status_update_retry_interval_max).",
 )
 @click.option("--monitor-interval", default=0.5, show_default=True, type=float, help="Usage sampling period.")
+@click.option("--fetcher-cache-dir", default=None, type=click.Path(file_okay=False, path_type=Path),
+              help="Where the fetcher caches URIs asked with cache=true (default: <work-dir>/fetcher-cache; emptied at start).")
+@click.option("--fetcher-cache-size", default="2GB", show_default=True,
+              help="Most bytes the fetcher cache keeps (least recently used entries are evicted), e.g. 512MB.")
+@click.option("--fetcher-stall-timeout", default=60.0, show_default=True, type=float,
+              help="A download that receives no data for this many seconds fails the task.")
+@click.option("--fetcher-progress-interval", default=10.0, show_default=True, type=float,
+              help="Seconds between the TASK_STARTING updates that report a long fetch's progress (0: none).")
+@click.option("--frameworks-home", default=None, help="Absolute directory that relative local URI paths are taken from.")
 @click.option("--log-level", default="INFO", show_default=True)
 @click.option("--master-ca", default=None, type=click.Path(path_type=Path), help="The master's CA (PEM), pinned: the channel is wss://.")
 @click.option("--tls-cert", default=None, type=click.Path(path_type=Path), help="PEM certificate: the client certificate for mTLS and this agent's HTTPS server.")
@@ -145,6 +155,7 @@ def main(**kw: object) -> None:
         kw.pop("hostname")
     kw["master_tls"] = str(kw["master"]).strip().lower().startswith(("https://", "wss://"))
     try:
+        kw["fetcher_cache_size"] = parse_bytes(str(kw["fetcher_cache_size"]))
         config = AgentConfig(**kw)  # type: ignore[arg-type]
     except (ConfigError, TypeError, ValueError) as e:
         raise click.UsageError(str(e)) from e

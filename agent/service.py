@@ -41,6 +41,8 @@ from agent.checkpoint import (
 from agent.config import AgentConfig
 from agent.environment import task_environment
 from agent.executors import ExecutorGlue
+from agent.fetch_plan import failure as fetch_failure
+from agent.fetcher import Fetched, Fetcher, default_cache_dir
 from agent.gc import SandboxGC
 from agent.gpus import (
     GpuBook,
@@ -224,6 +226,11 @@ class AgentService(Service):
         self._drops_lock = threading.Lock()
         self._runner: web.AppRunner | None = None
         self.executors = ExecutorGlue(self)
+        self.fetcher = Fetcher(
+            config.fetcher_cache_dir or default_cache_dir(config.work_dir), config.fetcher_cache_size,
+            stall_timeout=config.fetcher_stall_timeout, frameworks_home=config.frameworks_home,
+            progress_interval=config.fetcher_progress_interval,
+        )
         self.sandbox_gc = SandboxGC(self.checkpoint.sandboxes, config.sandbox_gc_delay)
         self.run_as: dict[tuple[str, str], users.RunAs] = {}
         self.setpriv = users.setpriv_path()
@@ -259,6 +266,7 @@ class AgentService(Service):
         except TlsError as e:
             raise StartupError(str(e)) from e
         self.checkpoint.init()
+        await asyncio.to_thread(self.fetcher.init)
         await self._start_http()
         await recovery.recover(self)
         self.channel = AgentChannel(
@@ -331,6 +339,7 @@ class AgentService(Service):
         await asyncio.get_running_loop().run_in_executor(self._disk, self.checkpoint.close)
         self._disk.shutdown(wait=True)
         self._spawners.shutdown(wait=True)
+        self.fetcher.close()
         for key in list(self._oom_fds):
             self.unwatch_oom(key)
         await asyncio.to_thread(self.isolator.close)
@@ -626,6 +635,10 @@ class AgentService(Service):
                 self.executors.call("acknowledged", eff.framework_id, eid, eff.task_id, eff.uuid)
         elif isinstance(eff, su.Ignored):
             log.debug("status update: %s/%s %s", eff.framework_id, eff.task_id, eff.why)
+        elif isinstance(eff, tk.FetchTask):
+            self.spawn(self._fetch(eff.spec), name=f"fetch-{eff.spec.task_id}")
+        elif isinstance(eff, tk.CancelFetch):
+            self.fetcher.cancel(_task_key(eff.framework_id, eff.task_id))
         elif isinstance(eff, tk.StartExecutor):
             self.executors.start(eff)
         elif isinstance(eff, tk.HandToExecutor):
@@ -672,6 +685,34 @@ class AgentService(Service):
             self.isolator.release(key)
             return _SpawnResult(spec, None, f"Failed to launch: {e}")
         return _SpawnResult(spec, proc)
+
+    async def _fetch(self, spec: TaskSpec) -> None:
+        """The task's URIs into its sandbox (``agent/fetcher.py``, worker threads), then the
+        tracker spawns it (``Fetched``) or fails it (``FetchFailed``)."""
+        fid, tid = spec.framework_id, spec.task_id
+        assert spec.command is not None
+        run_as = self.run_as.get((fid, tid))
+
+        def progress(message: str) -> None:
+            self.submit(self.tracker.handle(tk.FetchProgress(fid, tid, message), self.clock.now()))
+
+        try:
+            sandbox = self.checkpoint.sandbox(fid, tid)
+        except CheckpointError as e:
+            result: object = e
+        else:
+            owner = (run_as.uid, run_as.gid) if run_as is not None else None
+            result = await self.fetcher.fetch(_task_key(fid, tid), tid, spec.command.uris, sandbox, owner, progress)
+        if result is None:
+            return  # cancelled: the task was killed
+        now = self.clock.now()
+        if isinstance(result, Fetched):
+            log.info("task %s/%s: %s", fid, tid, result.message)
+            self.submit(self.tracker.handle(tk.Fetched(fid, tid, result.message), now))
+        else:
+            why = getattr(result, "message", None) or str(result)
+            log.warning("task %s/%s: %s", fid, tid, why)
+            self.submit(self.tracker.handle(tk.FetchFailed(fid, tid, fetch_failure(tid, why)), now))
 
     def _spawned(self, r: _SpawnResult) -> None:
         """Event loop: watch the new process and tell the tracker."""

@@ -23,6 +23,7 @@ from collections.abc import Iterable
 
 import attrs
 
+from agent.fetch_plan import starting
 from agent.taskspec import TaskSpec
 from protocol.task_states import TaskState, check_transition, is_terminal
 
@@ -80,6 +81,34 @@ class LaunchRejected:
     executor_id: str | None = None
     reason: str = "REASON_TASK_INVALID"
     state: TaskState = S.TASK_ERROR
+
+
+@attrs.frozen
+class Fetched:
+    """The task's URIs are in its sandbox (``agent/fetcher.py``): spawn it. ``message``: what
+    was fetched, for its TASK_RUNNING message."""
+
+    framework_id: str
+    task_id: str
+    message: str
+
+
+@attrs.frozen
+class FetchFailed:
+    """Fetching the task's URIs failed: TASK_FAILED (``REASON_CONTAINER_LAUNCH_FAILED``)."""
+
+    framework_id: str
+    task_id: str
+    message: str
+
+
+@attrs.frozen
+class FetchProgress:
+    """A long fetch is still going: a TASK_STARTING update with ``message``."""
+
+    framework_id: str
+    task_id: str
+    message: str
 
 
 @attrs.frozen
@@ -223,6 +252,9 @@ class RecoveredTask:
 Event = (
     LaunchTask
     | LaunchRejected
+    | Fetched
+    | FetchFailed
+    | FetchProgress
     | Spawned
     | SpawnFailed
     | Exited
@@ -251,6 +283,21 @@ class CheckpointTask:
 @attrs.frozen
 class SpawnTask:
     spec: TaskSpec
+
+
+@attrs.frozen
+class FetchTask:
+    """Fetch the task's ``CommandInfo.uris`` into its sandbox (then ``Fetched``/``FetchFailed``)."""
+
+    spec: TaskSpec
+
+
+@attrs.frozen
+class CancelFetch:
+    """The task was killed while its URIs were being fetched: stop the fetch."""
+
+    framework_id: str
+    task_id: str
 
 
 @attrs.frozen
@@ -338,6 +385,8 @@ class DropTask:
 Effect = (
     CheckpointTask
     | SpawnTask
+    | FetchTask
+    | CancelFetch
     | StartExecutor
     | HandToExecutor
     | SignalTask
@@ -363,6 +412,8 @@ class TaskRecord:
     kill_message: str | None = None
     hard_killed: bool = False
     exit_code: int | None = None
+    fetching: bool = False  # its URIs are being fetched (no process yet)
+    launch_note: str | None = None  # what the fetch did, for the TASK_RUNNING message
 
     @property
     def key(self) -> TaskKey:
@@ -429,6 +480,23 @@ class TaskTracker:
                 return [EmitStatus(fid, tid, state, "SOURCE_AGENT", reason, message, eid)]
             case Spawned(fid, tid, pid):
                 return self._spawned(fid, tid, pid, now)
+            case Fetched(fid, tid, message):
+                t = self.tasks.get((fid, tid))
+                if t is None or t.terminal or not t.fetching:
+                    return []
+                t.fetching, t.launch_note = False, message
+                return [SpawnTask(t.spec)]
+            case FetchFailed(fid, tid, message):
+                t = self.tasks.get((fid, tid))
+                if t is None or t.terminal or not t.fetching:
+                    return []
+                t.fetching = False
+                return self._finish(t, S.TASK_FAILED, "REASON_CONTAINER_LAUNCH_FAILED", message, "SOURCE_AGENT")
+            case FetchProgress(fid, tid, message):
+                t = self.tasks.get((fid, tid))
+                if t is None or not t.fetching or t.state is not S.TASK_STARTING:
+                    return []
+                return [EmitStatus(fid, tid, S.TASK_STARTING, message=message)]
             case SpawnFailed(fid, tid, message):
                 t = self.tasks.get((fid, tid))
                 if t is None or t.terminal:
@@ -489,6 +557,14 @@ class TaskTracker:
         t = TaskRecord(spec)
         self.tasks[key] = t
         if spec.command is not None:
+            if spec.command.uris:  # fetched first; TASK_STARTING says so
+                t.fetching = True
+                self._move(t, S.TASK_STARTING)
+                return [
+                    CheckpointTask(spec),
+                    EmitStatus(spec.framework_id, spec.task_id, S.TASK_STARTING, message=starting(len(spec.command.uris))),
+                    FetchTask(spec),
+                ]
             return [CheckpointTask(spec), SpawnTask(spec)]
         assert spec.executor_id is not None
         ekey = (spec.framework_id, spec.executor_id)
@@ -512,9 +588,10 @@ class TaskTracker:
             return [SignalTask(fid, tid, "KILL")] if t is not None else []
         t.pid = pid
         out: list[Effect] = []
-        if t.state is S.TASK_STAGING:
+        if t.state in (S.TASK_STAGING, S.TASK_STARTING):
             self._move(t, S.TASK_RUNNING)
-            out.append(EmitStatus(fid, tid, S.TASK_RUNNING, message=f"pid {pid}"))
+            note = f" ({t.launch_note})" if t.launch_note else ""
+            out.append(EmitStatus(fid, tid, S.TASK_RUNNING, message=f"pid {pid}{note}"))
         if t.kill_reason is not None:  # killed while launching: signal now
             out.extend(self._signal_kill(t, now))
         return out
@@ -579,7 +656,14 @@ class TaskTracker:
                 out.append(EmitStatus(fid, tid, S.TASK_KILLING, "SOURCE_AGENT", executor_id=t.spec.executor_id))
             out.append(KillViaExecutor(fid, t.spec.executor_id, tid, g))
             return out
-        if t.state is S.TASK_STAGING and t.pid is None:
+        if t.fetching:  # nothing runs yet: stop the fetch, the task ends here
+            t.fetching = False
+            state, why = _KILL_OUTCOME[reason]
+            return [
+                CancelFetch(fid, tid),
+                *self._finish(t, state, why or "REASON_TASK_KILLED_DURING_LAUNCH", message or "Killed while fetching its URIs", "SOURCE_AGENT"),
+            ]
+        if t.state in (S.TASK_STAGING, S.TASK_STARTING) and t.pid is None:
             # Not spawned yet: the spawn is in flight; kill it as soon as it is reported.
             t.kill_deadline = now + g
             return []
@@ -729,7 +813,7 @@ class TaskTracker:
             return self._finish(t, S.TASK_LOST, "REASON_AGENT_RESTARTED", "Agent restarted; executor task not recovered", "SOURCE_AGENT")
         if r.alive:
             out: list[Effect] = []
-            if t.state is S.TASK_STAGING:
+            if t.state in (S.TASK_STAGING, S.TASK_STARTING):
                 self._move(t, S.TASK_RUNNING)
                 out.append(EmitStatus(fid, tid, S.TASK_RUNNING, message=f"pid {r.pid} (recovered)"))
             if r.kill_reason is not None:

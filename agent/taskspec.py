@@ -14,8 +14,17 @@ import re
 
 import attrs
 
+from agent.fetch_plan import UriError, check_uri
 from protocol.ids import valid_path_id
-from protocol.mesos import CommandInfo, ContainerInfo, ContainerType, ExecutorInfo, ExecutorType, TaskInfo
+from protocol.mesos import (
+    URI,
+    CommandInfo,
+    ContainerInfo,
+    ContainerType,
+    ExecutorInfo,
+    ExecutorType,
+    TaskInfo,
+)
 from protocol.resources import ResourceError, Resources
 
 __pure__ = True
@@ -71,6 +80,7 @@ class CommandSpec:
     argv: tuple[str, ...]
     environment: tuple[tuple[str, str], ...] = ()
     user: str | None = None
+    uris: tuple[URI, ...] = ()  # fetched into the sandbox before it runs (agent/fetcher.py)
 
 
 @attrs.frozen
@@ -116,7 +126,12 @@ def command_spec(cmd: CommandInfo) -> CommandSpec:
     if cmd.environment is not None:
         env = tuple((v.name, v.value or "") for v in cmd.environment.variables)
     check_environment(env)
-    return CommandSpec(argv=argv, environment=env, user=cmd.user)
+    for uri in cmd.uris:
+        try:
+            check_uri(uri)
+        except UriError as e:
+            raise SpecError(str(e)) from e
+    return CommandSpec(argv=argv, environment=env, user=cmd.user, uris=tuple(cmd.uris))
 
 
 def _seconds(ns: int | None) -> float | None:
