@@ -213,7 +213,16 @@ class StateViews:
         out["executors"] = [executor_json(aid, ex) for (aid, _eid), ex in fw.executors.items()]
         if info.labels is not None and info.labels.labels:
             out["labels"] = [codec.to_builtins(lb) for lb in info.labels.labels]
+        out |= self._offers_reason(fw, offers)  # Agora addition
         return out
+
+    def _offers_reason(self, fw: FrameworkRec, offers: list[Any]) -> dict[str, str]:
+        """``offers_reason``: why a connected framework holding no offers gets none (the
+        allocator's explanation; e.g. GPU agents and no ``GPU_RESOURCES``)."""
+        alloc = self.svc.allocator
+        if offers or alloc is None or fw.phase is not FrameworkPhase.SUBSCRIBED:
+            return {}
+        return {"offers_reason": alloc.why_not_offered(fw.framework_id)}
 
     def _agent_used(self, ag: AgentRec) -> Resources:
         frameworks = self.svc.state.frameworks

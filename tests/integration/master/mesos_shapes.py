@@ -64,6 +64,7 @@ FRAMEWORK = shape(
     "user failover_timeout checkpoint registered_time unregistered_time resources tasks unreachable_tasks "
     "completed_tasks offers executors",
     "pid principal reregistered_time role roles labels",
+    "offers_reason",
 )
 # json(Task)
 TASK = shape(
