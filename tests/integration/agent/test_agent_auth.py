@@ -19,9 +19,10 @@ from aiohttp import web
 from agent.config import AgentConfig
 from agent.recovery import StartupError
 from agent.service import AgentService
-from master.config import MasterConfig
 from master.service import MasterService
 from protocol.authn import basic_header, bearer_header
+
+from ..cluster import running_master
 
 CREDS = {
     "credentials": [{"principal": "ag", "secret": "ag-secret", "kind": "agent"}, {"principal": "ops", "secret": "ops-secret"}],
@@ -34,15 +35,13 @@ ACLS = {"register_agents": [{"principals": {"values": ["ag"]}, "agents": {"type"
 async def master(tmp_path: Path) -> AsyncIterator[MasterService]:
     (tmp_path / "creds.json").write_text(json.dumps(CREDS))
     (tmp_path / "acls.json").write_text(json.dumps(ACLS))
-    svc = MasterService(MasterConfig(
-        port=0, work_dir=str(tmp_path / "master"), ping_interval=0.5, credentials=str(tmp_path / "creds.json"),
-        acls=str(tmp_path / "acls.json"), authenticate_agents=True,
-    ))
-    await svc.start()
-    try:
+    async with running_master(
+        tmp_path / "master",
+        credentials=str(tmp_path / "creds.json"),
+        acls=str(tmp_path / "acls.json"),
+        authenticate_agents=True,
+    ) as svc:
         yield svc
-    finally:
-        await svc.stop()
 
 
 @pytest.fixture

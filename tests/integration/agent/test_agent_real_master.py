@@ -14,8 +14,9 @@ import pytest
 
 from agent.config import AgentConfig
 from agent.service import AgentService
-from master.config import MasterConfig
 from master.service import MasterService
+
+from ..cluster import master_config
 
 pytestmark = pytest.mark.slow
 N = 3
@@ -80,9 +81,7 @@ async def _until(cond: Any, within: float = 10.0) -> None:
 
 
 async def test_pymesos_tasks_on_real_master_and_agent(tmp_path: Path) -> None:
-    mcfg = MasterConfig(ip="127.0.0.1", port=0, work_dir=str(tmp_path / "master"), heartbeat_interval=1.0,  # type: ignore[call-arg]
-                        ping_interval=0.5, ping_timeout=5.0, agent_reregister_timeout=5.0, read_timeout=5.0)
-    master = MasterService(mcfg)
+    master = MasterService(master_config(tmp_path / "master"))
     await master.start()
     agent = AgentService(AgentConfig(master=f"127.0.0.1:{master.port}", work_dir=tmp_path / "agent",
                                      resources="cpus:2;mem:1024;disk:100", default_grace=0.5))

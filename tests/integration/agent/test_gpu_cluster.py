@@ -28,7 +28,7 @@ from protocol import mesos
 from protocol.backoff import Backoff
 
 from ..agent_process import start_ready, stop_process
-from ..master.conftest import master_config
+from ..cluster import master_config
 
 pytestmark = pytest.mark.slow
 

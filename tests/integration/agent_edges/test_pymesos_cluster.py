@@ -17,10 +17,10 @@ from typing import Any
 import psutil
 import pytest
 
-from agent.config import AgentConfig
 from agent.service import AgentService
-from master.config import MasterConfig
 from master.service import MasterService
+
+from ..cluster import running_cluster
 
 HERE = Path(__file__).resolve().parent
 WAIT = 60.0
@@ -28,31 +28,11 @@ WAIT = 60.0
 
 @pytest.fixture
 async def cluster(tmp_path: Path) -> AsyncIterator[tuple[MasterService, AgentService]]:
-    master = MasterService(
-        MasterConfig(
-            ip="127.0.0.1",
-            port=0,
-            work_dir=str(tmp_path / "master"),
-            heartbeat_interval=1.0,
-            ping_interval=0.5,
-        )
-    )
-    await master.start()
-    agent = AgentService(
-        AgentConfig(
-            master=f"127.0.0.1:{master.port}",
-            work_dir=tmp_path / "agent",
-            resources="cpus:2;mem:1024;disk:1024;ports:[31000-31010]",
-            fsync=False,
-            executor_shutdown_grace=1.0,
-        )
-    )
-    await agent.start()
+    agent = dict(resources="cpus:2;mem:1024;disk:1024;ports:[31000-31010]", fsync=False, executor_shutdown_grace=1.0)
     try:
-        yield master, agent
+        async with running_cluster(tmp_path, agent=agent) as both:
+            yield both
     finally:
-        await agent.stop()
-        await master.stop()
         # Nothing the test started may outlive it (the executor runs in its own session).
         for p in psutil.process_iter(["cmdline"]):
             with contextlib.suppress(psutil.Error):

@@ -17,10 +17,10 @@ from typing import Any
 
 import pytest
 
-from agent.config import AgentConfig
 from agent.service import AgentService
-from master.config import MasterConfig
 from master.service import MasterService
+
+from ..cluster import running_cluster
 
 HERE = Path(__file__).resolve().parent
 WAIT = 60.0
@@ -28,33 +28,15 @@ WAIT = 60.0
 
 @pytest.fixture
 async def cluster(tmp_path: Path) -> AsyncIterator[tuple[MasterService, AgentService]]:
-    master = MasterService(
-        MasterConfig(
-            ip="127.0.0.1",
-            port=0,
-            work_dir=str(tmp_path / "master"),
-            heartbeat_interval=1.0,
-            ping_interval=0.5,
-        )
+    agent = dict(
+        resources="cpus:2;mem:512;disk:256;ports:[31000-31010]",
+        resource_estimator="fixed",
+        oversubscribed="cpus:4",
+        estimate_interval=0.1,
+        fsync=False,
     )
-    await master.start()
-    agent = AgentService(
-        AgentConfig(
-            master=f"127.0.0.1:{master.port}",
-            work_dir=tmp_path / "agent",
-            resources="cpus:2;mem:512;disk:256;ports:[31000-31010]",
-            resource_estimator="fixed",
-            oversubscribed="cpus:4",
-            estimate_interval=0.1,
-            fsync=False,
-        )
-    )
-    await agent.start()
-    try:
-        yield master, agent
-    finally:
-        await agent.stop()
-        await master.stop()
+    async with running_cluster(tmp_path, agent=agent) as both:
+        yield both
 
 
 class Scheduler:

@@ -11,23 +11,15 @@ import pytest
 from frameworks.batch.model import JobState, spec_from_dict
 from frameworks.batch.service import BatchService
 from frameworks.client.testing import SimAgent
-from master.config import MasterConfig
 from master.service import MasterService
+
+from ..cluster import running_master
 
 
 @pytest.fixture
 async def master(tmp_path: Path) -> AsyncIterator[MasterService]:
-    svc = MasterService(
-        MasterConfig(
-            ip="127.0.0.1", port=0, work_dir=str(tmp_path / "master"),
-            heartbeat_interval=1.0, ping_interval=0.5, ping_timeout=5.0, read_timeout=5.0,
-        )
-    )
-    await svc.start()
-    try:
+    async with running_master(tmp_path / "master") as svc:
         yield svc
-    finally:
-        await svc.stop()
 
 
 async def until(batch: BatchService, pred: Callable[[], object], within: float = 20.0) -> None:

@@ -13,7 +13,6 @@ from frameworks.cli.common import ManagedProcess, start_process, stop_process
 from frameworks.client.driver import Scheduler, SchedulerDriver
 from frameworks.client.placement import Ask, first_fit
 from frameworks.client.transport import HttpTransport
-from master.config import MasterConfig
 from master.service import MasterService
 from protocol.backoff import Backoff
 from protocol.mesos import CommandInfo, FrameworkInfo, TaskInfo, TaskStatus
@@ -21,18 +20,15 @@ from protocol.mesos_common import TaskID
 from protocol.resources import Resources
 from protocol.task_states import TaskState
 
+from ..cluster import running_master
+
 pytestmark = pytest.mark.slow
 
 
 @pytest.fixture
 async def master(tmp_path: Path) -> AsyncIterator[MasterService]:
-    svc = MasterService(MasterConfig(ip="127.0.0.1", port=0, work_dir=str(tmp_path / "master"),
-                                     heartbeat_interval=1.0, ping_interval=0.5, ping_timeout=5.0))
-    await svc.start()
-    try:
+    async with running_master(tmp_path / "master") as svc:
         yield svc
-    finally:
-        await svc.stop()
 
 
 @pytest.fixture

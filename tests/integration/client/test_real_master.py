@@ -17,7 +17,6 @@ from frameworks.cli import cluster
 from frameworks.client.driver import SchedulerDriver
 from frameworks.client.testing import SimAgent
 from frameworks.client.transport import HttpTransport
-from master.config import MasterConfig
 from master.service import MasterService
 from protocol import codec
 from protocol.backoff import Backoff
@@ -26,24 +25,13 @@ from protocol.mesos_common import TaskID
 from protocol.resources import Resources
 from protocol.task_states import TaskState
 
+from ..cluster import master_config, running_master
+
 
 @pytest.fixture
 async def master(tmp_path: Path) -> AsyncIterator[MasterService]:
-    cfg = MasterConfig(
-        ip="127.0.0.1",
-        port=0,
-        work_dir=str(tmp_path / "master"),
-        heartbeat_interval=1.0,
-        ping_interval=0.5,
-        ping_timeout=5.0,
-        read_timeout=5.0,
-    )
-    svc = MasterService(cfg)
-    await svc.start()
-    try:
+    async with running_master(tmp_path / "master") as svc:
         yield svc
-    finally:
-        await svc.stop()
 
 
 @pytest.fixture
@@ -143,8 +131,7 @@ async def test_failover_to_a_restarted_master_keeps_the_framework_id(tmp_path: P
     from frameworks.cli.common import free_port
 
     port = free_port()
-    cfg = MasterConfig(ip="127.0.0.1", port=port, work_dir=str(tmp_path / "m"), heartbeat_interval=1.0,
-                       ping_interval=0.5, ping_timeout=5.0, read_timeout=5.0)
+    cfg = master_config(tmp_path / "m", port=port)
     first = MasterService(cfg)
     await first.start()
     d = SchedulerDriver(info(CapabilityType.REUSABLE_OFFERS), HttpTransport(f"127.0.0.1:{port}"),

@@ -5,30 +5,12 @@ from pathlib import Path
 
 import pytest
 
-from master.config import MasterConfig
 from master.service import MasterService
 
-
-def master_config(work_dir: Path, **kw: object) -> MasterConfig:
-    base = dict(
-        ip="127.0.0.1",
-        port=0,
-        work_dir=str(work_dir),
-        heartbeat_interval=1.0,
-        ping_interval=0.5,
-        ping_timeout=5.0,
-        agent_reregister_timeout=5.0,
-        read_timeout=5.0,
-    )
-    base.update(kw)
-    return MasterConfig(**base)  # type: ignore[arg-type]
+from ..cluster import running_master
 
 
 @pytest.fixture
 async def master(tmp_path: Path) -> AsyncIterator[MasterService]:
-    svc = MasterService(master_config(tmp_path / "master"))
-    await svc.start()
-    try:
+    async with running_master(tmp_path / "master") as svc:
         yield svc
-    finally:
-        await svc.stop()

@@ -17,7 +17,7 @@ from protocol import agent_channel as ac
 from protocol import codec, mesos, recordio
 from protocol.resources import Resources
 
-from .conftest import master_config
+from ..cluster import master_config
 
 ET = mesos.EventType
 

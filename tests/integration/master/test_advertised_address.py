@@ -14,7 +14,7 @@ from master.service import MasterService
 from protocol import codec
 from protocol.detector import master_address
 
-from .conftest import master_config
+from ..cluster import master_config
 
 
 async def test_the_master_publishes_its_advertised_address(tmp_path: Path) -> None:

@@ -18,7 +18,7 @@ from master.testing_agent import FakeAgent
 from protocol.authn import basic_header, bearer_header
 from protocol.recordio import RecordIODecoder
 
-from .conftest import master_config
+from ..cluster import master_config
 from .test_pymesos import MesosSchedulerDriver, Scheduler, _wait
 
 CREDENTIALS = {

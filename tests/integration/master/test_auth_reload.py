@@ -21,7 +21,7 @@ from master.testing_agent import FakeAgent
 from protocol.authn import basic_header, bearer_header
 
 from ..agent_process import stop_process
-from .conftest import master_config
+from ..cluster import master_config
 from .test_auth import ACLS, AG, CREDENTIALS, OPS, get, write_auth_files
 
 

@@ -20,7 +20,7 @@ from protocol import agent_channel as ac
 from protocol import codec, mesos
 from protocol.resources import Resources
 
-from .conftest import master_config
+from ..cluster import master_config
 
 BAD_FRAMES = [
     b"\xc1",  # never-used msgpack byte

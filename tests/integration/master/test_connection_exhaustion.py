@@ -16,7 +16,7 @@ from master.service import MasterService
 from master.testing_agent import FakeAgent
 from protocol import codec, mesos
 
-from .conftest import master_config
+from ..cluster import master_config
 from .test_native_msgpack import MsgpackScheduler
 
 

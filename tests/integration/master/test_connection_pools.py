@@ -15,7 +15,7 @@ from master.service import MasterService, agent_connection_cap
 from master.testing_agent import FakeAgent
 from protocol import agent_channel as ac
 
-from .conftest import master_config
+from ..cluster import master_config
 
 
 async def test_agents_do_not_use_the_general_connection_cap(tmp_path: Path) -> None:

@@ -10,7 +10,7 @@ import aiohttp
 from master.service import MasterService
 from protocol import codec, mesos
 
-from .conftest import master_config
+from ..cluster import master_config
 
 SUB = {
     "type": "SUBSCRIBE",

@@ -23,8 +23,8 @@ from master.testing_agent import FakeAgent
 from protocol import codec, mesos
 from protocol.resources import Resources
 
+from ..cluster import master_config
 from . import mesos_shapes as ms
-from .conftest import master_config
 from .test_native_msgpack import MsgpackScheduler
 
 FORM = {"Content-Type": "application/x-www-form-urlencoded"}

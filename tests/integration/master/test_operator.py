@@ -14,8 +14,8 @@ from master.service import MasterService
 from master.testing_agent import FakeAgent
 from protocol import codec
 
+from ..cluster import master_config
 from . import mesos_shapes
-from .conftest import master_config
 from .test_native_msgpack import MsgpackScheduler
 
 

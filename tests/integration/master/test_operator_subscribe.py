@@ -203,7 +203,7 @@ async def test_read_acls_decide_what_each_operator_stream_shows(tmp_path: Path) 
     from frameworks.client.testing import SimAgent
     from protocol.authn import bearer_header
 
-    from .conftest import master_config
+    from ..cluster import master_config
 
     (tmp_path / "credentials.json").write_text(json.dumps({"tokens": [
         {"principal": "ops", "token": "ops-token", "kind": "operator"},

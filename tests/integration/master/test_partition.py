@@ -35,7 +35,7 @@ from protocol.mesos_common import TaskID
 from protocol.resources import Resources
 from protocol.task_states import TaskState, is_terminal
 
-from .conftest import master_config
+from ..cluster import master_config
 
 pytestmark = pytest.mark.slow
 

@@ -144,7 +144,7 @@ async def test_failed_registry_write_stops_the_master_before_it_acts(tmp_path: P
 
     from master.service import MasterService
 
-    from .conftest import master_config
+    from ..cluster import master_config
 
     svc = MasterService(master_config(tmp_path / "m"))
     await svc.start()

@@ -15,7 +15,7 @@ from master.events import Persist
 from master.registry_ops import FrameworkRemoved
 from master.service import MasterService
 
-from .conftest import master_config
+from ..cluster import master_config
 
 
 def _persist() -> list[Persist]:
