@@ -33,9 +33,13 @@ from frameworks.client.options import ServiceConnection, connection_options, run
     "--config", "config_path", default=None, type=click.Path(dir_okay=False, path_type=Path),
     help="TOML: users (principal -> OS account, shares), fair-share weights, limits, accounting retention.",
 )
+@click.option(
+    "--preempt-queues", default="", show_default=True,
+    help="Comma-separated queues whose jobs preempt lower-priority preemptible tasks (as if submitted with --preempt).",
+)
 def main(
     conn: ServiceConnection, host: str, advertise: str | None, port: int, work_dir: Path, roles: str,
-    gang_timeout: float, name: str, config_path: Path | None,
+    gang_timeout: float, name: str, config_path: Path | None, preempt_queues: str,
 ) -> None:
     """The Agora batch framework: queues, priorities, gangs, backfill, arrays, dependencies."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -44,7 +48,9 @@ def main(
     run_service(
         lambda: BatchService(
             conn.master, work_dir, host=host, advertise_host=advertise, port=port, roles=role_list, framework_name=name,
-            gang_timeout=gang_timeout, config=config, **conn.service_kwargs(),
+            gang_timeout=gang_timeout, config=config,
+            preempt_queues=tuple(q.strip() for q in preempt_queues.split(",") if q.strip()),
+            **conn.service_kwargs(),
         ),
         name,  # --name: the line says which service this is
         errors=(sqlite3.Error,),

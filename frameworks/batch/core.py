@@ -32,6 +32,8 @@ from typing import Any
 
 import attrs
 
+from frameworks.batch.backfill import Release, Reservation, Waiting
+from frameworks.batch.backfill import expected_starts as backfill_starts
 from frameworks.batch.config import BatchConfig
 from frameworks.batch.fairshare import Factors, JobFacts, Rate, Share, UsageBook, job_factors, shares_of
 from frameworks.batch.limits import LimitBook, OnLimit, never_fits, pending_problem
@@ -57,9 +59,13 @@ from frameworks.batch.planner import (
     JobView,
     OfferView,
     Placement,
+    Plan,
+    job_order_key,
+    matches,
     need_of,
     plan,
 )
+from frameworks.batch.preempt import Candidate, Need, choose
 from frameworks.client.demand import Demand
 from protocol.resources import Resources
 from protocol.task_states import TaskState
@@ -73,6 +79,9 @@ DRAINING_REASON = "REASON_AGENT_DRAINING"  # killed because the operator drains 
 # Killed for reasons of the cluster, not the task's: run again elsewhere without counting a failure
 NOT_A_FAILURE = frozenset({PREEMPTED_REASON, DRAINING_REASON})
 MAX_FREE_RELAUNCHES = 10
+# after the tasks evicted for a job have ended: how long their resources may take to come back
+# into the offers before the job, still not placed, may preempt again
+PREEMPT_SETTLE = 5.0
 # A launch that ends in one of these before the task ever ran did not run the user's command
 # (a stale offer, an agent gone meanwhile): relaunch it without spending a retry.
 # TASK_UNKNOWN is the master's reconciliation answer for a task it never heard of on an agent it
@@ -159,6 +168,7 @@ class JobRecord:
     next_run: float | None = None  # a periodic template: when its next run falls due
     runs: list[int] = attrs.field(factory=list)  # a periodic template: the runs it started
     notified: bool = False  # its final state was delivered to ``spec.notify``
+    preempted_by: int | None = None  # its tasks were evicted for this job and wait to run again
     # Indexes kept up to date by BatchCore._set_phase, so that no status update or scheduling
     # round scans the job's tasks: tasks per phase (settling a job is O(1)), the PENDING tasks,
     # those of them that may wait for a retry backoff, those with a failure behind them, and the
@@ -297,6 +307,20 @@ UPDATABLE = frozenset(
 PENDING_ONLY = frozenset({"cpus", "mem", "gpus", "disk", "gang", "queue", "ports"})
 
 
+@attrs.define
+class Preemption:
+    """A preemption under way: the tasks being killed for the preemptor, their agents, and when
+    the last of them ended."""
+
+    victims: frozenset[str] = frozenset()
+    agents: frozenset[str] = frozenset()
+    ended_at: float | None = None
+
+
+# a reservation of everything on an offer (a preemption's)
+ALL: Mapping[str, float] = {"cpus": 1e12, "mem": 1e12, "gpus": 1e12, "disk": 1e12}
+
+
 class BatchError(ValueError):
     """A request the core refuses (unknown job, cancelling a finished job...)."""
 
@@ -319,11 +343,16 @@ class BatchCore:
         gang_timeout: float = DEFAULT_GANG_TIMEOUT,
         decline_seconds: float = 5.0,
         config: BatchConfig | None = None,
+        preempt_queues: Iterable[str] = (),
     ) -> None:
         self.config = config or BatchConfig()
         # every (queue, user)'s decayed usage and what its tasks run now: the fair-share input
         self.usage = UsageBook(self.config.fairshare)
         self.jobs: dict[int, JobRecord] = {}
+        # jobs of these queues preempt as if submitted with ``preempt`` (a per-queue setting)
+        self.preempt_queues = frozenset(preempt_queues)
+        # preemptions under way: preemptor job -> (its victims' task ids, when they had all ended)
+        self._preemptions: dict[int, Preemption] = {}
         self.live: dict[int, JobRecord] = {}  # the jobs not yet in a terminal state
         self.next_id = 1
         self.gang_timeout = gang_timeout
@@ -380,8 +409,16 @@ class BatchCore:
         if job.state not in JOB_TERMINAL:
             self.live[job.job_id] = job
             for i in job.active:
-                if job.tasks[i].phase is TaskPhase.RUNNING:
+                t = job.tasks[i]
+                if t.phase is TaskPhase.RUNNING:
                     self.usage.start(owner_key(job), _rate(job.spec))
+                if t.killing == "preempt" and t.preempted_by is not None:
+                    # a preemption under way when the service stopped goes on
+                    cur = t.current
+                    pre = self._preemptions.setdefault(t.preempted_by, Preemption())
+                    pre.victims |= {t.task_id}
+                    if cur is not None and cur.agent_id is not None:
+                        pre.agents |= {cur.agent_id}
         self.next_id = max(self.next_id, job.job_id + 1)
 
     def purge(self, before: float) -> list[int]:
@@ -856,6 +893,8 @@ class BatchCore:
                 task.relaunches += 1
             if killing == "requeue":
                 what = "was requeued"
+            elif killing == "preempt" and task.preempted_by is not None:
+                what = f"was preempted by job {task.preempted_by}"
             elif killing == "preempt" or reason == PREEMPTED_REASON:
                 what = "was preempted"
             elif reason == DRAINING_REASON:
@@ -1166,8 +1205,10 @@ class BatchCore:
             )
         capacity = self.cluster
         book = self.limit_book()
-        p = plan(views, offers, now, self.gang_timeout, capacity, book)
-        effects: list[Effect] = []
+        releases = self._releases(offers, now)
+        reserved = self._reservations(offers)
+        p = plan(views, offers, now, self.gang_timeout, capacity, book, releases, reserved)
+        effects: list[Effect] = self._preempt(views, offers, p, now)
         by_offer: dict[str, list[Placement]] = {}
         for pl in p.placements:
             by_offer.setdefault(pl.offer_id, []).append(pl)
@@ -1185,6 +1226,8 @@ class BatchCore:
             task.history.append(
                 Attempt(task.attempt, task.task_id, pl.agent_id, offer.hostname, address=offer.reach, ports=ports)
             )
+            task.preempted_by = None
+            job.preempted_by = None
             if job.spec.gang > 0:
                 job.gang_started = True
             job.hold_since = None
@@ -1225,6 +1268,11 @@ class BatchCore:
             # those resources to the master, which offers a gang's demand only whole.
             busy = self._agents_running_ours()
             keep.update(o.offer_id for o in offers if o.agent_id in busy)
+        if self._preemptions:
+            # the resources of the tasks being preempted come back into these offers, for the
+            # preemptor: declining them would hand them to the master instead
+            victim_agents = self._victim_agents()
+            keep.update(o.offer_id for o in offers if o.agent_id in victim_agents)
         # (An offer with nothing left, every resource in use by our tasks, is not idle.)
         idle = [o.offer_id for o in offers if o.resources and o.offer_id not in used and o.offer_id not in keep]
         reasons = p.reasons
@@ -1235,10 +1283,21 @@ class BatchCore:
             # nor held, so planning without them places the same; only the reasons may differ.
             gone = set(idle)
             reasons = plan(
-                views, [o for o in offers if o.offer_id not in gone], now, self.gang_timeout, capacity, book
+                views, [o for o in offers if o.offer_id not in gone], now, self.gang_timeout, capacity, book,
+                releases, reserved,
             ).reasons
         for job_id, why in reasons.items():
-            self.jobs[job_id].reason = why
+            job = self.jobs[job_id]
+            if job.preempted_by is not None and job_id not in touched:
+                why = f"preempted by job {job.preempted_by}; {why}"
+            job.reason = why
+        for pre, pr in self._preemptions.items():
+            if pre in self.live and pre not in touched:
+                left = sum(1 for tid in pr.victims if self._active_task(tid))
+                self.live[pre].reason = (
+                    f"preempting {left} task(s) of lower priority" if left
+                    else "preempted tasks ended; waiting for their resources"
+                )
         for view in views:
             if view.job_id not in reasons and view.job_id not in touched:
                 self.jobs[view.job_id].reason = None
@@ -1259,6 +1318,186 @@ class BatchCore:
         return effects
 
     # --- helpers -------------------------------------------------------------------------------
+
+    def expected_starts(self, offers: Sequence[OfferView], now: float) -> dict[int, float | None]:
+        """Each pending job's expected start (``squeue --start``): in the planner's order (the
+        multifactor rank, then priority, age, id), from what is free in ``offers`` now and when
+        our running tasks' time limits bring more back (``backfill.expected_starts``); None when
+        unknown (it waits on a dependency or a hold, or on tasks without a time limit)."""
+        waiting: list[Waiting] = []
+        out: dict[int, float | None] = {}
+        states = self._states()
+        ranks = {i: f.total for i, f in self.priorities(now).items()}
+        order = sorted(
+            self.live.values(), key=lambda j: (-ranks.get(j.job_id, 0.0), -j.spec.priority, j.submitted_at, j.job_id)
+        )
+        for job in order:
+            if job.periodic or not job.pending:
+                continue
+            spec = job.spec
+            ready, _ = dependency_status(spec, states)
+            if not ready or job.held is not None:
+                out[job.job_id] = None
+                continue
+            gang = spec.gang > 0 and not job.gang_started and not job.active
+            waiting.append(
+                Waiting(job.job_id, spec.resources().scalars(), spec.gang_size if gang else 1,
+                        frozenset(o.offer_id for o in offers if matches(spec, o)), spec.time_limit)
+            )
+        free = {o.offer_id: o.resources.non_revocable().scalars() for o in offers}
+        for job_id, res in backfill_starts(waiting, now, free, self._releases(offers, now)).items():
+            out[job_id] = None if res is None else res.start_at
+        return out
+
+    # --- priority preemption (the decision is frameworks.batch.preempt's) ----------------------
+
+    def preempts(self, spec: JobSpec) -> bool:
+        return spec.preempt or spec.queue in self.preempt_queues
+
+    def _active_task(self, task_id: str) -> TaskRecord | None:
+        t = self.find_task(task_id)
+        return t if t is not None and t.phase in ACTIVE else None
+
+    def _victim_agents(self) -> set[str]:
+        return {a for pr in self._preemptions.values() for a in pr.agents}
+
+    def _reservations(self, offers: Sequence[OfferView]) -> list[Reservation]:
+        """A preemption under way keeps what comes back on its victims' agents for its
+        preemptor: the jobs after it in the order may not take it meanwhile."""
+        out = []
+        for pre, pr in self._preemptions.items():
+            job = self.live.get(pre)
+            if job is None:
+                continue
+            hold = {o.offer_id: ALL for o in offers if o.agent_id in pr.agents and o.role == job.spec.queue}
+            if hold:
+                out.append(Reservation(pre, self._round_at or 0.0, hold))
+        return out
+
+    def _releases(self, offers: Sequence[OfferView], now: float) -> list[Release]:
+        """When our running tasks with a time limit end at the latest, and where their resources
+        come back (the offer of their queue on their agent): planned backfill's timeline."""
+        limited = [j for j in self.live.values() if j.active and j.spec.time_limit]
+        if not limited:
+            return []
+        offer_of = {(o.agent_id, o.role): o.offer_id for o in offers}
+        out = []
+        for job in limited:
+            limit = job.spec.time_limit
+            assert limit is not None
+            shape = job.spec.resources().scalars()
+            for i in job.active:
+                cur = job.tasks[i].current
+                if cur is None or cur.agent_id is None:
+                    continue
+                oid = offer_of.get((cur.agent_id, job.spec.queue))
+                if oid is not None:
+                    start = cur.started_at if cur.started_at is not None else now
+                    out.append(Release(oid, max(now, start + limit), shape))
+        return out
+
+    def _preempt(self, views: Sequence[JobView], offers: Sequence[OfferView], p: Plan, now: float) -> list[Effect]:
+        """One preemption at a time: while one is under way (its victims being killed, then
+        ``PREEMPT_SETTLE`` seconds for their resources to come back into the offers) no other is
+        decided. Otherwise the highest-priority preempting job that could not place what it
+        needs gets the fewest lower-priority preemptible tasks evicted for it."""
+        placed = {pl.job_id for pl in p.placements}
+        for pre, pr in list(self._preemptions.items()):
+            if pre not in self.live or pre in placed:
+                del self._preemptions[pre]
+                continue
+            if any(self._active_task(tid) for tid in pr.victims):
+                continue
+            if pr.ended_at is None:
+                pr.ended_at = now
+            elif now - pr.ended_at >= PREEMPT_SETTLE:
+                del self._preemptions[pre]  # it still does not fit: it may preempt again
+        if self._preemptions:
+            return []
+        for view in sorted(views, key=job_order_key):
+            spec = view.spec
+            if view.blocked is not None or not view.pending or not self.preempts(spec) or view.job_id in p.limited:
+                continue  # (a job over a limit of its owner or queue waits for it, not for others' tasks)
+            got = len(p.placements_for(view.job_id))
+            gang = spec.gang > 0 and not view.gang_started and view.active == 0
+            count = spec.gang_size if gang else len(view.pending) - got
+            if count <= 0 or (gang and got):
+                continue
+            return self._evict_for(view, count, offers, p, now)
+        return []
+
+    def _evict_for(self, view: JobView, count: int, offers: Sequence[OfferView], p: Plan, now: float) -> list[Effect]:
+        spec = view.spec
+        free: dict[str, dict[str, float]] = {}
+        own_hold: dict[str, Resources] = {}
+        for pl in p.held_placements:
+            if pl.job_id == view.job_id:
+                own_hold[pl.offer_id] = own_hold.get(pl.offer_id, Resources.empty()) + pl.resources
+        for o in offers:
+            if not matches(spec, o):
+                continue
+            left = p.free_after.get(o.offer_id, o.resources) + own_hold.get(o.offer_id, Resources.empty())
+            usable = left.allocatable_to(spec.queue)
+            if not spec.preemptible:
+                usable = usable.non_revocable()
+            agent = free.setdefault(o.agent_id, {})
+            for k, v in usable.scalars().items():
+                agent[k] = agent.get(k, 0.0) + v
+        if not free:
+            return []
+        candidates: list[Candidate] = []
+        for job in self.live.values():
+            other = job.spec
+            if (
+                job.job_id == view.job_id
+                or not other.preemptible
+                or other.priority >= spec.priority
+                or other.queue != spec.queue
+                or not job.active
+                or job.aborting is not None
+                or job.regrouping is not None
+            ):
+                continue
+            shape = other.resources().scalars()
+            for i in sorted(job.active):
+                t = job.tasks[i]
+                cur = t.current
+                if t.killing is not None or cur is None or cur.agent_id is None:
+                    continue
+                if t.revocable and not spec.preemptible:
+                    continue  # revocable resources would not help a job that may not use them
+                candidates.append(
+                    Candidate(job.job_id, i, t.task_id, cur.agent_id, other.priority, shape,
+                              cur.started_at if cur.started_at is not None else now, other.gang > 0)
+                )
+        need = Need(view.job_id, spec.priority, spec.resources().scalars(), count)
+        victims = choose(need, free, candidates)
+        if not victims:
+            return []
+        effects: list[Effect] = []
+        by_job: dict[int, list[int]] = {}
+        for victim in victims:
+            job = self.jobs[victim.job_id]
+            t = job.tasks[victim.index]
+            t.killing = "preempt"
+            t.preempted_by = view.job_id
+            job.preempted_by = view.job_id
+            _unsaved(job, victim.index)
+            by_job.setdefault(victim.job_id, []).append(victim.index)
+            cur = t.current
+            effects.append(Kill(t.task_id, cur.agent_id if cur else None, f"preempted by job {view.job_id}"))
+        for job_id, indexes in sorted(by_job.items()):
+            job = self.jobs[job_id]
+            what = f"task(s) {', '.join(map(str, indexes))} preempted by job {view.job_id}"
+            self._note(job, now, f"job {view.job_id}", what)
+            effects += [Persist((job_id,)), self._event("preempted", job, now, what)]
+        self._preemptions[view.job_id] = Preemption(
+            frozenset(c.task_id for c in victims), frozenset(c.agent_id for c in victims)
+        )
+        pre = self.jobs[view.job_id]
+        self._note(pre, now, "scheduler", f"preempting {len(victims)} task(s) of job(s) {', '.join(map(str, sorted(by_job)))}")
+        effects.append(Persist((view.job_id,)))
+        return effects
 
     def _singletons(self) -> dict[tuple[str, str | None], int]:
         """For each (name, user) of a live singleton job: the oldest live job of that name and

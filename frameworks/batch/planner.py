@@ -33,6 +33,7 @@ from collections.abc import Mapping, Sequence
 
 import attrs
 
+from frameworks.batch.backfill import Release, Reservation, earliest_start
 from frameworks.batch.limits import LimitBook, Need
 from frameworks.batch.model import JobSpec
 from frameworks.client.placement import attribute_equals, pick, pick_ports
@@ -100,6 +101,11 @@ class Plan:
     held_offers: frozenset[str]  # keep these for the head gang
     holding_job: int | None  # the head gang, if one is holding
     released_job: int | None  # a head gang whose hold timed out: decline its held offers
+    # what is left of each offer after the placements and the head gang's hold (for preemption)
+    free_after: Mapping[str, Resources] = attrs.field(factory=dict)
+    held_placements: tuple[Placement, ...] = ()  # the head gang's tentative placements (its hold)
+    reservation: Reservation | None = None  # planned backfill: the head job's, from time limits
+    limited: frozenset[int] = frozenset()  # jobs stopped by a limit of their owner or queue
 
     def placements_for(self, job_id: int) -> list[Placement]:
         return [p for p in self.placements if p.job_id == job_id]
@@ -334,18 +340,33 @@ def plan(
     gang_timeout: float = DEFAULT_GANG_TIMEOUT,
     capacity: Sequence[AgentCapacity] = (),
     limits: LimitBook | None = None,
+    releases: Sequence[Release] = (),
+    reservations: Sequence[Reservation] = (),
 ) -> Plan:
     """``limits``: what each user and queue has in use at the start of the round (not changed:
-    the round works on a copy)."""
+    the round works on a copy). ``releases``: when our running tasks' resources come back (their
+    time limits), which gives the first job that cannot start a reservation (planned backfill,
+    ``backfill.py``); ``reservations``: others already made (a preemption's), each binding the
+    jobs after its own in the order."""
     free: dict[str, Resources] = {o.offer_id: o.resources for o in offers}
     book = limits.copy() if limits is not None and limits.limits.enabled else None
+    ids = {j.job_id for j in jobs}
+    pending_res = {r.job_id: r for r in reservations if r.job_id in ids}
+    active: list[Reservation] = [r for r in reservations if r.job_id not in ids]
+    reservation: Reservation | None = None
+    prev: int | None = None
     placements: list[Placement] = []
     reasons: dict[int, str] = {}
     held: set[str] = set()
     head: JobView | None = None
     released: int | None = None
+    held_placements: tuple[Placement, ...] = ()
+    limited: set[int] = set()
 
     for job in sorted(jobs, key=job_order_key):
+        if prev is not None and prev in pending_res:
+            active.append(pending_res.pop(prev))  # binds the jobs after its own
+        prev = job.job_id
         spec = job.spec
         if job.blocked is not None:
             reasons[job.job_id] = job.blocked
@@ -374,14 +395,24 @@ def plan(
             )
             if capped is not None and (allowed == 0 or (needs_gang and allowed < spec.gang_size)):
                 reasons[job.job_id] = f"gang 0/{spec.gang_size} placed; {capped}" if needs_gang else capped
+                limited.add(job.job_id)
                 continue
             most = allowed if capped is not None else None
         if needs_gang and head is not None:
             reasons[job.job_id] = f"gang 0/{spec.gang_size} placed; behind gang job {head.job_id}"
             continue
         trial = dict(free)
+        hidden = _hide(job, active, trial, now)
         tentative = _fill(job, spec.resources(), offers, trial, most)
+        for oid, part in hidden.items():
+            trial[oid] = trial[oid] + part  # what it could not use stays for the others
         gang = spec.gang_size if needs_gang else 1
+        if reservation is None and releases and (len(tentative) < gang if needs_gang else not tentative):
+            # the first job that cannot start: its reservation binds the jobs after it
+            need = gang - len(tentative) if needs_gang else 1
+            reservation = _reserve(job, need, offers, trial, releases, now)
+            if reservation is not None:
+                active.append(reservation)
         if len(tentative) >= gang or (not needs_gang and tentative):
             placements += tentative
             free = trial
@@ -392,11 +423,14 @@ def plan(
                 if book is not None and capped is not None and len(tentative) == most:
                     # stopped by a limit: say where it stands now that these are placed
                     _, why = book.room(job.user, spec.queue, need_of(spec), 1, starts_job=False)
+                    limited.add(job.job_id)
                 why = why or shortfall(spec, offers, free, job.pending[len(tentative)])
                 reasons[job.job_id] = f"{len(tentative)} of {len(job.pending)} pending tasks placed; {why}"
             continue
         if not needs_gang:
             reasons[job.job_id] = cannot_fit(spec, 1, capacity) or shortfall(spec, offers, free, job.pending[0])
+            if reservation is not None and reservation.job_id == job.job_id:
+                reasons[job.job_id] += f"; reserved to start in {reservation.start_at - now:.0f}s"
             continue
         # A gang that cannot start: it becomes the head gang and holds what it could use.
         if not any(has_room(o.resources) and matches(spec, o) for o in offers):
@@ -410,10 +444,13 @@ def plan(
             reasons[job.job_id] = f"{why}; released held resources after {gang_timeout:g}s"
             continue
         head = job
+        if reservation is not None and reservation.job_id == job.job_id:
+            why += f"; reserved to start in {reservation.start_at - now:.0f}s"
         reasons[job.job_id] = why
         if tentative:
             free = trial  # protected: lower-priority jobs must not take these
             held.update(p.offer_id for p in tentative)
+            held_placements = tuple(tentative)
 
     return Plan(
         placements=tuple(placements),
@@ -421,4 +458,67 @@ def plan(
         held_offers=frozenset(held),
         holding_job=head.job_id if head is not None and held else None,
         released_job=released,
+        free_after=free,
+        held_placements=held_placements,
+        reservation=reservation,
+        limited=frozenset(limited),
     )
+
+
+def finishes_by(job: JobView, at: float, now: float) -> bool:
+    """The job's tasks, started now, are done by ``at`` (they have a time limit that says so)."""
+    limit = job.spec.time_limit
+    return limit is not None and now + limit <= at
+
+
+def _part(available: Resources, amounts: Mapping[str, float]) -> Resources:
+    """The scalar entries of ``available`` up to ``amounts`` per name."""
+    left = dict(amounts)
+    parts = []
+    for key, value in available.entries():
+        if not isinstance(value, int) or left.get(key.name, 0.0) <= 0:
+            continue
+        take = min(value / 1000.0, left[key.name])
+        left[key.name] -= take
+        parts.append(
+            Resources.scalar_entry(key.name, take, reservations=key.reservations, revocable=key.revocable)
+        )
+    return Resources.sum(parts)
+
+
+def _hide(job: JobView, active: Sequence[Reservation], trial: dict[str, Resources], now: float) -> dict[str, Resources]:
+    """Take out of ``trial`` what the reservations made before ``job``'s turn hold, unless
+    the job is done before they start; returns what was taken, per offer."""
+    hidden: dict[str, Resources] = {}
+    for r in active:
+        if r.job_id == job.job_id or finishes_by(job, r.start_at, now):
+            continue
+        for oid, amounts in r.hold.items():
+            if oid not in trial:
+                continue
+            part = _part(trial[oid], amounts)
+            if part:
+                trial[oid] = trial[oid] - part
+                hidden[oid] = hidden.get(oid, Resources.empty()) + part
+    return hidden
+
+
+def usable_scalars(spec: JobSpec, available: Resources) -> dict[str, float]:
+    """What of an offer's resources a task of ``spec`` could use, as scalars."""
+    usable = available.allocatable_to(spec.queue)
+    if not spec.preemptible:
+        usable = usable.non_revocable()
+    return usable.scalars()
+
+
+def _reserve(
+    job: JobView, need: int, offers: Sequence[OfferView], free: Mapping[str, Resources],
+    releases: Sequence[Release], now: float,
+) -> Reservation | None:
+    spec = job.spec
+    eligible = {o.offer_id: usable_scalars(spec, free[o.offer_id]) for o in offers if matches(spec, o)}
+    if not eligible:
+        return None
+    shape = {k: v for k, v in spec.resources().scalars().items() if v > 0}
+    res = earliest_start(job.job_id, shape, need, now, eligible, releases, (), spec.time_limit)
+    return res if res is not None and res.start_at > now else None

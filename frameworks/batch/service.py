@@ -76,8 +76,10 @@ from protocol.mesos import (
     Capability,
     CapabilityType,
     CommandInfo,
+    DurationInfo,
     Environment,
     FrameworkInfo,
+    KillPolicy,
     Offer,
     Resource,
     TaskInfo,
@@ -116,6 +118,7 @@ class BatchService(Service, Scheduler):
         roles: tuple[str, ...] = ("*",),
         framework_name: str = "agora-batch",
         gang_timeout: float = 30.0,
+        preempt_queues: tuple[str, ...] = (),
         failover_timeout: float = 7 * 24 * 3600.0,
         flush_interval: float = 0.01,
         now: Callable[[], float] = time.time,
@@ -155,7 +158,7 @@ class BatchService(Service, Scheduler):
         self.failover_timeout = failover_timeout
         self.flush_interval = flush_interval  # group commit: changes within it share one write
         self.now = now
-        self.core = BatchCore(gang_timeout=gang_timeout, config=self.config)
+        self.core = BatchCore(gang_timeout=gang_timeout, config=self.config, preempt_queues=preempt_queues)
         self.store = JobStoreRef(work_dir)
         self.driver: SchedulerDriver | None = None
         self._wake = asyncio.Event()
@@ -414,24 +417,29 @@ class BatchService(Service, Scheduler):
             with contextlib.suppress(RuntimeError):  # (stopping)
                 self.spawn(self._read_cluster(), name="batch-cluster")
         if driver.connected:
-            views = []
-            for cached in driver.offers:
-                # Offers whose resources are all in use stay in view (empty): the planner can
-                # then say "all held resources in use" rather than "no offers".
-                avail = cached.available
-                views.append(
-                    OfferView(
-                        offer_id=cached.offer_id,
-                        agent_id=cached.agent_id,
-                        hostname=cached.hostname,
-                        role=driver.role_of(cached),
-                        resources=avail,
-                        attributes={k: attribute_text(v) for k, v in cached.attributes.items()},
-                        address=_host_of(driver.offers.agent_urls.get(cached.agent_id)),
-                    )
-                )
-            effects += self.core.schedule(views, now)
+            effects += self.core.schedule(self._offer_views(), now)
         await self._execute(effects)
+
+    def _offer_views(self) -> list[OfferView]:
+        driver = self.driver
+        if driver is None:
+            return []
+        views = []
+        for cached in driver.offers:
+            # Offers whose resources are all in use stay in view (empty): the planner can
+            # then say "all held resources in use" rather than "no offers".
+            views.append(
+                OfferView(
+                    offer_id=cached.offer_id,
+                    agent_id=cached.agent_id,
+                    hostname=cached.hostname,
+                    role=driver.role_of(cached),
+                    resources=cached.available,
+                    attributes={k: attribute_text(v) for k, v in cached.attributes.items()},
+                    address=_host_of(driver.offers.agent_urls.get(cached.agent_id)),
+                )
+            )
+        return views
 
     async def _read_cluster(self) -> None:
         """The cluster's agents from the master's ``/state`` (totals, attributes, revocable): what
@@ -623,7 +631,12 @@ class BatchService(Service, Scheduler):
             self._mesos_resources[key] = resources
         if t.run_as is not None:  # the owner's OS account (the agent switches to it)
             command = attrs.evolve(command, user=t.run_as)
-        return TaskInfo(name=t.name, task_id=TaskID(t.task_id), resources=resources, command=command)
+        kill_policy = None
+        if spec.grace is not None:  # SIGTERM, then SIGKILL this long after (a kill, a preemption)
+            kill_policy = KillPolicy(grace_period=DurationInfo(int(spec.grace * 1e9)))
+        return TaskInfo(
+            name=t.name, task_id=TaskID(t.task_id), resources=resources, command=command, kill_policy=kill_policy
+        )
 
     # --- HTTP API --------------------------------------------------------------------------------
 
@@ -895,6 +908,11 @@ class BatchService(Service, Scheduler):
             if (want is None or j.state.value == want.upper()) and (not periodic or j.periodic)
             and (user is None or (j.user or "") == user)
         ]
+        if request.query.get("start", "") in ("1", "true"):
+            starts = self.core.expected_starts(self._offer_views(), self.now())
+            for d in jobs:
+                if d["id"] in starts:
+                    d["expected_start"] = starts[d["id"]]
         return _reply(request, {"jobs": jobs})
 
     async def _show(self, request: web.Request) -> web.Response:

@@ -140,6 +140,7 @@ def header_to_dict(job: JobRecord) -> dict[str, Any]:
         "runs": job.runs,
         "notified": job.notified,
         "run_as": job.run_as,
+        "preempted_by": job.preempted_by,
     }
 
 
@@ -190,6 +191,7 @@ def header_from_dict(d: dict[str, Any]) -> JobRecord:
         runs=list(d.get("runs") or []),
         notified=d.get("notified", False),
         run_as=d.get("run_as"),
+        preempted_by=d.get("preempted_by"),
     )
 
 

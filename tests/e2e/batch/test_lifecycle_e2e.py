@@ -130,3 +130,28 @@ def test_after_notok_runs_the_cleanup_only_after_a_failure(cluster: LocalCluster
     assert wait(cluster, never) == 1
     d = show(cluster, never)
     assert d["state"] == "CANCELLED" and d["reason"] == f"dependency job {good} succeeded (after-notok)"
+
+
+def test_a_high_priority_job_preempts_a_running_low_priority_one_which_is_requeued_and_finishes(
+    cluster: LocalCluster, tmp_path: Path
+) -> None:
+    flag = tmp_path / "go"
+    # 8 one-cpu tasks fill both agents (4 cpus each) until the flag appears
+    low = submit(
+        cluster, "--count", "8", "--cpus", "1", "--mem", "16", "--priority", "1", "--preemptible", "--grace", "1",
+        "--shell", "--", f"while [ ! -e {flag} ]; do sleep 0.05; done",
+    )
+    wait_until(lambda: show(cluster, low)["tasks"].get("RUNNING") == 8, 60, "the low job filling the cluster")
+    high = submit(cluster, "--cpus", "2", "--mem", "16", "--priority", "10", "--preempt", "--", "true")
+    succeeds(cluster, high, timeout=30)
+    d = show(cluster, low)
+    preempted = [t for t in d["task_list"] if len(t["history"]) > 1]
+    assert len(preempted) == 2, d  # the fewest: two one-cpu tasks make room for two cpus
+    for t in preempted:
+        assert t["history"][0]["state"] == "TASK_KILLED" and t["failures"] == 0
+    assert [c["what"] for c in d["changes"]] == [
+        f"task(s) {', '.join(str(t['index']) for t in preempted)} preempted by job {high}"
+    ]
+    flag.touch()
+    succeeds(cluster, low)
+    assert show(cluster, low)["tasks"] == {"SUCCEEDED": 8}
