@@ -50,9 +50,10 @@ class EventBus:
                 q.put_nowait(d)
         return d
 
-    async def follow(self, since: int | None) -> AsyncIterator[dict[str, Any]]:
+    async def follow(self, since: int | None, heartbeat: float = 15.0) -> AsyncIterator[dict[str, Any]]:
         """The events after number ``since`` still held (none when ``since`` is None), then every
-        new one as it comes, until the subscriber is dropped."""
+        new one as it comes, until the subscriber is dropped; ``{"kind": "heartbeat"}`` after
+        ``heartbeat`` seconds without one (so a follower can tell a quiet stream from a dead one)."""
         q: asyncio.Queue[dict[str, Any] | None] = asyncio.Queue()
         self._subscribers.add(q)
         try:
@@ -64,7 +65,11 @@ class EventBus:
             else:
                 last = self.seq
             while True:
-                item = await q.get()
+                try:
+                    item = await asyncio.wait_for(q.get(), heartbeat)
+                except TimeoutError:
+                    yield {"kind": "heartbeat", "seq": self.seq}
+                    continue
                 if item is None:
                     return
                 if item["seq"] > last:

@@ -890,7 +890,7 @@ class BatchService(Service, Scheduler):
         await resp.prepare(request)
         try:
             async for d in self.events.follow(since):
-                if only is None or d["job_id"] in only:
+                if only is None or d.get("job_id") in only or d["kind"] == "heartbeat":
                     await resp.write(json.dumps(d).encode() + b"\n")
         except (ConnectionResetError, asyncio.CancelledError):
             pass

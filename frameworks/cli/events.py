@@ -167,17 +167,84 @@ def _set_read_timeout(resp: Any, seconds: float) -> None:
         sock.settimeout(seconds)
 
 
+def job_event_line(ev: dict[str, Any]) -> str:
+    """One batch job event as a line: ``job 12 (train) finished SUCCEEDED: ...``."""
+    detail = f": {ev['detail']}" if ev.get("detail") else ""
+    return f"job {ev.get('job_id')} ({ev.get('name', '')}) {ev.get('kind')} {ev.get('state', '')}{detail}"
+
+
+def follow_jobs(
+    batch: str | None, master: str | None, as_json: bool, count: int, job_ids: tuple[int, ...], since: int | None
+) -> None:
+    """``agora events --jobs``: the batch service's job events (``GET /api/v1/events``, one JSON
+    object a line, a heartbeat every 15 s) until Ctrl-C or ``count`` events."""
+    from frameworks.cli.common import framework_url
+
+    query = []
+    if job_ids:
+        query.append("jobs=" + ",".join(str(j) for j in job_ids))
+    if since is not None:
+        query.append(f"since={since}")
+    shown = 0
+    try:
+        base = framework_url("agora-batch", batch, "AGORA_BATCH", master)
+        req = urllib.request.Request(
+            base + "/api/v1/events" + ("?" + "&".join(query) if query else ""), headers={"Accept": "application/x-ndjson"}
+        )
+        try:
+            resp = open_url(req, 5 * DEFAULT_HEARTBEAT)
+        except urllib.error.HTTPError as exc:
+            raise CliError(f"GET {req.full_url}: HTTP {exc.code} {http_error_detail(exc)}".rstrip()) from exc
+        with resp:
+            for raw in resp:
+                ev = json.loads(raw)
+                if ev.get("kind") == "heartbeat":
+                    continue
+                if as_json:
+                    sys.stdout.write(json.dumps(ev, sort_keys=True) + "\n")
+                else:
+                    stamp = time.strftime("%H:%M:%S", time.localtime(ev.get("at") or time.time()))
+                    sys.stdout.write(f"{stamp} {job_event_line(ev)}\n")
+                sys.stdout.flush()
+                shown += 1
+                if count and shown >= count:
+                    return
+    except KeyboardInterrupt:
+        return
+    except TimeoutError as exc:
+        raise click.ClickException("no event or heartbeat from the batch service for 75 s") from exc
+    except CliError as exc:
+        raise click.ClickException(str(exc)) from exc
+    except (OSError, ValueError) as exc:
+        raise click.ClickException(f"the job event stream broke: {exc}") from exc
+    raise click.ClickException("the batch service closed the event stream")
+
+
 @click.command()
 @master_option
 @click.option("--json", "as_json", is_flag=True, help="Print each event as one line of Mesos JSON.")
 @click.option("--heartbeats", is_flag=True, help="Also print the HEARTBEAT events.")
 @click.option("--count", type=click.IntRange(min=0), default=0, help="Stop after this many events (0: until Ctrl-C).")
-def events(master: str | None, as_json: bool, heartbeats: bool, count: int) -> None:
-    """Follow the cluster's events (agents, frameworks, tasks) until Ctrl-C."""
+@click.option("--jobs", "jobs", is_flag=True,
+              help="The batch service's job events instead: submitted, started, finished, preempted, requeued...")
+@click.option("--job", "job_ids", multiple=True, type=int, help="With --jobs: only this job (repeatable).")
+@click.option("--since", type=int, default=None, help="With --jobs: first the kept events numbered after N.")
+@click.option("--batch", envvar="AGORA_BATCH", default=None, help="With --jobs: the batch service URL (default: ask the master).")
+def events(
+    master: str | None, as_json: bool, heartbeats: bool, count: int, jobs: bool, job_ids: tuple[int, ...],
+    since: int | None, batch: str | None,
+) -> None:
+    """Follow the cluster's events (agents, frameworks, tasks) until Ctrl-C; --jobs: the batch
+    jobs' events."""
     from rich.markup import escape
 
     from frameworks.cli.common import console
 
+    if jobs:
+        follow_jobs(batch, master, as_json, count, job_ids, since)
+        return
+    if job_ids or since is not None:
+        raise click.UsageError("--job and --since go with --jobs")
     out = None if as_json else console()
     shown = 0
     try:
