@@ -315,6 +315,7 @@ class Preemption:
     victims: frozenset[str] = frozenset()
     agents: frozenset[str] = frozenset()
     ended_at: float | None = None
+    jobs: frozenset[int] = frozenset()  # the victims' jobs
 
 
 # a reservation of everything on an offer (a preemption's)
@@ -417,6 +418,7 @@ class BatchCore:
                     cur = t.current
                     pre = self._preemptions.setdefault(t.preempted_by, Preemption())
                     pre.victims |= {t.task_id}
+                    pre.jobs |= {job.job_id}
                     if cur is not None and cur.agent_id is not None:
                         pre.agents |= {cur.agent_id}
         self.next_id = max(self.next_id, job.job_id + 1)
@@ -639,7 +641,11 @@ class BatchCore:
             raise BatchError(f"gang: job {job_id}'s gang has started")
         # all checked: apply
         job.spec = new
-        if new.count > old.count:
+        if job.periodic and new.schedule is not None and new.schedule != old.schedule:
+            job.next_run = next_after(new.schedule, now)  # the new schedule counts from now
+        if job.periodic:
+            pass  # a template has no tasks: its later runs get the new count
+        elif new.count > old.count:
             for i in range(old.count, new.count):
                 task = TaskRecord(job_id, i)
                 job.tasks.append(task)
@@ -1014,8 +1020,9 @@ class BatchCore:
         self._set_phase(task, TaskPhase.PENDING)
 
     def _settle(self, job: JobRecord, now: float) -> list[Effect]:
-        """Move the job to the state its tasks imply."""
-        if job.state in JOB_TERMINAL:
+        """Move the job to the state its tasks imply (a periodic template has none: it ends
+        only when cancelled)."""
+        if job.state in JOB_TERMINAL or job.periodic:
             return []
         n = len(job.tasks)
         count = job.phases.get
@@ -1294,8 +1301,9 @@ class BatchCore:
         for pre, pr in self._preemptions.items():
             if pre in self.live and pre not in touched:
                 left = sum(1 for tid in pr.victims if self._active_task(tid))
+                of = ", ".join(str(j) for j in sorted(pr.jobs))
                 self.live[pre].reason = (
-                    f"preempting {left} task(s) of lower priority" if left
+                    f"preempting {left} task(s) of job(s) {of}" if left
                     else "preempted tasks ended; waiting for their resources"
                 )
         for view in views:
@@ -1414,10 +1422,13 @@ class BatchCore:
                 del self._preemptions[pre]  # it still does not fit: it may preempt again
         if self._preemptions:
             return []
-        for view in sorted(views, key=job_order_key):
+        # (a job over a limit of its owner or queue waits for it, not for others' tasks)
+        preempting = [
+            v for v in views
+            if v.blocked is None and v.pending and self.preempts(v.spec) and v.job_id not in p.limited
+        ]
+        for view in sorted(preempting, key=job_order_key):
             spec = view.spec
-            if view.blocked is not None or not view.pending or not self.preempts(spec) or view.job_id in p.limited:
-                continue  # (a job over a limit of its owner or queue waits for it, not for others' tasks)
             got = len(p.placements_for(view.job_id))
             gang = spec.gang > 0 and not view.gang_started and view.active == 0
             count = spec.gang_size if gang else len(view.pending) - got
@@ -1492,7 +1503,8 @@ class BatchCore:
             self._note(job, now, f"job {view.job_id}", what)
             effects += [Persist((job_id,)), self._event("preempted", job, now, what)]
         self._preemptions[view.job_id] = Preemption(
-            frozenset(c.task_id for c in victims), frozenset(c.agent_id for c in victims)
+            frozenset(c.task_id for c in victims), frozenset(c.agent_id for c in victims),
+            jobs=frozenset(c.job_id for c in victims),
         )
         pre = self.jobs[view.job_id]
         self._note(pre, now, "scheduler", f"preempting {len(victims)} task(s) of job(s) {', '.join(map(str, sorted(by_job)))}")

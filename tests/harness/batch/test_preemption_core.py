@@ -51,7 +51,7 @@ def test_a_high_priority_job_evicts_the_fewest_low_priority_tasks_which_run_agai
     assert [e.detail for e in eff if isinstance(e, JobEvent) and e.kind == "preempted"] == [
         "task(s) 0, 1 preempted by job 2"
     ]
-    assert core.job(high).reason == "preempting 2 task(s) of lower priority"
+    assert core.job(high).reason == "preempting 2 task(s) of job(s) 1"
     # nothing more is chosen while the kills are under way
     assert kills(core.schedule([offer("a", 0)], 5)) == []
     core.on_update("j1-0-0", S.TASK_KILLED, 6)

@@ -104,3 +104,22 @@ def test_a_restart_around_a_run_neither_loses_nor_doubles_it(tmp_path: Path) -> 
     again.tick(1011.0)
     assert again.job(pid).runs == [2, 3] and again.job(3).due_at == 1010.0
     assert again.job(pid).changes[-2]["what"] == "3 run(s) missed before 1970-01-01T00:16:50Z; one run stands for them"
+
+
+def test_a_new_schedule_counts_from_the_update() -> None:
+    core = BatchCore()
+    pid, _ = core.submit(periodic(), 1001.0)
+    core.update(pid, {"schedule": "*/5 * * * *"}, 1003.0, "op")
+    assert core.job(pid).next_run == 1200.0
+    with pytest.raises(SpecError, match="schedule: a job cannot become periodic"):
+        core.update(pid, {"schedule": None}, 1004.0, "op")
+
+
+def test_an_update_of_a_template_applies_to_its_later_runs() -> None:
+    core = BatchCore()
+    pid, _ = core.submit(periodic(), 1001.0)
+    core.update(pid, {"count": 3, "cpus": 2}, 1001.5, "op")
+    assert core.job(pid).tasks == [] and core.job(pid).state is JobState.PENDING
+    core.tick(1002.0)
+    (run,) = core.job(pid).runs
+    assert len(core.job(run).tasks) == 3 and core.job(run).spec.cpus == 2
