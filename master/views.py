@@ -14,7 +14,6 @@ from master.http_api import VERSION
 from master.lifecycles import AgentPhase, FrameworkPhase
 from master.records import AgentRec, FrameworkRec, TaskRec
 from protocol import codec, mesos
-from protocol.mesos import TaskStatus
 from protocol.resources import Resources
 from protocol.task_states import TaskState
 
@@ -37,23 +36,15 @@ def legacy_resources(r: Resources) -> dict[str, float | str]:
     return r.to_legacy_dict()
 
 
-def _status_json(s: TaskStatus) -> dict[str, Any]:
-    """A task status as ``/state`` lists it: Mesos' ``state``, ``timestamp`` and ``labels`` (the
-    agent's ``exit_code``), plus the ``message`` and ``reason`` when the status has them."""
+def status_json(s: mesos.TaskStatus) -> dict[str, Any]:
+    """A task status as Mesos' ``/state`` models it: state and timestamp, then labels,
+    container_status and healthy when set; and Agora's ``message`` and ``reason`` when set (the
+    web UI's task page and ``agora task show`` print them)."""
     out: dict[str, Any] = {"state": s.state.value, "timestamp": s.timestamp or 0.0}
     if s.message:
         out["message"] = s.message
     if s.reason is not None:
         out["reason"] = s.reason.value
-    if s.labels is not None and s.labels.labels:
-        out["labels"] = [{"key": lb.key, "value": lb.value} for lb in s.labels.labels]
-    return out
-
-
-def status_json(s: mesos.TaskStatus) -> dict[str, Any]:
-    """A task status as Mesos' ``/state`` models it: state and timestamp, then labels,
-    container_status and healthy when set."""
-    out: dict[str, Any] = {"state": s.state.value, "timestamp": s.timestamp or 0.0}
     if s.labels is not None and s.labels.labels:
         out["labels"] = [codec.to_builtins(lb) for lb in s.labels.labels]
     if s.container_status is not None:

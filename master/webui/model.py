@@ -218,10 +218,10 @@ def maintenance_rows(state: State) -> list[MaintenanceRow]:
         aid, phase = str(a.get("id", "")), str(a.get("phase", ""))
         drain = str((a.get("drain_info") or {}).get("state") or "").lower()  # draining / drained
         draining = bool(a.get("draining")) or phase == "DRAINING" or bool(drain)
-        deactivated = bool(a.get("deactivated")) or not a.get("active")
+        deactivated = bool(a.get("deactivated")) or not a.get("active")  # a drained agent is too
         if draining:
             words = drain or "deactivated"  # no drain_info: DEACTIVATE_AGENT (no kills)
-            words = f"{words} (unreachable)" if deactivated else words
+            words = f"{words} (unreachable)" if phase == "UNREACHABLE" else words
         elif deactivated:
             words = f"deactivated ({phase.lower() or 'inactive'})"
         else:

@@ -73,7 +73,7 @@ TASK = shape(
     "usage",
 )
 # json(TaskStatus)
-STATUS = shape("state timestamp", "labels container_status healthy")
+STATUS = shape("state timestamp", "labels container_status healthy", "message reason")
 # json(Offer)
 OFFER = shape("id framework_id allocation_info slave_id resources")
 # json(ExecutorInfo) + slave_id
