@@ -11,8 +11,8 @@ from pathlib import Path
 import click
 
 from frameworks.client.options import ServiceConnection, connection_options, run_service
+from frameworks.elastic.jobs import ServiceError
 from frameworks.elastic.service import ElasticService
-from frameworks.elastic.service_core import ServiceError
 from frameworks.elastic.store import StoreError
 
 

@@ -55,25 +55,31 @@ from frameworks.elastic import messages as m
 from frameworks.elastic import metrics, pages
 from frameworks.elastic.coordinator import Coordinator
 from frameworks.elastic.core import CoordinatorConfig, CoordinatorError
-from frameworks.elastic.service_core import (
+from frameworks.elastic.effects import (
     DeclareDemand,
     Decline,
     Effect,
-    ElasticCore,
-    Job,
     Kill,
     Launch,
     OfferSlot,
     Persist,
     Revive,
-    ServiceError,
     StartCoordinator,
     StopCoordinator,
     WorkerGone,
     WorkerLaunch,
+)
+from frameworks.elastic.jobs import (
+    Job,
+    JobConflict,
+    NoSuchJob,
+    ServiceError,
     job_detail,
     job_summary,
     job_to_dict,
+)
+from frameworks.elastic.service_core import (
+    ElasticCore,
 )
 from frameworks.elastic.spec import JobSpec, SpecError, from_mapping, parse_toml
 from frameworks.elastic.state import JobState
@@ -571,7 +577,7 @@ class ElasticService(Service, Scheduler):
         try:
             job = self.core.job(_job_id(request))
         except ServiceError as exc:
-            return _html(webui.error_page(pages.SERVICE, exc.status, exc.reason), exc.status)
+            return _html(webui.error_page(pages.SERVICE, error_status(exc), exc.reason), error_status(exc))
         stream = request.query.get("stream", "stdout")
         try:
             worker = int(request.query["worker"]) if "worker" in request.query else None
@@ -658,7 +664,7 @@ class ElasticService(Service, Scheduler):
         try:
             job = self.core.job(_job_id(request))
         except ServiceError as exc:
-            return _error(exc.status, exc.reason)
+            return _error(error_status(exc), exc.reason)
         return web.json_response(self._detail(job))
 
     def _detail(self, job: Job) -> dict[str, Any]:
@@ -692,7 +698,7 @@ class ElasticService(Service, Scheduler):
                 return denied
             self.scale(_job_id(request), max_workers=hi, min_workers=lo)
         except ServiceError as exc:
-            return _error(exc.status, exc.reason)
+            return _error(error_status(exc), exc.reason)
         except ValueError as exc:
             return _error(400, str(exc))
         return web.json_response(job_summary(self.core.jobs[_job_id(request)]))
@@ -703,7 +709,7 @@ class ElasticService(Service, Scheduler):
                 return denied
             self.cancel(_job_id(request))
         except ServiceError as exc:
-            return _error(exc.status, exc.reason)
+            return _error(error_status(exc), exc.reason)
         return web.json_response(job_summary(self.core.jobs[_job_id(request)]))
 
     async def _logs(self, request: web.Request) -> web.Response:
@@ -714,7 +720,7 @@ class ElasticService(Service, Scheduler):
             length = int(request.query.get("length", str(64 * 1024)))
             index = int(request.query["worker"]) if "worker" in request.query else None
         except ServiceError as exc:
-            return _error(exc.status, exc.reason)
+            return _error(error_status(exc), exc.reason)
         except ValueError:
             return _error(400, "worker, offset and length must be integers")
         stream = request.query.get("stream", "stdout")
@@ -748,7 +754,16 @@ def _job_id(request: web.Request) -> int:
     try:
         return int(request.match_info["id"])
     except ValueError:
-        raise ServiceError(f"no elastic job {request.match_info['id']!r}", 404) from None
+        raise NoSuchJob(f"no elastic job {request.match_info['id']!r}") from None
+
+
+def error_status(exc: ServiceError) -> int:
+    """The HTTP status for a request the core refused."""
+    if isinstance(exc, NoSuchJob):
+        return 404
+    if isinstance(exc, JobConflict):
+        return 409
+    return 400
 
 
 def _html(markup: str, status: int = 200) -> web.Response:

@@ -28,7 +28,6 @@ row without training progress), finished.
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -37,345 +36,41 @@ import attrs
 from frameworks.client.demand import Demand
 from frameworks.client.placement import pick
 from frameworks.elastic import policy
-from frameworks.elastic.spec import JobSpec, SpecError, from_mapping, to_mapping
-from frameworks.elastic.state import IllegalTransition, JobLifecycle, JobState, Transition
+from frameworks.elastic.effects import (
+    DeclareDemand,
+    Decline,
+    Effect,
+    Kill,
+    Launch,
+    OfferSlot,
+    Persist,
+    Returning,
+    Revive,
+    StartCoordinator,
+    StopCoordinator,
+    WorkerGone,
+    WorkerLaunch,
+)
+from frameworks.elastic.jobs import (
+    HISTORY,
+    Ending,
+    Job,
+    JobConflict,
+    NoSuchJob,
+    Phase,
+    ServiceError,
+    Worker,
+    classify,
+    failure_cause,
+    job_from_dict,
+)
+from frameworks.elastic.slots import count_slots, pick_revocable, reference_shape
+from frameworks.elastic.spec import JobSpec
+from frameworks.elastic.state import IllegalTransition, JobState, Transition
 from protocol.resources import Resources
 from protocol.task_states import TaskState, is_terminal
 
 __pure__ = True
-
-HISTORY = 50  # ended workers kept per job
-
-
-class ServiceError(ValueError):
-    """A request the service refuses; ``status`` is the HTTP status to answer with."""
-
-    def __init__(self, reason: str, status: int = 400) -> None:
-        super().__init__(reason)
-        self.reason = reason
-        self.status = status
-
-
-class Phase(enum.Enum):
-    STAGING = "STAGING"  # launched, not yet running
-    RUNNING = "RUNNING"
-    KILLING = "KILLING"  # we asked for it to go (an agent's own kill leaves the phase alone)
-    UNREACHABLE = "UNREACHABLE"  # its agent is partitioned; not counted, killed if it comes back
-    ENDED = "ENDED"
-
-
-class Ending(enum.Enum):
-    KILLED = "killed"  # by us (scale down, cancel)
-    REVOKED = "revoked"  # revocable resources reclaimed
-    LOST = "lost"  # agent lost / unreachable / gone / invalid offer
-    FAILED = "failed"  # the worker process failed
-    FINISHED = "finished"  # exited 0
-
-
-@attrs.define
-class Worker:
-    task_id: str
-    job_id: int
-    index: int
-    agent_id: str
-    hostname: str
-    resources: str
-    revocable: bool
-    phase: Phase
-    launched_at: float
-    running_at: float | None = None
-    ended_at: float | None = None
-    ending: Ending | None = None
-    state: str | None = None  # the last TaskState name
-    message: str | None = None
-    killed_at: float | None = None  # when the last KILL for it was sent
-    kill_asked: bool = False  # we decided to kill it (its end is then ours, not a failure)
-    reason: str | None = None  # the last TaskStatus reason
-
-    @property
-    def live(self) -> bool:
-        return self.phase is not Phase.ENDED
-
-    @property
-    def counted(self) -> bool:
-        """Part of the job's current size (the policy's view)."""
-        return self.phase in (Phase.STAGING, Phase.RUNNING)
-
-
-@attrs.define
-class Job:
-    job_id: int
-    spec: JobSpec
-    submitted_at: float
-    life: JobLifecycle = attrs.field(factory=JobLifecycle)
-    workers: dict[str, Worker] = attrs.field(factory=dict)
-    ended: list[Worker] = attrs.field(factory=list)
-    next_index: int = 0
-    failures: int = 0  # consecutive worker failures without progress
-    backoff_until: float = 0.0
-    last_failure: str | None = None  # the cause of the last worker failure
-    last_failure_at: float | None = None
-    same_failures: int = 0  # failures in a row with that cause (training progress does not reset it)
-    finished: bool = False  # the coordinator has no shards left
-    reason: str = ""
-    progress: dict[str, Any] = attrs.field(factory=dict)
-    coordinator_port: int | None = None
-    coordinator_url: str | None = None
-    started_at: float | None = None
-    ended_at: float | None = None
-    counts: dict[str, int] = attrs.field(factory=dict)  # launched / killed / revoked / ...
-    user: str | None = None  # the owner: the principal that submitted it (None: not known)
-
-    @property
-    def state(self) -> JobState:
-        return self.life.state
-
-    @property
-    def terminal(self) -> bool:
-        return self.life.terminal
-
-    def live_workers(self) -> list[Worker]:
-        return [w for w in self.workers.values() if w.live]
-
-    def counted(self, revocable: bool | None = None) -> int:
-        return sum(
-            1 for w in self.workers.values() if w.counted and (revocable is None or w.revocable is revocable)
-        )
-
-    def running(self) -> int:
-        return sum(1 for w in self.workers.values() if w.phase is Phase.RUNNING)
-
-    def shape(self) -> Resources:
-        return worker_shape(self.spec)
-
-    def bump(self, key: str) -> None:
-        self.counts[key] = self.counts.get(key, 0) + 1
-
-
-def worker_shape(spec: JobSpec) -> Resources:
-    w = spec.worker
-    return (
-        Resources.of(cpus=w.cpus, mem=w.mem, gpus=w.gpus)
-        if w.gpus > 0
-        else Resources.of(cpus=w.cpus, mem=w.mem)
-    )
-
-
-# --- effects ----------------------------------------------------------------------------------------
-
-
-@attrs.frozen
-class WorkerLaunch:
-    job_id: int
-    task_id: str
-    index: int
-    resources: Resources
-    revocable: bool
-
-
-@attrs.frozen
-class StartCoordinator:
-    job_id: int
-
-
-@attrs.frozen
-class StopCoordinator:
-    job_id: int
-
-
-@attrs.frozen
-class Launch:
-    offer_id: str
-    agent_id: str
-    workers: tuple[WorkerLaunch, ...]
-
-
-@attrs.frozen
-class Kill:
-    task_id: str
-    agent_id: str | None
-    reason: str
-
-
-@attrs.frozen
-class WorkerGone:
-    """A worker task ended: the coordinator may return its leases now instead of on timeout.
-    ``died``: it failed (crashed, killed by its agent for a limit) - the shards it held count a
-    death each and are set aside after repeated deaths; otherwise it just left."""
-
-    job_id: int
-    task_id: str
-    died: str | None = None
-
-
-@attrs.frozen
-class DeclareDemand:
-    demands: tuple[tuple[str, Demand], ...]
-
-
-@attrs.frozen
-class Decline:
-    offer_ids: tuple[str, ...]
-    refuse_seconds: float
-
-
-@attrs.frozen
-class Revive:
-    """Clear the refusal filters of earlier declines: something is wanted again."""
-
-
-@attrs.frozen
-class Persist:
-    job_ids: tuple[int, ...]
-
-
-Effect = (
-    StartCoordinator
-    | StopCoordinator
-    | Launch
-    | Kill
-    | WorkerGone
-    | DeclareDemand
-    | Decline
-    | Revive
-    | Persist
-)
-
-
-@attrs.frozen
-class Returning:
-    """The slot of a worker that ended on a live agent: its resources are on their way back to us
-    (the master recovers them and offers them again) but no offer shows them yet."""
-
-    task_id: str
-    agent_id: str
-    revocable: bool
-    since: float
-    need: Mapping[str, float]  # its scalars (flattened)
-
-
-@attrs.frozen
-class OfferSlot:
-    """What the core needs of one held offer."""
-
-    offer_id: str
-    agent_id: str
-    hostname: str
-    available: Resources
-    role: str = "*"
-
-
-# --- slots --------------------------------------------------------------------------------------------
-
-
-def _fits(avail: Resources, shape: Resources) -> int:
-    n: int | None = None
-    for name, need in shape.scalars().items():
-        if need <= 0:
-            continue
-        k = int(avail.scalar(name) // need)
-        n = k if n is None else min(n, k)
-    return max(0, n or 0)
-
-
-def count_slots(offers: Iterable[OfferSlot], shape: Resources, role: str | None = None) -> policy.Capacity:
-    """Worker slots of ``shape`` in the offers, regular and revocable (per offer, whole workers)."""
-    reg = rev = 0
-    for o in offers:
-        avail = o.available.allocatable_to(role) if role not in (None, "*") else o.available
-        regular = _fits(avail.non_revocable().flatten(), shape)
-        reg += regular
-        # a revocable worker may mix revocable entries with regular ones (revocable cpus, regular
-        # mem): the slots revocable resources add on top of the regular ones
-        rev += _fits(avail.flatten(), shape) - regular if avail.revocable() else 0
-    return policy.Capacity(reg, rev)
-
-
-def pick_revocable(avail: Resources, shape: Resources, role: str | None) -> Resources | None:
-    """Entries for a worker on revocable resources: the whole shape from revocable entries if it
-    fits, else as much as possible from revocable entries and the rest from regular ones (at least
-    one revocable entry, or None)."""
-    whole = pick(avail, shape, role, allow_revocable=True, only_revocable=True)
-    if whole is not None:
-        return whole
-    rev = avail.revocable()
-    if not rev:
-        return None
-    rev_part: dict[str, float] = {}
-    reg_part: dict[str, float] = {}
-    for name, need in shape.flatten().scalars().items():
-        take = min(need, rev.scalar(name))
-        if take > 0:
-            rev_part[name] = take
-        if need - take > 1e-9:
-            reg_part[name] = need - take
-    if not rev_part:
-        return None
-    chosen_rev = pick(avail, _flat(rev_part), role, allow_revocable=True, only_revocable=True)
-    if chosen_rev is None:
-        return None
-    if not reg_part:
-        return chosen_rev
-    chosen_reg = pick(avail - chosen_rev, _flat(reg_part), role, allow_revocable=False)
-    return None if chosen_reg is None else chosen_rev + chosen_reg
-
-
-def _flat(amounts: Mapping[str, float]) -> Resources:
-    return Resources.sum(Resources.scalar_entry(k, v) for k, v in sorted(amounts.items()))
-
-
-def reference_shape(shapes: Iterable[Resources]) -> Resources:
-    """The component-wise largest shape: a slot of it fits a worker of any of ``shapes``."""
-    best: dict[str, float] = {}
-    for s in shapes:
-        for k, v in s.flatten().scalars().items():
-            best[k] = max(best.get(k, 0.0), v)
-    if not best:
-        return Resources.of(cpus=1, mem=1)
-    return Resources.sum(Resources.scalar_entry(k, v) for k, v in sorted(best.items()) if v > 0)
-
-
-# a kill we did not ask for with one of these reasons means the agent or the framework went away,
-# not that the worker did something wrong
-_GONE_REASONS = frozenset(
-    {
-        "REASON_AGENT_REMOVED",
-        "REASON_AGENT_REMOVED_BY_OPERATOR",
-        "REASON_AGENT_RESTARTED",
-        "REASON_AGENT_DISCONNECTED",
-        "REASON_AGENT_UNKNOWN",
-        "REASON_FRAMEWORK_REMOVED",
-    }
-)
-
-
-def classify(state: TaskState, reason: str | None, asked: bool) -> Ending:
-    """How a worker ended; ``asked``: we had decided to kill it."""
-    if reason in ("REASON_CONTAINER_PREEMPTED", "REASON_AGENT_DRAINING"):
-        return Ending.REVOKED  # a shrink forced on us (revocation, agent drain): no backoff
-    if asked and state in (TaskState.TASK_KILLED, TaskState.TASK_FAILED, TaskState.TASK_FINISHED):
-        return Ending.KILLED
-    if state is TaskState.TASK_FINISHED:
-        return Ending.FINISHED
-    if state is TaskState.TASK_FAILED:
-        return Ending.FAILED  # includes the agent's kills for a limit (REASON_CONTAINER_LIMITATION_*)
-    if state is TaskState.TASK_ERROR:
-        return Ending.LOST if reason == "REASON_INVALID_OFFERS" else Ending.FAILED
-    if state is TaskState.TASK_KILLED:
-        # killed by someone else: the worker's failure unless its agent/framework went away
-        return Ending.LOST if reason in _GONE_REASONS else Ending.FAILED
-    return Ending.LOST  # LOST, DROPPED, GONE, UNKNOWN
-
-
-def failure_cause(w: Worker) -> str:
-    """A short cause for a failed worker, the same for repeats of the same failure."""
-    if w.reason == "REASON_CONTAINER_LIMITATION_MEMORY":
-        return f"killed by its agent for exceeding its memory limit ({w.resources})"
-    if w.reason and w.reason.startswith("REASON_CONTAINER_LIMITATION"):
-        return f"killed by its agent for exceeding a limit ({w.reason})"
-    if w.state == TaskState.TASK_KILLED.value:
-        return f"killed by its agent ({w.reason or 'no reason given'})"
-    return f"{w.state or 'failed'}: {w.message or w.reason or 'no message'}"
 
 
 class ElasticCore:
@@ -424,14 +119,14 @@ class ElasticCore:
         try:
             return self.jobs[job_id]
         except KeyError:
-            raise ServiceError(f"no elastic job {job_id}", 404) from None
+            raise NoSuchJob(f"no elastic job {job_id}") from None
 
     def scale(
         self, job_id: int, now: float, max_workers: int | None = None, min_workers: int | None = None
     ) -> list[Effect]:
         job = self.job(job_id)
         if job.terminal:
-            raise ServiceError(f"job {job_id} is {job.state.value.lower()}", 409)
+            raise JobConflict(f"job {job_id} is {job.state.value.lower()}")
         lo = job.spec.scaling.min_workers if min_workers is None else min_workers
         hi = job.spec.scaling.max_workers if max_workers is None else max_workers
         if lo < 1:
@@ -446,7 +141,7 @@ class ElasticCore:
     def cancel(self, job_id: int, now: float) -> list[Effect]:
         job = self.job(job_id)
         if job.terminal:
-            raise ServiceError(f"job {job_id} is already {job.state.value.lower()}", 409)
+            raise JobConflict(f"job {job_id} is already {job.state.value.lower()}")
         out: list[Effect] = self._kill_all(job, "job cancelled", now)
         self._move(job, JobState.CANCELLED, "cancelled by request", now)
         job.reason = "cancelled"
@@ -966,130 +661,3 @@ class ElasticCore:
 
 
 # --- records --------------------------------------------------------------------------------------------
-
-
-def _worker_to_dict(w: Worker) -> dict[str, Any]:
-    d = attrs.asdict(w, recurse=False)
-    d["phase"] = w.phase.value
-    d["ending"] = w.ending.value if w.ending else None
-    return d
-
-
-def _worker_from_dict(d: Mapping[str, Any]) -> Worker:
-    d = dict(d)
-    d["phase"] = Phase(d["phase"])
-    d["ending"] = Ending(d["ending"]) if d.get("ending") else None
-    d.setdefault("kill_asked", d["phase"] is Phase.KILLING)  # records from before the field: ours
-    return Worker(**d)
-
-
-def job_to_dict(job: Job) -> dict[str, Any]:
-    return {
-        "job_id": job.job_id,
-        "spec": to_mapping(job.spec),
-        "submitted_at": job.submitted_at,
-        "state": job.state.value,
-        "story": [
-            {"old": t.old.value, "new": t.new.value, "reason": t.reason, "at": t.at} for t in job.life.story
-        ],
-        "workers": [_worker_to_dict(w) for w in job.workers.values()],
-        "ended": [_worker_to_dict(w) for w in job.ended],
-        "next_index": job.next_index,
-        "failures": job.failures,
-        "backoff_until": job.backoff_until,
-        "last_failure": job.last_failure,
-        "last_failure_at": job.last_failure_at,
-        "same_failures": job.same_failures,
-        "finished": job.finished,
-        "reason": job.reason,
-        "progress": job.progress,
-        "coordinator_port": job.coordinator_port,
-        "started_at": job.started_at,
-        "ended_at": job.ended_at,
-        "counts": job.counts,
-        "user": job.user,
-    }
-
-
-def job_from_dict(d: Mapping[str, Any]) -> Job:
-    try:
-        spec = from_mapping(d["spec"])
-        life = JobLifecycle(
-            JobState(d["state"]),
-            [
-                Transition(JobState(t["old"]), JobState(t["new"]), t["reason"], t["at"])
-                for t in d.get("story", [])
-            ],
-        )
-        workers = [_worker_from_dict(w) for w in d.get("workers", [])]
-        return Job(
-            job_id=int(d["job_id"]),
-            spec=spec,
-            submitted_at=float(d["submitted_at"]),
-            life=life,
-            workers={w.task_id: w for w in workers},
-            ended=[_worker_from_dict(w) for w in d.get("ended", [])],
-            next_index=int(d.get("next_index", 0)),
-            failures=int(d.get("failures", 0)),
-            backoff_until=float(d.get("backoff_until", 0.0)),
-            last_failure=d.get("last_failure"),
-            last_failure_at=d.get("last_failure_at"),
-            same_failures=int(d.get("same_failures", 0)),
-            finished=bool(d.get("finished", False)),
-            reason=str(d.get("reason", "")),
-            progress=dict(d.get("progress", {})),
-            coordinator_port=d.get("coordinator_port"),
-            started_at=d.get("started_at"),
-            ended_at=d.get("ended_at"),
-            counts=dict(d.get("counts", {})),
-            user=d.get("user"),
-        )
-    except (KeyError, TypeError, ValueError, SpecError) as e:
-        raise ServiceError(f"bad job record: {e}") from e
-
-
-def job_summary(job: Job) -> dict[str, Any]:
-    s = job.spec.scaling
-    return {
-        "id": job.job_id,
-        "name": job.spec.name,
-        "user": job.user,
-        "state": job.state.value,
-        "role": job.spec.role,
-        "priority": job.spec.priority,
-        "min_workers": s.min_workers,
-        "max_workers": s.max_workers,
-        "workers": job.counted(),
-        "running": job.running(),
-        "revocable_workers": job.counted(True),
-        "generation": job.progress.get("generation"),
-        "progress": job.progress.get("progress"),
-        "samples_per_second": job.progress.get("samples_per_second"),
-        "loss": job.progress.get("loss"),
-        "accuracy": job.progress.get("accuracy"),
-        "test_accuracy": job.progress.get("reports", {}).get("test_accuracy"),
-        "reason": job.reason,
-        "submitted_at": job.submitted_at,
-        "started_at": job.started_at,
-        "ended_at": job.ended_at,
-    }
-
-
-def job_detail(job: Job) -> dict[str, Any]:
-    out = job_summary(job)
-    out["spec"] = to_mapping(job.spec)
-    out["coordinator"] = job.coordinator_url
-    out["metrics"] = job.progress
-    out["counts"] = dict(job.counts)
-    out["failures_in_a_row"] = job.failures
-    out["last_failure"] = (
-        {"cause": job.last_failure, "at": job.last_failure_at, "in_a_row": job.same_failures}
-        if job.last_failure
-        else None
-    )
-    out["worker_list"] = [_worker_to_dict(w) for w in sorted(job.workers.values(), key=lambda w: w.index)]
-    out["ended_workers"] = [_worker_to_dict(w) for w in job.ended[-20:]]
-    out["story"] = [
-        {"from": t.old.value, "to": t.new.value, "reason": t.reason, "at": t.at} for t in job.life.story
-    ]
-    return out

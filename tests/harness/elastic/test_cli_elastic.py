@@ -15,8 +15,8 @@ from click.testing import CliRunner, Result
 
 from frameworks.cli.elastic import elastic
 from frameworks.client.fake import FakeMaster
+from frameworks.elastic.jobs import Phase
 from frameworks.elastic.service import ElasticService
-from frameworks.elastic.service_core import Phase
 from protocol.mesos import Reason
 from protocol.task_states import TaskState
 

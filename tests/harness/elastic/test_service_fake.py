@@ -15,8 +15,8 @@ import pytest
 from frameworks.client.fake import FakeMaster
 from frameworks.elastic import messages as m
 from frameworks.elastic import policy
+from frameworks.elastic.jobs import Ending, Job, Phase
 from frameworks.elastic.service import ElasticService
-from frameworks.elastic.service_core import Ending, Job, Phase
 from frameworks.elastic.spec import from_mapping
 from frameworks.elastic.state import JobState
 from protocol.mesos import CallType, Reason

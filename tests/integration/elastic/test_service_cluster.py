@@ -29,8 +29,8 @@ import pytest
 from frameworks.cli.common import ManagedProcess, child_env, command_for, start_process, stop_process
 from frameworks.cli.up import LocalCluster, start_cluster
 from frameworks.elastic import demo, policy
+from frameworks.elastic.jobs import Job, Phase
 from frameworks.elastic.service import ElasticService
-from frameworks.elastic.service_core import Job, Phase
 from frameworks.elastic.spec import from_mapping
 from frameworks.elastic.state import JobState
 

@@ -16,7 +16,9 @@ import attrs
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from frameworks.elastic.service_core import ElasticCore, Kill, Launch, OfferSlot, Phase
+from frameworks.elastic.effects import Kill, Launch, OfferSlot
+from frameworks.elastic.jobs import Phase
+from frameworks.elastic.service_core import ElasticCore
 from frameworks.elastic.spec import from_mapping
 from protocol.resources import Resources
 from protocol.task_states import TaskState

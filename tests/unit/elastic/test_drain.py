@@ -5,7 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from frameworks.elastic.service_core import ElasticCore, Ending, Launch, OfferSlot, WorkerGone, classify
+from frameworks.elastic.effects import Launch, OfferSlot, WorkerGone
+from frameworks.elastic.jobs import Ending, classify
+from frameworks.elastic.service_core import ElasticCore
 from frameworks.elastic.spec import from_mapping
 from protocol.resources import Resources
 from protocol.task_states import TaskState
