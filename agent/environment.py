@@ -7,6 +7,7 @@ inherited (no secrets leak into tasks); only ``PATH`` is passed through.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterable, Mapping
 
 __pure__ = True
@@ -43,3 +44,13 @@ def task_environment(
     for name, value in extra:
         env[name] = value
     return env
+
+
+_CONTAINERS = uuid.UUID("6d2b5f0e-8a43-4c7e-9a55-2f1d0c3b7e41")
+
+
+def container_id(agent_id: str, framework_id: str, executor_id: str) -> str:
+    """The id of the container an executor (a command task's own, or a custom one) runs in: a
+    UUID, as Mesos' are, the same for the same agent, framework and executor (so it survives an
+    agent restart and every status of the task carries the same one)."""
+    return str(uuid.uuid5(_CONTAINERS, f"{agent_id}/{framework_id}/{executor_id}"))

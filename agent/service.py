@@ -39,7 +39,7 @@ from agent.checkpoint import (
     TaskRecordFile,
 )
 from agent.config import AgentConfig
-from agent.environment import task_environment
+from agent.environment import container_id, task_environment
 from agent.executors import ExecutorGlue
 from agent.fetch_plan import failure as fetch_failure
 from agent.fetcher import Fetched, Fetcher, default_cache_dir
@@ -54,6 +54,8 @@ from agent.gpus import (
     parse_device_list,
 )
 from agent.gpus import identity as gpu_identity
+from agent.health import CheckState, HealthState, Outcome, Policy
+from agent.health_checker import Checkers
 from agent.isolation import CgroupOptions, Isolator, MonitorIsolator, detect
 from agent.launcher import Launcher, LaunchError, Proc, boot_id, spawn
 from agent.recovery import StartupError
@@ -84,6 +86,12 @@ from protocol.lifecycle import Service
 from protocol.mesos import (
     AgentInfo,
     CapabilityType,
+    CheckStatusCommand,
+    CheckStatusHttp,
+    CheckStatusInfo,
+    CheckStatusTcp,
+    CheckType,
+    ContainerStatus,
     ExecutorInfo,
     FrameworkInfo,
     Reason,
@@ -91,7 +99,7 @@ from protocol.mesos import (
     TaskInfo,
     TaskStatus,
 )
-from protocol.mesos_common import AgentID, ExecutorID, FrameworkID, Label, Labels, TaskID
+from protocol.mesos_common import AgentID, ContainerID, ExecutorID, FrameworkID, Label, Labels, TaskID
 from protocol.resources import Resources, attributes_to_mesos, parse_attributes
 from protocol.task_states import TaskState, is_terminal
 from protocol.tls import TlsError, client_context, server_context
@@ -231,6 +239,9 @@ class AgentService(Service):
             stall_timeout=config.fetcher_stall_timeout, frameworks_home=config.frameworks_home,
             progress_interval=config.fetcher_progress_interval,
         )
+        self.checkers = Checkers(self._check_outcome)
+        self.health: dict[tuple[str, str], HealthState] = {}
+        self.check_states: dict[tuple[str, str], CheckState] = {}
         self.sandbox_gc = SandboxGC(self.checkpoint.sandboxes, config.sandbox_gc_delay)
         self.run_as: dict[tuple[str, str], users.RunAs] = {}
         self.setpriv = users.setpriv_path()
@@ -340,6 +351,7 @@ class AgentService(Service):
         self._disk.shutdown(wait=True)
         self._spawners.shutdown(wait=True)
         self.fetcher.close()
+        await self.checkers.close()
         for key in list(self._oom_fds):
             self.unwatch_oom(key)
         await asyncio.to_thread(self.isolator.close)
@@ -609,6 +621,9 @@ class AgentService(Service):
             if self.gpus.release((eff.framework_id, eff.task_id)):  # free for the next task
                 log.debug("task %s/%s released its GPUs", eff.framework_id, eff.task_id)
             self.started_at.pop((eff.framework_id, eff.task_id), None)
+            self.checkers.stop(eff.framework_id, eff.task_id)
+            self.health.pop((eff.framework_id, eff.task_id), None)
+            self.check_states.pop((eff.framework_id, eff.task_id), None)
             t = self.tracker.get(eff.framework_id, eff.task_id)
             if t is not None:
                 self.m_terminal.labels(state=t.state.name).inc()
@@ -637,6 +652,8 @@ class AgentService(Service):
             log.debug("status update: %s/%s %s", eff.framework_id, eff.task_id, eff.why)
         elif isinstance(eff, tk.FetchTask):
             self.spawn(self._fetch(eff.spec), name=f"fetch-{eff.spec.task_id}")
+        elif isinstance(eff, tk.StartChecks):
+            self._start_checks(eff.spec)
         elif isinstance(eff, tk.CancelFetch):
             self.fetcher.cancel(_task_key(eff.framework_id, eff.task_id))
         elif isinstance(eff, tk.StartExecutor):
@@ -656,6 +673,57 @@ class AgentService(Service):
             log.warning("unhandled effect %r", eff)
 
     # --- tasks -------------------------------------------------------------------------------
+
+    def _start_checks(self, spec: TaskSpec) -> None:
+        """Health check and check of a running command task (``agent/health_checker.py``): run in
+        its sandbox, with its environment, as its user."""
+        fid, tid = spec.framework_id, spec.task_id
+        if self.checkers.running(fid, tid):
+            return
+        sandbox = self.checkpoint.sandbox(fid, tid)
+        env = task_environment(
+            agent_id=self.agent_id or "", framework_id=fid, task_id=tid, executor_id=tid, sandbox=str(sandbox),
+            path=os.environ.get("PATH"), extra=spec.command.environment if spec.command else (),
+        )
+        env.update(self.gpu_environment(spec))
+        run_as = self.run_as.get((fid, tid))
+        setpriv = self.setpriv
+
+        def wrap(argv: tuple[str, ...]) -> tuple[str, ...]:
+            assert run_as is not None and setpriv is not None
+            return run_as.wrap(argv, setpriv)
+
+        now = self.clock.now()
+        for policy in (spec.health, spec.check):
+            if policy is None:
+                continue
+            if policy.health:
+                self.health[(fid, tid)] = HealthState(policy, now)
+            else:
+                self.check_states[(fid, tid)] = CheckState(policy)
+            self.checkers.start(fid, tid, policy, env, sandbox, wrap if run_as is not None and setpriv else None)
+
+    def _check_outcome(self, fid: str, tid: str, policy: Policy, outcome: Outcome) -> None:
+        """Event loop: one check's outcome -> the tracker (a health verdict, or a changed check)."""
+        now = self.clock.now()
+        if policy.health:
+            hs = self.health.get((fid, tid))
+            verdict = hs.result(outcome, now) if hs is not None else None
+            if verdict is not None:
+                log.info("task %s/%s: %s", fid, tid, verdict.message or "healthy")
+                self.submit(self.tracker.handle(tk.HealthChecked(fid, tid, verdict), now))
+            return
+        cs = self.check_states.get((fid, tid))
+        if cs is None or not cs.result(outcome):
+            return
+        kind = policy.probe.kind
+        status = CheckStatusInfo(
+            type=CheckType(kind),
+            command=CheckStatusCommand(outcome.value) if kind == "COMMAND" else None,
+            http=CheckStatusHttp(outcome.value) if kind == "HTTP" else None,
+            tcp=CheckStatusTcp(None if outcome.value is None else bool(outcome.value)) if kind == "TCP" else None,
+        )
+        self.submit(self.tracker.handle(tk.CheckChanged(fid, tid, status), now))
 
     def _spawn_blocking(self, spec: TaskSpec) -> _SpawnResult:
         """Checkpoint thread (or a spawner thread): sandbox, environment, isolation, spawn. The
@@ -743,6 +811,11 @@ class AgentService(Service):
             timestamp=now,
             uuid=new_status_uuid(),
             labels=labels,
+            healthy=eff.healthy,
+            check_status=eff.check_status,
+            container_status=ContainerStatus(ContainerID(
+                container_id(self.agent_id or "", eff.framework_id, eff.executor_id or eff.task_id)
+            )),
         )
         used = self.usage.get((eff.framework_id, eff.task_id)) if is_terminal(eff.state) else None
         if used is not None:  # the final figures ride on the terminal update (protocol.usage)

@@ -24,7 +24,9 @@ from collections.abc import Iterable
 import attrs
 
 from agent.fetch_plan import starting
+from agent.health import CHECK_REASON, HEALTH_REASON, Verdict
 from agent.taskspec import TaskSpec
+from protocol.mesos import CheckStatusInfo, CheckType
 from protocol.task_states import TaskState, check_transition, is_terminal
 
 __pure__ = True
@@ -44,6 +46,7 @@ class KillReason(enum.Enum):
     SHUTDOWN = "SHUTDOWN"
     AGENT_SHUTDOWN = "AGENT_SHUTDOWN"
     DRAINING = "DRAINING"  # the master drains this agent (DRAIN_AGENT)
+    HEALTH = "HEALTH"  # its health check failed consecutive_failures times (agent/health.py)
 
 
 _KILL_OUTCOME: dict[KillReason, tuple[TaskState, str | None]] = {
@@ -54,6 +57,7 @@ _KILL_OUTCOME: dict[KillReason, tuple[TaskState, str | None]] = {
     KillReason.SHUTDOWN: (S.TASK_KILLED, "REASON_FRAMEWORK_REMOVED"),
     KillReason.AGENT_SHUTDOWN: (S.TASK_KILLED, "REASON_AGENT_REMOVED_BY_OPERATOR"),
     KillReason.DRAINING: (S.TASK_KILLED, "REASON_AGENT_DRAINING"),
+    KillReason.HEALTH: (S.TASK_KILLED, None),
 }
 
 _LIMITATIONS = frozenset({KillReason.MEMORY, KillReason.DISK})
@@ -109,6 +113,24 @@ class FetchProgress:
     framework_id: str
     task_id: str
     message: str
+
+
+@attrs.frozen
+class HealthChecked:
+    """The verdict of a health check of a running command task (``agent/health.py``)."""
+
+    framework_id: str
+    task_id: str
+    verdict: Verdict
+
+
+@attrs.frozen
+class CheckChanged:
+    """A general check of a running command task has a new result."""
+
+    framework_id: str
+    task_id: str
+    status: CheckStatusInfo
 
 
 @attrs.frozen
@@ -255,6 +277,8 @@ Event = (
     | Fetched
     | FetchFailed
     | FetchProgress
+    | HealthChecked
+    | CheckChanged
     | Spawned
     | SpawnFailed
     | Exited
@@ -288,6 +312,13 @@ class SpawnTask:
 @attrs.frozen
 class FetchTask:
     """Fetch the task's ``CommandInfo.uris`` into its sandbox (then ``Fetched``/``FetchFailed``)."""
+
+    spec: TaskSpec
+
+
+@attrs.frozen
+class StartChecks:
+    """The command task runs: start its health check and/or check (``spec.health``/``spec.check``)."""
 
     spec: TaskSpec
 
@@ -355,6 +386,8 @@ class EmitStatus:
     message: str | None = None
     executor_id: str | None = None
     exit_code: int | None = None
+    healthy: bool | None = None  # a health check's verdict (TaskStatus.healthy)
+    check_status: CheckStatusInfo | None = None
 
 
 @attrs.frozen
@@ -386,6 +419,7 @@ Effect = (
     CheckpointTask
     | SpawnTask
     | FetchTask
+    | StartChecks
     | CancelFetch
     | StartExecutor
     | HandToExecutor
@@ -414,6 +448,7 @@ class TaskRecord:
     exit_code: int | None = None
     fetching: bool = False  # its URIs are being fetched (no process yet)
     launch_note: str | None = None  # what the fetch did, for the TASK_RUNNING message
+    healthy: bool | None = None  # the last health check verdict reported
 
     @property
     def key(self) -> TaskKey:
@@ -492,6 +527,22 @@ class TaskTracker:
                     return []
                 t.fetching = False
                 return self._finish(t, S.TASK_FAILED, "REASON_CONTAINER_LAUNCH_FAILED", message, "SOURCE_AGENT")
+            case HealthChecked(fid, tid, verdict):
+                t = self.tasks.get((fid, tid))
+                if t is None or t.terminal or t.state is not S.TASK_RUNNING or t.kill_reason is not None:
+                    return []
+                t.healthy = verdict.healthy
+                out: list[Effect] = [EmitStatus(fid, tid, S.TASK_RUNNING, "SOURCE_EXECUTOR", HEALTH_REASON,
+                                                verdict.message, healthy=verdict.healthy)]
+                if verdict.kill:
+                    out.extend(self._kill(t, None, KillReason.HEALTH, now, verdict.message))
+                return out
+            case CheckChanged(fid, tid, status):
+                t = self.tasks.get((fid, tid))
+                if t is None or t.terminal or t.state is not S.TASK_RUNNING:
+                    return []
+                return [EmitStatus(fid, tid, S.TASK_RUNNING, "SOURCE_EXECUTOR", CHECK_REASON, healthy=t.healthy,
+                                   check_status=status)]
             case FetchProgress(fid, tid, message):
                 t = self.tasks.get((fid, tid))
                 if t is None or not t.fetching or t.state is not S.TASK_STARTING:
@@ -591,7 +642,9 @@ class TaskTracker:
         if t.state in (S.TASK_STAGING, S.TASK_STARTING):
             self._move(t, S.TASK_RUNNING)
             note = f" ({t.launch_note})" if t.launch_note else ""
-            out.append(EmitStatus(fid, tid, S.TASK_RUNNING, message=f"pid {pid}{note}"))
+            out.append(EmitStatus(fid, tid, S.TASK_RUNNING, message=f"pid {pid}{note}", check_status=_no_check_yet(t.spec)))
+            if t.spec.health is not None or t.spec.check is not None:
+                out.append(StartChecks(t.spec))
         if t.kill_reason is not None:  # killed while launching: signal now
             out.extend(self._signal_kill(t, now))
         return out
@@ -616,8 +669,9 @@ class TaskTracker:
         self._move(t, state)
         t.kill_deadline = None
         fid, tid = t.key
+        healthy = False if t.kill_reason is KillReason.HEALTH else None
         out: list[Effect] = [
-            EmitStatus(fid, tid, state, source, reason, message, t.spec.executor_id, t.exit_code),
+            EmitStatus(fid, tid, state, source, reason, message, t.spec.executor_id, t.exit_code, healthy=healthy),
             ReleaseTask(fid, tid),
         ]
         return out
@@ -816,6 +870,8 @@ class TaskTracker:
             if t.state in (S.TASK_STAGING, S.TASK_STARTING):
                 self._move(t, S.TASK_RUNNING)
                 out.append(EmitStatus(fid, tid, S.TASK_RUNNING, message=f"pid {r.pid} (recovered)"))
+            if r.kill_reason is None and (spec.health is not None or spec.check is not None):
+                out.append(StartChecks(spec))  # checking starts over (grace period included)
             if r.kill_reason is not None:
                 # the kill's escalation timer died with the agent: resume it (SIGTERM again,
                 # SIGKILL when the original deadline comes)
@@ -846,3 +902,11 @@ class UnknownTask(LookupError):
 
 def keys(records: Iterable[TaskRecord]) -> list[TaskKey]:
     return [r.key for r in records]
+
+
+def _no_check_yet(spec: TaskSpec) -> CheckStatusInfo | None:
+    """The first TASK_RUNNING of a task with a general check carries the check's type and no
+    result yet, as in Mesos."""
+    if spec.check is None:
+        return None
+    return CheckStatusInfo(type=CheckType(spec.check.probe.kind))

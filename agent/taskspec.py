@@ -15,6 +15,7 @@ import re
 import attrs
 
 from agent.fetch_plan import UriError, check_uri
+from agent.health import CheckError, Policy, check_policy, health_policy
 from protocol.ids import valid_path_id
 from protocol.mesos import (
     URI,
@@ -97,6 +98,8 @@ class TaskSpec:
     killing_state: bool = False  # the framework wants TASK_KILLING
     gpus: float = 0.0  # GPUs asked for
     gpu_devices: tuple[int, ...] = ()  # NVML indices of the devices assigned (agent/gpus.py)
+    health: Policy | None = None  # TaskInfo.health_check, run by the agent (agent/health.py)
+    check: Policy | None = None  # TaskInfo.check, run by the agent
     info: TaskInfo | None = attrs.field(default=None, eq=False)
 
 
@@ -132,6 +135,19 @@ def command_spec(cmd: CommandInfo) -> CommandSpec:
         except UriError as e:
             raise SpecError(str(e)) from e
     return CommandSpec(argv=argv, environment=env, user=cmd.user, uris=tuple(cmd.uris))
+
+
+def checks(task: TaskInfo) -> tuple[Policy | None, Policy | None]:
+    """The task's health check and check, as the agent runs them for a command task."""
+    try:
+        health = health_policy(task.health_check) if task.health_check is not None else None
+        check = check_policy(task.check) if task.check is not None else None
+    except CheckError as e:
+        raise SpecError(str(e)) from e
+    for p in (health, check):
+        if p is not None and p.probe.command is not None:
+            command_spec(p.probe.command)
+    return health, check
 
 
 def _seconds(ns: int | None) -> float | None:
@@ -181,7 +197,8 @@ def task_spec(
         "info": task,
     }
     if task.command is not None and ex is None:
-        return TaskSpec(command=command_spec(task.command), **common)  # type: ignore[arg-type]
+        health, check = checks(task)
+        return TaskSpec(command=command_spec(task.command), health=health, check=check, **common)  # type: ignore[arg-type]
     assert ex is not None
     eid = ex.executor_id.value
     if not valid_path_id(eid):
