@@ -1,10 +1,13 @@
-"""The master's framework and agent lifecycles as transition tables (tasks use
-``protocol.task_states``). An illegal transition raises ``IllegalPhase``: a bug, never ignored.
+"""The master's framework and agent lifecycles as transition tables (``protocol.transitions``;
+tasks use ``protocol.task_states``). An illegal transition raises ``IllegalPhase``: a bug, never
+ignored.
 """
 
 from __future__ import annotations
 
 import enum
+
+from protocol.transitions import IllegalMove, Lifecycle
 
 __pure__ = True
 
@@ -24,11 +27,7 @@ class AgentPhase(enum.Enum):
     REMOVED = "REMOVED"  # gone for good (terminal)
 
 
-class IllegalPhase(ValueError):
-    def __init__(self, kind: str, old: enum.Enum, new: enum.Enum) -> None:
-        super().__init__(f"illegal {kind} transition {old.name} -> {new.name}")
-        self.old = old
-        self.new = new
+IllegalPhase = IllegalMove
 
 
 F = FrameworkPhase
@@ -53,11 +52,13 @@ AGENT_TRANSITIONS: dict[AgentPhase, frozenset[AgentPhase]] = {
 AGENT_TERMINAL = frozenset({A.REMOVED})
 
 
+FRAMEWORK = Lifecycle("framework", FRAMEWORK_TRANSITIONS)
+AGENT = Lifecycle("agent", AGENT_TRANSITIONS)
+
+
 def check_framework(old: FrameworkPhase, new: FrameworkPhase) -> None:
-    if new not in FRAMEWORK_TRANSITIONS[old]:
-        raise IllegalPhase("framework", old, new)
+    FRAMEWORK.move(old, new)
 
 
 def check_agent(old: AgentPhase, new: AgentPhase) -> None:
-    if new not in AGENT_TRANSITIONS[old]:
-        raise IllegalPhase("agent", old, new)
+    AGENT.move(old, new)

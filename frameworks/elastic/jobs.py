@@ -20,6 +20,7 @@ from frameworks.elastic.spec import JobSpec, SpecError, from_mapping, to_mapping
 from frameworks.elastic.state import JobLifecycle, JobState, Transition
 from protocol.resources import Resources
 from protocol.task_states import TaskState
+from protocol.transitions import Lifecycle
 
 __pure__ = True
 
@@ -48,6 +49,21 @@ class Phase(enum.Enum):
     KILLING = "KILLING"  # we asked for it to go (an agent's own kill leaves the phase alone)
     UNREACHABLE = "UNREACHABLE"  # its agent is partitioned; not counted, killed if it comes back
     ENDED = "ENDED"
+
+
+P = Phase
+# a worker is killed (by us) or written off (UNREACHABLE) on the way; KILLING -> KILLING is a
+# KILL sent again; a written-off worker that comes back is killed, never counted again
+WORKER_LIFECYCLE: Lifecycle[Phase] = Lifecycle(
+    "elastic worker",
+    {
+        P.STAGING: frozenset({P.RUNNING, P.KILLING, P.UNREACHABLE, P.ENDED}),
+        P.RUNNING: frozenset({P.KILLING, P.UNREACHABLE, P.ENDED}),
+        P.KILLING: frozenset({P.KILLING, P.ENDED}),
+        P.UNREACHABLE: frozenset({P.KILLING, P.ENDED}),
+        P.ENDED: frozenset(),
+    },
+)
 
 
 class Ending(enum.Enum):
@@ -81,6 +97,10 @@ class Worker:
     @property
     def live(self) -> bool:
         return self.phase is not Phase.ENDED
+
+    def to(self, phase: Phase) -> None:
+        """Move to ``phase`` through ``WORKER_LIFECYCLE`` (an illegal move raises)."""
+        self.phase = WORKER_LIFECYCLE.move(self.phase, phase)
 
     @property
     def counted(self) -> bool:

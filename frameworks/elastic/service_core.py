@@ -183,7 +183,7 @@ class ElasticCore:
             out += self._ended(job, w, classify(state, reason, w.kill_asked), now)
         elif state is TaskState.TASK_UNREACHABLE:
             if w.phase is not Phase.KILLING:
-                w.phase = Phase.UNREACHABLE
+                w.to(Phase.UNREACHABLE)
                 job.bump("unreachable")
         elif state is TaskState.TASK_KILLING:
             # ours (phase KILLING already) or the agent's own (a limit, a revocation): the latter
@@ -194,7 +194,7 @@ class ElasticCore:
                 # back from a partition after being written off: not needed
                 out.append(self._kill(w, "came back after being counted out", now))
             elif w.phase is Phase.STAGING:
-                w.phase = Phase.RUNNING
+                w.to(Phase.RUNNING)
                 w.running_at = now
         out += self._settle(job, now)
         out.append(Persist((job.job_id,)))
@@ -516,7 +516,7 @@ class ElasticCore:
         return [self._kill(w, why, now) for w in victims]
 
     def _kill(self, w: Worker, why: str, now: float) -> Kill:
-        w.phase = Phase.KILLING
+        w.to(Phase.KILLING)
         w.killed_at = now
         w.kill_asked = True
         return Kill(w.task_id, w.agent_id, why)
@@ -550,7 +550,7 @@ class ElasticCore:
             # ended on a live agent: the master will offer its resources again
             need = job.shape().flatten().scalars()
             self.returning.append(Returning(w.task_id, w.agent_id, w.revocable, now, need))
-        w.phase = Phase.ENDED
+        w.to(Phase.ENDED)
         w.ending = ending
         w.ended_at = now
         del job.workers[w.task_id]
