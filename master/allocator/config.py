@@ -28,6 +28,9 @@ class AllocatorConfig:
     - ``revocation_grace_seconds``: grace given to evicted revocable tasks.
     - ``sweep_interval``: a full pass over every agent at least this often (safety net).
     - ``batch_window``: how long the shell may coalesce events before calling ``allocate``.
+    - ``fast_paths``: run the one-role DRF stage as its tight loop (``passes._regular_one_role``);
+      False runs the general loop instead. Both decide exactly alike (the differential test
+      ``tests/property/allocator/test_fast_path_differential.py``); only the speed differs.
     """
 
     offer_id_prefix: str = "agora"
@@ -42,3 +45,4 @@ class AllocatorConfig:
     sweep_interval: float = 60.0
     batch_window: float = 0.005
     idle_rescind_for_fairness: bool = True
+    fast_paths: bool = True

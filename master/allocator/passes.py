@@ -169,7 +169,7 @@ def regular_stage(
     hr_active = headroom.active
     shaping = bool(ledger.roles.limited_roles) or hr_active
     single = roles.single_leaf()
-    if single is not None and not shaping:
+    if single is not None and not shaping and ledger.config.fast_paths:
         _regular_one_role(ledger, single.name, agents, now, out)
         return
     held = False
