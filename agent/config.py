@@ -16,6 +16,29 @@ class ConfigError(ValueError):
     pass
 
 
+_UNITS = {"": 1, "B": 1, "KB": 1 << 10, "K": 1 << 10, "MB": 1 << 20, "M": 1 << 20, "GB": 1 << 30, "G": 1 << 30}
+
+
+def parse_size(value: str | int, flag: str) -> int:
+    """``10MB``, ``512KB``, ``1GB`` or a number of bytes (Mesos' ``Bytes``: 1 MB = 1024 KB)."""
+    if isinstance(value, int):
+        return value
+    v = value.strip().upper().replace("IB", "B")
+    num = v.rstrip("KMGB")
+    unit = v[len(num):]
+    try:
+        n = float(num)
+    except ValueError:
+        raise ConfigError(f"{flag}: not a size: {value!r} (e.g. 10MB, 512KB, 1048576)") from None
+    if unit not in _UNITS or n < 0 or n != n:
+        raise ConfigError(f"{flag}: not a size: {value!r} (e.g. 10MB, 512KB, 1048576)")
+    return int(n * _UNITS[unit])
+
+
+def _log_size(value: str | int) -> int:
+    return parse_size(value, "--log-max-size")
+
+
 def _master(value: str) -> str:
     v = value.strip()
     if is_zk_url(v):  # high availability: follow the leader found in ZooKeeper
@@ -55,6 +78,10 @@ class AgentConfig:
     cgroups_enable_cfs: bool = True  # a hard CPU limit (CFS quota) besides the CPU weight
     pids_max: int = 4096  # cgroups: at most this many processes/threads per task (0: no limit)
     usage_report_interval: float = 10.0  # seconds between USAGE_REPORTs to the master (0: none)
+    # task stdout/stderr: rotated by the agent's log writer at this size, this many files kept per
+    # stream (0: plain files, no rotation)
+    log_max_size: int = attrs.field(default=10 << 20, converter=_log_size)
+    log_max_files: int = 5
     ping_timeout: float = 15.0  # until the master's REGISTERED says otherwise
     registration_timeout: float = 10.0
     default_grace: float = 3.0
@@ -145,6 +172,12 @@ class AgentConfig:
             raise ConfigError("--fetcher-cache-size must be >= 0, --fetcher-stall-timeout > 0, --fetcher-progress-interval >= 0")
         if self.frameworks_home is not None and not self.frameworks_home.startswith("/"):
             raise ConfigError(f"--frameworks-home must be an absolute path, not {self.frameworks_home!r}")
+        if self.log_max_size < 0:
+            raise ConfigError("--log-max-size must be >= 0 (0: no rotation)")
+        if self.log_max_size and self.log_max_size < 4096:
+            raise ConfigError("--log-max-size must be at least 4KB (or 0: no rotation)")
+        if self.log_max_files < 1:
+            raise ConfigError("--log-max-files must be >= 1")
         if self.pids_max < 0:
             raise ConfigError("--pids-max must be >= 0 (0: no limit)")
         if self.usage_report_interval < 0:

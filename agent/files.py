@@ -10,7 +10,11 @@ Routes (``add_routes(app, sandbox_root)``):
   (at most ``max_read``) from byte O of the regular file P. ``offset=-1`` answers
   ``{"data": "", "offset": <file size>}`` (how log tailers find the end); an offset at or past the
   end answers empty data at the file size. ``offset`` defaults to 0 and ``length`` to ``max_read``.
-  Data is decoded as UTF-8 (undecodable bytes replaced).
+  Data is decoded as UTF-8 (undecodable bytes replaced). For a task's rotated ``stdout``/``stderr``
+  (a ``.stdout.logrotate`` beside it, ``agent/logrotate.py``) offsets count from the stream's first
+  byte and the data may come from ``stdout.1`` ... too: a follower keeps its place across
+  rotations, and one that fell behind the kept window gets the oldest kept byte (the answer's
+  ``offset`` says where its data starts, and is the size to follow from for ``offset=-1``).
 - ``GET /files/download?path=P``: the regular file P as ``application/octet-stream`` attachment.
 
 ``P`` is either relative to ``sandbox_root`` or an absolute path inside it (what ``/state``'s
@@ -38,11 +42,14 @@ import os
 import posixpath
 import pwd
 import stat
+import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 from aiohttp import web
+
+from agent import logrotate
 
 __all__ = ["DEFAULT_MAX_READ", "SandboxFiles", "add_routes"]
 
@@ -187,16 +194,65 @@ class SandboxFiles:
         return await asyncio.to_thread(self._read, requested, offset, length)
 
     def _read(self, requested: str, offset: int, length: int) -> web.Response:
-        fd, st = self.open(requested)
+        for attempt in range(_ROTATION_RETRIES):
+            fd, st = self.open(requested)
+            try:
+                _require_regular(requested, st)
+                got = self._stream_read(requested, fd, st, offset, length, last=attempt == _ROTATION_RETRIES - 1)
+                if got is None:  # a plain file
+                    size = st.st_size
+                    if offset == -1 or offset >= size:
+                        return _json({"data": "", "offset": size})
+                    data = os.pread(fd, length, offset)
+                    return _json({"data": data.decode("utf-8", errors="replace"), "offset": offset})
+            finally:
+                os.close(fd)
+            if isinstance(got, tuple):
+                return _json({"data": got[1].decode("utf-8", errors="replace"), "offset": got[0]})
+            time.sleep(0.001)  # a rotation is under way (microseconds): look again
+        raise AssertionError("unreachable: the last attempt reads the file as it is")  # pragma: no cover
+
+    def _stream_read(
+        self, requested: str, fd: int, st: os.stat_result, offset: int, length: int, last: bool
+    ) -> tuple[int, bytes] | bool | None:
+        """A rotated log (``agent/logrotate.py``): ``offset`` counts from the stream's first byte,
+        and the data may come from ``stdout.1`` ... as well. None: not a rotated log (no state file
+        beside it; or, on the ``last`` attempt, one that does not describe it); False: a rotation
+        was under way while the files were opened (the state names another file, or one file has
+        two of the names), read again."""
+        real = self.resolve(requested)
+        directory, name = os.path.split(real)
+        parsed = logrotate.parse_state(_read_small(os.path.join(directory, logrotate.state_name(name))) or b"")
+        if parsed is None:
+            return None
+        base, ino = parsed
+        if ino != st.st_ino:
+            return None if last else False
+        older: list[int] = []  # the rotated files' descriptors, stream.1 first
         try:
-            _require_regular(requested, st)
-            size = st.st_size
-            if offset == -1 or offset >= size:
-                return _json({"data": "", "offset": size})
-            data = os.pread(fd, length, offset)
+            inodes = {st.st_ino}
+            for i in range(1, 1000):
+                try:
+                    rfd = os.open(os.path.join(directory, logrotate.rotated_name(name, i)),
+                                  os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+                except OSError:
+                    break
+                older.append(rfd)
+                rst = os.fstat(rfd)
+                if not stat.S_ISREG(rst.st_mode):
+                    older.pop()
+                    os.close(rfd)
+                    break
+                if rst.st_ino in inodes:  # the names moved while we opened them
+                    return None if last else False
+                inodes.add(rst.st_ino)
+            segments = logrotate.layout(base, st.st_size, [os.fstat(x).st_size for x in older])
+            start, reads = logrotate.locate(segments, offset, length)
+            chunks = [os.pread(fd if i == 0 else older[i - 1], n, at) for i, at, n in reads]
         finally:
-            os.close(fd)
-        return _json({"data": data.decode("utf-8", errors="replace"), "offset": offset})
+            for x in older:
+                os.close(x)
+        return start, b"".join(chunks)
 
     async def download(self, request: web.Request) -> web.StreamResponse:
         requested = _path_param(request)
@@ -223,6 +279,22 @@ class SandboxFiles:
             return resp
         finally:
             os.close(fd)
+
+
+_ROTATION_RETRIES = 50
+
+
+def _read_small(path: str) -> bytes | None:
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        return os.read(fd, 4096)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
 
 
 def _quote_filename(name: str) -> str:

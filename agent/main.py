@@ -107,6 +107,10 @@ async def _serve(config: AgentConfig) -> int:
               help="Hard CPU limit (CFS quota: cpus x 100 ms per 100 ms) besides the CPU weight.")
 @click.option("--pids-max", default=4096, show_default=True, type=int,
               help="cgroups: at most this many processes and threads per task (a fork bomb stops there); 0: no limit.")
+@click.option("--log-max-size", default="10MB", show_default=True,
+              help="Rotate a task's stdout/stderr at this size (10MB, 512KB, bytes); 0: plain files, no rotation.")
+@click.option("--log-max-files", default=5, show_default=True, type=int,
+              help="Files kept per stream (stdout, stdout.1, ...): a task's window is this times --log-max-size.")
 @click.option("--usage-report-interval", default=10.0, show_default=True, type=float,
               help="Seconds between reports of the tasks' usage (CPU, memory, disk) to the master; 0: none.")
 @click.option("--ping-timeout", default=15.0, show_default=True, type=float, help="Reconnect after this long without a frame.")

@@ -18,6 +18,7 @@ from agent import tasks as tk
 from agent.checkpoint import AgentMeta, CheckpointError, CorruptCheckpoint, PidRecord, Recovery
 from agent.executors import exec_key
 from agent.launcher import find_wrappers, kill_leftovers
+from agent.logs import uses_log_pipes
 from agent.taskspec import SpecError, TaskSpec, task_spec
 from protocol.mesos import ExecutorInfo
 from protocol.mesos_common import FrameworkID
@@ -136,6 +137,9 @@ async def _recover(svc: AgentService) -> None:
             if alive and pid is not None:
                 svc.isolator.recover(key, pid, spec.mem_limit, spec.cpus)
                 svc.watch_oom(key)
+                if svc.logs is not None and uses_log_pipes(pid):
+                    with contextlib.suppress(CheckpointError):
+                        svc.logs.track(key, str(svc.checkpoint.sandbox(t.framework_id, t.task_id)), pid)
         exit_code = t.exit_code if not alive else None
         if not alive and same_boot and t.pid is not None:
             # the wrapper is gone (the task ended, or the wrapper was killed while we were

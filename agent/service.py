@@ -58,6 +58,7 @@ from agent.health import CheckState, HealthState, Outcome, Policy
 from agent.health_checker import Checkers
 from agent.isolation import CgroupOptions, Isolator, MonitorIsolator, detect
 from agent.launcher import Launcher, LaunchError, Proc, boot_id, spawn
+from agent.logs import FLUSH_TIMEOUT, LogWriterClient
 from agent.recovery import StartupError
 from agent.taskspec import SpecError, TaskSpec, task_spec
 from agent.usage import UsageBook
@@ -125,6 +126,7 @@ class _SpawnResult:
     spec: TaskSpec
     proc: Proc | None
     error: str | None = None
+    logs: str | None = None  # the sandbox, when the log writer has the task's stdout/stderr
 
 
 @attrs.frozen
@@ -206,6 +208,10 @@ class AgentService(Service):
         )
         self.usage = UsageBook()  # per-task CPU, memory and disk figures
         self.gpus = GpuBook(())  # this agent's GPU devices and which task holds which (_build_plugins)
+        # the log writer (agent/logger.py) rotating tasks' stdout/stderr; None: plain files
+        self.logs = (LogWriterClient(self.checkpoint.meta, config.log_max_size, config.log_max_files)
+                     if config.log_max_size > 0 else None)
+        self._exit_waits: dict[str, tuple[int | None, asyncio.TimerHandle]] = {}  # exits waiting for their logs
         self._oom_fds: dict[str, int] = {}  # task key -> the isolator's OOM descriptor being watched
         self.boot_id = boot_id()
         self.agent_id: str | None = None
@@ -278,8 +284,12 @@ class AgentService(Service):
             raise StartupError(str(e)) from e
         self.checkpoint.init()
         await asyncio.to_thread(self.fetcher.init)
+        if self.logs is not None:
+            self.logs.attach(asyncio.get_running_loop(), self._logs_complete)
         await self._start_http()
         await recovery.recover(self)
+        if self.logs is not None and self.logs.live:  # re-attached tasks: make sure a writer has their pipes
+            await asyncio.to_thread(self.logs.revive)
         self.channel = AgentChannel(
             cfg.master,
             self._build_register,
@@ -354,6 +364,11 @@ class AgentService(Service):
         await self.checkers.close()
         for key in list(self._oom_fds):
             self.unwatch_oom(key)
+        for _code, timer in self._exit_waits.values():
+            timer.cancel()  # recovery reads these exits from their exit files
+        self._exit_waits.clear()
+        if self.logs is not None:
+            self.logs.close()
         await asyncio.to_thread(self.isolator.close)
 
     def _build_plugins(self) -> None:
@@ -748,11 +763,20 @@ class AgentService(Service):
             if run_as is not None:  # hand the sandbox to the task's user, then drop privileges
                 argv = run_as.enter(sandbox, argv, self.setpriv)
             join = self.isolator.prepare(key, spec.mem_limit, spec.cpus)
-            proc = spawn(key, argv, env, sandbox, self.checkpoint.exit_status_path(fid, tid), join)
+            pipes = None
+            if self.logs is not None:
+                sandbox.mkdir(parents=True, exist_ok=True)
+                pipes = self.logs.open_streams(key, sandbox)
+            try:
+                proc = spawn(key, argv, env, sandbox, self.checkpoint.exit_status_path(fid, tid), join,
+                             stdio=pipes[0] if pipes else None, keep=pipes[1] if pipes else None)
+            finally:
+                for fd in (*pipes[0], *pipes[1]) if pipes else ():
+                    os.close(fd)
         except (LaunchError, CheckpointError, OSError) as e:
             self.isolator.release(key)
             return _SpawnResult(spec, None, f"Failed to launch: {e}")
-        return _SpawnResult(spec, proc)
+        return _SpawnResult(spec, proc, logs=str(sandbox) if pipes else None)
 
     async def _fetch(self, spec: TaskSpec) -> None:
         """The task's URIs into its sandbox (``agent/fetcher.py``, worker threads), then the
@@ -792,6 +816,8 @@ class AgentService(Service):
         self.launcher.watch(r.proc)
         self.isolator.attach(r.proc.key, r.proc.pid)
         self.watch_oom(r.proc.key)
+        if r.logs is not None and self.logs is not None:
+            self.logs.track(r.proc.key, r.logs, r.proc.pid)
         self.m_launched.inc()
         self.started_at[(fid, tid)] = now
         self.submit(self.tracker.handle(tk.Spawned(fid, tid, r.proc.pid), now))
@@ -838,9 +864,33 @@ class AgentService(Service):
         now = self.clock.now()
         if kind == "t":
             self._task_ended(key, fid, xid, now)
+            if self.logs is not None and self.logs.waits_for(key):
+                # report the end once its logs are complete (the writer drains the pipes): a
+                # framework that reads them on hearing of it finds everything the task wrote
+                timer = asyncio.get_running_loop().call_later(FLUSH_TIMEOUT, self._logs_complete, key)
+                self._exit_waits[key] = (code, timer)
+                return
+            if self.logs is not None:
+                self.logs.untrack(key)
             self.submit(self.tracker.handle(tk.Exited(fid, xid, code), now))
         else:
             self.submit(self.tracker.handle(tk.ExecutorTerminated(fid, xid, code), now))
+
+    def _logs_complete(self, key: str) -> None:
+        """The log writer says the task's logs are complete (or the wait for it timed out: a
+        process that left the task holds its stdout): report the exit that waited for it."""
+        waiting = self._exit_waits.pop(key, None)
+        if waiting is None:
+            return
+        code, timer = waiting
+        timer.cancel()
+        if self.logs is not None:
+            if key not in self.logs.closed:
+                log.info("task %s: its logs were not complete %.0f s after it ended (a process that "
+                         "left it still holds its stdout?)", key, FLUSH_TIMEOUT)
+            self.logs.untrack(key)
+        _, fid, tid = key.split("/", 2)
+        self.submit(self.tracker.handle(tk.Exited(fid, tid, code), self.clock.now()))
 
     def _task_ended(self, key: str, fid: str, tid: str, now: float) -> None:
         """The task's wrapper ended: did the kernel OOM-kill in it (reported before the exit, so

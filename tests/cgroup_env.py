@@ -1,4 +1,4 @@
-"""What the machine running the tests offers for kernel isolation, found by trying (not assumed).
+"""What the machine running the tests offers (kernel isolation, a file system to fill), found by trying.
 
 ``v1_or_skip(work_dir)``: a real cgroup v1 isolator for ``work_dir``, or ``pytest.skip`` with the
 reason the agent itself gives (no writable memory/cpu/cpuacct v1 hierarchy: a CI container without
@@ -59,3 +59,21 @@ def v2_subtree_or_skip(name: str) -> Iterator[Path]:
                 sub.rmdir()
         with contextlib.suppress(OSError):
             d.rmdir()
+
+
+@contextlib.contextmanager
+def small_filesystem(where: Path, size: str) -> Iterator[Path]:
+    """A real file system of ``size`` (a tmpfs) mounted at ``where``, unmounted afterwards: the
+    disk-full tests fill it. Skips, saying why, where mounting is not allowed (no root, no
+    CAP_SYS_ADMIN)."""
+    import subprocess
+
+    where.mkdir(parents=True, exist_ok=True)
+    r = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(where)],
+                       capture_output=True, text=True)
+    if r.returncode != 0:
+        pytest.skip(f"cannot mount a small tmpfs here to fill it: {r.stderr.strip() or r.returncode}")
+    try:
+        yield where
+    finally:
+        subprocess.run(["umount", "-l", str(where)], capture_output=True)

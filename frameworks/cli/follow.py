@@ -20,10 +20,13 @@ __pure__ = True
 @attrs.frozen
 class Chunk:
     """What one read returned. ``generation`` names the file being read (a batch task's attempt):
-    when it changes, the stream starts again at offset 0 of the new file."""
+    when it changes, the stream starts again at offset 0 of the new file. ``offset``: where the
+    data starts when the reader says so (``/files/read`` of a rotated log moves a reader that fell
+    behind the kept window forward to the oldest kept byte); None: where it was asked to."""
 
     data: str
     generation: object = None
+    offset: int | None = None
 
 
 Reader = Callable[[int], Chunk]
@@ -63,6 +66,7 @@ class LogStream:
     render: Callable[[str], str] | None = None
     offset: int = 0
     generation: object = None
+    skipped: int = 0  # bytes rotated away before they could be read (the reader fell behind)
     buf: LineBuffer = attrs.field(init=False)
 
     def __attrs_post_init__(self) -> None:
@@ -88,6 +92,10 @@ class LogStream:
                     continue
             if not chunk.data:
                 return out
+            if chunk.offset is not None and chunk.offset > self.offset:
+                out += self._flush()  # what came before the gap ends there
+                self.skipped += chunk.offset - self.offset
+                self.offset = chunk.offset
             self.offset += len(chunk.data.encode("utf-8"))
             out += [chunk.data] if self.prefix is None else self.buf.feed(chunk.data)
 

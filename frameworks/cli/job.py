@@ -771,7 +771,8 @@ def _log_reader(
             raise click.ClickException(str(exc)) from exc
         if not chunk.get("data"):
             tasks.read_empty(index)
-        return Chunk(str(chunk.get("data", "")), chunk.get("attempt"))
+        offset = chunk.get("offset")
+        return Chunk(str(chunk.get("data", "")), chunk.get("attempt"), offset if isinstance(offset, int) else None)
 
     return read
 

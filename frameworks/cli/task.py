@@ -182,7 +182,7 @@ def _reader(row: Row, stream: str, must_exist: bool) -> Callable[[int], Chunk]:
             if must_exist:
                 raise CliError(f"task {row['id']} has no {stream} on agent {row['agent_id']} (sandbox removed?)")
             return Chunk("")  # not created yet: the task is still launching
-        return Chunk(got[0])
+        return Chunk(got[0], offset=got[1])
 
     return read
 
@@ -197,15 +197,17 @@ def _tail_offset(row: Row, stream: str, n: int) -> tuple[str, int]:
     window = 8 * 1024
     while True:
         start = max(0, size - window)
-        text, pos = "", start
+        text, pos, clipped = "", start, False
         while pos < size:
             got = files_read(agent, path, pos, min(READ_LENGTH, size - pos))
             if got is None or not got[0]:
                 break
+            if got[1] > pos:  # a rotated log keeps less than was asked for: it starts there
+                text, start, clipped = "", got[1], True
             text += got[0]
-            pos += len(got[0].encode("utf-8"))
+            pos = got[1] + len(got[0].encode("utf-8"))
         lines, enough = last_lines(text, n, from_start=start == 0)
-        if enough:
+        if enough or clipped:  # (nothing older is kept)
             return lines, size
         window *= 4
 

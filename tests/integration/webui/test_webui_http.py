@@ -251,6 +251,54 @@ async def test_a_symlink_out_of_the_sandbox_serves_nothing_through_the_proxy(clu
         assert r.status == 403
 
 
+async def test_the_pailer_follows_a_rotated_log(cluster: Cluster) -> None:
+    """The agent's log writer (agent.logger.Stream) rotates stdout under the pailer: the tailer's
+    JSON keeps counting from where it was (stream offsets) across files; one that fell behind the
+    kept window goes on from the oldest kept byte; the page shows the tail across files."""
+    import os
+
+    from agent.logger import Stream
+
+    c = cluster
+    await launch(c)
+    box = c.sandboxes / c.framework_id / "t1"
+    box.mkdir(parents=True)
+    dirfd = os.open(box, os.O_RDONLY | os.O_DIRECTORY)
+    r, w = os.pipe()
+    os.close(w)
+    writer = Stream("t", "stdout", dirfd, r, 4096, 3)  # a 12 KB window
+    stream = b"".join(b"step %06d\n" % i for i in range(3000))  # 36,000 bytes
+    base = path("ui", "tasks", c.framework_id, "t1", "files")
+
+    async def drain(offset: int) -> tuple[bytes, int | None, int]:
+        out, first = b"", None
+        while True:
+            async with c.ui.get(base + "/read", params={"path": "stdout", "offset": str(offset)}) as resp:
+                got = await resp.json()
+            if not got["data"]:
+                return out, first, offset
+            assert got["next_offset"] == got["offset"] + len(got["data"].encode())
+            assert first is None or got["offset"] == offset  # only a first read may move forward
+            first = got["offset"] if first is None else first
+            out += got["data"].encode()
+            offset = got["next_offset"]
+
+    try:
+        writer.feed(stream[:3600])
+        assert await drain(0) == (stream[:3600], 0, 3600)
+        writer.feed(stream[3600:9600])  # two rotations while the pailer waits
+        assert sorted(p.name for p in box.iterdir() if p.name.startswith("stdout")) == ["stdout", "stdout.1", "stdout.2"]
+        assert await drain(3600) == (stream[3600:9600], 3600, 9600)
+        writer.feed(stream[9600:])  # more than the window: what the pailer had not read is gone
+        oldest = 36_000 - 2 * 4096 - 36_000 % 4096
+        assert await drain(9600) == (stream[oldest:], oldest, 36_000)
+        page = await get(c, base + "/stdout")
+        assert "step 002999" in page and "step 000000" not in page
+    finally:
+        writer.close()
+        os.close(dirfd)
+
+
 async def test_unreachable_agent_is_a_clear_page_not_a_500(cluster: Cluster) -> None:
     c = cluster
     await launch(c)

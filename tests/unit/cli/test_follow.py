@@ -129,3 +129,30 @@ def test_done_asked_every_nth_round() -> None:
     # asked on the first round, then every third: the reads go on between asks
     assert asks == [0, 3, 6] and w.sleeps == 6
     assert "".join(w.out) == "a\nb\nc\n"
+
+
+@attrs.define
+class RotatedFile:
+    """A rotated log read in stream offsets: only the last ``keep`` bytes are kept, and a read
+    before them starts at the oldest kept byte (as ``/files/read`` answers)."""
+
+    text: str = ""
+    keep: int = 8
+    max_read: int = 4
+
+    def read(self, offset: int) -> Chunk:
+        oldest = max(0, len(self.text) - self.keep)
+        start = max(offset, oldest)
+        return Chunk(self.text[start : start + self.max_read], offset=start)
+
+
+def test_a_follower_behind_the_rotated_window_jumps_to_the_oldest_kept_byte() -> None:
+    f = RotatedFile("line1\nline2\n")
+    s = LogStream(f.read, prefix="[t] ")
+    assert s.poll() == ["[t] 1\n", "[t] line2\n"]  # 4 bytes were rotated away: what is left of that line
+    assert (s.offset, s.skipped) == (12, 4)
+    f.text += "line3\nline4\nline5\n"  # the follower falls behind by more than the window again
+    assert s.poll() == ["[t] 4\n", "[t] line5\n"]
+    assert (s.offset, s.skipped) == (30, 4 + 10)
+    raw = LogStream(RotatedFile("abcdefghij", keep=4).read)
+    assert raw.poll() == ["ghij"] and raw.offset == 10

@@ -1,0 +1,260 @@
+"""The agent's side of its log writer (shell; the writer is ``agent/logger.py``).
+
+``open_streams`` (a spawner thread, before the spawn) makes the task's two pipes and hands their
+read ends to the log writer, starting it first if none runs for this work dir; the spawn gives
+the task the write ends as stdout/stderr and its wrapper the read ends as fds 3 and 4. A task
+whose logs cannot be handed over (the writer cannot be started) gets plain ``stdout``/``stderr``
+files instead: its output is never lost, only not rotated.
+
+On the event loop the client listens for the writer's ``closed`` (a task's pipes reached
+end-of-file: its logs are complete) and for the writer's death: then a new writer is started and
+takes over the pipes of every live task (``adopt``, through the wrapper's ``/proc/<pid>/fd/1``, ``2``). After an
+agent restart, ``track`` + ``revive`` do the same for the re-attached tasks: the writer that ran
+before the restart usually still runs and just says which tasks it has.
+"""
+
+from __future__ import annotations
+
+import array
+import asyncio
+import contextlib
+import fcntl
+import json
+import logging
+import os
+import socket
+import sys
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from agent.logger import SOCKET_NAME, socket_address
+
+log = logging.getLogger(__name__)
+
+LOGGER_SCRIPT = str(Path(__file__).resolve().parent / "logger.py")
+START_WITHIN = 10.0  # how long a new log writer may take to listen
+FLUSH_TIMEOUT = 2.0  # how long a task's end waits for its logs to be complete
+_MIN_FD = 10  # pipe descriptors above the ones the spawn's dup2s target (1..4)
+
+
+def uses_log_pipes(pid: int) -> bool:
+    """Whether a (re-attached) wrapper's stdout and stderr are log pipes (it was started with them)."""
+    try:
+        return all(os.readlink(f"/proc/{pid}/fd/{n}").startswith("pipe:") for n in (1, 2))
+    except OSError:
+        return False
+
+
+class LogWriterClient:
+    def __init__(self, meta_dir: Path, max_size: int, max_files: int) -> None:
+        self.meta_dir = meta_dir
+        self.max_size = max_size
+        self.max_files = max_files
+        self._lock = threading.Lock()
+        self._sock: socket.socket | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._on_closed: Callable[[str], None] = lambda key: None
+        self.live: dict[str, tuple[str, int]] = {}  # key -> (sandbox, wrapper pid): logs being written
+        self.closed: set[str] = set()  # keys whose logs the writer reported complete
+        self.started = 0  # log writers this agent started
+        self._stopping = False
+
+    def attach(self, loop: asyncio.AbstractEventLoop, on_closed: Callable[[str], None]) -> None:
+        self._loop = loop
+        self._on_closed = on_closed
+
+    # --- connection (blocking: spawner threads, or ``asyncio.to_thread``) ------------------------
+
+    def _connect(self) -> socket.socket | None:
+        addr, dfd = socket_address(self.meta_dir)
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET | socket.SOCK_CLOEXEC)
+        try:
+            s.connect(addr)
+        except OSError:
+            s.close()
+            return None
+        finally:
+            if dfd is not None:
+                os.close(dfd)
+        return s
+
+    def _start_writer(self) -> None:
+        """Start ``agent/logger.py`` in its own session, detached (init reaps it), its messages
+        appended to ``meta/logger.log``."""
+        logf = str(self.meta_dir / "logger.log")
+        script = '"$@" </dev/null >>"$0" 2>&1 & exit 0'
+        pid = os.posix_spawn("/bin/sh", ["/bin/sh", "-c", script, logf, sys.executable, "-I", LOGGER_SCRIPT,
+                                         str(self.meta_dir)],
+                             {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}, setsid=True)
+        os.waitpid(pid, 0)
+        self.started += 1
+
+    def _ensure(self) -> socket.socket | None:
+        """Under the lock: the connection, (re)made and the live tasks handed over if needed."""
+        if self._sock is not None:
+            return self._sock
+        if self._stopping:
+            return None
+        s = self._connect()
+        if s is None:
+            self._start_writer()
+            deadline = time.monotonic() + START_WITHIN
+            while s is None and time.monotonic() < deadline:
+                time.sleep(0.005)  # the new writer binds its socket within milliseconds
+                s = self._connect()
+            if s is None:
+                log.error("the log writer (%s) did not start: tasks get plain stdout/stderr files", LOGGER_SCRIPT)
+                return None
+            log.info("started the log writer for %s", self.meta_dir)
+        have = self._hello(s)
+        for key, (sandbox, pid) in list(self.live.items()):
+            if key not in have:
+                self._send(s, {"op": "adopt", "key": key, "dir": sandbox, "pid": pid,
+                               "max_size": self.max_size, "max_files": self.max_files})
+        s.setblocking(False)
+        self._sock = s
+        if self._loop is not None:
+            self._loop.call_soon_threadsafe(self._watch, s)
+        return s
+
+    def _hello(self, s: socket.socket) -> set[str]:
+        self._send(s, {"op": "hello"})
+        s.settimeout(5.0)
+        try:
+            while True:
+                msg = json.loads(s.recv(1 << 20))
+                if msg.get("op") == "keys":
+                    return set(msg.get("keys", ()))
+                if msg.get("op") == "closed" and self._loop is not None:
+                    self._loop.call_soon_threadsafe(self._closed, str(msg.get("key")))
+        except (OSError, ValueError):
+            return set()
+
+    @staticmethod
+    def _send(s: socket.socket, msg: dict[str, object], fds: tuple[int, ...] = ()) -> None:
+        data = json.dumps(msg).encode()
+        if fds:
+            s.sendmsg([data], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds).tobytes())])
+        else:
+            s.send(data)
+
+    def open_streams(self, key: str, sandbox: Path) -> tuple[tuple[int, int], tuple[int, int]] | None:
+        """Spawner thread: ``((stdout, stderr) write ends, (their read ends))`` for the spawn, the
+        read ends already with the log writer; None: plain files. The caller closes all four."""
+        sb = str(sandbox)
+        for name in ("stdout", "stderr"):  # the files exist from the start, as tools expect
+            with contextlib.suppress(OSError):
+                os.close(os.open(f"{sb}/{name}", os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644))
+        fds: list[int] = []
+        try:
+            for _ in range(2):
+                r, w = os.pipe2(os.O_CLOEXEC)
+                for fd in (r, w):
+                    fds.append(fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, _MIN_FD))
+                    os.close(fd)
+        except OSError as e:
+            for fd in fds:
+                os.close(fd)
+            log.error("task %s: no log pipes (%s): plain stdout/stderr files", key, e)
+            return None
+        out_r, out_w, err_r, err_w = fds
+        msg = {"op": "open", "key": key, "dir": sb, "max_size": self.max_size, "max_files": self.max_files}
+        with self._lock:
+            for _attempt in range(2):
+                s = self._ensure()
+                if s is None:
+                    break
+                try:
+                    s.setblocking(True)
+                    self._send(s, msg, (out_r, err_r))
+                    s.setblocking(False)
+                    return (out_w, err_w), (out_r, err_r)
+                except OSError as e:
+                    log.warning("log writer connection lost (%s): reconnecting", e)
+                    self._drop(s)
+        for fd in fds:
+            os.close(fd)
+        return None
+
+    def revive(self) -> None:
+        """Blocking: make sure a writer runs and has every live task (after an agent restart, or
+        when the writer died)."""
+        with self._lock:
+            self._ensure()
+
+    def _drop(self, s: socket.socket) -> None:
+        if self._sock is s:
+            self._sock = None
+        if self._loop is not None:
+            self._loop.call_soon_threadsafe(self._unwatch, s)
+        else:
+            s.close()
+
+    # --- event loop -------------------------------------------------------------------------------
+
+    def _watch(self, s: socket.socket) -> None:
+        if self._sock is s and self._loop is not None:
+            self._loop.add_reader(s.fileno(), self._readable, s)
+
+    def _unwatch(self, s: socket.socket) -> None:
+        if self._loop is not None:
+            with contextlib.suppress(Exception):
+                self._loop.remove_reader(s.fileno())
+        s.close()
+
+    def _readable(self, s: socket.socket) -> None:
+        try:
+            data = s.recv(1 << 20)
+        except BlockingIOError:
+            return
+        except OSError:
+            data = b""
+        if not data:
+            self._writer_gone(s)
+            return
+        try:
+            msg = json.loads(data)
+        except ValueError:
+            return
+        if msg.get("op") == "closed":
+            self._closed(str(msg.get("key")))
+
+    def _writer_gone(self, s: socket.socket) -> None:
+        with self._lock:
+            if self._sock is s:
+                self._sock = None
+        self._unwatch(s)
+        if self._stopping:
+            return
+        log.warning("the log writer went away: starting another one for %d task(s)", len(self.live))
+        if self.live and self._loop is not None:
+            self._loop.run_in_executor(None, self.revive)
+
+    def _closed(self, key: str) -> None:
+        self.closed.add(key)
+        self._on_closed(key)
+
+    def track(self, key: str, sandbox: str, pid: int) -> None:
+        """A task whose logs the writer has (a short task's ``closed`` may have come already)."""
+        self.live[key] = (sandbox, pid)
+
+    def waits_for(self, key: str) -> bool:
+        """Whether a task's end must wait for its logs (its writer has not said ``closed``)."""
+        return key in self.live and key not in self.closed
+
+    def untrack(self, key: str) -> None:
+        self.live.pop(key, None)
+        self.closed.discard(key)
+
+    def close(self) -> None:
+        """The agent stops: let go of the writer (it goes on for the tasks that go on)."""
+        self._stopping = True
+        with self._lock:
+            s, self._sock = self._sock, None
+        if s is not None:
+            self._unwatch(s)
+
+
+__all__ = ["FLUSH_TIMEOUT", "SOCKET_NAME", "LogWriterClient", "uses_log_pipes"]
