@@ -172,7 +172,8 @@ def _cpu() -> float:
     return t.user + t.system
 
 
-async def agent_run(n: int, batch: int, lone: int, work_dir: Path, fsync: bool = True) -> tuple[dict[str, Any], float]:
+async def agent_run(n: int, batch: int, lone: int, work_dir: Path, fsync: bool = True,
+                    **agent_flags: Any) -> tuple[dict[str, Any], float]:
     """Start the driver, run a real agent against it; return the driver's figures and this
     process's CPU seconds from the agent's start to the driver's last figure."""
     from agent.config import AgentConfig
@@ -184,7 +185,8 @@ async def agent_run(n: int, batch: int, lone: int, work_dir: Path, fsync: bool =
     )
     assert driver.stdout is not None
     port = int((await driver.stdout.readline()).decode())
-    cfg = AgentConfig(master=f"127.0.0.1:{port}", work_dir=work_dir, resources="cpus:64;mem:65536", fsync=fsync)
+    cfg = AgentConfig(master=f"127.0.0.1:{port}", work_dir=work_dir, resources="cpus:64;mem:65536", fsync=fsync,
+                      **agent_flags)
     agent = AgentService(cfg)
     await agent.start()
     try:
@@ -202,11 +204,11 @@ def _pct(xs: list[float], q: float) -> float:
     return 1000 * xs[min(len(xs) - 1, int(len(xs) * q))] if xs else float("nan")
 
 
-async def main_async(n: int, batch: int, lone: int, fsync: bool) -> None:
+async def main_async(n: int, batch: int, lone: int, fsync: bool, **agent: Any) -> None:
     if n:
         raw = await raw_rate(n, batch)
         with tempfile.TemporaryDirectory(prefix="agora-bench-") as d:
-            res, cpu = await agent_run(n, batch, 0, Path(d), fsync)
+            res, cpu = await agent_run(n, batch, 0, Path(d), fsync, **agent)
         print(f"raw asyncio spawn of `true`: {raw['rate']:8.1f} launches/s, {raw['cpu_ms']:.2f} ms CPU per launch (the spawner)")
         print(
             f"agora agent pipeline:        {res['rate']:8.1f} launches/s ({100 * res['rate'] / raw['rate']:.0f}% of raw, "
@@ -216,7 +218,7 @@ async def main_async(n: int, batch: int, lone: int, fsync: bool) -> None:
         print(f"  RUN_TASKS -> TASK_RUNNING: p50 {_pct(lat, 0.5):.1f} ms, p99 {_pct(lat, 0.99):.1f} ms")
     if lone:
         with tempfile.TemporaryDirectory(prefix="agora-bench-") as d:
-            res, cpu = await agent_run(0, 1, lone, Path(d), fsync)
+            res, cpu = await agent_run(0, 1, lone, Path(d), fsync, **agent)
         lat = res["latency_lone"]
         print(
             f"lone tasks ({lone}, one at a time): RUN_TASKS -> TASK_RUNNING p50 {_pct(lat, 0.5):.2f} ms, "
@@ -231,13 +233,16 @@ def main() -> None:
     ap.add_argument("--batch", type=int, default=50)
     ap.add_argument("--lone", type=int, default=100, help="tasks launched one at a time after the batches")
     ap.add_argument("--no-fsync", action="store_true")
+    ap.add_argument("--isolation", default="auto", help="the agent's --isolation")
+    ap.add_argument("--log-max-size", default="10MB", help="the agent's --log-max-size (0: plain files)")
     ap.add_argument("--drive", action="store_true", help=argparse.SUPPRESS)  # the driver process
     a = ap.parse_args()
     logging.basicConfig(level=logging.WARNING)
     if a.drive:
         print(json.dumps(uvloop.run(drive(a.tasks, a.batch, a.lone))))
         return
-    uvloop.run(main_async(a.tasks, a.batch, a.lone, not a.no_fsync))
+    uvloop.run(main_async(a.tasks, a.batch, a.lone, not a.no_fsync, isolation=a.isolation,
+                          log_max_size=a.log_max_size))
 
 
 if __name__ == "__main__":

@@ -50,6 +50,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import contextlib
+import errno
 import json
 import os
 import shutil
@@ -384,7 +385,12 @@ class Checkpoint:
             self._pending[path] = fd
             if create:
                 self._dirs.add(os.path.dirname(path))
-        os.write(fd, encode_record(payload))
+        data = encode_record(payload)
+        n = os.write(fd, data)
+        if n != len(data):  # a full file system cut the record: take the piece back, the log stays whole
+            with contextlib.suppress(OSError):
+                os.ftruncate(fd, os.fstat(fd).st_size - n)
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), path)
         if sync:
             self._sync.add(path)
 

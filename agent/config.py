@@ -35,6 +35,34 @@ def parse_size(value: str | int, flag: str) -> int:
     return int(n * _UNITS[unit])
 
 
+_SECONDS = {"": 1.0, "s": 1.0, "secs": 1.0, "m": 60.0, "mins": 60.0, "h": 3600.0, "hrs": 3600.0,
+            "d": 86400.0, "days": 86400.0, "w": 604800.0, "weeks": 604800.0}
+
+
+def parse_duration(value: str | float, flag: str) -> float:
+    """``90``, ``90s``, ``30m``, ``2h``, ``1d``, ``1w`` (Mesos' ``1weeks`` style too) in seconds."""
+    if isinstance(value, int | float):
+        return float(value)
+    v = value.strip().lower()
+    num = v.rstrip("abcdefghijklmnopqrstuvwxyz")
+    unit = v[len(num):]
+    try:
+        n = float(num)
+    except ValueError:
+        raise ConfigError(f"{flag}: not a duration: {value!r} (e.g. 3600, 30m, 2h, 1d)") from None
+    if unit not in _SECONDS or n < 0 or n != n:
+        raise ConfigError(f"{flag}: not a duration: {value!r} (e.g. 3600, 30m, 2h, 1d)")
+    return n * _SECONDS[unit]
+
+
+def _gc_delay(value: str | float) -> float:
+    return parse_duration(value, "--gc-delay")
+
+
+def _reserve_size(value: str | int) -> int:
+    return parse_size(value, "--work-dir-reserve")
+
+
 def _log_size(value: str | int) -> int:
     return parse_size(value, "--log-max-size")
 
@@ -98,7 +126,14 @@ class AgentConfig:
     sync_updates: str = "terminal"  # "terminal": fdatasync terminal updates before sending; "all": every update
     allow_root_tasks: bool = False  # let a task ask for CommandInfo.user = root (uid 0)
     switch_user: bool = True  # run a task without CommandInfo.user as its FrameworkInfo.user (Mesos --switch_user)
-    sandbox_gc_delay: float = 3600.0  # seconds a finished task's sandbox stays readable
+    # retention and disk (agent/disk.py): a finished sandbox stays gc_delay seconds at most, less the
+    # fuller the disk (gc_disk_headroom); sandboxes measured every disk_watch_interval, a task past
+    # its disk killed (enforce_disk_limit); work_dir_reserve bytes held for checkpoints
+    gc_delay: float = attrs.field(default=86400.0, converter=_gc_delay)
+    gc_disk_headroom: float = 0.1
+    disk_watch_interval: float = 15.0
+    enforce_disk_limit: bool = True
+    work_dir_reserve: int = attrs.field(default=64 << 20, converter=_reserve_size)
     # GPUs (agent/gpus.py, docs/gpus.md): the NVML indices this agent may use (Mesos'
     # --nvidia_gpu_devices; None: every device NVML reports), and whether a task may take a
     # share of one device (gpus below 1) instead of whole devices only
@@ -172,6 +207,12 @@ class AgentConfig:
             raise ConfigError("--fetcher-cache-size must be >= 0, --fetcher-stall-timeout > 0, --fetcher-progress-interval >= 0")
         if self.frameworks_home is not None and not self.frameworks_home.startswith("/"):
             raise ConfigError(f"--frameworks-home must be an absolute path, not {self.frameworks_home!r}")
+        if not 0.0 <= self.gc_disk_headroom <= 1.0:
+            raise ConfigError("--gc-disk-headroom must be between 0 and 1")
+        if self.disk_watch_interval <= 0:
+            raise ConfigError("--disk-watch-interval must be > 0")
+        if self.work_dir_reserve < 0:
+            raise ConfigError("--work-dir-reserve must be >= 0")
         if self.log_max_size < 0:
             raise ConfigError("--log-max-size must be >= 0 (0: no rotation)")
         if self.log_max_size and self.log_max_size < 4096:

@@ -1,9 +1,11 @@
-"""Sandbox garbage collection (shell).
+"""Sandbox garbage collection (shell; the policy is ``agent.disk.gc_max_age``).
 
-A finished task's sandbox stays readable (``/files``, ``agora job logs``) for ``delay`` seconds
-after its terminal update was acknowledged, then it is removed. Scheduled removals live in memory;
-after a restart ``sweep`` removes sandboxes of tasks the checkpoint no longer knows whose last
-change is older than the delay. The executor's and live tasks' sandboxes are never touched.
+A finished task's sandbox stays readable (``/files``, ``agora job logs``) after its terminal
+update was acknowledged for ``--gc-delay`` shortened by how full the work dir's file system is
+(``--gc-disk-headroom``, Mesos' ``--gc_delay`` / ``--gc_disk_headroom``), then it is removed. The
+finished sandboxes live in memory, oldest first; after a restart ``sweep`` removes sandboxes of
+tasks the checkpoint no longer knows whose last change is older than that age. The executor's
+and live tasks' sandboxes are never touched.
 """
 
 from __future__ import annotations
@@ -20,18 +22,23 @@ from pathlib import Path
 class SandboxGC:
     def __init__(self, root: Path, delay: float) -> None:
         self.root = root
-        self.delay = delay
-        self._due: list[tuple[float, str]] = []
+        self.delay = delay  # the longest a finished sandbox stays (an empty disk)
+        self._finished: list[tuple[float, str]] = []  # (finished at, sandbox), oldest first
         self.removed = 0
 
     def schedule(self, sandbox: Path, now: float) -> None:
-        heapq.heappush(self._due, (now + self.delay, str(sandbox)))
+        heapq.heappush(self._finished, (now, str(sandbox)))
 
-    def due(self, now: float) -> list[Path]:
+    def due(self, now: float, max_age: float | None = None) -> list[Path]:
+        """The sandboxes finished at least ``max_age`` (default: the delay) seconds ago."""
+        age = self.delay if max_age is None else max_age
         out: list[Path] = []
-        while self._due and self._due[0][0] <= now:
-            out.append(Path(heapq.heappop(self._due)[1]))
+        while self._finished and self._finished[0][0] + age <= now:
+            out.append(Path(heapq.heappop(self._finished)[1]))
         return out
+
+    def __len__(self) -> int:
+        return len(self._finished)
 
     def remove(self, paths: list[Path]) -> None:
         """Blocking: run in a worker thread."""
@@ -43,9 +50,10 @@ class SandboxGC:
             with contextlib.suppress(OSError):
                 p.parent.rmdir()  # the framework's directory, once empty
 
-    def sweep(self, in_use: Callable[[str, str], bool], now: float | None = None) -> int:
+    def sweep(self, in_use: Callable[[str, str], bool], now: float | None = None, max_age: float | None = None) -> int:
         """Blocking: remove stale sandboxes not in use (after a restart). Returns how many."""
         wall = time.time() if now is None else now
+        age = self.delay if max_age is None else max_age
         n = 0
         if not self.root.is_dir():
             return 0
@@ -54,7 +62,7 @@ class SandboxGC:
                 continue
             for sb in fdir.iterdir():
                 try:
-                    old = wall - sb.stat().st_mtime > self.delay
+                    old = wall - sb.stat().st_mtime > age
                 except OSError:
                     continue
                 if old and not in_use(fdir.name, sb.name):

@@ -15,7 +15,7 @@ SIGPIPE) until the agent starts a new one, which takes the pipes over again by o
 wrapper's ``/proc/<pid>/fd/1`` and ``2`` for reading (``adopt``: a pipe opened through ``/proc``
 is the same pipe) and resumes the files where they are.
 
-The writing itself is a select loop: each readable pipe gives at most 1 MiB per round (every task
+The writing itself is a select loop: each readable pipe gives at most 128 KiB per round (every task
 gets its turn), appended to the current file, split at ``max_size`` with a rotation in between.
 Its memory stays flat whatever a task writes. A write that fails (a full disk) drops that data,
 says so once per stream on stderr (``meta/logger.log``), and reading goes on: a task is never
@@ -26,7 +26,8 @@ after that, so the logs are complete when a framework hears of it.
 Messages (JSON, one datagram each, on a SOCK_SEQPACKET socket; only a peer of our own uid or root
 is served): agent -> ``{"op": "open", "key", "dir", "max_size", "max_files"}`` + 2 descriptors,
 ``{"op": "adopt", "key", "dir", "pid", "max_size", "max_files"}``, ``{"op": "hello"}``; this process
--> ``{"op": "keys", "keys": [...]}`` (the answer to hello), ``{"op": "closed", "key"}``.
+-> ``{"op": "keys", "keys": [...]}`` (the answer to hello), ``{"op": "closed", "keys": [...]}``
+(the tasks whose logs became complete in one round of the loop).
 
 It exits when no agent is connected and no stream is open. Run as a script
 (``python -I agent/logger.py META_DIR``): it imports nothing of Agora but ``agent.logrotate``.
@@ -54,11 +55,11 @@ if __package__ in (None, ""):  # run as a script: find agent.logrotate next to u
 
 from agent import logrotate as lr
 
-READ_CHUNK = 1 << 20
-PIPE_SIZE = 1 << 20
+READ_CHUNK = 1 << 17  # two pipe buffers (64 KiB each by default)
 SOCKET_NAME = "logger.sock"
 LOCK_NAME = "logger.lock"
 FIRST_CONNECT_WITHIN = 30.0  # the agent that started us connects at once
+MAX_OUTBOX = 100_000  # messages queued for an agent that reads none: it is gone in all but name
 
 
 def _log(msg: str) -> None:
@@ -206,6 +207,8 @@ class Logger:
         self.tasks: dict[str, list[Stream]] = {}
         self.dirfds: dict[str, int] = {}
         self.agents: dict[int, socket.socket] = {}
+        self.outbox: dict[int, list[bytes]] = {}  # per agent connection: messages it has not taken yet
+        self.closed: list[str] = []  # tasks whose logs became complete in this round
         self.listener: socket.socket | None = None
         self._lock = -1  # the work dir's logger.lock, held while we run
 
@@ -252,6 +255,7 @@ class Logger:
 
     def _drop_agent(self, conn: socket.socket) -> None:
         self.agents.pop(conn.fileno(), None)
+        self.outbox.pop(conn.fileno(), None)
         with contextlib.suppress(Exception):
             self.sel.unregister(conn)
         conn.close()
@@ -290,10 +294,30 @@ class Logger:
             os.close(fd)
 
     def _send(self, conn: socket.socket, msg: dict[str, object]) -> None:
+        """Send, or queue while the agent is slow to read (never block the loop on it)."""
+        box = self.outbox.setdefault(conn.fileno(), [])
+        box.append(json.dumps(msg).encode())
+        if len(box) == 1:
+            self._flush(conn)
+        elif len(box) > MAX_OUTBOX:
+            _log(f"an agent read nothing of {len(box)} messages: dropping its connection")
+            self._drop_agent(conn)
+
+    def _flush(self, conn: socket.socket) -> None:
+        box = self.outbox.get(conn.fileno(), [])
         try:
-            conn.send(json.dumps(msg).encode())
+            while box:
+                conn.send(box[0])
+                box.pop(0)
+        except BlockingIOError:
+            pass
         except OSError:
             self._drop_agent(conn)
+            return
+        events = selectors.EVENT_READ | (selectors.EVENT_WRITE if box else 0)
+        with contextlib.suppress(KeyError, ValueError):
+            if self.sel.get_key(conn).events != events:
+                self.sel.modify(conn, events, self._from_agent)
 
     # --- streams ------------------------------------------------------------------------------
 
@@ -312,8 +336,6 @@ class Logger:
         try:
             for name, fd in zip(lr.STREAMS, fds, strict=True):
                 os.set_blocking(fd, False)
-                with contextlib.suppress(OSError):
-                    fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, PIPE_SIZE)
                 streams.append(Stream(key, name, dirfd, fd, int(req["max_size"]), int(req["max_files"])))  # type: ignore[call-overload]
         except (OSError, ValueError, TypeError) as e:
             _log(f"task {key}: cannot open its log files: {e}")
@@ -365,8 +387,7 @@ class Logger:
         del self.streams[s.rfd]
         if all(x.eof for x in self.tasks.get(s.key, [])):
             self._forget(s.key)
-            for conn in list(self.agents.values()):
-                self._send(conn, {"op": "closed", "key": s.key})
+            self.closed.append(s.key)  # told at the end of this round, with the others
 
     def _forget(self, key: str) -> None:
         for x in self.tasks.pop(key, []):
@@ -388,12 +409,20 @@ class Logger:
                 seen_agent = True
             if not self.agents and not self.tasks and (seen_agent or time.monotonic() - started > FIRST_CONNECT_WITHIN):
                 return 0
-            for key, _ in self.sel.select(timeout=1.0):
+            for key, events in self.sel.select(timeout=1.0):
                 data = key.data
                 if isinstance(data, Stream):
                     self._pipe_readable(data)
+                elif events & selectors.EVENT_WRITE and key.fileobj in self.agents.values():
+                    self._flush(key.fileobj)  # type: ignore[arg-type]
+                    if events & selectors.EVENT_READ:
+                        data(key.fileobj)
                 else:
                     data(key.fileobj)
+            if self.closed:
+                for conn in list(self.agents.values()):
+                    self._send(conn, {"op": "closed", "keys": self.closed})
+                self.closed = []
 
 
 def main(argv: list[str]) -> int:

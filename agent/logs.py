@@ -128,7 +128,8 @@ class LogWriterClient:
                 if msg.get("op") == "keys":
                     return set(msg.get("keys", ()))
                 if msg.get("op") == "closed" and self._loop is not None:
-                    self._loop.call_soon_threadsafe(self._closed, str(msg.get("key")))
+                    for key in msg.get("keys", ()):
+                        self._loop.call_soon_threadsafe(self._closed, str(key))
         except (OSError, ValueError):
             return set()
 
@@ -144,9 +145,6 @@ class LogWriterClient:
         """Spawner thread: ``((stdout, stderr) write ends, (their read ends))`` for the spawn, the
         read ends already with the log writer; None: plain files. The caller closes all four."""
         sb = str(sandbox)
-        for name in ("stdout", "stderr"):  # the files exist from the start, as tools expect
-            with contextlib.suppress(OSError):
-                os.close(os.open(f"{sb}/{name}", os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644))
         fds: list[int] = []
         try:
             for _ in range(2):
@@ -219,7 +217,8 @@ class LogWriterClient:
         except ValueError:
             return
         if msg.get("op") == "closed":
-            self._closed(str(msg.get("key")))
+            for key in msg.get("keys", ()):
+                self._closed(str(key))
 
     def _writer_gone(self, s: socket.socket) -> None:
         with self._lock:

@@ -91,7 +91,16 @@ async def _serve(config: AgentConfig) -> int:
     "which survives an agent crash), or all (also survives a machine crash; one more fsync per launch).",
 )
 @click.option("--fsync/--no-fsync", default=True, show_default=True, help="--no-fsync is unsafe (loses updates on power loss); for measurements only.")
-@click.option("--sandbox-gc-delay", default=3600.0, show_default=True, type=float, help="Seconds a finished task's sandbox is kept.")
+@click.option("--gc-delay", "--sandbox-gc-delay", "gc_delay", default="1d", show_default=True,
+              help="How long a finished task's sandbox is kept at most (3600, 30m, 2h, 1d, 1w); less the fuller the disk.")
+@click.option("--gc-disk-headroom", default=0.1, show_default=True, type=float,
+              help="Sandboxes are kept gc-delay x max(0, 1 - headroom - disk use): removed at once when the disk is fuller than 1 - headroom.")
+@click.option("--disk-watch-interval", default=15.0, show_default=True, type=float,
+              help="Seconds between measures of the tasks' sandboxes (du) and the work dir's file system.")
+@click.option("--enforce-disk-limit/--no-enforce-disk-limit", default=True, show_default=True,
+              help="Kill a task whose sandbox holds more than its disk resource (REASON_CONTAINER_LIMITATION_DISK).")
+@click.option("--work-dir-reserve", default="64MB", show_default=True,
+              help="Space held in the work dir and given up when it fills, so checkpoints and status updates go on (0: none).")
 @click.option("--allow-root-tasks", is_flag=True, default=False, help="Allow tasks to ask to run as root (uid 0).")
 @click.option(
     "--switch-user/--no-switch-user", default=True, show_default=True,

@@ -180,7 +180,8 @@ async def _recover(svc: AgentService) -> None:
     if stale:
         svc.recovery_report.append(f"removed {stale} cgroups of tasks that are gone")
     executors = {(t.spec.framework_id, t.spec.executor_id) for t in svc.tracker.tasks.values() if t.spec.executor_id}
-    swept = await asyncio.to_thread(svc.sandbox_gc.sweep, lambda f, x: (f, x) in known or (f, x) in executors)
+    swept = await asyncio.to_thread(
+        svc.sandbox_gc.sweep, lambda f, x: (f, x) in known or (f, x) in executors, None, svc.gc_max_age())
     if swept:
         svc.recovery_report.append(f"removed {swept} stale sandboxes")
     await svc.drain()

@@ -14,6 +14,7 @@ import asyncio
 import collections
 import concurrent.futures
 import contextlib
+import errno
 import logging
 import os
 import random
@@ -39,6 +40,8 @@ from agent.checkpoint import (
     TaskRecordFile,
 )
 from agent.config import AgentConfig
+from agent.disk import gc_max_age, quota_message, restore_reserve
+from agent.diskwatch import Reserve, fs_usage, measure
 from agent.environment import container_id, task_environment
 from agent.executors import ExecutorGlue
 from agent.fetch_plan import failure as fetch_failure
@@ -248,7 +251,9 @@ class AgentService(Service):
         self.checkers = Checkers(self._check_outcome)
         self.health: dict[tuple[str, str], HealthState] = {}
         self.check_states: dict[tuple[str, str], CheckState] = {}
-        self.sandbox_gc = SandboxGC(self.checkpoint.sandboxes, config.sandbox_gc_delay)
+        self.sandbox_gc = SandboxGC(self.checkpoint.sandboxes, config.gc_delay)
+        self.reserve = Reserve(self.checkpoint.meta / "reserve", config.work_dir_reserve)
+        self.disk_used = 0.0  # the work dir's file system, fraction in use at the last disk check
         self.run_as: dict[tuple[str, str], users.RunAs] = {}
         self.setpriv = users.setpriv_path()
         self.version = VERSION
@@ -284,6 +289,7 @@ class AgentService(Service):
             raise StartupError(str(e)) from e
         self.checkpoint.init()
         await asyncio.to_thread(self.fetcher.init)
+        await asyncio.to_thread(self._init_disk)
         if self.logs is not None:
             self.logs.attach(asyncio.get_running_loop(), self._logs_complete)
         await self._start_http()
@@ -307,6 +313,12 @@ class AgentService(Service):
         self.spawn(self.channel.run(), name="agent-channel")
         self.spawn(self._timer_loop(), name="agent-timers")
         self.spawn(self._monitor_loop(), name="agent-monitor")
+
+    def _init_disk(self) -> None:
+        """Blocking: the work dir's reserve, and how full its file system is (for the GC sweep)."""
+        self.reserve.ensure()
+        with contextlib.suppress(OSError):
+            self.disk_used = fs_usage(self.config.work_dir)[0]
 
     def retire(self) -> None:
         """Stop taking work: from now on every launch is answered TASK_DROPPED (TASK_LOST for
@@ -539,36 +551,16 @@ class AgentService(Service):
                 with self._drops_lock:
                     self._drops[(w.framework_id, w.task_id)] = None
                 continue
-            eff = w
-            try:
-                if isinstance(eff, tk.CheckpointTask):
-                    s = eff.spec
-                    with self._drops_lock:  # a task id reused before its old log was removed
-                        if self._drops.pop((s.framework_id, s.task_id), 0) is None:
-                            cp.remove_task(s.framework_id, s.task_id)
-                    fi = self.frameworks.get(s.framework_id)
-                    if fi is not None and not cp.has_framework(s.framework_id):
-                        cp.write_framework(s.framework_id, fi)
-                    assert s.info is not None
-                    group_ex = self.group_executors.get((s.framework_id, s.task_id))
-                    cp.write_task(TaskRecordFile(s.framework_id, s.info, group_ex, s.killing_state, s.gpu_devices))
-                elif isinstance(eff, su.CheckpointUpdate):
-                    u = eff.update
-                    if (u.framework_id, u.task_id) not in self.ephemeral:
-                        cp.append_update(u.framework_id, u.task_id, u.status, sync=eff.durable)
-                elif isinstance(eff, su.CheckpointAck):
-                    if (eff.framework_id, eff.task_id) not in self.ephemeral:
-                        cp.append_ack(eff.framework_id, eff.task_id, eff.uuid)
-                elif isinstance(eff, _WritePid):
-                    cp.write_pid(eff.framework_id, eff.task_id, eff.record)
-                elif isinstance(eff, _WriteKill):
-                    cp.write_kill(eff.framework_id, eff.task_id, eff.reason, eff.deadline)
-                elif isinstance(eff, _WriteFramework):
-                    info = self.frameworks.get(eff.framework_id)
-                    if info is not None:
-                        cp.write_framework(eff.framework_id, info)
-            except (OSError, CheckpointError):
-                log.exception("checkpoint write failed: %r", eff)
+            for attempt in (0, 1):
+                try:
+                    self._write_effect(w)
+                except OSError as e:
+                    if e.errno == errno.ENOSPC and attempt == 0 and self.reserve.release():
+                        continue  # the work dir is full: the reserve makes room for this
+                    log.exception("checkpoint write failed: %r", w)
+                except CheckpointError:
+                    log.exception("checkpoint write failed: %r", w)
+                break
         # Task records need only be *written* before their spawn (they become durable with the
         # task's first update), so spawning does not wait for this batch's fdatasyncs.
         specs = [sp.spec for sp in spawns]
@@ -584,9 +576,42 @@ class AgentService(Service):
                     log.exception("pid checkpoint failed for %s", r.proc.key)
         try:
             cp.commit()
-        except OSError:
-            log.exception("checkpoint commit failed")
+        except OSError as e:
+            if e.errno == errno.ENOSPC and self.reserve.release():
+                with contextlib.suppress(OSError):
+                    cp.commit()
+            else:
+                log.exception("checkpoint commit failed")
         return spawned
+
+    def _write_effect(self, eff: object) -> None:
+        cp = self.checkpoint
+        if isinstance(eff, tk.CheckpointTask):
+            s = eff.spec
+            with self._drops_lock:  # a task id reused before its old log was removed
+                if self._drops.pop((s.framework_id, s.task_id), 0) is None:
+                    cp.remove_task(s.framework_id, s.task_id)
+            fi = self.frameworks.get(s.framework_id)
+            if fi is not None and not cp.has_framework(s.framework_id):
+                cp.write_framework(s.framework_id, fi)
+            assert s.info is not None
+            group_ex = self.group_executors.get((s.framework_id, s.task_id))
+            cp.write_task(TaskRecordFile(s.framework_id, s.info, group_ex, s.killing_state, s.gpu_devices))
+        elif isinstance(eff, su.CheckpointUpdate):
+            u = eff.update
+            if (u.framework_id, u.task_id) not in self.ephemeral:
+                cp.append_update(u.framework_id, u.task_id, u.status, sync=eff.durable)
+        elif isinstance(eff, su.CheckpointAck):
+            if (eff.framework_id, eff.task_id) not in self.ephemeral:
+                cp.append_ack(eff.framework_id, eff.task_id, eff.uuid)
+        elif isinstance(eff, _WritePid):
+            cp.write_pid(eff.framework_id, eff.task_id, eff.record)
+        elif isinstance(eff, _WriteKill):
+            cp.write_kill(eff.framework_id, eff.task_id, eff.reason, eff.deadline)
+        elif isinstance(eff, _WriteFramework):
+            info = self.frameworks.get(eff.framework_id)
+            if info is not None:
+                cp.write_framework(eff.framework_id, info)
 
     def _reap_dropped(self) -> None:
         """Worker thread: remove the logs of finished tasks, then empty framework directories."""
@@ -1192,6 +1217,40 @@ class AgentService(Service):
         await self.clock.sleep(delay)
         self.timer_wake.set()
 
+    def gc_max_age(self) -> float:
+        """How long a finished sandbox stays now (``agent.disk.gc_max_age``)."""
+        return gc_max_age(self.config.gc_delay, self.config.gc_disk_headroom, self.disk_used)
+
+    async def _watch_disk(self, now: float) -> None:
+        """Every ``--disk-watch-interval``: how full the work dir is (sandbox GC), what each running
+        task's sandbox holds (usage; a task past its disk is killed), the reserve taken back."""
+        sandboxes = {}
+        limits: dict[str, int | None] = {}
+        for t in self.tracker.active():
+            if t.spec.command is None or t.pid is None:
+                continue
+            key = _task_key(*t.key)
+            with contextlib.suppress(CheckpointError):
+                sandboxes[key] = self.checkpoint.sandbox(*t.key)
+                limits[key] = t.spec.disk_limit
+        try:
+            report = await asyncio.to_thread(measure, self.config.work_dir, sandboxes)
+        except OSError as e:
+            log.warning("disk check of %s failed: %s", self.config.work_dir, e)
+            return
+        was, self.disk_used = self.disk_used, report.used_fraction
+        if report.used_fraction > 1 - self.config.gc_disk_headroom >= was:
+            log.warning("work dir %s is %.0f%% full: finished sandboxes are removed at once",
+                        self.config.work_dir, 100 * report.used_fraction)
+        for key, used in report.sandboxes.items():
+            _, fid, tid = key.split("/", 2)
+            self.usage.disk((fid, tid), used, now)
+            msg = quota_message(used, limits.get(key)) if self.config.enforce_disk_limit else None
+            if msg is not None:
+                self._limit(fid, tid, msg, tk.KillReason.DISK, now)
+        if self.reserve.released and restore_reserve(report.free, self.reserve.size):
+            await asyncio.to_thread(self.reserve.ensure)
+
     def _report_usage(self) -> None:
         """The running tasks' figures that changed since the last report, to the master."""
         if self.channel is None or not self.channel.registered:
@@ -1207,7 +1266,7 @@ class AgentService(Service):
 
     async def _monitor_loop(self) -> None:
         cfg = self.config
-        last_estimate = last_report = 0.0
+        last_estimate = last_report = last_disk = 0.0
         cpu_prev: dict[str, tuple[float, float]] = {}
         while True:
             await self.clock.sleep(cfg.monitor_interval)
@@ -1220,7 +1279,10 @@ class AgentService(Service):
             self.m_running.set(len(self.tracker.active()))
             if self._drops:
                 await asyncio.to_thread(self._reap_dropped)
-            expired = self.sandbox_gc.due(now)
+            if now - last_disk >= cfg.disk_watch_interval:
+                last_disk = now
+                await self._watch_disk(now)
+            expired = self.sandbox_gc.due(now, self.gc_max_age())
             if expired:
                 await asyncio.to_thread(self.sandbox_gc.remove, expired)
             for key, u in usage.items():

@@ -93,6 +93,7 @@ class TaskSpec:
     executor_id: str | None = None  # the custom executor's id (None for command tasks)
     mem_limit: int | None = None  # bytes
     cpus: float | None = None
+    disk_limit: int | None = None  # bytes of sandbox (the task's disk resource)
     grace: float | None = None  # kill policy grace period (seconds)
     revocable: bool = False
     killing_state: bool = False  # the framework wants TASK_KILLING
@@ -180,6 +181,7 @@ def task_spec(
         raise SpecError(f"invalid resources: {e}") from e
     mem = res.scalar("mem")
     cpus = res.scalar("cpus")
+    disk = res.scalar("disk")
     grace = None
     if task.kill_policy is not None and task.kill_policy.grace_period is not None:
         grace = _seconds(task.kill_policy.grace_period.nanoseconds)
@@ -190,6 +192,7 @@ def task_spec(
         "name": task.name,
         "mem_limit": int(mem * 1024 * 1024) if mem > 0 else None,
         "cpus": cpus if cpus > 0 else None,
+        "disk_limit": int(disk * 1024 * 1024) if disk > 0 else None,
         "grace": grace,
         "revocable": revocable,
         "killing_state": killing_state,

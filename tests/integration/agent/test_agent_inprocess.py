@@ -244,7 +244,7 @@ async def test_framework_user_is_the_default_task_user(master: Any, make_agent: 
 
 
 async def test_finished_sandbox_is_collected_after_the_delay(master: Any, make_agent: Any) -> None:
-    agent = await make_agent(sandbox_gc_delay=0.3)
+    agent = await make_agent(gc_delay=0.3)
     await master.wait_connected()
     await master.run("gc", "echo bye")
     await master.wait_terminal("gc")

@@ -216,3 +216,40 @@ def test_exit_status_parsing() -> None:
     assert parse_exit_status(b"13") is None
     assert parse_exit_status(b"") is None
     assert parse_exit_status(b"x\n") is None
+
+
+def test_a_record_cut_by_a_full_file_system_is_taken_back(tmp_path: Path) -> None:
+    import contextlib
+    import errno
+    import os
+
+    from protocol.mesos_common import Label, Labels
+
+    from ...cgroup_env import small_filesystem
+
+    with small_filesystem(tmp_path / "small", "256k") as root:
+        cp = Checkpoint(root)
+        cp.init()
+        cp.write_task(TaskRecordFile("f1", task("t1")))
+        cp.append_update("f1", "t1", status("t1", 1))
+        cp.commit()
+        fd = os.open(root / "fill", os.O_WRONLY | os.O_CREAT)  # fill the file system up
+        with contextlib.suppress(OSError):
+            while True:
+                os.write(fd, b"\0" * 4096)
+        os.close(fd)
+        big = TaskStatus(task_id=TaskID("t1"), state=S.TASK_FAILED, uuid=bytes([2]) * 16, message="x" * 20000,
+                         labels=Labels(tuple(Label(f"k{i}", "v" * 100) for i in range(50))))
+        log = next(root.rglob("t1.log"))
+        size = log.stat().st_size
+        with pytest.raises(OSError) as e:
+            cp.append_update("f1", "t1", big)
+            cp.commit()
+        assert e.value.errno == errno.ENOSPC
+        assert log.stat().st_size == size  # nothing of the cut record is left
+        os.unlink(root / "fill")
+        cp.append_update("f1", "t1", big)
+        cp.commit()
+        rec = Checkpoint(root).recover()
+        assert rec.broken == ()
+        assert rec.tasks[0].log is not None and [u.state for u in rec.tasks[0].log.updates] == [S.TASK_RUNNING, S.TASK_FAILED]
