@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import pytest
@@ -77,3 +77,41 @@ def small_filesystem(where: Path, size: str) -> Iterator[Path]:
         yield where
     finally:
         subprocess.run(["umount", "-l", str(where)], capture_output=True)
+
+
+def own_agent_cgroup_names(tmp_roots: Iterable[Path]) -> set[str]:
+    """The agent cgroup names (``agent-<digest of the work dir>``) of every directory under
+    ``tmp_roots``: the cgroups any agent whose work dir lay there made, and no other."""
+    names: set[str] = set()
+    for root in tmp_roots:
+        if not root.is_dir():
+            continue
+        for d, _subdirs, _files in os.walk(root):
+            names.add(cgroup_probe.agent_cgroup_name(os.path.realpath(d)))
+    return names
+
+
+def sweep_own_cgroups(cgroup_root: Path, tmp_roots: Iterable[Path]) -> list[Path]:
+    """Remove the empty task cgroups, then the agent cgroup itself when it is left empty, of the
+    agents whose work dirs were under ``tmp_roots`` (this test run's), in every hierarchy under
+    ``cgroup_root`` (``<hierarchy>/agora*/agent-*``). Agent cgroups of other runs on the
+    machine, and the shared ``agora*`` roots, are never touched. Returns what it removed."""
+    if not cgroup_root.is_dir():
+        return []
+    own = own_agent_cgroup_names(tmp_roots)
+    removed: list[Path] = []
+    for base in cgroup_root.glob("*/agora*/agent-*"):
+        if base.name not in own or base.is_symlink():
+            continue
+        with contextlib.suppress(OSError):
+            for task in base.iterdir():
+                if not task.is_dir():
+                    continue
+                with contextlib.suppress(OSError):
+                    if not (task / "cgroup.procs").read_text().strip():
+                        task.rmdir()
+                        removed.append(task)
+        with contextlib.suppress(OSError):
+            base.rmdir()
+            removed.append(base)
+    return removed

@@ -1,37 +1,29 @@
-"""Suite-wide: after the run, remove the cgroups that agents of this run left behind.
+"""Suite-wide: after the run, remove the cgroups that agents of *this* run left behind.
 
 An agent keeps its tasks' cgroups when it stops (its tasks outlive it by design); a test that
-then kills those tasks itself leaves empty cgroups under ``<hierarchy>/agora*/agent-*``. They are
-removed at the end of the session when empty and more than 5 s old (a cgroup just made for a task
-of a concurrent run, which its task joins within milliseconds, is never touched)."""
+then kills those tasks itself leaves empty cgroups under ``<hierarchy>/agora*/agent-<digest>``.
+Other test runs (CI jobs, other checkouts) share the machine and its cgroup hierarchies, so the
+sweep touches only the agent cgroups this run made: an agent's cgroup is named after its work
+dir (``agent.cgroup_probe.agent_cgroup_name``), and every agent of this run had its work dir
+under this run's own temporary directory (``tmp_path``), so the names of the directories there
+are exactly this run's agent cgroups (``tests.cgroup_env.sweep_own_cgroups``)."""
 
 from __future__ import annotations
 
-import contextlib
-import time
 from pathlib import Path
 
 import pytest
 
+from tests.cgroup_env import sweep_own_cgroups
 
-def _sweep() -> None:
-    root = Path("/sys/fs/cgroup")
-    if not root.is_dir():
-        return
-    for base in root.glob("*/agora*/agent-*"):
-        with contextlib.suppress(OSError):
-            for task in base.iterdir():
-                if not task.is_dir():
-                    continue
-                with contextlib.suppress(OSError):
-                    if task.stat().st_mtime < time.time() - 5 and not (task / "cgroup.procs").read_text().strip():
-                        task.rmdir()
-            with contextlib.suppress(OSError):
-                base.rmdir()
-            with contextlib.suppress(OSError):
-                base.parent.rmdir()
+_own_tmp: list[Path] = []
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _this_runs_tmp(tmp_path_factory: pytest.TempPathFactory) -> None:
+    _own_tmp.append(tmp_path_factory.getbasetemp())
 
 
 @pytest.hookimpl(trylast=True)
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    _sweep()
+    sweep_own_cgroups(Path("/sys/fs/cgroup"), _own_tmp)
