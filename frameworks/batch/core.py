@@ -169,6 +169,9 @@ class JobRecord:
     runs: list[int] = attrs.field(factory=list)  # a periodic template: the runs it started
     notified: bool = False  # its final state was delivered to ``spec.notify``
     preempted_by: int | None = None  # its tasks were evicted for this job and wait to run again
+    # a service job whose service tasks have all ended (``BatchCore.service_finished``): why it
+    # fails once its instances are gone ("": it succeeds; None: its service tasks go on)
+    service_outcome: str | None = attrs.field(default=None, eq=False)
     # Indexes kept up to date by BatchCore._set_phase, so that no status update or scheduling
     # round scans the job's tasks: tasks per phase (settling a job is O(1)), the PENDING tasks,
     # those of them that may wait for a retry backoff, those with a failure behind them, and the
@@ -570,6 +573,17 @@ class BatchCore:
             effects.append(Kill(t.task_id, cur.agent_id if cur else None, "job cancelled"))
         effects += self._finish(job, JobState.CANCELLED, now, why)
         return effects
+
+    def service_finished(self, job_id: int, failure: str | None, now: float) -> list[Effect]:
+        """Every service task of a service job has ended (its instances are told to stop): the
+        instances not yet placed are not needed (CANCELLED without running), and the job ends
+        once the running ones are gone: FAILED with ``failure`` when given, else SUCCEEDED,
+        however its instances ended."""
+        job = self.job(job_id)
+        if job.state in JOB_TERMINAL or not job.spec.service:
+            return []
+        job.service_outcome = failure or ""
+        return [Persist((job_id,)), *self._settle(job, now)]
 
     # --- hold, release, update, requeue (each noted in the job's change history) ---------------
 
@@ -1026,6 +1040,14 @@ class BatchCore:
             return []
         n = len(job.tasks)
         count = job.phases.get
+        if job.service_outcome is not None:
+            # a service job whose service tasks have all ended: its instances decide nothing
+            for i in sorted(job.pending):
+                self._set_phase(job.tasks[i], TaskPhase.CANCELLED)  # not needed any more
+            if job.active:
+                return []
+            failure = job.service_outcome or None
+            return self._finish(job, JobState.FAILED if failure else JobState.SUCCEEDED, now, failure)
         if count(TaskPhase.SUCCEEDED, 0) == n:
             return self._finish(job, JobState.SUCCEEDED, now, None)
         if sum(count(p, 0) for p in TASK_TERMINAL) == n:

@@ -28,6 +28,7 @@ __pure__ = True
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 MAX_COUNT = 100_000
 MAX_PORTS = 1000
+MAX_WINDOW = 100_000  # a service instance's tasks in flight
 
 
 class GangPolicy(enum.Enum):
@@ -149,6 +150,8 @@ class JobSpec:
     schedule: str | None = None  # cron expression: a periodic job, each run a job of its own
     concurrency: Concurrency = Concurrency.ALLOW  # a periodic job's overlap policy
     notify: str | None = None  # http(s) URL: the job's final state is POSTed there
+    service: bool = False  # the command is a service: one warm instance per task, fed inputs (frameworks/service)
+    window: int = 0  # a service instance's service tasks in flight at most (0: the default)
 
     def resources(self) -> Resources:
         return Resources.of(cpus=self.cpus, mem=self.mem, gpus=self.gpus, disk=self.disk)
@@ -208,6 +211,13 @@ def _pairs(data: Mapping[str, Any], key: str) -> tuple[tuple[str, str], ...]:
             raise SpecError(f"{key}: {k!r} must map to a string")
         out.append((k, str(v)))
     return tuple(sorted(out))
+
+
+def _flag(data: Mapping[str, Any], key: str) -> bool:
+    value = data.get(key, False)
+    if not isinstance(value, bool):
+        raise SpecError(f"{key}: expected true or false")
+    return value
 
 
 def spec_from_dict(data: Mapping[str, Any]) -> JobSpec:
@@ -304,6 +314,8 @@ def spec_from_dict(data: Mapping[str, Any]) -> JobSpec:
         schedule=schedule,
         concurrency=concurrency,
         notify=notify,
+        service=_flag(data, "service"),
+        window=_integer(data, "window", 0, minimum=0, maximum=MAX_WINDOW),
     )
     validate(spec)
     return spec
@@ -335,6 +347,13 @@ def validate(spec: JobSpec) -> None:
                 "gang_policy restart: each restart of the gang is one of its retries; give max_retries "
                 "(how many times the whole gang may run again)"
             )
+    if spec.service:
+        if spec.gang > 0:
+            raise SpecError("service: a service job's instances are independent; it cannot be a gang")
+        if spec.schedule is not None:
+            raise SpecError("service: a service job cannot be periodic (schedule)")
+    elif spec.window:
+        raise SpecError("window: only a service job has one (give service)")
     err = role_error(spec.queue)
     if err:
         raise SpecError(f"queue: {err}")
@@ -384,6 +403,10 @@ def spec_to_dict(spec: JobSpec) -> dict[str, Any]:
         out["concurrency"] = spec.concurrency.value
     if spec.notify is not None:
         out["notify"] = spec.notify
+    if spec.service:
+        out["service"] = True
+        if spec.window:
+            out["window"] = spec.window
     return out
 
 

@@ -62,6 +62,7 @@ from frameworks.batch.metrics import BatchMetrics
 from frameworks.batch.model import JOB_TERMINAL, JobSpec, JobState, SpecError, spec_from_dict, spec_to_dict
 from frameworks.batch.planner import AgentCapacity, OfferView, gpu_sharing_error, port_count
 from frameworks.batch.store import AccountingQuery, JobStore, attempt_to_dict
+from frameworks.batch.warm import CHANNEL_PATH, RESULTS_PAGE, WarmServices, inputs_of
 from frameworks.client import api_auth, webui
 from frameworks.client.api_auth import ApiAuth, ApiAuthError, OwnerError, job_owner, principal_of
 from frameworks.client.driver import KnownTask, Scheduler, SchedulerDriver
@@ -69,6 +70,7 @@ from frameworks.client.offers import OfferCacheError
 from frameworks.client.options import ServiceConnection, advertised_host, stop_refused
 from frameworks.client.placement import attribute_text
 from frameworks.client.transport import HttpTransport, TransportError, base_url
+from frameworks.service.dispatch import TaskState as ServiceTaskState
 from protocol.acls import Action, job_problem, submit_problem
 from protocol.codec import JSON, MSGPACK, loads_json
 from protocol.lifecycle import Service
@@ -181,6 +183,7 @@ class BatchService(Service, Scheduler):
         self._notifying: set[int] = set()
         self.cluster_interval = 10.0  # seconds between reads of the cluster's agents (/state)
         self._cluster_at: float | None = None  # when the latest read started
+        self.warm = WarmServices(self)  # service jobs: warm instances fed service tasks (warm.py)
 
     # --- lifecycle -------------------------------------------------------------------------------
 
@@ -190,6 +193,7 @@ class BatchService(Service, Scheduler):
             self.core.usage.restore(key, usage)  # fair-share decay goes on from the stored usage
         for job in await asyncio.to_thread(store.load):
             self.core.restore(job)
+        await self.warm.restore()
         self.auth = self.conn.api_auth()
         client_ssl, server_ssl = self.conn.client_ssl(), self.conn.server_ssl()
         self._http = self.conn.agent_session(client_ssl)
@@ -221,6 +225,8 @@ class BatchService(Service, Scheduler):
                 web.get("/api/v1/events", self._events),
                 web.post("/api/v1/jobs/{id}/tasks/{index}/kill", self._kill_task),
                 web.get("/api/v1/jobs/{id}/logs", self._logs),
+                web.get("/api/v1/jobs/{id}/results", self._results),
+                web.get(CHANNEL_PATH, self.warm.channel),
             ]
         )
         self._runner = web.AppRunner(app, access_log=None)
@@ -256,6 +262,7 @@ class BatchService(Service, Scheduler):
         self.spawn(self._loop(), name="batch-schedule")
         self.spawn(self._flusher(), name="batch-flush")
         self.spawn(self._usage_saver(), name="batch-usage")
+        self.spawn(self.warm.flusher(), name="batch-service-tasks")
         if self.config.retention_days is not None:
             self.spawn(self._purger(self.config.retention_days), name="batch-purge")
 
@@ -263,6 +270,8 @@ class BatchService(Service, Scheduler):
         self.events.close()
         if self.driver is not None:
             await self.driver.stop()
+        with contextlib.suppress(Exception):
+            await self.warm.close()
         if self._runner is not None:
             await self._runner.cleanup()
         if self._http is not None:
@@ -358,6 +367,7 @@ class BatchService(Service, Scheduler):
         )
         if status.state is TaskState.TASK_RUNNING:
             self._observe_start(status.task_id.value)
+        self.warm.on_status(status.task_id.value, status.state, status.message)
         self._absorb(effects)
         self._wake.set()
 
@@ -547,6 +557,8 @@ class BatchService(Service, Scheduler):
     def _publish(self, e: JobEvent) -> None:
         job = self.core.jobs.get(e.job_id)
         self.events.publish(e, job.spec.name if job is not None else "")
+        if e.kind == "finished" and job is not None:
+            self.warm.job_ended(job)
         if e.kind == "finished" and job is not None and job.spec.notify and not job.notified:
             self._notify(job)
 
@@ -634,9 +646,10 @@ class BatchService(Service, Scheduler):
         kill_policy = None
         if spec.grace is not None:  # SIGTERM, then SIGKILL this long after (a kill, a preemption)
             kill_policy = KillPolicy(grace_period=DurationInfo(int(spec.grace * 1e9)))
-        return TaskInfo(
+        info = TaskInfo(
             name=t.name, task_id=TaskID(t.task_id), resources=resources, command=command, kill_policy=kill_policy
         )
+        return self.warm.task_info(t, command, info) if spec.service else info
 
     # --- HTTP API --------------------------------------------------------------------------------
 
@@ -787,10 +800,17 @@ class BatchService(Service, Scheduler):
         try:
             body = await _read(request)
             claimed = body.pop("user", None) if isinstance(body, dict) else None
+            inputs = body.pop("inputs", None) if isinstance(body, dict) else None
             if isinstance(body, dict) and "jobs" in body:
                 specs = jobs_from_list(body["jobs"])
             else:
                 specs = [spec_from_dict(body)]
+            if inputs is not None and not (len(specs) == 1 and specs[0].service and "jobs" not in body):
+                raise SpecError("inputs: only a single service job (service: true) takes inputs")
+            if any(s.service for s in specs):
+                if len(specs) != 1 or "jobs" in body:
+                    raise SpecError("service: a service job is submitted alone, with its inputs")
+                inputs = inputs_of({"inputs": inputs})
         except SpecError as exc:
             return _error(request, 400, str(exc))
         principal = principal_of(request)
@@ -818,6 +838,8 @@ class BatchService(Service, Scheduler):
             return _error(request, 400, str(exc))
         # Durable before we answer: the ids we return are never lost (one transaction for all).
         await self.store.open().awrite([self.core.jobs[i] for i in ids])
+        if inputs is not None:
+            await self.warm.submitted(self.core.jobs[ids[0]], inputs)
         self._absorb([e for e in effects if not isinstance(e, Persist)])
         self._wake.set()
         if len(ids) == 1 and not (isinstance(body, dict) and "jobs" in body):
@@ -931,7 +953,34 @@ class BatchService(Service, Scheduler):
             if not 0 <= index < len(job.tasks):
                 return _error(request, 404, f"job {job.job_id} has no task {index}")
             return _reply(request, job_detail(job, [job.tasks[index]]))
-        return _reply(request, job_detail(job))
+        detail = job_detail(job)
+        if (service := self.warm.summary(job.job_id)) is not None:
+            detail["service"] = service
+        return _reply(request, detail)
+
+    async def _results(self, request: web.Request) -> web.Response:
+        """A service job's service tasks with their results, ``?offset=I&limit=N&state=S``
+        (``next``: the offset of the next page, when there may be one)."""
+        job = self._job(request)
+        if isinstance(job, web.Response):
+            return job
+        if not job.spec.service:
+            return _error(request, 400, f"job {job.job_id} is not a service job")
+        if (denied := self._denied(request, job, Action.VIEW_JOB_LOGS, "read the results of")) is not None:
+            return denied
+        try:
+            offset = int(request.query.get("offset", "0"))
+            limit = int(request.query.get("limit", str(RESULTS_PAGE)))
+        except ValueError:
+            return _error(request, 400, "offset and limit must be integers")
+        if offset < 0 or not 0 < limit <= 100 * RESULTS_PAGE:
+            return _error(request, 400, f"offset must be >= 0 and limit within 1..{100 * RESULTS_PAGE}")
+        state = request.query.get("state")
+        if state is not None:
+            state = state.upper()
+            if state not in {s.value for s in ServiceTaskState}:
+                return _error(request, 400, f"state: one of {', '.join(s.value for s in ServiceTaskState)}")
+        return _reply(request, await self.warm.results(job, offset, limit, state))
 
     async def _cancel(self, request: web.Request) -> web.Response:
         job = self._job(request)

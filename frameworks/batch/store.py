@@ -81,6 +81,19 @@ CREATE TABLE IF NOT EXISTS accounting (
     message TEXT
 );
 CREATE INDEX IF NOT EXISTS accounting_ended ON accounting (ended_at);
+CREATE TABLE IF NOT EXISTS service_jobs (job_id INTEGER PRIMARY KEY, token TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS service_tasks (
+    job_id INTEGER NOT NULL,
+    idx INTEGER NOT NULL,
+    input TEXT NOT NULL,
+    state TEXT NOT NULL,
+    failures INTEGER NOT NULL DEFAULT 0,
+    sends INTEGER NOT NULL DEFAULT 0,
+    result TEXT,
+    sent_at REAL,
+    ended_at REAL,
+    PRIMARY KEY (job_id, idx)
+) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS accounting_user ON accounting (user, ended_at);
 """
 
@@ -449,12 +462,74 @@ class JobStore:
             try:
                 self._db.executemany("DELETE FROM jobs WHERE id = ?", [(i,) for i in job_ids])
                 self._db.executemany("DELETE FROM tasks WHERE job_id = ?", [(i,) for i in job_ids])
+                self._db.executemany("DELETE FROM service_jobs WHERE job_id = ?", [(i,) for i in job_ids])
+                self._db.executemany("DELETE FROM service_tasks WHERE job_id = ?", [(i,) for i in job_ids])
                 n = self._db.execute("DELETE FROM accounting WHERE ended_at < ?", (before,)).rowcount
                 self._db.execute("COMMIT")
             except BaseException:
                 self._db.execute("ROLLBACK")
                 raise
         return int(n)
+
+    # --- service jobs' service tasks (frameworks/batch/warm.py) ------------------------------------
+
+    def add_service(self, job_id: int, token: str, inputs: Sequence[str]) -> None:
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                self._db.execute("INSERT OR REPLACE INTO service_jobs (job_id, token) VALUES (?, ?)", (job_id, token))
+                self._db.executemany(
+                    "INSERT OR REPLACE INTO service_tasks (job_id, idx, input, state) VALUES (?, ?, ?, 'PENDING')",
+                    [(job_id, i, text) for i, text in enumerate(inputs)],
+                )
+                self._db.execute("COMMIT")
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+
+    def update_service_tasks(self, rows: Sequence[tuple[Any, ...]]) -> None:
+        """``rows``: (state, failures, sends, result, sent_at, ended_at, job_id, idx)."""
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                self._db.executemany(
+                    "UPDATE service_tasks SET state = ?, failures = ?, sends = ?, result = ?, sent_at = ?, ended_at = ? "
+                    "WHERE job_id = ? AND idx = ?",
+                    rows,
+                )
+                self._db.execute("COMMIT")
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+
+    async def aupdate_service_tasks(self, rows: Sequence[tuple[Any, ...]]) -> None:
+        await asyncio.get_running_loop().run_in_executor(self._writer, self.update_service_tasks, rows)
+
+    def load_service(self, job_id: int) -> tuple[str, list[tuple[Any, ...]]] | None:
+        """(token, [(idx, input, state, failures, sends, result, sent_at, ended_at), ...]) of a
+        service job (None: no such job)."""
+        with self._lock:
+            row = self._db.execute("SELECT token FROM service_jobs WHERE job_id = ?", (job_id,)).fetchone()
+            if row is None:
+                return None
+            tasks = self._db.execute(
+                "SELECT idx, input, state, failures, sends, result, sent_at, ended_at FROM service_tasks "
+                "WHERE job_id = ? ORDER BY idx",
+                (job_id,),
+            ).fetchall()
+        return str(row[0]), tasks
+
+    def service_tasks(
+        self, job_id: int, offset: int, limit: int, state: str | None = None
+    ) -> list[tuple[Any, ...]]:
+        """Service tasks of a job from index ``offset`` on (of one ``state``), as in ``load_service``."""
+        sql = (
+            "SELECT idx, input, state, failures, sends, result, sent_at, ended_at FROM service_tasks "
+            "WHERE job_id = ? AND idx >= ?" + (" AND state = ?" if state else "") + " ORDER BY idx LIMIT ?"
+        )
+        args: tuple[Any, ...] = (job_id, offset, state, limit) if state else (job_id, offset, limit)
+        with self._lock:
+            return list(self._db.execute(sql, args).fetchall())
 
     def get_meta(self, key: str) -> str | None:
         with self._lock:

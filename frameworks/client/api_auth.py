@@ -31,7 +31,7 @@ from protocol.authn import OPERATOR, WWW_AUTHENTICATE, AuthFailed, CredentialErr
 log = logging.getLogger(__name__)
 
 PRINCIPAL = web.RequestKey("agora.api_principal", str)  # the authenticated principal (absent: none)
-OPEN_PATHS = frozenset({"/health"})
+OPEN_PATHS = frozenset({"/health", "/api/v1/service/channel"})  # the channel: a per-job token (frameworks/batch/warm.py)
 
 
 class ApiAuthError(ValueError):
