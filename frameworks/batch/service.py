@@ -954,7 +954,7 @@ class BatchService(Service, Scheduler):
                 return _error(request, 404, f"job {job.job_id} has no task {index}")
             return _reply(request, job_detail(job, [job.tasks[index]]))
         detail = job_detail(job)
-        if (service := self.warm.summary(job.job_id)) is not None:
+        if (service := await self.warm.summary(job)) is not None:
             detail["service"] = service
         return _reply(request, detail)
 

@@ -519,6 +519,14 @@ class JobStore:
             ).fetchall()
         return str(row[0]), tasks
 
+    def service_counts(self, job_id: int) -> dict[str, int]:
+        """A service job's service tasks per state."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT state, COUNT(*) FROM service_tasks WHERE job_id = ? GROUP BY state", (job_id,)
+            ).fetchall()
+        return {str(state): int(n) for state, n in rows}
+
     def service_tasks(
         self, job_id: int, offset: int, limit: int, state: str | None = None
     ) -> list[tuple[Any, ...]]:

@@ -123,7 +123,7 @@ class WarmServices:
                 self._dirty.set()
                 return
         for job_id in forget:
-            self.dispatch.forget(job_id)
+            self.dispatch.forget(job_id)  # the store has them all now
 
     async def close(self) -> None:
         for ws in list(self.conns.values()):
@@ -153,9 +153,17 @@ class WarmServices:
         self._forget.add(job.job_id)
         self._dirty.set()
 
-    def summary(self, job_id: int) -> dict[str, int] | None:
-        run = self.dispatch.runs.get(job_id)
-        return run.summary() if run is not None else None
+    async def summary(self, job: JobRecord) -> dict[str, int] | None:
+        """The service tasks per state (None: not a service job)."""
+        if not job.spec.service:
+            return None
+        run = self.dispatch.runs.get(job.job_id)
+        if run is not None:
+            return run.summary()
+        counts = await asyncio.to_thread(self.svc.store.open().service_counts, job.job_id)
+        out = {s.value.lower(): counts.get(s.value, 0) for s in TaskState}
+        out["total"] = sum(counts.values())
+        return out
 
     async def results(self, job: JobRecord, offset: int, limit: int, state: str | None) -> dict[str, Any]:
         run = self.dispatch.runs.get(job.job_id)

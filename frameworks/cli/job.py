@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 import os
 import sys
 import time
 import urllib.parse
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TextIO
 
 import attrs
 import click
@@ -194,6 +195,13 @@ def _pairs(values: tuple[str, ...], what: str) -> dict[str, str]:
 @click.option("--file", "-f", "job_file", default=None, type=click.Path(dir_okay=False, exists=True),
               help="Submit the job(s) of a TOML job file (also: agora job submit FILE.toml).")
 @click.option("--shell", "use_shell", is_flag=True, help="Run the command through /bin/sh -c.")
+@click.option("--service", "service", default=None, metavar="CMD",
+              help="A service job: CMD (run by /bin/sh -c) starts once per task (--count of them) and takes the "
+                   "--inputs one line each on stdin, writing one result line each on stdout.")
+@click.option("--inputs", "inputs_file", default=None, type=click.File("r"),
+              help="With --service: one input (service task) per line; - reads stdin.")
+@click.option("--window", default=None, type=click.IntRange(1, 100_000),
+              help="With --service: service tasks in flight per instance (default 256).")
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
 @json_flag
 @click.pass_context
@@ -226,6 +234,9 @@ def submit(
     notify: str | None,
     job_file: str | None,
     use_shell: bool,
+    service: str | None,
+    inputs_file: TextIO | None,
+    window: int | None,
     command: tuple[str, ...],
 ) -> None:
     """Submit CMD [ARGS...] (put `--` before the command), or the jobs of a TOML job file
@@ -246,6 +257,14 @@ def submit(
             )
         _submit_file(ctx, job_file)
         return
+    if service is not None:
+        if command or use_shell:
+            raise click.UsageError("--service CMD is the command: give no other (nor --shell)")
+        if inputs_file is None:
+            raise click.UsageError("--service needs --inputs FILE (one input per line)")
+        command, use_shell = (service,), True
+    elif inputs_file is not None or window is not None:
+        raise click.UsageError("--inputs and --window go with --service CMD")
     if not command:
         raise click.UsageError("give the command to run (after --), or a job file (job.toml)")
     body: dict[str, Any] = {
@@ -282,6 +301,11 @@ def submit(
         body["shell"] = " ".join(command)
     else:
         body["argv"] = list(command)
+    if inputs_file is not None:
+        body["service"] = True
+        body["inputs"] = inputs_file.read().splitlines()
+        if window is not None:
+            body["window"] = window
     result = API.post(ctx, "/jobs", body)
     emit(ctx, result, lambda r: click.echo(r["id"]))
 
@@ -576,6 +600,10 @@ def show(ctx: click.Context, job_id: int, as_toml: bool) -> None:
         if d.get("gang_policy"):
             con.print(f"gang: {d['gang']} at once, policy {d['gang_policy']}, restarts {d.get('gang_restarts', 0)}"
                       + (f", exit code {d['exit_code']}" if d.get("exit_code") is not None else ""), markup=False)
+        if d.get("service"):
+            sv = d["service"]
+            con.print(f"service tasks: {sv['done']} done, {sv['failed']} failed, {sv['cancelled']} cancelled, "
+                      f"{sv['sent']} running, {sv['pending']} pending, of {sv['total']}", markup=False)
         if d.get("schedule"):
             con.print(f"schedule: {d['schedule']} ({d.get('concurrency')}); next run {_stamp(d.get('next_run'))}; "
                       f"{d.get('runs', 0)} run(s)", markup=False)
@@ -589,6 +617,30 @@ def show(ctx: click.Context, job_id: int, as_toml: bool) -> None:
         con.print(table)
 
     emit(ctx, data, render)
+
+
+@job.command()
+@click.argument("job_id", type=int)
+@click.option("--state", "-s", default=None, type=click.Choice(["done", "failed", "cancelled", "pending", "sent"]),
+              help="Only service tasks in this state.")
+@json_flag
+@click.pass_context
+def results(ctx: click.Context, job_id: int, state: str | None) -> None:
+    """A service job's service tasks, in input order: INDEX, STATE and the result (or why it
+    failed), tab-separated, one line each (--json: one JSON object per line, with the input,
+    failures and times)."""
+    offset = 0
+    while True:
+        query = f"/jobs/{job_id}/results?offset={offset}&limit=10000" + (f"&state={state}" if state else "")
+        page = API.get(ctx, query)
+        for t in page["tasks"]:
+            if (ctx.obj or {}).get("json"):
+                click.echo(json.dumps(t))
+            else:
+                click.echo(f"{t['index']}\t{t['state']}\t{t['result'] if t['result'] is not None else ''}")
+        if "next" not in page:
+            return
+        offset = page["next"]
 
 
 def _act(ctx: click.Context, job_id: int, action: str, done: str, body: dict[str, Any] | None = None) -> None:

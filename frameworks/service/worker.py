@@ -22,8 +22,9 @@ Underneath it is the shell form's protocol (``frameworks.service.wire``): one li
 task on stdin, one line per result on stdout, ``::error:: message`` for a failure. The library
 keeps the real stdout for results and points file descriptor 1 at stderr, so ``print`` (and
 anything a C library writes) lands in the instance's stderr log instead of corrupting the
-results; stdin is likewise taken over (``/dev/null`` for the task's code). Results are written
-in one batch per batch of input read, so a busy worker makes one write per batch, not per task.
+results; stdin is likewise taken over (``/dev/null`` for the task's code). Inputs are read in
+large chunks (one read per batch the framework sends); each result is written when its task is
+answered.
 It runs outside Agora too: ``printf '1\\n2\\n' | python worker.py`` prints ``1`` and ``4``.
 """
 
@@ -95,29 +96,24 @@ def _write_all(fd: int, data: bytes) -> None:
 
 def agora_service(fd_in: int | None = None, fd_out: int | None = None) -> Iterator[Task]:
     """The tasks sent to this service instance, in order; ends when its input ends (the
-    instance is told to stop). Answer each with ``done`` or ``fail`` before taking the next."""
+    instance is told to stop). Answer each with ``done`` or ``fail`` before taking the next.
+
+    Each result is written as soon as its task is answered (one write per task), so an
+    instance that dies loses no answered result, and the task it died on is the one blamed."""
     if fd_in is None or fd_out is None:
         fd_in, fd_out = _take_fds()
     pending = b""
-    out: list[str] = []
-    try:
-        while True:
-            if out:
-                _write_all(fd_out, ("\n".join(out) + "\n").encode())
-                out.clear()
-            chunk = os.read(fd_in, CHUNK)
-            if not chunk:
-                return
-            data = pending + chunk
-            lines = data.split(b"\n")
-            pending = lines.pop()
-            for raw in lines:
-                task = Task(raw.decode("utf-8", "replace"))
-                yield task
-                out.append(task._out if task._out is not None else "")
-    finally:
-        if out:
-            _write_all(fd_out, ("\n".join(out) + "\n").encode())
+    while True:
+        chunk = os.read(fd_in, CHUNK)
+        if not chunk:
+            return
+        data = pending + chunk
+        lines = data.split(b"\n")
+        pending = lines.pop()
+        for raw in lines:
+            task = Task(raw.decode("utf-8", "replace"))
+            yield task
+            _write_all(fd_out, ((task._out if task._out is not None else "") + "\n").encode())
 
 
 def serve(fn: Callable[[str], Any]) -> None:
