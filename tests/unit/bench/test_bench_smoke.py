@@ -94,6 +94,16 @@ def test_raw_spawn_mode_measures_processes() -> None:
 
 
 @pytest.mark.slow
+def test_service_smoke() -> None:
+    data = _run(
+        "service.py", "--tasks", "500", "--latency-tasks", "50", "--dask-tasks", "0", "--raw-tasks", "50",
+        "--instances", "1", "--runs", "1",
+    )
+    assert data["bench"] == "service"
+    assert data["figures"]["service_rate"]["median"] > 0 and data["figures"]["latency_p50_ms"]["median"] > 0
+
+
+@pytest.mark.slow
 def test_e2e_smoke() -> None:
     data = _run("e2e.py", "--tasks", "30", "--agents", "1", "--slots", "8", "--runs", "1")
     assert data["bench"] == "e2e"
