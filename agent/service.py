@@ -722,7 +722,8 @@ class AgentService(Service):
             return
         sandbox = self.checkpoint.sandbox(fid, tid)
         env = task_environment(
-            agent_id=self.agent_id or "", framework_id=fid, task_id=tid, executor_id=tid, sandbox=str(sandbox),
+            agent_id=self.agent_id or "", framework_id=fid, task_id=tid, executor_id=spec.executor_id or tid,
+            sandbox=str(sandbox),
             path=os.environ.get("PATH"), extra=spec.command.environment if spec.command else (),
         )
         env.update(self.gpu_environment(spec))
@@ -777,7 +778,7 @@ class AgentService(Service):
                 agent_id=self.agent_id or "",
                 framework_id=fid,
                 task_id=tid,
-                executor_id=tid,
+                executor_id=spec.executor_id or tid,
                 sandbox=str(sandbox),
                 path=os.environ.get("PATH"),
                 extra=spec.command.environment,
@@ -848,6 +849,10 @@ class AgentService(Service):
         self.submit(self.tracker.handle(tk.Spawned(fid, tid, r.proc.pid), now))
 
     def _emit(self, eff: tk.EmitStatus, now: float) -> None:
+        if eff.executor_id is None:  # a task of a task group: reported under its DEFAULT executor
+            t = self.tracker.get(eff.framework_id, eff.task_id)
+            if t is not None and t.spec.executor_id is not None:
+                eff = attrs.evolve(eff, executor_id=t.spec.executor_id)
         labels = None
         if eff.exit_code is not None:
             labels = Labels((Label("exit_code", str(eff.exit_code)),))
@@ -1103,7 +1108,7 @@ class AgentService(Service):
         errors: list[tuple[TaskInfo, str, str, TaskState]] = []
         for info in rt.tasks:
             try:
-                spec = task_spec(fid, info, rt.executor if rt.group else None, killing_state=killing)
+                spec = task_spec(fid, info, rt.executor if rt.group else None, killing_state=killing, group=group_ids)
                 if spec.command is not None:
                     run_as = users.resolve_task(
                         spec.command.user, fi.user, allow_root=self.config.allow_root_tasks,

@@ -487,6 +487,10 @@ class TaskTracker:
         self.default_grace = default_grace
         self.tasks: dict[TaskKey, TaskRecord] = {}
         self.executors: dict[ExecutorKey, ExecutorRecord] = {}
+        # DEFAULT executors the agent plays for task groups (LAUNCH_GROUP without an executor
+        # command) with a task not yet terminal; and pod tasks that just ended (group fate)
+        self.pod_executors: set[ExecutorKey] = set()
+        self._ended_pods: list[TaskRecord] = []
 
     # --- queries ---------------------------------------------------------------------------
 
@@ -506,6 +510,36 @@ class TaskTracker:
     # --- events ----------------------------------------------------------------------------
 
     def handle(self, event: Event, now: float) -> list[Effect]:
+        out = self._handle(event, now)
+        while self._ended_pods:
+            out.extend(self._pod_task_ended(self._ended_pods.pop(0), now))
+        return out
+
+    def _pod_task_ended(self, t: TaskRecord, now: float) -> list[Effect]:
+        """A task of a task group on the DEFAULT executor ended. As Mesos' default executor: one
+        that did not finish (failed, killed, lost) takes the rest of its group down; when the
+        executor has no task left, it is gone (``EXECUTOR_EXITED`` to the master, which frees
+        its resources)."""
+        fid, tid = t.key
+        eid = t.spec.executor_id
+        assert eid is not None
+        out: list[Effect] = []
+        if t.state is not S.TASK_FINISHED:
+            for other in t.spec.group:
+                sib = self.tasks.get((fid, other))
+                if sib is None or sib.terminal or sib.kill_reason is not None:
+                    continue
+                out.extend(self._kill(sib, None, KillReason.FRAMEWORK, now,
+                                      f"Killed: task '{tid}' of its task group ended {t.state.name}"))
+        ekey = (fid, eid)
+        if ekey in self.pod_executors and not any(
+            k[0] == fid and v.spec.pod and v.spec.executor_id == eid and not v.terminal for k, v in self.tasks.items()
+        ):
+            self.pod_executors.discard(ekey)
+            out.append(ExecutorGone(fid, eid, 0))
+        return out
+
+    def _handle(self, event: Event, now: float) -> list[Effect]:
         match event:
             case LaunchTask(spec):
                 return self._launch(spec)
@@ -559,6 +593,14 @@ class TaskTracker:
                 t = self.tasks.get((fid, tid))
                 if t is None or t.terminal:
                     return []
+                if t.spec.pod:  # Mesos' default executor kills the whole task group
+                    kills: list[Effect] = []
+                    for other in (tid, *(o for o in t.spec.group if o != tid)):
+                        sib = self.tasks.get((fid, other))
+                        if sib is not None and not sib.terminal:
+                            why = message if other == tid else f"Killed with task '{tid}' of its task group"
+                            kills.extend(self._kill(sib, grace, reason, now, why))
+                    return kills
                 return self._kill(t, grace, reason, now, message)
             case LimitExceeded(fid, tid, message, kind):
                 t = self.tasks.get((fid, tid))
@@ -607,6 +649,9 @@ class TaskTracker:
             return []  # a duplicate order (the master resent it): the first one stands
         t = TaskRecord(spec)
         self.tasks[key] = t
+        if spec.pod:
+            assert spec.executor_id is not None
+            self.pod_executors.add((spec.framework_id, spec.executor_id))
         if spec.command is not None:
             if spec.command.uris:  # fetched first; TASK_STARTING says so
                 t.fetching = True
@@ -669,6 +714,8 @@ class TaskTracker:
         self._move(t, state)
         t.kill_deadline = None
         fid, tid = t.key
+        if t.spec.pod:
+            self._ended_pods.append(t)
         healthy = False if t.kill_reason is KillReason.HEALTH else None
         out: list[Effect] = [
             EmitStatus(fid, tid, state, source, reason, message, t.spec.executor_id, t.exit_code, healthy=healthy),
@@ -853,6 +900,9 @@ class TaskTracker:
             t.state = r.last_state
         if t.terminal:
             return []  # its terminal update is in the log; the status-update manager resends it
+        if spec.pod:
+            assert spec.executor_id is not None
+            self.pod_executors.add((fid, spec.executor_id))
         if spec.command is None:
             if r.alive and spec.executor_id is not None:
                 # Its executor lives on: re-attached, awaiting its SUBSCRIBE (ExecutorReregistered,

@@ -101,6 +101,14 @@ class TaskSpec:
     gpu_devices: tuple[int, ...] = ()  # NVML indices of the devices assigned (agent/gpus.py)
     health: Policy | None = None  # TaskInfo.health_check, run by the agent (agent/health.py)
     check: Policy | None = None  # TaskInfo.check, run by the agent
+    # a task of a task group launched on the DEFAULT executor (LAUNCH_GROUP, no executor command):
+    # the agent runs its command itself under ``executor_id``; ``group``: the group's task ids
+    group: tuple[str, ...] = ()
+
+    @property
+    def pod(self) -> bool:
+        """Run by the agent's DEFAULT executor: a command task reported under ``executor_id``."""
+        return self.command is not None and self.executor_id is not None
     info: TaskInfo | None = attrs.field(default=None, eq=False)
 
 
@@ -160,8 +168,10 @@ def task_spec(
     task: TaskInfo,
     executor: ExecutorInfo | None = None,
     killing_state: bool = False,
+    group: tuple[str, ...] = (),
 ) -> TaskSpec:
-    """Validate ``task`` and flatten it. ``executor`` is the group's executor (LAUNCH_GROUP)."""
+    """Validate ``task`` and flatten it. ``executor`` is the group's executor (LAUNCH_GROUP),
+    ``group`` the ids of the group's tasks."""
     tid = task.task_id.value
     if not valid_path_id(framework_id):
         raise SpecError(f"invalid framework id {framework_id!r}")
@@ -207,7 +217,14 @@ def task_spec(
     if not valid_path_id(eid):
         raise SpecError(f"invalid executor id {eid!r}")
     if ex.type is ExecutorType.DEFAULT and ex.command is None:
-        raise SpecError("DEFAULT executors without a command are not supported; use a CUSTOM executor")
+        # Mesos' default executor: the agent runs each task of the group as a command task
+        if task.executor is not None:
+            raise SpecError("a DEFAULT executor without a command runs task groups (LAUNCH_GROUP) only")
+        if task.command is None:
+            raise SpecError(f"task {tid} of a task group on the DEFAULT executor has no command")
+        health, check = checks(task)
+        return TaskSpec(command=command_spec(task.command), executor_id=eid, health=health, check=check,
+                        group=group or (tid,), **common)  # type: ignore[arg-type]
     if ex.command is None:
         raise SpecError("executor has no command")
     command_spec(ex.command)  # validate now; the executor itself is started from its ExecutorInfo

@@ -119,3 +119,19 @@ async def test_health_check_through_pymesos(cluster: Any, tmp_path: Path) -> Non
         ("TASK_KILLED", False, None),
     ], statuses
     assert all(s["container_status"]["container_id"]["value"] for s in of(statuses, "h"))
+
+
+async def test_default_executor_task_group_through_pymesos(cluster: Any, tmp_path: Path) -> None:
+    master, _agent = cluster
+    executor = {"executor_id": {"value": "pod"}, "type": "DEFAULT", "resources": res(0.1, 32)}
+    tasks = [
+        {"name": n, "task_id": {"value": n}, "agent_id": {"value": "AGENT_ID"}, "resources": res(), "command": {"value": c}}
+        for n, c in (("web", "exec sleep 30"), ("init", "echo ready > ready; sleep 0.3; exit 1"))
+    ]
+    op = {"type": "LAUNCH_GROUP", "launch_group": {"executor": executor, "task_group": {"tasks": tasks}}}
+    statuses = await run_pymesos(master, {"operations": [op], "wait": ["web", "init"]}, tmp_path)
+    assert [s["state"] for s in of(statuses, "init")] == ["TASK_RUNNING", "TASK_FAILED"], statuses
+    web = of(statuses, "web")
+    assert [s["state"] for s in web] == ["TASK_RUNNING", "TASK_KILLED"], statuses
+    assert web[-1]["message"] == "Killed: task 'init' of its task group ended TASK_FAILED"
+    assert {s["executor_id"]["value"] for s in statuses} == {"pod"}
