@@ -3,7 +3,8 @@ the batch service, authentication on everywhere), its example users alice and bo
 it wrote, and the batch service's configuration mapping each of them to an OS account.
 
 alice and bob submit jobs with `agora job submit`; bob can neither cancel alice's job nor read
-its logs (403, the job untouched); `agora job list --user alice` lists hers; `agora job history
+its logs (403, the job untouched); `agora job list --user alice` lists hers, `--me` with bob's
+principal and secret his; `agora job history
 --user bob --json` gives his finished job with what it used; no token is a 401; each task ran as
 its owner's mapped OS account (`id -un` in its output). The OS accounts are created here with
 useradd and removed afterwards, which needs root: without root the cluster maps nobody and that
@@ -117,6 +118,10 @@ def test_alice_and_bob_on_agora_up_auth(tmp_path: Path, os_users: dict[str, str]
         assert [(j["id"], j["user"]) for j in rows] == [(alices, "alice")]
         table = ok(agora("alice", "job", "list", "--me")).splitlines()
         assert table[0].split()[:4] == ["ID", "NAME", "USER", "ST"] and table[1].split()[:3] == [str(alices), "alices", "alice"]
+        # a principal and secret (HTTP Basic) instead of a token: bob, his own job only
+        rows = json.loads(ok(agora(None, "--principal", "bob", "--secret", tokens["bob"], "job", "list", "--me",
+                                   "--json")))["jobs"]
+        assert [(j["id"], j["user"]) for j in rows] == [(bobs, "bob")]
         shares = json.loads(ok(agora("alice", "share", "--json")))["users"]
         assert ("*", "alice") in {(u["queue"], u["user"]) for u in shares}
 

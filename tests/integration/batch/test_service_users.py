@@ -2,7 +2,8 @@
 credential and ACL files (401 for a missing or wrong credential, nothing changed), a job is owned
 by the principal that submitted it (a body claiming another user is refused), only its owner or an
 operator (an ACL) may cancel it, kill its tasks or read its logs (403, the job untouched), tasks
-run as the owner's mapped OS account, and a restart keeps the owners."""
+run as the owner's mapped OS account, and a restart keeps the owners, the users' usage (decaying
+on from where it was written) and the limits."""
 
 from __future__ import annotations
 
@@ -12,9 +13,12 @@ from pathlib import Path
 import aiohttp
 
 from frameworks.batch.config import BatchConfig, UsersConfig
+from frameworks.batch.fairshare import FairShareConfig, Usage
+from frameworks.batch.limits import Limits, LimitSet
 from frameworks.batch.service import BatchService
 from frameworks.elastic.service import ElasticService
 from protocol.authn import basic_header, bearer_header
+from protocol.clock import FakeClock
 
 NO_MASTER = "127.0.0.1:9"  # discard port: nothing listens; the driver keeps retrying quietly
 ALICE, BOB, OPS = "alice-t0ken", "bob-t0ken", "ops-t0ken"
@@ -178,3 +182,42 @@ async def test_pages_metrics_priority_share_and_history_over_http(tmp_path: Path
         r = await http.get(f"{svc.url}/api/v1/history?since=yesterday", headers=as_(ALICE))
         assert r.status == 400 and "since" in (await r.json())["error"]
         assert (await (await http.get(f"{svc.url}/api/v1/accounting", headers=as_(ALICE))).json()) == {"attempts": []}
+
+
+async def test_a_restart_keeps_owners_usage_and_limits_and_decay_goes_on(tmp_path: Path) -> None:
+    """Stop and start the service on the same work dir (a test clock, the real SQLite store):
+    alice's and bob's jobs keep their owners, the usage each user had decays on from where it was
+    written (one half-life later it is half, bob's stays above alice's so her job still ranks
+    first), and the limits apply to the restored jobs at once (alice's next job is refused)."""
+    creds, acls = auth_files(tmp_path)
+    config = BatchConfig(fairshare=FairShareConfig(half_life=3600.0),
+                         limits=Limits(user={"*": LimitSet(max_pending_jobs=1)}))
+    clock = FakeClock(start=10_000.0)
+
+    def service() -> BatchService:
+        return BatchService(NO_MASTER, tmp_path / "w", credentials=creds, acls=acls, config=config, now=clock.now)
+
+    async with service() as svc, aiohttp.ClientSession() as http:
+        svc.core.usage.restore(("*", "alice"), Usage(cpu=100.0, billing=100.0, at=clock.now()))
+        svc.core.usage.restore(("*", "bob"), Usage(cpu=400.0, billing=400.0, at=clock.now()))
+        ids = {}
+        for token, who in ((ALICE, "alice"), (BOB, "bob")):
+            r = await http.post(f"{svc.url}/api/v1/jobs", json=JOB, headers=as_(token))
+            assert r.status == 201, await r.text()
+            ids[who] = (await r.json())["id"]
+        r = await http.post(f"{svc.url}/api/v1/jobs", json=JOB, headers=as_(ALICE))
+        assert r.status == 429 and "user alice: 1 of 1 pending jobs" in (await r.json())["error"]
+    # stopped: the usage was written at stop; an hour passes while the service is down
+    clock.advance(3600.0)
+    async with service() as svc, aiohttp.ClientSession() as http:
+        jobs = (await (await http.get(f"{svc.url}/api/v1/jobs", headers=as_(OPS))).json())["jobs"]
+        assert [(j["id"], j["user"], j["state"]) for j in jobs] == [
+            (ids["alice"], "alice", "PENDING"), (ids["bob"], "bob", "PENDING")]
+        share = (await (await http.get(f"{svc.url}/api/v1/share", headers=as_(BOB))).json())["users"]
+        assert [(u["user"], round(u["cpu_seconds"], 6)) for u in share] == [("alice", 50.0), ("bob", 200.0)]
+        prio = (await (await http.get(f"{svc.url}/api/v1/priority", headers=as_(BOB))).json())["jobs"]
+        assert [j["id"] for j in prio] == [ids["alice"], ids["bob"]]  # less usage ranks first
+        r = await http.post(f"{svc.url}/api/v1/jobs", json=JOB, headers=as_(ALICE))
+        assert r.status == 429 and "user alice: 1 of 1 pending jobs" in (await r.json())["error"]
+        r = await http.post(f"{svc.url}/api/v1/jobs", json=JOB, headers=as_(OPS))
+        assert r.status == 201  # another user is under the limit
