@@ -5,7 +5,8 @@ their APIs behind the master's credential file (the browser signs in as alice wi
 The user goes from the master's web UI to the batch framework's page, follows its web UI link to
 the batch jobs, opens alice's running job and watches the live log of its running task grow; then
 the elastic service's page, its training job (workers, generation, why not at max) and the live
-output of a worker. Nothing sleeps: every wait is on the DOM or on the services' state.
+output of its worker, where the generation change appears when the job is scaled up. Nothing
+sleeps: every wait is on the DOM or on the services' state.
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ DIGITS = {
     "name": "digits",
     "worker": {"command": "{python} -m frameworks.elastic.examples.digits worker --step-delay 0.05",
                "cpus": 0.5, "mem": 256},
-    "scaling": {"min_workers": 1, "max_workers": 3},
+    "scaling": {"min_workers": 1, "max_workers": 1},  # one worker; the test scales it to two
     "data": {"dataset": "sklearn-digits", "num_shards": 24, "epochs": 50},
 }
 
@@ -77,7 +78,13 @@ async def test_a_batch_and_an_elastic_job_page_with_live_logs(alices_browser: Br
         assert batch.driver is not None
         await batch.driver.wait_for(lambda: batch.core.job(job_id).state is JobState.RUNNING, 30)
         train = elastic.submit(from_mapping(DIGITS), user="alice")
-        await elastic.wait_for(lambda: elastic.core.jobs[train].running() >= 1, 60)
+
+        def membership() -> tuple[int, int] | None:  # the coordinator's (generation, world size)
+            coord = elastic.coordinators.get(train)
+            st = coord.core.status(coord.clock.now()) if coord is not None else None
+            return (st["generation"], st["world_size"]) if st is not None and st["world_size"] else None
+
+        generation, _ = await elastic.wait_for(lambda: elastic.core.jobs[train].running() >= 1 and membership(), 60)
 
         page = await alices_browser.new_page()
         page.set_default_timeout(WAIT_MS)
@@ -116,12 +123,16 @@ async def test_a_batch_and_an_elastic_job_page_with_live_logs(alices_browser: Br
         await page.wait_for_url(f"**/ui/jobs/{train}")
         facts = await page.inner_text("dl.facts")
         assert "why not at max" in facts and "generation" in facts and "samples/s" in facts
-        live = Tables(await page.content()).tables_with_header("#")[0]
-        assert any(r[3] == "RUNNING" for r in live)
-        await page.wait_for_function("() => document.getElementById('log').textContent.includes('rank ')")
-        # stderr carries the worker's training log (its generation changes)
-        await page.goto(elastic.url + f"/ui/jobs/{train}?worker={live[0][0]}&stream=stderr")
-        await page.wait_for_function("() => document.getElementById('log').textContent.includes('generation ')")
+        (live,) = Tables(await page.content()).tables_with_header("#")
+        assert [(r[0], r[3]) for r in live] == [("0", "RUNNING")]
+        await page.wait_for_function("() => document.getElementById('log').textContent.includes('rank 0 of 1 ')")
+        # worker 0's stderr, its training log, open while alice scales the job to two workers: the
+        # generation change it sees appears in the page as it happens
+        await page.goto(elastic.url + f"/ui/jobs/{train}?worker=0&stream=stderr")
+        await page.wait_for_function("() => document.getElementById('pailer-status').textContent.includes('following')")
+        elastic.scale(train, max_workers=2)
+        await page.wait_for_function("g => document.getElementById('log').textContent.includes('generation ' + g + ' -> ')",
+                                     arg=generation)
         assert "following" in await page.inner_text("#pailer-status")
     finally:
         await agent.kill_all_tasks(within=10)
