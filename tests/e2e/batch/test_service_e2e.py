@@ -11,9 +11,11 @@ from pathlib import Path
 from typing import Any
 
 import psutil
+import pytest
 
 from frameworks.cli.common import wait_until
 from frameworks.cli.up import LocalCluster
+from frameworks.service.client import ServiceClient, ServiceError, ServiceJobFailed
 
 from .test_batch_e2e import cli, show, submit, wait
 
@@ -134,3 +136,15 @@ def test_cancel_ends_the_instances_and_their_tasks(cluster: LocalCluster, tmp_pa
     assert show(cluster, jid)["tasks"] == {"CANCELLED": 2}
     code, out = cli(cluster, "submit", "--service", "cat")
     assert code != 0 and "--service needs --inputs FILE" in out
+
+
+def test_the_python_client_maps_and_names_failures(cluster: LocalCluster) -> None:
+    assert cluster.batch_url
+    client = ServiceClient(cluster.batch_url)
+    doubled = 'while read -r x; do case "$x" in *[!0-9]*) echo "::error:: not a number: $x";; *) echo $((x * 2));; esac; done'
+    assert client.map(doubled, ["1", "2", "21"], cpus=0.1, mem=16, timeout=60) == ["2", "4", "42"]
+    with pytest.raises(ServiceJobFailed, match=r"failed: 1 of 3 service tasks failed: #1 'x': failed: not a number: x") as err:
+        client.map(doubled, ["1", "x", "3"], cpus=0.1, mem=16, timeout=60)
+    assert [(r.state, r.result) for r in err.value.results] == [("DONE", "2"), ("FAILED", "not a number: x"), ("DONE", "6")]
+    with pytest.raises(ServiceError, match="inputs: a service job needs a non-empty list"):
+        client.submit("cat", [])
