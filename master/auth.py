@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 from aiohttp import web
 
+from master.events import AclsReplaced
 from protocol import agent_channel as ac
 from protocol.acls import (
     AclError,
@@ -175,9 +176,10 @@ def load_auth(cfg: MasterConfig) -> MasterAuth:
     )
 
 
-def reload_auth(svc: MasterService) -> bool:
+async def reload_auth(svc: MasterService) -> bool:
     """Re-read the credentials and ACL files (SIGHUP, ``master/main.py``): a removed or changed
-    token or secret is refused from the next request on, and the core's ACLs are replaced at once.
+    token or secret is refused from the next request on, and the core decides with the new ACLs
+    from the next fact on (``AclsReplaced`` through ``dispatch``, in order with every other fact).
     A file that is missing or fails to parse keeps the previous set (logged as an error, counted in
     ``auth_reload_failures_total``): never fall open. True when the new set is in force."""
     try:
@@ -187,8 +189,8 @@ def reload_auth(svc: MasterService) -> bool:
         log.error("reload: keeping the previous credentials and ACLs: %s", e)
         return False
     svc.auth = new
-    if svc.state is not None:
-        svc.state.cfg = attrs.evolve(svc.state.cfg, acls=new.acls)
+    if svc.running and svc.state is not None:
+        await svc.dispatch(AclsReplaced(new.acls))
     svc.metrics_inc("auth_reloads_total")
     log.info("reload: %d credentials and the ACLs re-read", len(new.credentials.entries))
     return True

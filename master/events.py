@@ -12,6 +12,7 @@ import attrs
 from master.registry_ops import RegistryOp
 from protocol import agent_channel as ac
 from protocol import mesos
+from protocol.acls import Acls
 from protocol.resources import Resources
 
 __pure__ = True
@@ -146,6 +147,13 @@ class OperatorStreamClosed:
     stream_id: str
 
 
+@attrs.frozen
+class AclsReplaced:
+    """The operator re-read ``--acls`` (SIGHUP): the core decides with these from now on."""
+
+    acls: Acls
+
+
 MasterEvent = (
     SubscribeReceived
     | CallReceived
@@ -162,6 +170,7 @@ MasterEvent = (
     | TeardownRequested
     | OperatorStreamOpened
     | OperatorStreamClosed
+    | AclsReplaced
 )
 
 # --- outputs --------------------------------------------------------------------------------

@@ -42,11 +42,18 @@ async def serve(cfg: MasterConfig) -> int:
     svc = MasterService(cfg)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
+    reloads: set[asyncio.Task[bool]] = set()  # SIGHUP re-reads in flight (kept from the collector)
+
+    def reload_in_background() -> None:
+        task = loop.create_task(reload_auth(svc))
+        reloads.add(task)
+        task.add_done_callback(reloads.discard)
+
     for sig in (signal.SIGINT, signal.SIGTERM):
         with contextlib.suppress(NotImplementedError):
             loop.add_signal_handler(sig, stop.set)
     with contextlib.suppress(NotImplementedError):  # re-read --credentials / --acls (master/auth.py)
-        loop.add_signal_handler(signal.SIGHUP, reload_auth, svc)
+        loop.add_signal_handler(signal.SIGHUP, reload_in_background)
     try:
         await svc.start()
     except (OSError, RegistryError) as e:

@@ -35,6 +35,7 @@ from master.agents import AgentRules
 from master.allocator import events as ae
 from master.core_base import CT, EMPTY, TS, R, S, StateConfig, _attrs_from_string, _sane_refuse
 from master.events import (
+    AclsReplaced,
     AgentConnected,
     AgentConnectionLost,
     AgentDrainRequested,
@@ -177,6 +178,8 @@ class MasterState(AgentRules, AcceptRules):
                     self._remove_framework(fw, now, "Framework torn down by the operator", fx)
             case OperatorStreamOpened() | OperatorStreamClosed():
                 self._operator_stream(event.stream_id, isinstance(event, OperatorStreamOpened))
+            case AclsReplaced():
+                self.cfg = attrs.evolve(self.cfg, acls=event.acls)
 
     def _schedule_allocation(self, now: float) -> None:
         d = self.alloc.next_deadline(now)

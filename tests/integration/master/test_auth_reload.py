@@ -39,17 +39,17 @@ async def test_a_revoked_token_is_refused_at_once_and_a_bad_file_keeps_the_old_s
         assert (await get(svc.url + "/state", OPS))[0] == 200
         revoke_ops(tmp_path / "auth")
         assert (await get(svc.url + "/state", OPS))[0] == 200  # nothing re-read until told
-        assert reload_auth(svc)
+        assert await reload_auth(svc)
         assert (await get(svc.url + "/state", OPS))[0] == 401
         assert (await get(svc.url + "/state", basic_header("fw", "fw-secret")))[0] == 200
         # a file that does not parse (or is gone) keeps the set in force: the revocation stands
         # and nothing opens up
         (tmp_path / "auth" / "credentials.json").write_text('{"tokens": [')
         with caplog.at_level(logging.ERROR, logger="master.auth"):
-            assert not reload_auth(svc)
+            assert not await reload_auth(svc)
         assert "keeping the previous credentials and ACLs" in caplog.text
         (tmp_path / "auth" / "acls.json").unlink()
-        assert not reload_auth(svc)
+        assert not await reload_auth(svc)
         assert (await get(svc.url + "/state", OPS))[0] == 401
         assert (await get(svc.url + "/state"))[0] == 401
         assert (await get(svc.url + "/state", basic_header("fw", "fw-secret")))[0] == 200
@@ -66,7 +66,7 @@ async def test_reloaded_acls_reach_the_core(tmp_path: Path) -> None:
         await first.connect()
         acls = dict(ACLS, register_agents=[{"principals": {"values": ["ag2"]}, "agents": {"type": "ANY"}}])
         (tmp_path / "auth" / "acls.json").write_text(json.dumps(acls))
-        assert reload_auth(svc)
+        assert await reload_auth(svc)
         with pytest.raises(ConnectionError):  # 'ag' may no longer register agents
             await second.connect()
         assert svc.state.unauthorized == 1 and len(svc.state.agents) == 1

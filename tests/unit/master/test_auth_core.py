@@ -3,7 +3,14 @@
 from __future__ import annotations
 
 from master import registry_ops as ops
-from master.events import AgentConnected, AgentConnectionLost, CloseAgent, Effect, SubscribeReceived
+from master.events import (
+    AclsReplaced,
+    AgentConnected,
+    AgentConnectionLost,
+    CloseAgent,
+    Effect,
+    SubscribeReceived,
+)
 from master.testing import Harness, closed, events, framework_info, offers, persisted, task, to_agent, updates
 from protocol import agent_channel as ac
 from protocol import mesos
@@ -176,3 +183,18 @@ def test_auth_off_binds_nothing_and_allows_everything() -> None:
     assert not any(isinstance(op, ops.AgentPrincipalBound) for op in persisted(fx))
     evs = subscribe(h, "s1", framework_info("x", roles=("anything",)), None)
     assert evs[0].type is ET.SUBSCRIBED and h.state.unauthorized == 0
+
+
+def test_acls_replaced_decide_from_the_next_fact_on() -> None:
+    """``AclsReplaced`` (the master's SIGHUP re-read): a role allowed before is refused after, and
+    a framework subscribed before keeps running (the ACLs decide new calls, not past ones)."""
+    h = harness()
+    assert subscribe(h, "s1", framework_info("x", roles=("eng",), principal="fw"), "fw")[0].type is ET.SUBSCRIBED
+    narrower = Acls.parse(
+        """{"register_frameworks": [{"principals": {"values": ["fw"]}, "roles": {"values": ["*"]}}]}""",
+        default_permissive=False,
+    )
+    assert list(h.feed(AclsReplaced(narrower))) == []
+    evs = subscribe(h, "s2", framework_info("y", roles=("eng",), principal="fw"), "fw")
+    assert [e.type for e in evs] == [ET.ERROR] and "not authorized for role 'eng'" in (evs[0].error.message if evs[0].error else "")
+    assert [fw.stream_id for fw in h.state.frameworks.values()] == ["s1"]
