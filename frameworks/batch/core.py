@@ -1358,6 +1358,7 @@ class BatchCore:
         out: dict[int, float | None] = {}
         states = self._states()
         ranks = {i: f.total for i, f in self.priorities(now).items()}
+        offers = [*offers, *self._offerless(offers)]
         order = sorted(
             self.live.values(), key=lambda j: (-ranks.get(j.job_id, 0.0), -j.spec.priority, j.submitted_at, j.job_id)
         )
@@ -1378,6 +1379,27 @@ class BatchCore:
         for job_id, res in backfill_starts(waiting, now, free, self._releases(offers, now)).items():
             out[job_id] = None if res is None else res.start_at
         return out
+
+    def _offerless(self, offers: Sequence[OfferView]) -> list[OfferView]:
+        """An empty stand-in offer for each (agent, queue) where our time-limited tasks run but
+        no offer is held now (a full agent's offer declined): their resources come back there
+        all the same, so an expected start does not depend on which offers happen to be held."""
+        have = {(o.agent_id, o.role) for o in offers}
+        attributes = {a.agent_id: a.attributes for a in self.cluster}
+        out: dict[tuple[str, str], OfferView] = {}
+        for job in self.live.values():
+            if not job.active or not job.spec.time_limit:
+                continue
+            for i in job.active:
+                cur = job.tasks[i].current
+                key = (cur.agent_id if cur is not None else None, job.spec.queue)
+                if cur is None or cur.agent_id is None or key in have or key in out:
+                    continue
+                out[(cur.agent_id, job.spec.queue)] = OfferView(
+                    f"{cur.agent_id}/{job.spec.queue}", cur.agent_id, cur.hostname or "", job.spec.queue,
+                    Resources.empty(), dict(attributes.get(cur.agent_id, {})),
+                )
+        return list(out.values())
 
     # --- priority preemption (the decision is frameworks.batch.preempt's) ----------------------
 
@@ -1430,7 +1452,8 @@ class BatchCore:
         """One preemption at a time: while one is under way (its victims being killed, then
         ``PREEMPT_SETTLE`` seconds for their resources to come back into the offers) no other is
         decided. Otherwise the highest-priority preempting job that could not place what it
-        needs gets the fewest lower-priority preemptible tasks evicted for it."""
+        needs gets the fewest lower-priority preemptible tasks evicted for it (the next one
+        tries when nothing may be evicted for it)."""
         placed = {pl.job_id for pl in p.placements}
         for pre, pr in list(self._preemptions.items()):
             if pre not in self.live or pre in placed:
@@ -1456,7 +1479,9 @@ class BatchCore:
             count = spec.gang_size if gang else len(view.pending) - got
             if count <= 0 or (gang and got):
                 continue
-            return self._evict_for(view, count, offers, p, now)
+            effects = self._evict_for(view, count, offers, p, now)
+            if effects:
+                return effects  # (one for which nothing may be evicted lets the next one try)
         return []
 
     def _evict_for(self, view: JobView, count: int, offers: Sequence[OfferView], p: Plan, now: float) -> list[Effect]:
@@ -1479,6 +1504,9 @@ class BatchCore:
         if not free:
             return []
         candidates: list[Candidate] = []
+        # A preempting queue is the operator's setting: its jobs evict any user's tasks. A job's
+        # own ``preempt`` (which its owner sets) evicts only tasks of the same owner.
+        owner = None if spec.queue in self.preempt_queues else (self.jobs[view.job_id].user or "")
         for job in self.live.values():
             other = job.spec
             if (
@@ -1486,6 +1514,7 @@ class BatchCore:
                 or not other.preemptible
                 or other.priority >= spec.priority
                 or other.queue != spec.queue
+                or (owner is not None and (job.user or "") != owner)
                 or not job.active
                 or job.aborting is not None
                 or job.regrouping is not None

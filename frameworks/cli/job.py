@@ -185,7 +185,7 @@ def _pairs(values: tuple[str, ...], what: str) -> dict[str, str]:
 @click.option("--preemptible", is_flag=True,
               help="May run on revocable resources, and be preempted (requeued) by a higher-priority --preempt job.")
 @click.option("--preempt", is_flag=True,
-              help="When it cannot fit, evict lower-priority --preemptible tasks (they are requeued).")
+              help="When it cannot fit, evict lower-priority --preemptible tasks of the same owner (requeued).")
 @click.option("--grace", default=None, type=float, help="Seconds between SIGTERM and SIGKILL when a task is killed.")
 @click.option("--schedule", default=None,
               help='Periodic: a cron expression in UTC ("*/5 * * * *"; 6 fields: seconds first); each run is a job.')
@@ -369,7 +369,7 @@ def list_jobs(ctx: click.Context, state: str | None, periodic: bool, starts: boo
         params["user"] = who
     query = f"?{urllib.parse.urlencode(params)}" if params else ""
     if starts:
-        _list_starts(ctx)
+        _list_starts(ctx, who)
         return
     data = API.get(ctx, "/jobs" + query)
     if periodic:
@@ -413,19 +413,24 @@ def _render_periodic(ctx: click.Context, data: dict[str, Any]) -> None:
     emit(ctx, data, render)
 
 
-def _list_starts(ctx: click.Context) -> None:
-    data = API.get(ctx, "/jobs?state=PENDING&start=1")
+def _list_starts(ctx: click.Context, user: str | None) -> None:
+    """``--start``: the pending jobs (not periodic templates), earliest expected start first,
+    the unknown ones (N/A) last."""
+    params = {"state": "PENDING", "start": "1", **({"user": user} if user is not None else {})}
+    data = API.get(ctx, f"/jobs?{urllib.parse.urlencode(params)}")
+    data["jobs"] = sorted(
+        (j for j in data["jobs"] if not j.get("schedule")),
+        key=lambda j: (j.get("expected_start") is None, j.get("expected_start") or 0.0, j["id"]),
+    )
 
     def render(d: dict[str, Any]) -> None:
         table = Table(box=None, header_style="bold")
-        for col in ("ID", "NAME", "PRIO", "START", "REASON"):
+        for col in ("ID", "NAME", "USER", "PRIO", "START", "REASON"):
             table.add_column(col)
         for j in d["jobs"]:
-            if j.get("schedule"):
-                continue
             start = j.get("expected_start")
-            table.add_row(str(j["id"]), j["name"], str(j["priority"]), "N/A" if start is None else _stamp(start),
-                          j.get("reason") or "")
+            table.add_row(str(j["id"]), j["name"], j.get("user") or "-", str(j["priority"]),
+                          "N/A" if start is None else _stamp(start), j.get("reason") or "")
         console().print(table)
 
     emit(ctx, data, render)
@@ -699,7 +704,7 @@ def requeue(ctx: click.Context, job_id: int) -> None:
 @click.option("--preemptible/--no-preemptible", default=None,
               help="May run on revocable resources, and be preempted by a higher-priority --preempt job.")
 @click.option("--preempt/--no-preempt", default=None,
-              help="When it cannot fit, evict lower-priority --preemptible tasks.")
+              help="When it cannot fit, evict lower-priority --preemptible tasks of the same owner.")
 @json_flag
 @click.pass_context
 def update(ctx: click.Context, job_id: int, **fields: Any) -> None:

@@ -1,11 +1,13 @@
 """The job lifecycle end to end, through the `agora job` CLI against real master, agent and batch
 service processes: job files (several jobs, dependencies by name, errors with line and field,
-`show --toml` resubmitted), hold/release/update/requeue recorded with who did it, and
---after-notok."""
+`show --toml` resubmitted), hold/release/update/requeue recorded with who did it,
+--after-notok, preemption of a running job, and `job list --start`."""
 
 from __future__ import annotations
 
 import getpass
+import json
+import time
 from pathlib import Path
 
 from frameworks.cli.common import wait_until
@@ -155,3 +157,37 @@ def test_a_high_priority_job_preempts_a_running_low_priority_one_which_is_requeu
     flag.touch()
     succeeds(cluster, low)
     assert show(cluster, low)["tasks"] == {"SUCCEEDED": 8}
+
+
+def test_job_list_start_shows_when_pending_jobs_start_from_the_running_time_limits(
+    cluster: LocalCluster, tmp_path: Path
+) -> None:
+    flag = tmp_path / "done"
+    # 8 one-cpu tasks with a 60 s time limit fill both agents until the flag appears
+    fill = submit(
+        cluster, "--count", "8", "--cpus", "1", "--mem", "16", "--time-limit", "60", "--shell", "--",
+        f"while [ ! -e {flag} ]; do sleep 0.05; done",
+    )
+    try:
+        wait_until(lambda: show(cluster, fill)["tasks"].get("RUNNING") == 8, 60, "the cluster filled")
+        nxt = submit(cluster, "--cpus", "2", "--mem", "16", "--time-limit", "10", "--", "true")
+        after = submit(cluster, *QUICK, "--after", str(nxt), "--", "true")
+        code, out = cli(cluster, "list", "--start", "--json")
+        assert code == 0, out
+        jobs = {j["id"]: j for j in json.loads(out)["jobs"]}
+        started = [t["history"][-1]["started_at"] for t in show(cluster, fill)["task_list"]]
+        # two of the running tasks on one agent end at the latest 60 s after they started
+        assert min(started) + 60 <= jobs[nxt]["expected_start"] <= max(started) + 60
+        assert jobs[after]["expected_start"] is None  # it waits on a dependency
+        ids = [j["id"] for j in json.loads(out)["jobs"]]
+        assert ids.index(nxt) < ids.index(after)  # the known starts first
+        code, out = cli(cluster, "list", "--start")
+        assert code == 0, out
+        rows = {line.split()[0]: line for line in out.splitlines()[1:] if line.strip()}
+        stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(jobs[nxt]["expected_start"]))
+        assert stamp in rows[str(nxt)]
+        assert " N/A " in rows[str(after)]
+    finally:
+        flag.touch()
+    succeeds(cluster, fill)
+    succeeds(cluster, after)

@@ -223,3 +223,31 @@ def test_submissions_refused_by_the_limits() -> None:
     cluster.round(4.0)
     assert core.admission(spec(gpus=1), "bob") == "user bob: 2 of 2 gpus in use"
     assert core.admission(spec(gpus=1), "alice") is None
+
+
+def test_fair_order_after_updates_fair_share_first_then_the_updated_priorities() -> None:
+    """alice has used the queue, bob not. Updates of priority reorder each user's own jobs but
+    do not lift alice's above bob's (fair share weighs 10000, priority 1000); the round and the
+    expected starts (``job list --start``) follow the same order."""
+    core = BatchCore()
+    core.usage.restore(("*", "alice"), Usage(cpu=100, billing=100, at=0.0))
+    a1 = core.submit(spec(time_limit=10), 0.0, user="alice")[0]
+    a2 = core.submit(spec(time_limit=10), 1.0, user="alice")[0]
+    b1 = core.submit(spec(time_limit=10), 2.0, user="bob")[0]
+    b2 = core.submit(spec(time_limit=10), 3.0, user="bob")[0]
+    core.update(a2, {"priority": 100}, 4.0, "alice")
+    core.update(b2, {"priority": 50}, 5.0, "bob")
+    core.update(a1, {"cpus": 1, "mem": 32}, 6.0, "alice")  # not a priority: its place is kept
+    f = core.priorities(6.0)
+    assert [j for j, _ in sorted(f.items(), key=lambda kv: -kv[1].total)] == [b2, b1, a2, a1]
+    full = OfferView("o-a0", "a0", "a0", "*", Resources.empty())
+    assert core.expected_starts([OfferView("o-a0", "a0", "a0", "*", Resources.of(cpus=1, mem=1024))], 6.0) == {
+        b2: 6.0, b1: 16.0, a2: 26.0, a1: 36.0,
+    }  # fmt: skip
+    cluster = Cluster(core, agents=1, cpus=1)
+    assert cluster.round(6.0) == ["bob"]
+    assert core.jobs[b2].state.value == "RUNNING"
+    assert core.expected_starts([full], 7.0) == {b1: 16.0, a2: 26.0, a1: 36.0}
+    assert {j: core.jobs[j].reason for j in (b1, a2, a1)} == dict.fromkeys(
+        (b1, a2, a1), "waiting for 1 cpus; largest free offer has 0"
+    )

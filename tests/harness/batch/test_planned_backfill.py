@@ -83,6 +83,8 @@ def test_core_expected_starts_from_running_time_limits() -> None:
     core.submit(JobSpec("after", ("true",), cpus=2, mem=10), 12)
     core.submit(JobSpec("urgent", ("true",), cpus=2, mem=10, priority=5, time_limit=5), 13)
     assert core.expected_starts([offer_view("a", 0)], 20) == {4: 110.0, 2: 115.0, 3: 145.0}
+    # the full agent's offer declined: its tasks' resources still come back there
+    assert core.expected_starts([], 20) == {4: 110.0, 2: 115.0, 3: 145.0}
 
 
 def test_fair_order_after_updates_priority_then_submit_time() -> None:

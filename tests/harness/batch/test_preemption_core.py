@@ -118,3 +118,22 @@ def test_a_restart_in_the_middle_of_a_preemption_loses_nothing_and_evicts_no_mor
     assert again.job(1).tasks[0].failures == 0 and again.job(1).tasks[0].phase is TaskPhase.PENDING
     assert launches(again.schedule([offer("a", 2)], 7)) == ["j2-0-0"]
     assert sorted(again.jobs) == [1, 2]
+
+
+def test_a_jobs_own_preempt_evicts_only_its_owners_tasks_a_preempting_queue_anyones() -> None:
+    """alice's --preempt job may not evict bob's preemptible tasks (his, however low their
+    priority), only her own; in a queue the operator made preempting it evicts bob's."""
+    core = BatchCore()
+    core.submit(spec(cpus=2, preemptible=True), 0, user="bob")
+    core.submit(spec(cpus=2, preemptible=True), 0, user="alice")
+    start(core, core.schedule([offer("a", 4)], 1), 2)
+    core.submit(spec(cpus=4, priority=10, preempt=True), 3, user="alice")
+    assert kills(core.schedule([offer("a", 0)], 4)) == []  # 2 cpus of hers would not be enough
+    core.submit(spec(cpus=2, priority=10, preempt=True), 5, user="alice")
+    assert kills(core.schedule([offer("a", 0)], 6)) == [("j2-0-0", "preempted by job 4")]
+
+    ops = BatchCore(preempt_queues=("*",))
+    ops.submit(spec(cpus=2, preemptible=True), 0, user="bob")
+    start(ops, ops.schedule([offer("a", 2)], 1), 2)
+    ops.submit(spec(cpus=2, priority=10), 3, user="alice")
+    assert kills(ops.schedule([offer("a", 0)], 4)) == [("j1-0-0", "preempted by job 2")]
