@@ -13,6 +13,7 @@ from pathlib import Path
 import click
 
 from frameworks.batch.config import BatchConfig, ConfigError, parse_config
+from frameworks.batch.logtail import parse_keep
 from frameworks.batch.service import BatchService
 from frameworks.client.options import ServiceConnection, connection_options, run_service
 
@@ -34,12 +35,17 @@ from frameworks.client.options import ServiceConnection, connection_options, run
     help="TOML: users (principal -> OS account, shares), fair-share weights, limits, accounting retention.",
 )
 @click.option(
+    "--log-tail", default="64KB", show_default=True, callback=lambda _c, _p, v: _keep(v),
+    help="How much of each stream (stdout, stderr) of an ended attempt the service keeps, for `agora job logs` "
+    "once the agent has removed the sandbox (0: nothing).",
+)
+@click.option(
     "--preempt-queues", default="", show_default=True,
     help="Comma-separated queues whose jobs preempt lower-priority preemptible tasks (as if submitted with --preempt).",
 )
 def main(
     conn: ServiceConnection, host: str, advertise: str | None, port: int, work_dir: Path, roles: str,
-    gang_timeout: float, name: str, config_path: Path | None, preempt_queues: str,
+    gang_timeout: float, name: str, config_path: Path | None, log_tail: int, preempt_queues: str,
 ) -> None:
     """The Agora batch framework: queues, priorities, gangs, backfill, arrays, dependencies."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -48,13 +54,20 @@ def main(
     run_service(
         lambda: BatchService(
             conn.master, work_dir, host=host, advertise_host=advertise, port=port, roles=role_list, framework_name=name,
-            gang_timeout=gang_timeout, config=config,
+            gang_timeout=gang_timeout, config=config, log_tail=log_tail,
             preempt_queues=tuple(q.strip() for q in preempt_queues.split(",") if q.strip()),
             **conn.service_kwargs(),
         ),
         name,  # --name: the line says which service this is
         errors=(sqlite3.Error,),
     )
+
+
+def _keep(value: str) -> int:
+    try:
+        return parse_keep(value)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--log-tail") from exc
 
 
 def load_config(path: Path) -> BatchConfig:

@@ -15,7 +15,9 @@ HTTP API (JSON by default, msgpack with ``Content-Type``/``Accept: application/x
 - ``POST /api/v1/jobs/{id}/tasks/{index}/kill`` -> kill that task's running attempt (``agora task
   kill``); it ends as a crash would (retried if it has retries left)
 - ``GET /api/v1/jobs/{id}/logs?task=I&stream=stdout|stderr&offset=O&length=L`` -> read from the
-  agent's sandbox (``/files/read``), ``{"data": str, "offset": int}``
+  agent's sandbox (``/files/read``), ``{"data": str, "offset": int}``; once the sandbox is gone
+  (or its agent), from the tail of the attempt's output kept in the store when it ended
+  (``--log-tail``, ``logtail.py``), with ``"kept": {"from", "to", "note"}`` saying so
 - ``GET /health``, ``GET /api/v1/framework`` (framework id, master, counts)
 """
 
@@ -37,7 +39,7 @@ import attrs
 import msgpack
 from aiohttp import web
 
-from frameworks.batch import pages
+from frameworks.batch import logtail, pages
 from frameworks.batch.config import BatchConfig
 from frameworks.batch.core import (
     ACTIVE,
@@ -57,6 +59,7 @@ from frameworks.batch.core import (
     TaskRecord,
 )
 from frameworks.batch.events import EventBus, deliver
+from frameworks.batch.logtail import DEFAULT_KEEP, KeptTail, kept, window_start
 from frameworks.batch.metrics import CONTENT_TYPE as metrics_content_type
 from frameworks.batch.metrics import BatchMetrics
 from frameworks.batch.model import JOB_TERMINAL, JobSpec, JobState, SpecError, spec_from_dict, spec_to_dict
@@ -136,6 +139,7 @@ class BatchService(Service, Scheduler):
         acls: str | Path | None = None,
         config: BatchConfig | None = None,
         usage_interval: float = 10.0,
+        log_tail: int = DEFAULT_KEEP,
     ) -> None:
         Service.__init__(self)
         self.master = master
@@ -150,6 +154,7 @@ class BatchService(Service, Scheduler):
         self.auth_failures: dict[str, int] = {}
         self.config = config or BatchConfig()  # users, fair share, limits (--config batch.toml)
         self.usage_interval = usage_interval  # seconds between writes of the users' usage
+        self.log_tail = log_tail  # bytes of each stream of an ended attempt kept in the store (0: none)
         self.principal = principal
         self.work_dir = work_dir
         self.host = host
@@ -354,6 +359,8 @@ class BatchService(Service, Scheduler):
         exit_code = _exit_code(status)
         # what the attempt used: the agent's measurement, on its terminal status as labels
         used = from_labels(status.labels.labels) if status.labels is not None and is_terminal(status.state) else None
+        if self.log_tail > 0 and is_terminal(status.state) and status.agent_id is not None:
+            self._keep_tail(status.task_id.value, status.agent_id.value)
         effects = self.core.on_update(
             status.task_id.value,
             status.state,
@@ -370,6 +377,63 @@ class BatchService(Service, Scheduler):
         self.warm.on_status(status.task_id.value, status.state, status.message)
         self._absorb(effects)
         self._wake.set()
+
+    def _keep_tail(self, task_id: str, agent_id: str) -> None:
+        """An attempt that ran ended: the last ``log_tail`` bytes of its stdout and stderr into the
+        store, read from its sandbox off the callback (the agent reports the end once the logs
+        are complete)."""
+        task = self.core.find_task(task_id)
+        cur = task.current if task is not None else None
+        if task is None or cur is None or cur.task_id != task_id or cur.started_at is None:
+            return  # never started: no sandbox output to keep
+        with contextlib.suppress(RuntimeError):  # (stopping)
+            self.spawn(self._copy_tail(task.job_id, task_id, agent_id), name=f"batch-tail-{task_id}")
+
+    async def _copy_tail(self, job_id: int, task_id: str, agent_id: str) -> None:
+        driver = self.driver
+        agent = driver.offers.agent_urls.get(agent_id) if driver is not None else None
+        if driver is None or driver.framework_id is None or agent is None or self._http is None:
+            log.warning("batch: cannot keep the output of %s: its agent %s is not known here", task_id, agent_id)
+            return
+        for stream in ("stdout", "stderr"):
+            path = f"{driver.framework_id}/{task_id}/{stream}"
+            try:
+                tail = await self._read_tail(agent, path)
+                if tail is not None:
+                    await self.store.open().asave_tail(job_id, task_id, stream, tail)
+            except (aiohttp.ClientError, TimeoutError, ValueError, KeyError, TypeError) as exc:
+                log.warning("batch: cannot keep the %s of %s from agent %s: %s", stream, task_id, agent_id, exc)
+
+    async def _read_tail(self, agent: str, path: str) -> KeptTail | None:
+        """The last ``log_tail`` bytes of ``path`` in the agent's sandboxes (None: no such file)."""
+        assert self._http is not None
+
+        async def read(offset: int, length: int) -> tuple[int, bytes] | None:
+            assert self._http is not None
+            params = {"path": path, "offset": str(offset), "length": str(length)}
+            async with self._http.get(f"{agent}/files/read", params=params, headers=self._agent_headers) as resp:
+                if resp.status == 404:
+                    return None
+                if resp.status != 200:
+                    raise ValueError(f"HTTP {resp.status}: {(await resp.text())[:200]}")
+                d = await resp.json()
+            return int(d["offset"]), str(d["data"]).encode("utf-8")
+
+        end = await read(-1, 0)
+        if end is None:
+            return None
+        size = end[0]
+        start = at = window_start(size, self.log_tail)
+        data = b""
+        while at < size:
+            got = await read(at, size - at)
+            if got is None or not got[1]:
+                break
+            if got[0] > at and not data:  # rotated past the window's start: the tail starts later
+                start = got[0]
+            data += got[1]
+            at = got[0] + len(got[1])
+        return kept(start, data[-self.log_tail:] if len(data) > self.log_tail else data)
 
     def _observe_start(self, task_id: str) -> None:
         """A task's first attempt started: how long it waited since its job was submitted."""
@@ -1032,22 +1096,35 @@ class BatchService(Service, Scheduler):
         attempt = job.tasks[index].current
         if attempt is None or attempt.agent_id is None:
             return _error(request, 404, f"task {index} of job {job.job_id} has not started")
+        head = {"task": index, "attempt": attempt.attempt, "stream": stream}
+
+        async def from_kept(status: int, why: str) -> web.Response:
+            """The sandbox (or its agent) is gone: the tail kept when the attempt ended, if any."""
+            tail = await asyncio.to_thread(self.store.open().tail, attempt.task_id, stream)
+            if tail is None:
+                return _error(request, status, why)
+            at, data = logtail.read(tail, offset, length)
+            window = {"from": tail.start, "to": tail.size, "note": logtail.note(stream, tail)}
+            return _reply(request, {**head, "data": data.decode("utf-8", "replace"), "offset": at, "kept": window})
+
         driver = self.driver
         agent = driver.offers.agent_urls.get(attempt.agent_id) if driver is not None else None
         if agent is None or driver is None or driver.framework_id is None or self._http is None:
-            return _error(request, 503, f"agent {attempt.agent_id} is not reachable from here")
+            return await from_kept(503, f"agent {attempt.agent_id} is not reachable from here")
         path = f"{driver.framework_id}/{attempt.task_id}/{stream}"
         try:
             async with self._http.get(
                 f"{agent}/files/read", params={"path": path, "offset": str(offset), "length": str(length)},
                 headers=self._agent_headers,
             ) as resp:
+                if resp.status == 404:
+                    return await from_kept(404, await resp.text())
                 if resp.status != 200:
                     return _error(request, resp.status, await resp.text())
                 data = await resp.json()
         except (aiohttp.ClientError, TimeoutError) as exc:
-            return _error(request, 503, f"agent {attempt.agent_id}: {exc}")
-        return _reply(request, {"task": index, "attempt": attempt.attempt, "stream": stream, **data})
+            return await from_kept(503, f"agent {attempt.agent_id}: {exc}")
+        return _reply(request, {**head, **data})
 
     def _job(self, request: web.Request) -> JobRecord | web.Response:
         try:

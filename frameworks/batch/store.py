@@ -30,6 +30,7 @@ import msgpack
 
 from frameworks.batch.core import Attempt, JobRecord, TaskRecord
 from frameworks.batch.fairshare import Usage
+from frameworks.batch.logtail import KeptTail
 from frameworks.batch.model import JobState, TaskPhase, spec_from_dict, spec_to_dict
 
 SCHEMA_VERSION = 2
@@ -95,6 +96,15 @@ CREATE TABLE IF NOT EXISTS service_tasks (
     PRIMARY KEY (job_id, idx)
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS accounting_user ON accounting (user, ended_at);
+CREATE TABLE IF NOT EXISTS log_tails (
+    task_id TEXT NOT NULL,
+    stream TEXT NOT NULL,
+    job_id INTEGER NOT NULL,
+    start INTEGER NOT NULL,
+    data BLOB NOT NULL,
+    PRIMARY KEY (task_id, stream)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS log_tails_job ON log_tails (job_id);
 """
 
 ACCOUNTING_COLUMNS = (
@@ -455,7 +465,7 @@ class JobStore:
         return [dict(zip(ACCOUNTING_COLUMNS, r, strict=True)) for r in rows]
 
     def purge(self, job_ids: Sequence[int], before: float) -> int:
-        """Delete ``job_ids`` (jobs the core forgot) and every accounting row that ended before
+        """Delete ``job_ids`` (jobs the core forgot, with their kept output) and every accounting row that ended before
         ``before``; returns how many accounting rows went."""
         with self._lock:
             self._db.execute("BEGIN IMMEDIATE")
@@ -464,6 +474,7 @@ class JobStore:
                 self._db.executemany("DELETE FROM tasks WHERE job_id = ?", [(i,) for i in job_ids])
                 self._db.executemany("DELETE FROM service_jobs WHERE job_id = ?", [(i,) for i in job_ids])
                 self._db.executemany("DELETE FROM service_tasks WHERE job_id = ?", [(i,) for i in job_ids])
+                self._db.executemany("DELETE FROM log_tails WHERE job_id = ?", [(i,) for i in job_ids])
                 n = self._db.execute("DELETE FROM accounting WHERE ended_at < ?", (before,)).rowcount
                 self._db.execute("COMMIT")
             except BaseException:
@@ -538,6 +549,24 @@ class JobStore:
         args: tuple[Any, ...] = (job_id, offset, state, limit) if state else (job_id, offset, limit)
         with self._lock:
             return list(self._db.execute(sql, args).fetchall())
+
+    def save_tail(self, job_id: int, task_id: str, stream: str, tail: KeptTail) -> None:
+        """Keep the last bytes of an attempt's ``stream`` (``frameworks/batch/logtail.py``)."""
+        with self._lock:
+            self._db.execute(
+                "INSERT OR REPLACE INTO log_tails (task_id, stream, job_id, start, data) VALUES (?, ?, ?, ?, ?)",
+                (task_id, stream, job_id, tail.start, tail.data),
+            )
+
+    def tail(self, task_id: str, stream: str) -> KeptTail | None:
+        with self._lock:
+            row = self._db.execute(
+                "SELECT start, data FROM log_tails WHERE task_id = ? AND stream = ?", (task_id, stream)
+            ).fetchone()
+        return None if row is None else KeptTail(int(row[0]), bytes(row[1]))
+
+    async def asave_tail(self, job_id: int, task_id: str, stream: str, tail: KeptTail) -> None:
+        await asyncio.get_running_loop().run_in_executor(self._writer, self.save_tail, job_id, task_id, stream, tail)
 
     def get_meta(self, key: str) -> str | None:
         with self._lock:

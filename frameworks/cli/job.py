@@ -814,6 +814,8 @@ def _log_reader(
     """Reads task ``index``'s current attempt (its number is the chunk's generation: a retry starts
     a new file). ``lenient``: a task not started yet, or whose agent is gone, reads as empty."""
 
+    noted: set[object] = set()
+
     def read(offset: int) -> Chunk:
         if tasks.skip(index):
             return Chunk("")
@@ -828,6 +830,10 @@ def _log_reader(
             raise click.ClickException(str(exc)) from exc
         if not chunk.get("data"):
             tasks.read_empty(index)
+        kept = chunk.get("kept")
+        if isinstance(kept, dict) and chunk.get("attempt") not in noted:  # the sandbox is gone: say what this is
+            noted.add(chunk.get("attempt"))
+            click.echo(f"job {job_id} task {index}: {kept.get('note')}", err=True)
         offset = chunk.get("offset")
         return Chunk(str(chunk.get("data", "")), chunk.get("attempt"), offset if isinstance(offset, int) else None)
 

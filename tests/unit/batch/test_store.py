@@ -200,3 +200,27 @@ def test_a_gangs_state_and_each_attempts_address_and_ports_round_trip() -> None:
     assert back.gang_restarts == 1 and back.regrouping == job.regrouping and back.regrouping is not None
     assert back.gang_not_before == 3.0
     assert back.tasks[0].history[0].ports == (31000, 31001) and back.tasks[0].history[0].address == "10.0.0.1"
+
+
+def test_kept_output_is_stored_per_attempt_and_stream_and_purged_with_its_job(tmp_path: Path) -> None:
+    from frameworks.batch.logtail import KeptTail
+
+    store = JobStore(tmp_path / "jobs.db")
+    try:
+        store.save_tail(1, "batch-1-0-0", "stdout", KeptTail(100, b"last words\n"))
+        store.save_tail(1, "batch-1-0-0", "stderr", KeptTail(0, b"oops\n"))
+        store.save_tail(2, "batch-2-0-0", "stdout", KeptTail(0, b"kept\n"))
+        store.save_tail(1, "batch-1-0-0", "stdout", KeptTail(200, b"later words\n"))  # the same attempt again
+        assert store.tail("batch-1-0-0", "stdout") == KeptTail(200, b"later words\n")
+        assert store.tail("batch-1-0-0", "stderr") == KeptTail(0, b"oops\n")
+        assert store.tail("batch-1-0-1", "stdout") is None
+        store.purge([1], before=0.0)
+        assert store.tail("batch-1-0-0", "stdout") is None and store.tail("batch-1-0-0", "stderr") is None
+        assert store.tail("batch-2-0-0", "stdout") == KeptTail(0, b"kept\n")
+    finally:
+        store.close()
+    reopened = JobStore(tmp_path / "jobs.db")  # written through: there after a restart
+    try:
+        assert reopened.tail("batch-2-0-0", "stdout") == KeptTail(0, b"kept\n")
+    finally:
+        reopened.close()
