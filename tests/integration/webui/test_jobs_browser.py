@@ -3,10 +3,11 @@
 their APIs behind the master's credential file (the browser signs in as alice with HTTP Basic).
 
 The user goes from the master's web UI to the batch framework's page, follows its web UI link to
-the batch jobs, opens alice's running job and watches the live log of its running task grow; then
-the elastic service's page, its training job (workers, generation, why not at max) and the live
-output of its worker, where the generation change appears when the job is scaled up. Nothing
-sleeps: every wait is on the DOM or on the services' state.
+the batch jobs, opens alice's running job and watches the live log of its running task grow; then,
+the same way from the master's UI, the elastic service's page, its training job (workers,
+generation, why not at max) and the live output of its worker, where the generation change
+appears when the job is scaled up. Nothing sleeps: every wait is on the DOM or on the services'
+state.
 """
 
 from __future__ import annotations
@@ -115,8 +116,14 @@ async def test_a_batch_and_an_elastic_job_page_with_live_logs(alices_browser: Br
         text = await page.inner_text("#log")
         assert text.count("line 1\n") == 1
 
-        # the elastic service: the training job's page and a worker's live output
-        await page.goto(elastic.url + "/")
+        # the elastic service, reached the same way: the training job's page and a worker's live output
+        assert elastic.driver is not None and elastic.driver.framework_id is not None
+        await page.goto(master.url + "/ui/frameworks")
+        await page.click(f"table a[href='/ui/frameworks/{elastic.driver.framework_id}']")
+        await page.wait_for_url(f"**/ui/frameworks/{elastic.driver.framework_id}")
+        assert "agora-elastic" in await page.inner_text("main")
+        await page.click(f"a[href='{elastic.url}']")
+        await page.wait_for_url(elastic.url + "/")
         rows = {row[0]: row for row in Tables(await page.content()).with_header("ID")}
         assert rows[str(train)][1:4] == ["digits", "alice", "RUNNING"]
         await page.click(f"table a[href='/ui/jobs/{train}']")
