@@ -629,10 +629,12 @@ class BatchCore:
         if not changes:
             raise SpecError("nothing to update")
         old = job.spec
+        if "schedule" in changes and (
+            (changes["schedule"] is None) != (old.schedule is None) or job.parent_id is not None
+        ):
+            raise SpecError("schedule: a job cannot become periodic or stop being periodic; submit a new one")
         merged = {**spec_to_dict(old), **changes}
         new = spec_from_dict(merged)
-        if (new.schedule is None) != (old.schedule is None) or (job.parent_id is not None and "schedule" in changes):
-            raise SpecError("schedule: a job cannot become periodic or stop being periodic; submit a new one")
         running = bool(job.active)
         for name in sorted(PENDING_ONLY & set(changes)):
             if running and getattr(new, name) != getattr(old, name):

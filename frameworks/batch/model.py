@@ -283,6 +283,8 @@ def spec_from_dict(data: Mapping[str, Any]) -> JobSpec:
         concurrency = Concurrency(data.get("concurrency", "allow"))
     except ValueError as exc:
         raise SpecError("concurrency: expected 'allow', 'forbid' or 'replace'") from exc
+    if data.get("concurrency") is not None and schedule is None:
+        raise SpecError("concurrency: only a periodic job (one with a schedule) has a concurrency policy")
     notify = data.get("notify")
     if notify is not None and (
         not isinstance(notify, str) or not re.fullmatch(r"https?://[^\s/]+(/\S*)?", notify)

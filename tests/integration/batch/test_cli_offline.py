@@ -91,3 +91,35 @@ async def test_after_a_job_that_does_not_exist_is_refused_at_submit(tmp_path: Pa
         code, out = await cli("list")
         row = next(line.split() for line in out.splitlines() if line.split()[:1] == ["3"])
         assert row[3] == "CA" and row[6] == "cancelled:2", row  # ID NAME USER ST QUEUE PRIO TASKS
+
+
+async def test_bad_lifecycle_input_is_refused_with_the_field_and_changes_nothing(tmp_path: Path) -> None:
+    """Malformed cron expressions, a policy without a schedule, a notify URL that is not http(s),
+    and a bad update of a periodic job: each names its field, nothing is made or changed."""
+    async with BatchService("127.0.0.1:9", tmp_path) as svc:
+        loop = asyncio.get_running_loop()
+
+        async def cli(*args: str) -> tuple[int, str]:
+            return await loop.run_in_executor(None, lambda: _run(*args, url=svc.url))
+
+        for args, said in (
+            (("--schedule", "61 * * * *"), "Error: schedule: '61 * * * *' is not a valid cron expression"),
+            (("--schedule", "every minute"), "Error: schedule: 'every minute' has 2 fields; a cron expression has 5"),
+            (("--concurrency", "forbid"), "Error: concurrency: only a periodic job (one with a schedule)"),
+            (("--notify", "ftp://x/y"), "Error: notify: expected an http:// or https:// URL, got 'ftp://x/y'"),
+        ):
+            code, out = await cli("submit", *args, "--", "true")
+            assert code == 1 and out.startswith(said), (args, out)
+        assert json.loads((await cli("list", "--json"))[1])["jobs"] == []  # no job, no id spent
+        code, out = await cli("submit", "--schedule", "0 3 * * *", "--concurrency", "forbid", "--", "true")
+        assert (code, out) == (0, "1\n")
+        code, out = await cli("update", "1", "--schedule", "* * *")
+        assert code == 1 and out.startswith("Error: schedule: '* * *' has 3 fields"), out
+        code, out = await cli("update", "1", "--concurrency", "sometimes")
+        assert code == 2 and "'sometimes' is not one of 'allow', 'forbid', 'replace'" in out
+        code, out = await cli("list", "--periodic", "--json")
+        (tmpl,) = json.loads(out)["jobs"]
+        assert (tmpl["schedule"], tmpl["concurrency"], tmpl["runs"]) == ("0 3 * * *", "forbid", 0)
+        assert tmpl["next_run"] % 86400 == 3 * 3600  # 03:00 UTC
+        code, out = await cli("show", "1", "--json")
+        assert json.loads(out)["changes"] == []  # the refused updates left no trace
