@@ -163,6 +163,7 @@ def list_jobs(ctx: click.Context, state: str | None) -> None:
         for col in (
             "ID",
             "NAME",
+            "USER",
             "ST",
             "WORKERS",
             "MIN..MAX",
@@ -178,6 +179,7 @@ def list_jobs(ctx: click.Context, state: str | None) -> None:
             table.add_row(
                 str(j["id"]),
                 j["name"],
+                j.get("user") or "-",
                 SHORT.get(j["state"], j["state"]),
                 f"{j['workers']}"
                 + (f" ({j['revocable_workers']} rev)" if j.get("revocable_workers") else ""),
@@ -205,7 +207,7 @@ def show(ctx: click.Context, job_id: int) -> None:
     def render(d: dict[str, Any]) -> None:
         con = console()
         con.print(
-            f"[bold]elastic job {d['id']}[/bold] {d['name']}  state={d['state']}  "
+            f"[bold]elastic job {d['id']}[/bold] {d['name']}  user={d.get('user') or '-'}  state={d['state']}  "
             f"workers={d['workers']} ({d['running']} running, {d['revocable_workers']} revocable)  "
             f"min..max={d['min_workers']}..{d['max_workers']}  priority={d['priority']}  role={d['role']}"
         )

@@ -7,15 +7,18 @@ on from where it was written) and the limits."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 
 import aiohttp
+from click.testing import CliRunner, Result
 
 from frameworks.batch.config import BatchConfig, UsersConfig
 from frameworks.batch.fairshare import FairShareConfig, Usage
 from frameworks.batch.limits import Limits, LimitSet
 from frameworks.batch.service import BatchService
+from frameworks.cli.main import cli
 from frameworks.elastic.service import ElasticService
 from protocol.authn import basic_header, bearer_header
 from protocol.clock import FakeClock
@@ -221,3 +224,47 @@ async def test_a_restart_keeps_owners_usage_and_limits_and_decay_goes_on(tmp_pat
         assert r.status == 429 and "user alice: 1 of 1 pending jobs" in (await r.json())["error"]
         r = await http.post(f"{svc.url}/api/v1/jobs", json=JOB, headers=as_(OPS))
         assert r.status == 201  # another user is under the limit
+
+
+async def test_the_cli_signs_in_to_the_elastic_service_and_shows_the_owner(tmp_path: Path) -> None:
+    """``agora elastic`` sends the token (or principal and secret) to the elastic service: alice
+    submits and sees herself as USER; bob's cancel and scale of her job are refused with the
+    service's reason (exit 1, the job untouched); no credential is a 401; alice cancels her own."""
+    creds, acls = auth_files(tmp_path)
+    async with ElasticService(NO_MASTER, tmp_path / "e", credentials=creds, acls=acls) as svc:
+
+        def agora(*args: str, token: str = "") -> Result:
+            env = {"AGORA_ELASTIC": svc.url, "AGORA_MASTER": NO_MASTER, "AGORA_TOKEN": token,
+                   "AGORA_PRINCIPAL": "", "AGORA_SECRET": "", "AGORA_CONFIG": str(tmp_path / "none.toml")}
+            return CliRunner().invoke(cli, ["elastic", *args], env=env)
+
+        async def run(*args: str, token: str = "") -> Result:
+            return await asyncio.to_thread(agora, *args, token=token)
+
+        r = await run("submit", "--set", "name=t", "--set", "worker.command=true", "--min", "1", "--max", "2",
+                      token=ALICE)
+        assert r.exit_code == 0, r.output
+        job = int(r.output.strip())
+        r = await run("list", token=BOB)
+        assert r.exit_code == 0, r.output
+        header, row = r.output.splitlines()[:2]
+        assert header.split()[:4] == ["ID", "NAME", "USER", "ST"] and row.split()[:4] == [str(job), "t", "alice", "PD"]
+        r = await run("show", str(job), token=BOB)
+        assert r.exit_code == 0 and "user=alice" in r.output, r.output
+
+        r = await run("cancel", str(job), token=BOB)
+        assert r.exit_code == 1 and "bob may not cancel alice's job" in r.output, r.output
+        r = await run("scale", str(job), "--max", "3", token=BOB)
+        assert r.exit_code == 1 and "bob may not scale alice's job" in r.output, r.output
+        r = await run("list")
+        assert r.exit_code == 1 and "requires authentication" in r.output, r.output
+        assert (svc.core.job(job).state.value, svc.core.job(job).spec.scaling.max_workers) == ("PENDING", 2)
+
+        # HTTP Basic: alice's principal and secret
+        r = await asyncio.to_thread(CliRunner().invoke, cli, ["--principal", "alice", "--secret", "alice-pw",
+                                                              "elastic", "--json", "list"],
+                                    env={"AGORA_ELASTIC": svc.url, "AGORA_MASTER": NO_MASTER, "AGORA_TOKEN": "",
+                                         "AGORA_CONFIG": str(tmp_path / "none.toml")})
+        assert r.exit_code == 0 and [j["user"] for j in json.loads(r.output)["jobs"]] == ["alice"], r.output
+        r = await run("cancel", str(job), token=ALICE)
+        assert r.exit_code == 0 and "cancelled" in r.output, r.output
