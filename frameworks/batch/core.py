@@ -478,7 +478,7 @@ class BatchCore:
     def shares(self, now: float) -> dict[tuple[str, str], Share]:
         """Every (queue, user) with live jobs: usage, shares, fair-share factor (``agora share``)."""
         self.usage.advance(now)
-        active = {owner_key(j) for j in self.live.values()}
+        active = {owner_key(j) for j in self.live.values() if not j.periodic}  # (a template runs nothing)
         return shares_of(self.usage.usage, active, self.config.users.shares)
 
     def priorities(self, now: float) -> dict[int, Factors]:
@@ -488,6 +488,7 @@ class BatchCore:
         facts = [
             JobFacts(j.job_id, j.user or "", j.spec.queue, j.spec.priority, j.submitted_at, j.spec.cpus * j.spec.count)
             for j in self.live.values()
+            if not j.periodic  # a template is never placed: its runs are ranked
         ]
         return job_factors(facts, shares, now, self.config.fairshare, cluster_cpus)
 

@@ -590,6 +590,11 @@ def show(ctx: click.Context, job_id: int, as_toml: bool) -> None:
     phase on its first row), with agent, times, state, exit code."""
     data = API.get(ctx, f"/jobs/{job_id}")
     if as_toml:
+        if data["spec"].get("service"):
+            raise click.ClickException(
+                f"job {job_id} is a service job: a job file does not carry its inputs; "
+                "submit it again with --service CMD --inputs FILE"
+            )
         click.echo(jobfile.to_toml(data["spec"], f"job {job_id} ({data['state'].lower()}); submit with: agora job submit FILE"), nl=False)
         return
 

@@ -123,3 +123,11 @@ async def test_bad_lifecycle_input_is_refused_with_the_field_and_changes_nothing
         assert tmpl["next_run"] % 86400 == 3 * 3600  # 03:00 UTC
         code, out = await cli("show", "1", "--json")
         assert json.loads(out)["changes"] == []  # the refused updates left no trace
+        # a service job's inputs are not in a job file: show --toml says so rather than print a
+        # file that would submit something else
+        inputs = tmp_path / "inputs.txt"
+        inputs.write_text("a\nb\n")
+        code, out = await cli("submit", "--service", "cat", "--inputs", str(inputs))
+        assert (code, out) == (0, "2\n")
+        code, out = await cli("show", "2", "--toml")
+        assert code == 1 and out.startswith("Error: job 2 is a service job: a job file does not carry its inputs"), out

@@ -123,3 +123,15 @@ def test_an_update_of_a_template_applies_to_its_later_runs() -> None:
     core.tick(1002.0)
     (run,) = core.job(pid).runs
     assert len(core.job(run).tasks) == 3 and core.job(run).spec.cpus == 2
+
+
+def test_a_template_is_not_ranked_nor_counted_in_fair_share_its_runs_are() -> None:
+    core = BatchCore()
+    pid, _ = core.submit(periodic(), 1001.0, user="carol")
+    assert core.priorities(1001.0) == {} and core.shares(1001.0) == {}
+    core.tick(1002.0)
+    (run,) = core.job(pid).runs
+    assert list(core.priorities(1002.0)) == [run]
+    assert list(core.shares(1002.0)) == [("*", "carol")]
+    with pytest.raises(SpecError, match="concurrency: only a periodic job"):
+        spec_from_dict({"argv": ["true"], "concurrency": "forbid"})
