@@ -21,6 +21,7 @@ from aiohttp import web
 from master.auth import principal_of
 from master.events import CallReceived, StreamClosed, SubscribeReceived
 from master.ratelimit import call_cost
+from master.unsupported import unsupported
 from protocol import codec, httputil, mesos, recordio
 from protocol.ids import new_stream_id
 
@@ -226,6 +227,10 @@ class SchedulerApi:
         if problem is not None:
             svc.metrics_inc("invalid_messages_total")
             return text(400, f"Failed to validate scheduler::Call: {problem}")
+        refused = unsupported(call)  # said, never accepted and ignored (master/unsupported.py)
+        if refused is not None:
+            svc.metrics_inc("invalid_messages_total")
+            return text(400, refused)
         if call.type is mesos.CallType.SUBSCRIBE:
             return await self._subscribe(request, call, ctype)
         return await self._other(request, call)
@@ -302,6 +307,11 @@ class SchedulerApi:
         if not svc.rate_ok(fw.principal or fid, call_cost(call)):
             return text(429, "Too many requests for principal; slow down")
         assert call.type is not None
+        if call.type is mesos.CallType.UPDATE_FRAMEWORK:
+            assert call.update_framework is not None
+            bad = svc.state.update_framework_problem(fw, call.update_framework.framework_info)
+            if bad is not None:
+                return text(400, f"Failed to validate scheduler::Call: {bad}")
         log.log(logging.INFO if call.type is mesos.CallType.TEARDOWN else logging.DEBUG,
                 "scheduler call %s from framework %s", call.type.value, fid)
         await svc.dispatch(CallReceived(framework_id=fid, stream_id=sid, call=call))

@@ -471,10 +471,50 @@ class MasterState(AgentRules, AcceptRules):
                 )
             case CT.REQUEST:
                 self._request(fw, call.all_requests(), now, fx)
+            case CT.UPDATE_FRAMEWORK:
+                assert call.update_framework is not None
+                self._update_framework(fw, call.update_framework, now, fx)
             case _:
-                # ACCEPT/DECLINE_INVERSE_OFFERS, ACKNOWLEDGE_OPERATION_STATUS, RECONCILE_OPERATIONS,
-                # UPDATE_FRAMEWORK: accepted, nothing to do.
+                # ACCEPT/DECLINE_INVERSE_OFFERS: this master sends no inverse offers, there is
+                # nothing to answer. (RECONCILE_OPERATIONS and ACKNOWLEDGE_OPERATION_STATUS are
+                # refused by the shell: master/unsupported.py.)
                 pass
+
+    def update_framework_problem(self, fw: FrameworkRec, info: mesos.FrameworkInfo) -> str | None:
+        """Why an UPDATE_FRAMEWORK cannot apply ``info`` (Mesos' rules: a valid FrameworkInfo whose
+        principal, user and checkpoint are the ones it subscribed with), or None."""
+        err = self._check_framework_info(info)
+        if err:
+            return err
+        old = fw.info
+        for name in ("principal", "user", "checkpoint"):
+            if getattr(info, name) != getattr(old, name):
+                return f"Updating 'FrameworkInfo.{name}' is unsupported"
+        roles = set(self._roles_of(info))
+        problem = subscribe_problem(
+            self.cfg.acls, self.cfg.authenticate_frameworks, fw.principal, info.principal, tuple(sorted(roles)),
+            fw.principal, True,
+        )
+        return problem
+
+    def _update_framework(self, fw: FrameworkRec, uf: mesos.UpdateFramework, now: float, fx: list[Effect]) -> None:
+        """UPDATE_FRAMEWORK: the new FrameworkInfo (roles, capabilities, name, failover timeout,
+        labels, ...) and suppressed roles take effect without re-subscribing (the shell checked
+        ``update_framework_problem``)."""
+        fid = fw.framework_id
+        info = attrs.evolve(uf.framework_info, id=mesos.FrameworkID(fid))
+        fresh = self._new_framework(fid, info, FrameworkPhase.SUBSCRIBED, fw.registered_time)
+        fw.info, fw.roles, fw.capabilities = fresh.info, fresh.roles, fresh.capabilities
+        fx.append(Persist((ops.FrameworkAdded(fid, codec.encode_msgpack(info), float(info.failover_timeout or 0.0), now),)))
+        self._op_framework_updated(fw, fx)
+        self._alloc_event(
+            ae.FrameworkAdded(
+                framework_id=fid, roles=fw.roles, capabilities=fw.capabilities, active=True,
+                suppressed_roles=frozenset(uf.suppressed_roles),
+            ),
+            now,
+            fx,
+        )
 
     def _request(self, fw: FrameworkRec, requests: Iterable[mesos.Request], now: float, fx: list[Effect]) -> None:
         demands: list[ae.Demand] = []

@@ -54,12 +54,25 @@ class CallType(enum.Enum):
 
 
 @attrs.frozen
+class RoleOfferConstraints:
+    """One role's entry of Mesos' ``OfferConstraints`` (its groups are not read: the master
+    refuses offer constraints, see ``master/unsupported.py``)."""
+
+
+@attrs.frozen
+class OfferConstraints:
+    role_constraints: dict[str, RoleOfferConstraints] = attrs.field(factory=dict)
+
+
+@attrs.frozen
 class Subscribe:
-    """SUBSCRIBE body (``offer_constraints`` and mesoshttp's ``credentials`` are ignored)."""
+    """SUBSCRIBE body (mesoshttp's ``credentials`` are ignored; ``offer_constraints`` are
+    decoded so that the master can refuse them)."""
 
     framework_info: FrameworkInfo
     suppressed_roles: tuple[str, ...] = ()
     force: bool | None = None
+    offer_constraints: OfferConstraints | None = None
 
 
 @attrs.frozen
@@ -187,6 +200,7 @@ class RequestCall:
 class UpdateFramework:
     framework_info: FrameworkInfo
     suppressed_roles: tuple[str, ...] = ()
+    offer_constraints: OfferConstraints | None = None
 
 
 @attrs.frozen
