@@ -1,11 +1,12 @@
 """The agent's own HTTP endpoints (shell): ``/health``, ``/state`` (with ``gpus``: the devices
-and who holds each), ``/metrics``."""
+and who holds each), ``/metrics``, ``/flags`` (the settings it runs with)."""
 
 from __future__ import annotations
 
 import functools
 from typing import TYPE_CHECKING, Any
 
+import attrs
 from aiohttp import web
 from prometheus_client import generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
@@ -21,6 +22,7 @@ def add_routes(app: web.Application, svc: AgentService) -> None:
     app.router.add_get("/health", functools.partial(health, svc))
     app.router.add_get("/state", functools.partial(state_handler, svc))
     app.router.add_get("/metrics", functools.partial(metrics, svc))
+    app.router.add_get("/flags", functools.partial(flags_handler, svc))
 
 
 async def health(svc: AgentService, request: web.Request) -> web.Response:
@@ -77,6 +79,25 @@ def gpus_json(svc: AgentService) -> list[dict[str, Any]]:
 
 async def state_handler(svc: AgentService, request: web.Request) -> web.Response:
     return web.json_response(state(svc))
+
+SECRET_FLAGS = frozenset({"token"})  # never shown
+
+
+def flags(svc: AgentService) -> dict[str, str]:
+    """The settings the agent runs with (flags and ``--config`` file merged), as Mesos' agent
+    ``/flags`` shows them: by name, values as strings, unset ones and secrets left out."""
+    out: dict[str, str] = {}
+    for f in attrs.fields(type(svc.config)):
+        value = getattr(svc.config, f.name)
+        if value is None or f.name in SECRET_FLAGS:
+            continue
+        out[f.name] = ("true" if value else "false") if isinstance(value, bool) else str(value)
+    return dict(sorted(out.items()))
+
+
+async def flags_handler(svc: AgentService, request: web.Request) -> web.Response:
+    return web.json_response({"flags": flags(svc)})
+
 
 async def metrics(svc: AgentService, request: web.Request) -> web.Response:
     svc.m_running.set(len(svc.tracker.active()))

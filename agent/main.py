@@ -15,6 +15,7 @@ from agent import auth as agent_auth
 from agent.config import AgentConfig, ConfigError
 from agent.fetch_plan import parse_bytes
 from agent.service import AgentService, StartupError
+from protocol.config_cli import config_option
 
 log = logging.getLogger("agent")
 
@@ -54,6 +55,7 @@ async def _serve(config: AgentConfig) -> int:
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@config_option("agent")
 @click.option(
     "--master", required=True,
     help="The master, host:port (a redirect to the leader is followed), or zk://host:port/path (HA: follow the leader).",
@@ -164,15 +166,20 @@ def main(**kw: object) -> None:
     """Run an Agora agent."""
     level = str(kw.pop("log_level")).upper()
     logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s %(message)s", stream=sys.stderr)
+    sys.exit(uvloop.run(_serve(config_from(kw))))
+
+
+def config_from(params: dict[str, object]) -> AgentConfig:
+    """The agent's configuration from the command's parsed flags (``--log-level`` apart)."""
+    kw = {k: v for k, v in params.items() if k != "log_level"}
     if kw.get("hostname") is None:
-        kw.pop("hostname")
+        kw.pop("hostname", None)
     kw["master_tls"] = str(kw["master"]).strip().lower().startswith(("https://", "wss://"))
     try:
         kw["fetcher_cache_size"] = parse_bytes(str(kw["fetcher_cache_size"]))
-        config = AgentConfig(**kw)  # type: ignore[arg-type]
+        return AgentConfig(**kw)  # type: ignore[arg-type]
     except (ConfigError, TypeError, ValueError) as e:
         raise click.UsageError(str(e)) from e
-    sys.exit(uvloop.run(_serve(config)))
 
 
 def run(argv: list[str]) -> None:

@@ -16,6 +16,7 @@ from frameworks.batch.config import BatchConfig, ConfigError, parse_config
 from frameworks.batch.logtail import parse_keep
 from frameworks.batch.service import BatchService
 from frameworks.client.options import ServiceConnection, connection_options, run_service
+from protocol.config_cli import apply_config
 
 
 @click.command()
@@ -31,8 +32,10 @@ from frameworks.client.options import ServiceConnection, connection_options, run
 @click.option("--gang-timeout", default=30.0, show_default=True, help="Seconds a blocked gang may hold offers.")
 @click.option("--name", default="agora-batch", show_default=True, help="Framework name.")
 @click.option(
-    "--config", "config_path", default=None, type=click.Path(dir_okay=False, path_type=Path),
-    help="TOML: users (principal -> OS account, shares), fair-share weights, limits, accounting retention.",
+    "--config", "config_path", default=None, type=click.Path(dir_okay=False, path_type=Path), is_eager=True,
+    callback=lambda ctx, _p, v: _flags_from(ctx, v),
+    help="TOML: the service's flags ([batch], a flag on the command line wins), users (principal -> OS account, "
+    "shares), fair-share weights, limits, accounting retention.",
 )
 @click.option(
     "--log-tail", default="64KB", show_default=True, callback=lambda _c, _p, v: _keep(v),
@@ -61,6 +64,13 @@ def main(
         name,  # --name: the line says which service this is
         errors=(sqlite3.Error,),
     )
+
+
+def _flags_from(ctx: click.Context, path: Path | None) -> Path | None:
+    """``--config``'s ``[batch]`` table: values for the other flags (read before them)."""
+    if path is not None:
+        apply_config(ctx, path, "batch", top_level=False)
+    return path
 
 
 def _keep(value: str) -> int:

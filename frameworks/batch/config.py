@@ -2,6 +2,11 @@
 accounting. Pure: ``parse_config`` takes the TOML document as a mapping and checks every key
 (an unknown one is an error naming it, so a typo never silently does nothing)::
 
+    [batch]                        # the service's flags (protocol/config_file.py); a flag given
+    master = "10.0.0.1:5050"       # on the command line wins
+    ip = "0.0.0.0"
+    work-dir = "/var/lib/agora/batch"
+
     [users]
     default_os_user = "nobody"     # tasks of a principal not mapped below; absent: the service's user
     [users.os_user]                # principal -> the OS account its tasks run as (never guessed)
@@ -162,7 +167,7 @@ def _limits(data: Mapping[str, Any]) -> Limits:
 def parse_config(data: Mapping[str, Any]) -> BatchConfig:
     """The configuration from a parsed TOML document (``ConfigError`` naming what is wrong)."""
     root = _table(data, "config")
-    _known(root, "config", {"users", "fairshare", "limits", "accounting"})
+    _known(root, "config", {"batch", "users", "fairshare", "limits", "accounting"})  # [batch]: the flags (__main__)
     accounting = _table(root.get("accounting", {}), "accounting")
     _known(accounting, "accounting", {"retention_days"})
     retention = accounting.get("retention_days")

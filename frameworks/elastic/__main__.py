@@ -14,9 +14,11 @@ from frameworks.client.options import ServiceConnection, connection_options, run
 from frameworks.elastic.jobs import ServiceError
 from frameworks.elastic.service import ElasticService
 from frameworks.elastic.store import StoreError
+from protocol.config_cli import config_option
 
 
 @click.command()
+@config_option("elastic")
 @connection_options()
 @click.option(
     "--ip", "host", default="127.0.0.1", show_default=True, help="Address the HTTP API and coordinators bind."
