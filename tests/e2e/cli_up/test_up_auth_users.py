@@ -27,7 +27,7 @@ import psutil
 import pytest
 from click.testing import CliRunner, Result
 
-from frameworks.cli.common import REPO_ROOT, child_env, free_port, wait_until
+from frameworks.cli.common import REPO_ROOT, CliError, child_env, wait_until
 from frameworks.cli.main import cli
 
 pytestmark = pytest.mark.slow
@@ -65,25 +65,30 @@ def test_alice_and_bob_on_agora_up_auth(tmp_path: Path, os_users: dict[str, str]
     mapping = "".join(f'{p} = "{u}"\n' for p, u in os_users.items())
     config.write_text(f"[users]\n[users.os_user]\n{mapping}")
     work = tmp_path / "cluster"
-    port = free_port()
     out = tmp_path / "up.out"
     with open(out, "wb") as sink:
         up = subprocess.Popen(
-            [*AGORA, "up", "--auth", "--agents", "2", "--no-elastic", "--port", str(port), "--work-dir", str(work),
+            [*AGORA, "up", "--auth", "--agents", "2", "--no-elastic", "--port", "0", "--work-dir", str(work),
              "--resources", "cpus:1;mem:512;disk:512", "--timeout", "90", "--batch-opt", f"--config {config}"],
             stdout=sink, stderr=subprocess.STDOUT, env=child_env(), cwd=REPO_ROOT,
         )
     pids: set[int] = set()
     try:
-        wait_until(lambda: "Agora is up" in out.read_text(), 100, "agora up to report the cluster up", interval=0.1)
+        try:
+            wait_until(lambda: "Agora is up" in out.read_text() or up.poll() is not None, 100,
+                       "agora up to report the cluster up", interval=0.1)
+        except CliError as exc:  # what it said, and the tail of each process' log
+            logs = {p.name: p.read_text()[-2000:] for p in sorted((work / "logs").glob("*.log"))}
+            raise AssertionError(f"{exc}\n{out.read_text()}\n{logs}") from exc
         assert up.poll() is None, out.read_text()
         pids = {c.pid for c in psutil.Process(up.pid).children(recursive=True)}
         tokens = {p: (work / "auth" / f"{p}.token").read_text().strip() for p in ("alice", "bob", "agora-operator")}
         printed = out.read_text()
+        (master,) = [line.split("=", 1)[1].strip() for line in printed.splitlines() if "export AGORA_MASTER=" in line]
         assert all(f"export AGORA_TOKEN={tokens[p]}" in printed for p in ("alice", "bob"))  # told to the user
 
         def agora(who: str | None, *args: str) -> Result:
-            env = {"AGORA_MASTER": f"127.0.0.1:{port}", "AGORA_CONFIG": str(tmp_path / "none.toml"),
+            env = {"AGORA_MASTER": master, "AGORA_CONFIG": str(tmp_path / "none.toml"),
                    "AGORA_BATCH": "", "AGORA_TOKEN": tokens[who] if who else "", "AGORA_PRINCIPAL": "",
                    "AGORA_SECRET": ""}
             return CliRunner().invoke(cli, list(args), env=env, catch_exceptions=False)
