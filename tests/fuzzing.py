@@ -176,10 +176,14 @@ def operator_bodies(t: st.SearchStrategy[str]) -> st.SearchStrategy[dict[str, An
     )
 
 
-GET_PATHS = ["/state", "/state.json", "/master/state", "/state-summary", "/metrics/snapshot", "/metrics", "/api/v1/offers",
-             "/version", "/health", "/redirect", "/", "/ui", "/ui/agents", "/ui/frameworks", "/ui/tasks", "/ui/offers",
-             "/ui/roles", "/ui/maintenance"]
-QUERY_KEYS = ["framework_id", "task_id", "agent_id", "path", "offset", "length", "state", "page", "limit", "jsonp", "role", "stream"]
+GET_PATHS = ["/state", "/state.json", "/master/state", "/master/state.json", "/state-summary", "/master/state-summary",
+             "/metrics/snapshot", "/metrics", "/api/v1/offers", "/version", "/health", "/master/health", "/redirect",
+             "/master/redirect", "/slaves", "/frameworks", "/tasks", "/roles", "/flags", "/weights", "/quota",
+             "/files/browse", "/files/read", "/files/download", "/files/debug", "/",
+             "/ui", "/ui/agents", "/ui/frameworks", "/ui/tasks", "/ui/offers", "/ui/roles", "/ui/maintenance"]
+QUERY_KEYS = ["framework_id", "task_id", "agent_id", "path", "offset", "length", "state", "page", "limit", "jsonp", "role", "stream",
+              "framework_id", "slave_id", "order", "frameworkId", "slaveId", "resources"]
+FORM_PATHS = ["/teardown", "/reserve", "/unreserve", "/master/teardown"]
 
 
 def _seg(t: st.SearchStrategy[str]) -> st.SearchStrategy[str]:
@@ -227,6 +231,10 @@ def requests(ctx: FuzzContext, text: st.SearchStrategy[str] | None = None) -> st
                         st.sampled_from(["/api/v1/scheduler", "/api/v1"]), ctypes | t.map(_header_text),
                         st.binary(max_size=60) | _json_value(t).map(_json))
     views = st.builds(lambda p, q: FuzzRequest("master", "GET", p + ("?" + q if q else "")), st.sampled_from(GET_PATHS), _query(t))
+    quota_role = st.builds(lambda r: FuzzRequest("master", "GET", "/quota/" + r), _seg(t))
+    forms = st.builds(lambda p, q: FuzzRequest("master", "POST", p, {"Content-Type": "application/x-www-form-urlencoded"}, q.encode()),
+                      st.sampled_from(FORM_PATHS), _query(t))
+    oper_alias = st.builds(lambda r: attrs.evolve(r, path="/api/v1/operator"), st.builds(body_req("/api/v1", {}), operator_bodies(t), ctypes, st.just(False)))
     ui = st.builds(
         lambda kind, a, b, q: FuzzRequest("master", "GET", {
             "agent": f"/ui/agents/{a}", "framework": f"/ui/frameworks/{a}", "task": f"/ui/tasks/{a}/{b}",
@@ -235,7 +243,7 @@ def requests(ctx: FuzzContext, text: st.SearchStrategy[str] | None = None) -> st
         st.sampled_from(["agent", "framework", "task", "files", "read", "view", "download", "stdout"]),
         st.one_of(st.just(urllib.parse.quote(ctx.framework_id)), _seg(t)), _seg(t), _query(t),
     )
-    out = [sched, sched, oper, garbage, views, ui, _raw_heads(ctx)]
+    out = [sched, sched, oper, oper_alias, garbage, views, quota_role, forms, ui, _raw_heads(ctx)]
     if ctx.agent_port is not None:
         agent_get = st.builds(lambda p, q: FuzzRequest("agent", "GET", p + ("?" + q if q else "")),
                               st.sampled_from(["/files/browse", "/files/read", "/files/download", "/state", "/metrics", "/health"]), _query(t))
