@@ -140,7 +140,13 @@ async def _recover(svc: AgentService) -> None:
                 if svc.logs is not None and uses_log_pipes(pid):
                     with contextlib.suppress(CheckpointError):
                         svc.logs.track(key, str(svc.checkpoint.sandbox(t.framework_id, t.task_id)), pid)
-        exit_code = t.exit_code if not alive else None
+        exit_code = None
+        if not alive:
+            # read again now that the wrapper is known gone: it may have recorded the code and
+            # ended after the checkpoint was read (the record is written before the wrapper exits)
+            exit_code = await asyncio.to_thread(svc.checkpoint.read_exit_status, t.framework_id, t.task_id)
+            if exit_code is None:
+                exit_code = t.exit_code
         if not alive and same_boot and t.pid is not None:
             # the wrapper is gone (the task ended, or the wrapper was killed while we were
             # down): nothing of the task's process group may live on

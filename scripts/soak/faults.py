@@ -84,9 +84,11 @@ class Recorder(Scheduler):
 
     def __init__(self) -> None:
         self.updates: list[TaskStatus] = []
+        self.at: dict[int, str] = {}  # id(status) -> wall-clock time it came
 
     def update(self, driver: SchedulerDriver, status: TaskStatus) -> None:
         self.updates.append(status)
+        self.at[id(status)] = time.strftime("%H:%M:%S")
 
 
 class Cluster:
@@ -215,6 +217,9 @@ def count_updates(rec: Recorder, tids: list[str]) -> dict[str, Any]:
             finished += 1
         else:
             lost += 1
+            trail = ", ".join(f"{rec.at.get(id(s), '?')} {s.state.name}/{s.reason.name if s.reason else '-'}/{s.source.name if s.source else '-'}: {s.message or ''}"
+                              for s in by[tid])
+            print(f"  not finished: {tid}: {trail}", flush=True)
     return {"finished": finished, "lost": lost, "no_end": no_end, "duplicates": duplicates, "resent": resent, "ends": dict(ends)}
 
 
@@ -245,7 +250,7 @@ async def kill_loop(cl: Cluster, d: SchedulerDriver, rec: Recorder, args: argpar
                 cl.agents[a].kill9()
                 await asyncio.sleep(rng.uniform(0.1, 1.0))
                 agent_rec.append(await asyncio.to_thread(cl.restart_agent, a))
-            print(f"  kill {i + 1}/{len(kinds)}: {kind} back in "
+            print(f"  {time.strftime('%H:%M:%S')} kill {i + 1}/{len(kinds)}: {kind} back in "
                   f"{(master_rec if kind == 'master' else agent_rec)[-1]:.2f} s; {len(launcher.sent)} tasks launched", flush=True)
     launcher.running = False
     await runner

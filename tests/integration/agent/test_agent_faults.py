@@ -5,6 +5,7 @@ forkserver child (pre-imported, fast restarts) or, where its stderr and exit cod
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import json
 import os
@@ -342,3 +343,46 @@ async def test_wrapper_killed_while_agent_is_down_leaves_no_task_behind(master: 
     st = await master.wait_terminal("orphan")
     assert st.state is S.TASK_LOST
     await gone(task, 10)  # killed by the restarted agent
+
+
+async def test_a_task_that_ends_while_the_restarted_agent_recovers_reports_its_exit_code(
+    master: Any, make_agent: Any, tmp_path: Path
+) -> None:
+    """The wrapper records the exit status and ends between the restarted agent reading the
+    task's checkpoint (no status yet) and checking whether the wrapper lives (found in the fault
+    soak: 3 tasks of 1,027 were reported TASK_LOST "exit status unknown" over 20 agent kills):
+    the recorded code is read after the wrapper is found gone, and the task ends FINISHED."""
+    from select import select
+
+    from agent.service import AgentService
+
+    from .conftest import agent_config, kill_leftovers
+
+    first = await make_agent(tmp_path / "agent")
+    await master.wait_connected()
+    await master.run("t", gate(tmp_path, "go"))
+    wrapper = wrapper_of(await master.wait_state("t", S.TASK_RUNNING))
+    await first.stop()  # the task keeps running, as after kill -9; its checkpoint has no exit status
+    second = AgentService(agent_config(master, tmp_path / "agent"))
+    real_adopt = second.launcher.adopt
+
+    def adopt_once_the_task_has_ended(key: str, pid: int, create_time: float, exit_status: Path) -> bool:
+        (tmp_path / "go").write_text("0")
+        fd = os.pidfd_open(pid)
+        try:
+            assert select([fd], [], [], 20)[0], "the wrapper did not end"  # readable: it exited
+        finally:
+            os.close(fd)
+        return real_adopt(key, pid, create_time, exit_status)
+
+    second.launcher.adopt = adopt_once_the_task_has_ended  # type: ignore[method-assign]
+    try:
+        await second.start()
+        st = await master.wait_terminal("t")
+        assert st.state is S.TASK_FINISHED, (st.state, st.message)
+        assert_one_terminal(master, "t")
+    finally:
+        await second.stop()
+        await kill_leftovers(tmp_path)
+        with contextlib.suppress(ChildProcessError):
+            await asyncio.to_thread(os.waitpid, wrapper, os.WNOHANG)  # it was this process's child: reap it
