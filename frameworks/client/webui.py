@@ -140,7 +140,8 @@ pre.log{background:#11151c;color:#dfe6ee;padding:.8em;overflow:auto;max-height:6
 
 # The live log: while "follow" is ticked, ask data-src for what the file grew by since the last
 # byte offset (UTF-8 bytes of what came), append it as text, and ask again at once after a whole
-# chunk; an answer for another attempt (a retry) or task empties the view and starts at 0.
+# chunk; an answer for another attempt (a retry) or task empties the view and starts at 0. An
+# answer from output the service kept after the sandbox was removed ("kept") says so in the status.
 SCRIPT = """
 (function(){
 var log=document.getElementById('log'),follow=document.getElementById('follow'),
@@ -159,7 +160,7 @@ var more=false;if(d.data){var n=enc.encode(d.data).length;
 var end=log.scrollTop+log.clientHeight>=log.scrollHeight-8;
 log.appendChild(document.createTextNode(d.data));log.dataset.offset=String(d.offset+n);
 if(end)log.scrollTop=log.scrollHeight;more=n>=chunk;}
-say('following: '+log.dataset.offset+' bytes');if(more)poll();
+say((d.kept&&d.kept.note?d.kept.note+'; ':'')+'following: '+log.dataset.offset+' bytes');if(more)poll();
 }).catch(function(e){busy=false;say('not following: '+e.message);});};
 follow.addEventListener('change',function(){say(follow.checked?'following':'paused');poll();});
 poll();setInterval(poll,1000);
