@@ -70,12 +70,10 @@ def test_start_cluster_waits_for_agents_and_stops_cleanly(stubbed: None, tmp_pat
 
 
 def test_failed_agent_stops_everything_with_a_clear_error(stubbed: None, tmp_path: Path) -> None:
-    before = {p.pid for p in psutil.Process().children(recursive=True)}
     with pytest.raises(CliError, match="agent-0 exited with code 7"):
         up.start_cluster(1, tmp_path / "c", port=free_port(), with_batch=False, resources="cpus:1;crash:1",
                          ready_timeout=30)
-    after = {p.pid for p in psutil.Process().children(recursive=True) if p.status() != psutil.STATUS_ZOMBIE}
-    assert after <= before
+    assert _ours(tmp_path) == []
 
 
 def test_demo_hooks(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
@@ -103,13 +101,16 @@ def test_demo_hooks(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     assert any("boom" in line for line in out)
 
 
-def _live_children() -> set[int]:
-    out = set()
+def _ours(tmp_path: Path) -> list[str]:
+    """The live processes this test started: descendants of this process whose command line names
+    the test's directory (the stubs run ``tmp_path/stub.py`` with work dirs under it). Other
+    children of the test process (clusters of other tests still stopping) are not this test's."""
+    out = []
     for p in psutil.Process().children(recursive=True):
         try:
-            if p.status() != psutil.STATUS_ZOMBIE:
-                out.add(p.pid)
-        except psutil.NoSuchProcess:
+            if p.status() != psutil.STATUS_ZOMBIE and str(tmp_path) in " ".join(p.cmdline()):
+                out.append(f"{p.pid} {' '.join(p.cmdline())}")
+        except psutil.Error:
             pass
     return out
 
@@ -131,7 +132,6 @@ def _interrupt_on_first_idle_sleep(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_up_command_ctrl_c_stops_everything(stubbed: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from click.testing import CliRunner
 
-    before = _live_children()
     _interrupt_on_first_idle_sleep(monkeypatch)
     res = CliRunner().invoke(
         up.up,
@@ -140,7 +140,7 @@ def test_up_command_ctrl_c_stops_everything(stubbed: None, tmp_path: Path, monke
     )
     assert res.exit_code == 0, res.output
     assert "Agora is up: 2 agent(s) registered." in res.output and "stopped." in res.output
-    assert _live_children() <= before
+    assert _ours(tmp_path) == []
 
 
 @pytest.mark.parametrize("succeeds", [True, False])
@@ -153,21 +153,19 @@ def test_up_demo_exit_code(stubbed: None, tmp_path: Path, monkeypatch: pytest.Mo
     demo.run_demo = lambda master_url, batch_url: succeeds  # type: ignore[attr-defined]
     monkeypatch.setitem(sys.modules, "frameworks.batch.demo", demo)
     monkeypatch.setitem(sys.modules, "frameworks.elastic.demo", None)
-    before = _live_children()
     res = CliRunner().invoke(
         up.up,
         ["--agents", "1", "--port", str(free_port()), "--work-dir", str(tmp_path / "c"), "--no-batch",
          "--no-elastic", "--resources", "cpus:1;mem:256", "--demo"],
     )
     assert res.exit_code == (0 if succeeds else 1), res.output
-    assert _live_children() <= before
+    assert _ours(tmp_path) == []
 
 
 def test_bad_resources_are_refused_before_anything_starts(tmp_path: Path) -> None:
-    before = _live_children()
     with pytest.raises(CliError, match="bad --resources"):
         up.start_cluster(1, tmp_path / "c", port=free_port(), with_batch=False, resources="cpus:lots")
-    assert _live_children() <= before
+    assert _ours(tmp_path) == []
 
 
 def test_master_and_agent_opts_are_passed_through(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
