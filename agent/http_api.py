@@ -6,11 +6,11 @@ from __future__ import annotations
 import functools
 from typing import TYPE_CHECKING, Any
 
-import attrs
 from aiohttp import web
 from prometheus_client import generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
+from agent import mesos_views
 from protocol.mesos import TaskInfo
 from protocol.resources import Resources
 
@@ -21,6 +21,7 @@ if TYPE_CHECKING:
 def add_routes(app: web.Application, svc: AgentService) -> None:
     app.router.add_get("/health", functools.partial(health, svc))
     app.router.add_get("/state", functools.partial(state_handler, svc))
+    app.router.add_get("/slave(1)/state", functools.partial(state_handler, svc))
     app.router.add_get("/metrics", functools.partial(metrics, svc))
     app.router.add_get("/flags", functools.partial(flags_handler, svc))
 
@@ -51,23 +52,18 @@ def state(svc: AgentService) -> dict[str, Any]:
             tasks[-1]["usage"] = used.to_json()
         if t.spec.gpu_devices:
             tasks[-1]["gpus"] = list(t.spec.gpu_devices)
-    return {
-        "id": svc.agent_id,
-        "hostname": svc.config.advertised_host,  # what it registered as (the master lists it so)
+    # Mesos' agent /state (agent/mesos_views.py), then Agora's additions
+    return mesos_views.state_json(svc, {
         "master": svc.channel.master if svc.channel else svc.config.master,
         "registered": bool(svc.channel and svc.channel.registered),
-        "version": svc.version,
         "boot_id": svc.boot_id,
         "isolation": svc.isolator.name,
         "isolator": svc.isolator.describe(),
-        "resources": svc.resources.to_legacy_dict(),
-        "attributes": svc.attributes,
         "gpus": gpus_json(svc),
-        "frameworks": sorted(svc.frameworks),
         "tasks": tasks,
         "recovery": svc.recovery_report,
         "stale_frames": svc.channel.stale_frames if svc.channel else 0,
-    }
+    })
 
 def gpus_json(svc: AgentService) -> list[dict[str, Any]]:
     """The agent's GPU devices, each with the tasks holding it (``framework_id/task_id``)."""
@@ -80,19 +76,10 @@ def gpus_json(svc: AgentService) -> list[dict[str, Any]]:
 async def state_handler(svc: AgentService, request: web.Request) -> web.Response:
     return web.json_response(state(svc))
 
-SECRET_FLAGS = frozenset({"token"})  # never shown
-
-
 def flags(svc: AgentService) -> dict[str, str]:
     """The settings the agent runs with (flags and ``--config`` file merged), as Mesos' agent
-    ``/flags`` shows them: by name, values as strings, unset ones and secrets left out."""
-    out: dict[str, str] = {}
-    for f in attrs.fields(type(svc.config)):
-        value = getattr(svc.config, f.name)
-        if value is None or f.name in SECRET_FLAGS:
-            continue
-        out[f.name] = ("true" if value else "false") if isinstance(value, bool) else str(value)
-    return dict(sorted(out.items()))
+    ``/flags`` shows them (``agent/mesos_views.py``, also in ``/state`` and ``GET_FLAGS``)."""
+    return mesos_views.flags(svc)
 
 
 async def flags_handler(svc: AgentService, request: web.Request) -> web.Response:

@@ -20,6 +20,7 @@ import os
 import random
 import ssl
 import threading
+import time
 from typing import Any
 
 import attrs
@@ -232,6 +233,7 @@ class AgentService(Service):
         self.groups: dict[tuple[str, str], tuple[str, ...]] = {}  # (fid, tid) -> group's task ids
         self.group_executors: dict[tuple[str, str], ExecutorInfo] = {}
         self.started_at: dict[tuple[str, str], float] = {}
+        self.start_time = time.time()  # /state's start_time
         self._work: collections.deque[object] = collections.deque()
         self._work_running = False
         self._work_idle = asyncio.Event()
@@ -435,12 +437,16 @@ class AgentService(Service):
         if (http_creds := agent_auth.http_credentials(self.config)) is not None:
             app.middlewares.append(agent_auth.middleware(http_creds))
         http_api.add_routes(app, self)
+        sandbox_files = None
         try:
             from agent import files
 
-            files.add_routes(app, self.checkpoint.sandboxes)
+            sandbox_files = files.add_routes(app, self.checkpoint.sandboxes)
         except ImportError:  # pragma: no cover
             log.warning("agent.files missing: no sandbox browsing")
+        from agent import operator_api
+
+        operator_api.add_routes(app, self, sandbox_files)
         try:
             from agent.executor_api import ExecutorAPI
 

@@ -1,0 +1,229 @@
+"""The agent's state in Mesos' shapes, from the one read model (the tracker, the frameworks it
+runs for, the usage book): ``/state`` (``/slave(1)/state``) as Mesos 1.11's agent writes it
+(``src/slave/http.cpp``: frameworks with their executors, each executor's ``directory`` and its
+tasks), and the v1 agent operator API's ``GET_FRAMEWORKS``, ``GET_EXECUTORS``, ``GET_TASKS`` and
+``GET_CONTAINERS`` (``agent/operator_api.py``).
+
+Executors: a command task runs in an executor of its own (id = the task id, as Mesos' command
+executor); a task group on the DEFAULT executor and the tasks of a CUSTOM executor are listed under
+that executor. A custom executor's ``directory`` is its sandbox; a command task's, its task's
+sandbox; a DEFAULT executor's, the sandbox of its first task (each task of the group has its own,
+named in the task's ``sandbox``).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+from agent.environment import container_id
+from protocol import codec
+from protocol.mesos import ExecutorInfo, FrameworkInfo
+from protocol.resources import Resources
+from protocol.task_states import is_terminal
+
+if TYPE_CHECKING:
+    from agent.service import AgentService
+    from agent.tasks import TaskRecord
+
+SECRET_FLAGS = frozenset({"token"})
+
+
+@attrs.frozen
+class ExecutorView:
+    framework_id: str
+    executor_id: str
+    info: ExecutorInfo | None  # None: a command task's own executor
+    kind: str  # "COMMAND" (the command executor), "DEFAULT" or "CUSTOM"
+    directory: str
+    tasks: tuple[TaskRecord, ...]
+
+
+def _legacy(resources: Any) -> dict[str, float | str]:
+    try:
+        return Resources.from_mesos(resources).to_legacy_dict()
+    except (ValueError, TypeError):
+        return {}
+
+
+def executors(svc: AgentService) -> list[ExecutorView]:
+    """Every executor with a task the agent still tracks, with its tasks."""
+    groups: dict[tuple[str, str], list[TaskRecord]] = {}
+    infos: dict[tuple[str, str], ExecutorInfo | None] = {}
+    for t in svc.tracker.tasks.values():
+        fid, tid = t.key
+        eid = t.spec.executor_id or tid
+        groups.setdefault((fid, eid), []).append(t)
+        info = t.spec.info.executor if t.spec.info is not None else None
+        if info is None and t.spec.executor_id is not None:
+            info = svc.group_executors.get((fid, tid))
+        if info is not None or (fid, eid) not in infos:
+            infos[(fid, eid)] = info
+    out: list[ExecutorView] = []
+    for (fid, eid), tasks in sorted(groups.items()):
+        first = tasks[0]
+        if first.spec.executor_id is None:
+            kind, directory = "COMMAND", svc.checkpoint.sandboxes / fid / first.spec.task_id
+        elif first.spec.pod:
+            kind, directory = "DEFAULT", svc.checkpoint.sandboxes / fid / first.spec.task_id
+        else:
+            kind, directory = "CUSTOM", svc.checkpoint.sandboxes / fid / eid
+        out.append(ExecutorView(fid, eid, infos.get((fid, eid)), kind, str(directory), tuple(tasks)))
+    return out
+
+
+def _container(svc: AgentService, fid: str, eid: str) -> str:
+    return container_id(svc.agent_id or "", fid, eid)
+
+
+def task_json(svc: AgentService, t: TaskRecord) -> dict[str, Any]:
+    """A task as Mesos' agent ``/state`` writes it (``json(Task)``) plus Agora's ``sandbox``."""
+    fid, tid = t.key
+    eid = t.spec.executor_id or tid
+    info = t.spec.info
+    status: dict[str, Any] = {
+        "state": t.state.name,
+        "timestamp": svc.started_at.get((fid, tid), 0.0),
+        "container_status": {"container_id": {"value": _container(svc, fid, eid)}},
+    }
+    out: dict[str, Any] = {
+        "id": tid,
+        "name": t.spec.name,
+        "framework_id": fid,
+        "executor_id": t.spec.executor_id or "",
+        "slave_id": svc.agent_id or "",
+        "state": t.state.name,
+        "resources": _legacy(info.resources) if info is not None else {},
+        "role": _role(svc.frameworks.get(fid)),
+        "statuses": [status],
+        "sandbox": str(svc.checkpoint.sandboxes / fid / tid),  # Agora addition
+    }
+    if info is not None:
+        if info.labels is not None and info.labels.labels:
+            out["labels"] = [codec.to_builtins(lb) for lb in info.labels.labels]
+        if info.health_check is not None:
+            out["health_check"] = codec.to_builtins(info.health_check)
+        if info.discovery is not None:
+            out["discovery"] = codec.to_builtins(info.discovery)
+    return out
+
+
+def _role(fi: FrameworkInfo | None) -> str:
+    if fi is None:
+        return "*"
+    roles = fi.effective_roles()
+    return roles[0] if roles else "*"
+
+
+def executor_json(svc: AgentService, ex: ExecutorView) -> dict[str, Any]:
+    """An executor as Mesos' agent writes it (``ExecutorWriter``)."""
+    live = [t for t in ex.tasks if not is_terminal(t.state)]
+    done = [t for t in ex.tasks if is_terminal(t.state)]
+    if ex.info is not None:
+        name = ex.info.name or ex.executor_id
+        resources = _legacy(ex.info.resources)
+    else:
+        cmd = ex.tasks[0].spec.command
+        name = f"Command Executor (Task: {ex.executor_id}) (Command: {' '.join(cmd.argv) if cmd else ''})"
+        resources = _legacy(ex.tasks[0].spec.info.resources) if ex.tasks[0].spec.info is not None else {}
+    out: dict[str, Any] = {
+        "id": ex.executor_id,
+        "name": name,
+        "framework_id": ex.framework_id,
+        "source": ex.info.source if ex.info is not None and ex.info.source else ex.executor_id,
+        "container": _container(svc, ex.framework_id, ex.executor_id),
+        "directory": ex.directory,
+        "resources": resources,
+        "role": _role(svc.frameworks.get(ex.framework_id)),
+        "type": "CUSTOM" if ex.kind == "COMMAND" else ex.kind,
+        "tasks": [task_json(svc, t) for t in live],
+        "queued_tasks": [],
+        "completed_tasks": [task_json(svc, t) for t in done],
+    }
+    if ex.info is not None and ex.info.labels is not None and ex.info.labels.labels:
+        out["labels"] = [codec.to_builtins(lb) for lb in ex.info.labels.labels]
+    return out
+
+
+def framework_json(svc: AgentService, fid: str, execs: list[ExecutorView]) -> dict[str, Any]:
+    fi = svc.frameworks.get(fid)
+    out: dict[str, Any] = {
+        "id": fid,
+        "name": fi.name if fi is not None else "",
+        "user": fi.user if fi is not None else "",
+        "failover_timeout": float(fi.failover_timeout or 0.0) if fi is not None else 0.0,
+        "checkpoint": bool(fi.checkpoint) if fi is not None else False,
+        "hostname": (fi.hostname or "") if fi is not None else "",
+        "capabilities": sorted(c.type.value for c in fi.capabilities if c.type is not None) if fi is not None else [],
+        "executors": [executor_json(svc, e) for e in execs if e.framework_id == fid],
+        "completed_executors": [],
+    }
+    if fi is not None and fi.principal:
+        out["principal"] = fi.principal
+    if fi is not None and any(c.type is not None and c.type.value == "MULTI_ROLE" for c in fi.capabilities):
+        out["roles"] = list(fi.roles)
+    else:
+        out["role"] = _role(fi)
+    return out
+
+
+def flags(svc: AgentService) -> dict[str, str]:
+    """The settings the agent runs with (flags and ``--config`` file merged) by name, values as
+    strings, unset ones and secrets left out, and the port it listens on."""
+    out: dict[str, str] = {}
+    for f in attrs.fields(type(svc.config)):
+        if f.name in SECRET_FLAGS:
+            continue
+        value = getattr(svc.config, f.name)
+        if value is None:
+            continue
+        out[f.name] = ("true" if value else "false") if isinstance(value, bool) else str(value)
+    out["port"] = str(svc.port)
+    return dict(sorted(out.items()))
+
+
+def state_json(svc: AgentService, additions: dict[str, Any]) -> dict[str, Any]:
+    """``/state`` as Mesos' agent writes it, plus Agora's ``additions`` (documented in
+    ``agent/README.md``)."""
+    execs = executors(svc)
+    fids = sorted({*svc.frameworks, *(e.framework_id for e in execs)})
+    resources = svc.resources.to_legacy_dict()
+    out: dict[str, Any] = {
+        "version": svc.version,
+        "build_date": "",
+        "build_time": 0.0,
+        "build_user": "",
+        "start_time": svc.start_time,
+        "id": svc.agent_id or "",
+        "pid": f"slave(1)@{svc.config.advertised_host}:{svc.port}",
+        "hostname": svc.config.advertised_host,
+        "capabilities": ["MULTI_ROLE", "HIERARCHICAL_ROLE", "TASK_KILLING_STATE"],
+        "resources": resources,
+        "attributes": svc.attributes,
+        "flags": flags(svc),
+        "frameworks": [framework_json(svc, fid, execs) for fid in fids],
+        "completed_frameworks": [],
+        "reserved_resources": {},
+        "reserved_resources_full": {},
+        "unreserved_resources": resources,
+        "unreserved_resources_full": codec.to_builtins(svc.resources.to_mesos()),
+        "reserved_resources_allocated": {},
+        "unreserved_resources_allocated": _allocated(svc),
+    }
+    master = svc.channel.master if svc.channel else None
+    if master:
+        out["master_hostname"] = master.split("://")[-1].rsplit(":", 1)[0].strip("[]")
+    out.update(additions)
+    return out
+
+
+def _allocated(svc: AgentService) -> dict[str, float | str]:
+    total = Resources()
+    for t in svc.tracker.tasks.values():
+        if not is_terminal(t.state) and t.spec.info is not None:
+            try:
+                total = total + Resources.from_mesos(t.spec.info.resources)
+            except (ValueError, TypeError):
+                continue
+    return total.to_legacy_dict()
