@@ -24,8 +24,8 @@ from typing import TYPE_CHECKING, Any
 import aiohttp
 from aiohttp import web
 
-from frameworks.batch.core import JobRecord, TaskLaunch
-from frameworks.batch.model import JOB_TERMINAL, SpecError
+from frameworks.batch.core import ACTIVE, JobRecord, TaskLaunch
+from frameworks.batch.model import JOB_TERMINAL, SpecError, TaskPhase
 from frameworks.service import wire
 from frameworks.service.dispatch import Dispatcher, ServiceTask, TaskState
 from protocol.mesos import CommandInfo, Environment, ExecutorInfo, ExecutorType, TaskInfo
@@ -82,6 +82,7 @@ class WarmServices:
         self.told: set[int] = set()  # jobs whose end was given to the core
         self._forget: set[int] = set()  # ended jobs dropped from memory after their next write
         self._dirty = asyncio.Event()
+        self.closing = False  # the service stops: channels are turned away (the instances come back)
 
     # --- lifecycle -----------------------------------------------------------------------------
 
@@ -97,10 +98,13 @@ class WarmServices:
                 continue
             token, rows = loaded
             restored = {
-                idx: (TaskState(state), failures, result, ended_at)
-                for idx, _, state, failures, _, result, _, ended_at in rows if state != "PENDING"
+                idx: (TaskState(state), failures, sends, result, ended_at)
+                for idx, _, state, failures, sends, result, _, ended_at in rows if state != "PENDING" or sends
             }
             self.dispatch.add(job.job_id, [r[1] for r in rows], token, self.window(job), job.spec.max_retries, restored)
+            for task in job.tasks:  # instances that may still run: their executors connect again
+                if task.phase in ACTIVE and task.current is not None:
+                    self.dispatch.launched(task.task_id, job.job_id, running=task.phase is TaskPhase.RUNNING)
             self._check(job.job_id)
 
     async def flusher(self) -> None:
@@ -126,8 +130,11 @@ class WarmServices:
             self.dispatch.forget(job_id)  # the store has them all now
 
     async def close(self) -> None:
+        """The service stops: the instances are told it goes away (they connect again to the
+        next one, which sends what they had in flight again); the changes are written."""
+        self.closing = True
         for ws in list(self.conns.values()):
-            await ws.close()
+            await ws.close(code=aiohttp.WSCloseCode.GOING_AWAY, message=b"the batch service stops")
         await self.flush()
 
     # --- jobs ----------------------------------------------------------------------------------
@@ -247,6 +254,9 @@ class WarmServices:
             hello = wire.decode(first.data) if first.type is aiohttp.WSMsgType.BINARY else None
         except (TimeoutError, wire.WireError):
             hello = None
+        if self.closing:
+            await ws.close(code=aiohttp.WSCloseCode.GOING_AWAY, message=b"the batch service stops")
+            return ws
         if not isinstance(hello, wire.Hello):
             await ws.close(code=aiohttp.WSCloseCode.POLICY_VIOLATION, message=b"expected hello")
             return ws
@@ -256,6 +266,9 @@ class WarmServices:
             await ws.close(code=aiohttp.WSCloseCode.POLICY_VIOLATION, message=(why or "refused").encode()[:120])
             return ws
         iid, job_id = inst.instance_id, int(inst.owner)
+        old = self.conns.get(iid)
+        if old is not None:  # it connected again: the old channel is dead to it
+            self._spawn(old.close(code=aiohttp.WSCloseCode.GOING_AWAY, message=b"replaced"), "service-channel-close")
         self.conns[iid] = ws
         try:
             run = self.dispatch.runs.get(job_id)

@@ -112,18 +112,18 @@ class Dispatcher:
 
     def add(
         self, job_id: int, inputs: Sequence[str], token: str, window: int, max_retries: int,
-        restored: Mapping[int, tuple[TaskState, int, str | None, float | None]] | None = None,
+        restored: Mapping[int, tuple[TaskState, int, int, str | None, float | None]] | None = None,
     ) -> ServiceRun:
-        """A service job's tasks; ``restored``: index -> (state, failures, result, ended_at) of
-        those that had ended (or were sent: they are sent again) before a restart."""
+        """A service job's tasks; ``restored``: index -> (state, failures, sends, result,
+        ended_at) of those that had ended (or were sent: they are sent again) before a restart."""
         if job_id in self.runs:
             raise ValueError(f"service job {job_id} exists")
         if window < 1:
             raise ValueError(f"window must be >= 1, got {window}")
         run = ServiceRun(job_id, token, window, max_retries, [ServiceTask(i, text) for i, text in enumerate(inputs)])
-        for index, (state, failures, result, ended_at) in (restored or {}).items():
+        for index, (state, failures, sends, result, ended_at) in (restored or {}).items():
             t = run.tasks[index]
-            t.failures = failures
+            t.failures, t.sends = failures, sends
             if state in ENDED:
                 t.state, t.result, t.ended_at = state, result, ended_at
         for t in run.tasks:
@@ -181,6 +181,17 @@ class Dispatcher:
         run = self.runs.get(int(inst.owner))
         if run is None or token != run.token:
             return None, "wrong token"
+        if inst.state is InstanceState.CONNECTED:
+            # It connected again (its channel broke, perhaps unnoticed here yet): what it had in
+            # flight goes back to the front of the queue at no cost (the executor drops the
+            # answers to what was sent on the old channel); sequence numbers go on, so a late
+            # answer on the old channel matches nothing.
+            back = [i for i in inst.inflight.values() if run.tasks[i].state is TaskState.SENT]
+            inst.inflight.clear()
+            for index in reversed(back):
+                self._set(run, run.tasks[index], TaskState.PENDING)
+                run.queue.appendleft(index)
+            return inst, None
         if self.book.connected(instance_id) is None:
             return None, f"instance {instance_id} is {inst.state.name}"
         return inst, None

@@ -14,9 +14,11 @@ command: ``AGORA_SERVICE_COMMAND`` (the user's command, run by ``/bin/sh -c``),
 3. writes each task frame's inputs to the command's stdin, one line each, and sends each output
    line back as that task's result, in order (``frameworks.service.wire``);
 4. on ``stop`` closes the command's stdin and reports TASK_FINISHED once it exits 0 with every
-   task answered; a command that exits otherwise, writes a line for no task, or a channel that
-   closes, fails the instance (TASK_FAILED with why); KILL or SHUTDOWN kill the command
-   (SIGTERM, SIGKILL after the grace) and report TASK_KILLED;
+   task answered; a command that exits otherwise or writes a line for no task, or a channel the
+   framework refuses, fails the instance (TASK_FAILED with why); a channel that closes otherwise
+   (the framework restarts) is opened again for up to ``RECONNECT_WITHIN`` seconds, and the
+   answers to what was sent on the old one are dropped (the framework sends those tasks again);
+   KILL or SHUTDOWN kill the command (SIGTERM, SIGKILL after the grace) and report TASK_KILLED;
 5. exits once its terminal update is acknowledged (or after ``ACK_WAIT`` seconds).
 """
 
@@ -46,6 +48,8 @@ from protocol.task_states import TaskState, is_terminal
 log = logging.getLogger("agora.service.executor")
 
 ACK_WAIT = 10.0
+CONNECT_WITHIN = 10.0  # seconds to open the channel at the start
+RECONNECT_WITHIN = 120.0  # ... and after it closed without a stop (the framework restarts)
 KILL_GRACE = 3.0
 READ_CHUNK = 1 << 16
 
@@ -64,7 +68,8 @@ class Instance:
         self.task_id: str | None = None
         self.proc: asyncio.subprocess.Process | None = None
         self.ws: aiohttp.ClientWebSocketResponse | None = None
-        self.seqs: collections.deque[int] = collections.deque()  # sent to the command, not answered
+        # sent to the command, not answered, in order (None: sent on a channel that closed since)
+        self.seqs: collections.deque[int | None] = collections.deque()
         self.stopping = False  # told to stop: the command's end is the instance's
         self.ended: asyncio.Future[tuple[TaskState, str]] | None = None
         self.unacked: set[bytes] = set()
@@ -145,6 +150,7 @@ class Instance:
             self.ended.set_result((state, message))
 
     async def finish(self, state: TaskState, message: str) -> None:
+        log.info("the instance ends %s: %s", state.value, message)
         await self.kill_command(state is not TaskState.TASK_FINISHED)
         if self.ws is not None:
             await self.ws.close()
@@ -182,29 +188,71 @@ class Instance:
             self.end(TaskState.TASK_FAILED, f"could not start the service command: {exc}")
             return
         await self.update(TaskState.TASK_RUNNING)
-        try:
-            self.ws = await self.http.ws_connect(self.channel_url, max_msg_size=wire.MAX_FRAME, heartbeat=30.0)
-            await self.ws.send_bytes(wire.encode_hello(self.task_id, self.token))
-        except (aiohttp.ClientError, OSError) as exc:
-            self.end(TaskState.TASK_FAILED, f"could not open the channel {self.channel_url}: {exc}")
-            return
         self.pumps += [
-            asyncio.ensure_future(self.from_channel()),
+            asyncio.ensure_future(self.channel()),
             asyncio.ensure_future(self.from_command()),
         ]
 
-    async def from_channel(self) -> None:
-        ws, proc = self.ws, self.proc
-        assert ws is not None and proc is not None and proc.stdin is not None
+    async def connect(self, within: float) -> aiohttp.ClientWebSocketResponse | None:
+        """Open the channel and say hello, trying again (with backoff) for ``within`` seconds."""
+        assert self.http is not None and self.task_id is not None
+        deadline = time.monotonic() + within
+        delay = 0.05
+        while True:
+            try:
+                ws = await self.http.ws_connect(self.channel_url, max_msg_size=wire.MAX_FRAME, heartbeat=30.0)
+                await ws.send_bytes(wire.encode_hello(self.task_id, self.token))
+                return ws
+            except (aiohttp.ClientError, OSError) as exc:
+                if time.monotonic() + delay > deadline:
+                    self.end(TaskState.TASK_FAILED, f"could not open the channel {self.channel_url}: {exc}")
+                    return None
+            await asyncio.sleep(delay)  # backoff between attempts to reach the framework
+            delay = min(delay * 2, 2.0)
+
+    async def channel(self) -> None:
+        """The channel for the instance's life: when the framework goes away (its service
+        restarts) the instance connects again and goes on; what it had in flight is left to the
+        framework, which sends those tasks again (their late answers are dropped here)."""
+        within = CONNECT_WITHIN
+        while True:
+            ws = await self.connect(within)
+            if ws is None:
+                return
+            self.ws = ws
+            code, why = await self.from_channel(ws)
+            self.ws = None
+            if self.stopping or (self.ended is not None and self.ended.done()):
+                return
+            if code == aiohttp.WSCloseCode.POLICY_VIOLATION:
+                self.end(TaskState.TASK_FAILED, f"the framework refused the service channel: {why}")
+                return
+            log.info("the service channel closed (%s %s); connecting again", code, why)
+            for i in range(len(self.seqs)):
+                self.seqs[i] = None  # sent on the old channel: the framework sends them again
+            within = RECONNECT_WITHIN
+
+    async def from_channel(self, ws: aiohttp.ClientWebSocketResponse) -> tuple[int | None, str]:
+        """Tasks from the channel to the command's stdin until the channel closes: its close
+        code and reason."""
+        proc = self.proc
+        assert proc is not None and proc.stdin is not None
         stdin = proc.stdin
-        async for msg in ws:
+        why = ""
+        while True:
+            msg = await ws.receive()
+            if msg.type is aiohttp.WSMsgType.CLOSE:
+                why = str(msg.extra or "")
+                break
             if msg.type is not aiohttp.WSMsgType.BINARY:
+                exc = ws.exception()
+                why = str(exc) if exc is not None else msg.type.name
                 break
             try:
                 m = wire.decode(msg.data)
             except wire.WireError as exc:
                 self.end(TaskState.TASK_FAILED, f"bad frame on the channel: {exc}")
-                return
+                break
             if isinstance(m, wire.Tasks):
                 if self.stopping:
                     continue
@@ -213,16 +261,16 @@ class Instance:
                 try:
                     await stdin.drain()
                 except (BrokenPipeError, ConnectionResetError):
-                    return  # the command is gone: from_command reports it
+                    break  # the command is gone: from_command reports it
             elif isinstance(m, wire.Stop):
                 self.stopping = True
                 stdin.close()
-        if not self.stopping:
-            self.end(TaskState.TASK_FAILED, "the framework closed the service channel")
+        await ws.close()
+        return ws.close_code, why
 
     async def from_command(self) -> None:
-        ws, proc = self.ws, self.proc
-        assert ws is not None and proc is not None and proc.stdout is not None
+        proc = self.proc
+        assert proc is not None and proc.stdout is not None
         stdout = proc.stdout
         pending = b""
         seqs = self.seqs
@@ -237,10 +285,15 @@ class Instance:
                 if not seqs:
                     self.end(TaskState.TASK_FAILED, f"the service command wrote a line for no task: {raw[:80]!r}")
                     return
+                seq = seqs.popleft()
+                if seq is None:
+                    continue  # sent on a channel since closed: the framework sent it again
                 ok, text = wire.parse_output(raw.decode("utf-8", "replace"))
-                items.append((seqs.popleft(), ok, text))
-            if items:
-                await ws.send_bytes(wire.encode_results(items))
+                items.append((seq, ok, text))
+            ws = self.ws
+            if items and ws is not None and not ws.closed:
+                with contextlib.suppress(ConnectionResetError, aiohttp.ClientError):
+                    await ws.send_bytes(wire.encode_results(items))
         code = await proc.wait()
         if self.stopping and code == 0 and not seqs:
             self.end(TaskState.TASK_FINISHED, "stopped")
@@ -248,7 +301,6 @@ class Instance:
             self.end(TaskState.TASK_FAILED, f"the service command was killed by signal {-code}")
         else:
             self.end(TaskState.TASK_FAILED, f"the service command exited with code {code}")
-
 
 
 def main() -> int:

@@ -137,8 +137,10 @@ def test_dirty_tasks_are_handed_out_once_and_restore_resends_what_was_in_flight(
     assert [(j, t.index, t.state) for j, t in d.take_dirty()] == [(1, 0, D), (1, 1, S), (1, 2, S)]
     assert d.take_dirty() == []
     r = Dispatcher()
-    run = r.add(1, ["a", "b", "c"], "tok", 3, 2, restored={0: (D, 0, "A", 1.0), 1: (S, 1, "flaky", None)})
-    assert [(t.state, t.failures, t.result) for t in run.tasks] == [(D, 0, "A"), (P, 1, None), (P, 0, None)]
+    run = r.add(1, ["a", "b", "c"], "tok", 3, 2, restored={0: (D, 0, 1, "A", 1.0), 1: (S, 1, 2, "flaky", None)})
+    assert [(t.state, t.failures, t.sends, t.result) for t in run.tasks] == [
+        (D, 0, 1, "A"), (P, 1, 2, None), (P, 0, 0, None)
+    ]
     assert list(run.queue) == [1, 2] and run.summary()["done"] == 1
 
 
@@ -149,3 +151,18 @@ def test_bad_arguments() -> None:
         d.add(1, ["a"], "tok", window=1, max_retries=0)
     with pytest.raises(ValueError, match="window must be >= 1"):
         d.add(2, ["a"], "tok", window=0, max_retries=0)
+
+
+def test_an_instance_that_connects_again_gets_its_unanswered_tasks_again_with_new_numbers() -> None:
+    d = Dispatcher()
+    d.add(1, ["a", "b", "c"], "tok", window=2, max_retries=0)
+    connected(d, "i1")
+    assert d.take("i1", 0.0) == [(0, "a"), (1, "b")]
+    d.results("i1", [(0, True, "A")], 1.0)
+    inst, why = d.hello("i1", VERSION, "tok")  # its channel broke and it came back
+    assert inst is not None and why is None and inst.inflight == {}
+    assert list(d.runs[1].queue) == [1, 2] and states(d) == [D, P, P]
+    assert d.results("i1", [(1, True, "late B on the old channel")], 2.0) == []
+    assert d.take("i1", 2.0) == [(2, "b"), (3, "c")]
+    t = d.runs[1].tasks[1]
+    assert (t.sends, t.failures) == (2, 0)
