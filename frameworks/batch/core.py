@@ -1384,14 +1384,16 @@ class BatchCore:
         return out
 
     def _offerless(self, offers: Sequence[OfferView]) -> list[OfferView]:
-        """An empty stand-in offer for each (agent, queue) where our time-limited tasks run but
-        no offer is held now (a full agent's offer declined): their resources come back there
-        all the same, so an expected start does not depend on which offers happen to be held."""
+        """An empty stand-in offer for each (agent, queue) where our tasks run but no offer is
+        held now (a full agent's leftover offer was declined, and the master offers nothing
+        without cpus): what those tasks hold comes back there all the same, so neither an
+        expected start nor a preemption depends on which offers happen to be held. Its
+        attributes are the agent's from the master's state."""
         have = {(o.agent_id, o.role) for o in offers}
         attributes = {a.agent_id: a.attributes for a in self.cluster}
         out: dict[tuple[str, str], OfferView] = {}
         for job in self.live.values():
-            if not job.active or not job.spec.time_limit:
+            if not job.active:
                 continue
             for i in job.active:
                 cur = job.tasks[i].current
@@ -1494,7 +1496,7 @@ class BatchCore:
         for pl in p.held_placements:
             if pl.job_id == view.job_id:
                 own_hold[pl.offer_id] = own_hold.get(pl.offer_id, Resources.empty()) + pl.resources
-        for o in offers:
+        for o in [*offers, *self._offerless(offers)]:  # (an agent full of victims may have no offer)
             if not matches(spec, o):
                 continue
             left = p.free_after.get(o.offer_id, o.resources) + own_hold.get(o.offer_id, Resources.empty())

@@ -137,3 +137,17 @@ def test_a_jobs_own_preempt_evicts_only_its_owners_tasks_a_preempting_queue_anyo
     start(ops, ops.schedule([offer("a", 2)], 1), 2)
     ops.submit(spec(cpus=2, priority=10), 3, user="alice")
     assert kills(ops.schedule([offer("a", 0)], 4)) == [("j1-0-0", "preempted by job 2")]
+
+
+def test_victims_on_an_agent_without_an_offer_are_evicted_all_the_same() -> None:
+    """The agent is full: its leftover offer (no cpus) was declined and the master offers nothing
+    without cpus. The preemptor still gets its victim there; the freed cpus come back offered."""
+    core = BatchCore()
+    core.submit(spec(count=2, cpus=1, preemptible=True, priority=1), 0)
+    start(core, core.schedule([offer("a", 2)], 1), 2)
+    high, _ = core.submit(spec(cpus=1, priority=10, preempt=True), 3)
+    eff = core.schedule([], 4)
+    assert kills(eff) == [("j1-0-0", "preempted by job 2")]  # started together: the lower index
+    assert core.job(high).reason == "preempting 1 task(s) of job(s) 1"
+    core.on_update("j1-0-0", S.TASK_KILLED, 5)
+    assert launches(core.schedule([offer("a", 1)], 6)) == ["j2-0-0"]
