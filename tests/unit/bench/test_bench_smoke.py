@@ -104,6 +104,12 @@ def test_service_smoke() -> None:
 
 
 @pytest.mark.slow
+def test_submit_smoke() -> None:
+    data = _run("submit.py", "--jobs", "3", "--runs", "1")
+    assert data["bench"] == "submit" and data["figures"]["submit_to_running_p50_ms"]["median"] > 0
+
+
+@pytest.mark.slow
 def test_e2e_smoke() -> None:
     data = _run("e2e.py", "--tasks", "30", "--agents", "1", "--slots", "8", "--runs", "1")
     assert data["bench"] == "e2e"
