@@ -155,6 +155,7 @@ class BatchService(Service, Scheduler):
         self.config = config or BatchConfig()  # users, fair share, limits (--config batch.toml)
         self.usage_interval = usage_interval  # seconds between writes of the users' usage
         self.log_tail = log_tail  # bytes of each stream of an ended attempt kept in the store (0: none)
+        self._tail_slots = asyncio.Semaphore(4)
         self.principal = principal
         self.work_dir = work_dir
         self.host = host
@@ -395,14 +396,29 @@ class BatchService(Service, Scheduler):
         if driver is None or driver.framework_id is None or agent is None or self._http is None:
             log.warning("batch: cannot keep the output of %s: its agent %s is not known here", task_id, agent_id)
             return
-        for stream in ("stdout", "stderr"):
-            path = f"{driver.framework_id}/{task_id}/{stream}"
+        box = f"{driver.framework_id}/{task_id}"
+        async with self._tail_slots:  # many attempts ending at once: a few copies at a time
             try:
-                tail = await self._read_tail(agent, path)
-                if tail is not None:
-                    await self.store.open().asave_tail(job_id, task_id, stream, tail)
+                # one listing tells which streams hold anything (a task that printed nothing costs
+                # one request); a rotated stream has stdout.1 ... beside stdout
+                async with self._http.get(f"{agent}/files/browse", params={"path": box},
+                                          headers=self._agent_headers) as resp:
+                    if resp.status == 404:
+                        return  # no sandbox: nothing to keep
+                    if resp.status != 200:
+                        raise ValueError(f"HTTP {resp.status}: {(await resp.text())[:200]}")
+                    listing = await resp.json()
+                names = {str(e["path"]).rsplit("/", 1)[-1] for e in listing if int(e.get("size", 0)) > 0}
+                tails: dict[str, KeptTail] = {}
+                for stream in ("stdout", "stderr"):
+                    if any(n == stream or n.startswith(stream + ".") for n in names):
+                        tail = await self._read_tail(agent, f"{box}/{stream}")
+                        if tail is not None and tail.data:
+                            tails[stream] = tail
+                if tails:
+                    await self.store.open().asave_tails(job_id, task_id, tails)
             except (aiohttp.ClientError, TimeoutError, ValueError, KeyError, TypeError) as exc:
-                log.warning("batch: cannot keep the %s of %s from agent %s: %s", stream, task_id, agent_id, exc)
+                log.warning("batch: cannot keep the output of %s from agent %s: %s", task_id, agent_id, exc)
 
     async def _read_tail(self, agent: str, path: str) -> KeptTail | None:
         """The last ``log_tail`` bytes of ``path`` in the agent's sandboxes (None: no such file)."""

@@ -550,13 +550,20 @@ class JobStore:
         with self._lock:
             return list(self._db.execute(sql, args).fetchall())
 
-    def save_tail(self, job_id: int, task_id: str, stream: str, tail: KeptTail) -> None:
-        """Keep the last bytes of an attempt's ``stream`` (``frameworks/batch/logtail.py``)."""
+    def save_tails(self, job_id: int, task_id: str, tails: Mapping[str, KeptTail]) -> None:
+        """Keep the last bytes of an attempt's streams (``frameworks/batch/logtail.py``), one
+        transaction for all of them."""
         with self._lock:
-            self._db.execute(
-                "INSERT OR REPLACE INTO log_tails (task_id, stream, job_id, start, data) VALUES (?, ?, ?, ?, ?)",
-                (task_id, stream, job_id, tail.start, tail.data),
-            )
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                self._db.executemany(
+                    "INSERT OR REPLACE INTO log_tails (task_id, stream, job_id, start, data) VALUES (?, ?, ?, ?, ?)",
+                    [(task_id, stream, job_id, t.start, t.data) for stream, t in tails.items()],
+                )
+                self._db.execute("COMMIT")
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
 
     def tail(self, task_id: str, stream: str) -> KeptTail | None:
         with self._lock:
@@ -565,8 +572,8 @@ class JobStore:
             ).fetchone()
         return None if row is None else KeptTail(int(row[0]), bytes(row[1]))
 
-    async def asave_tail(self, job_id: int, task_id: str, stream: str, tail: KeptTail) -> None:
-        await asyncio.get_running_loop().run_in_executor(self._writer, self.save_tail, job_id, task_id, stream, tail)
+    async def asave_tails(self, job_id: int, task_id: str, tails: Mapping[str, KeptTail]) -> None:
+        await asyncio.get_running_loop().run_in_executor(self._writer, self.save_tails, job_id, task_id, dict(tails))
 
     def get_meta(self, key: str) -> str | None:
         with self._lock:

@@ -207,10 +207,9 @@ def test_kept_output_is_stored_per_attempt_and_stream_and_purged_with_its_job(tm
 
     store = JobStore(tmp_path / "jobs.db")
     try:
-        store.save_tail(1, "batch-1-0-0", "stdout", KeptTail(100, b"last words\n"))
-        store.save_tail(1, "batch-1-0-0", "stderr", KeptTail(0, b"oops\n"))
-        store.save_tail(2, "batch-2-0-0", "stdout", KeptTail(0, b"kept\n"))
-        store.save_tail(1, "batch-1-0-0", "stdout", KeptTail(200, b"later words\n"))  # the same attempt again
+        store.save_tails(1, "batch-1-0-0", {"stdout": KeptTail(100, b"last words\n"), "stderr": KeptTail(0, b"oops\n")})
+        store.save_tails(2, "batch-2-0-0", {"stdout": KeptTail(0, b"kept\n")})
+        store.save_tails(1, "batch-1-0-0", {"stdout": KeptTail(200, b"later words\n")})  # the same attempt again
         assert store.tail("batch-1-0-0", "stdout") == KeptTail(200, b"later words\n")
         assert store.tail("batch-1-0-0", "stderr") == KeptTail(0, b"oops\n")
         assert store.tail("batch-1-0-1", "stdout") is None
