@@ -215,7 +215,7 @@ async def main(args: argparse.Namespace) -> int:
         procs.extend(agents)
         batch: Proc | None = None
         if not args.skip_batch:
-            batch = await start_batch(master.address, base / "batch")
+            batch = await start_batch(master.address, base / "batch", *args.batch_arg)
             procs.append(batch)
         if args.warmup:
             log(f"warm-up: {args.warmup} tasks")
@@ -372,6 +372,7 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--keep", action="store_true", help="keep the temporary work directory")
     p.add_argument("--master-arg", action="append", default=[], help="extra flag for agora-master")
     p.add_argument("--agent-arg", action="append", default=[], help="extra flag for agora-agent")
+    p.add_argument("--batch-arg", action="append", default=[], help="extra flag for the batch service")
     return p.parse_args(argv)
 
 
