@@ -110,6 +110,13 @@ def test_submit_smoke() -> None:
 
 
 @pytest.mark.slow
+def test_scaling_smoke() -> None:
+    data = _run("scaling.py", "--max-agents", "2", "--tasks", "30", "--slots", "4", "--runs", "1")
+    assert data["bench"] == "scaling" and [s["agents"] for s in data["sizes"]] == [1, 2]
+    assert all(s["native_rate"]["median"] > 0 for s in data["sizes"])
+
+
+@pytest.mark.slow
 def test_e2e_smoke() -> None:
     data = _run("e2e.py", "--tasks", "30", "--agents", "1", "--slots", "8", "--runs", "1")
     assert data["bench"] == "e2e"
