@@ -44,7 +44,8 @@ from protocol.config_cli import apply_config
 )
 @click.option(
     "--preempt-queues", default="", show_default=True,
-    help="Comma-separated queues whose jobs preempt lower-priority preemptible tasks (as if submitted with --preempt).",
+    help="Comma-separated queues whose jobs preempt lower-priority preemptible tasks of any user in the queue "
+    "(a job's own --preempt evicts only its owner's).",
 )
 def main(
     conn: ServiceConnection, host: str, advertise: str | None, port: int, work_dir: Path, roles: str,
