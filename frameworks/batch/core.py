@@ -704,6 +704,8 @@ class BatchCore:
         job = self.job(job_id)
         if job.periodic:
             raise BatchError(f"job {job_id} is periodic; its runs can be requeued, not the schedule")
+        if job.spec.service:
+            raise BatchError(f"job {job_id} is a service job; submit it again to run its service tasks again")
         if job.state is JobState.PENDING and not any(t.history for t in job.tasks):
             raise BatchError(f"job {job_id} is pending and has never run; nothing to requeue")
         effects: list[Effect] = []

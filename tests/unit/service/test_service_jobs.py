@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from frameworks.batch.core import BatchCore, Launch
+from frameworks.batch.core import BatchCore, BatchError, Launch
 from frameworks.batch.model import JobSpec, JobState, SpecError, TaskPhase, spec_from_dict, spec_to_dict
 from frameworks.batch.planner import OfferView
 from frameworks.batch.warm import inputs_of
@@ -49,6 +49,15 @@ def test_all_service_tasks_done_succeeds_even_if_an_instance_is_killed_while_sto
     job = core.job(jid)
     assert job.state is JobState.SUCCEEDED and job.reason is None
     assert core.service_finished(jid, None, 4) == []  # already ended
+
+
+def test_a_service_job_is_not_requeued() -> None:
+    core = BatchCore()
+    jid, _ = core.submit(service(count=1), now=0)
+    core.schedule([offer()], now=0)
+    core.on_update("j1-0-0", S.TASK_RUNNING, 1)
+    with pytest.raises(BatchError, match="is a service job; submit it again"):
+        core.requeue(jid, 2, "alice")
 
 
 def test_service_spec_round_trips_and_its_rules() -> None:
