@@ -19,6 +19,7 @@ import secrets
 import shlex
 import sys
 from collections.abc import Coroutine, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import aiohttp
@@ -207,6 +208,8 @@ class WarmServices:
             AGORA_SERVICE_CHANNEL=self.channel_url(),
             AGORA_SERVICE_TOKEN=run.token if run is not None else "",
         )
+        if self.svc.conn.ca is not None:  # a TLS cluster: the agents and this service are https
+            env["AGORA_SERVICE_CA"] = str(Path(self.svc.conn.ca).resolve())
         executor = ExecutorInfo(
             executor_id=ExecutorID(t.task_id),
             type=ExecutorType.CUSTOM,

@@ -13,13 +13,15 @@
 
 ``map`` returns the results in input order, or raises ``ServiceJobFailed`` naming the service
 tasks that failed (with their messages) and carrying every result. Authentication as the CLI:
-``token`` (Bearer) or ``principal`` with ``secret`` (HTTP Basic).
+``token`` (Bearer) or ``principal`` with ``secret`` (HTTP Basic); ``ca``: the cluster CA of an
+https service.
 """
 
 from __future__ import annotations
 
 import base64
 import json
+import ssl
 import time
 import urllib.error
 import urllib.parse
@@ -61,10 +63,11 @@ class ServiceJobFailed(ServiceError):
 class ServiceClient:
     def __init__(
         self, batch_url: str, *, token: str | None = None, principal: str | None = None, secret: str | None = None,
-        timeout: float = 60.0,
+        ca: str | None = None, timeout: float = 60.0,
     ) -> None:
         self.url = batch_url.rstrip("/")
         self.timeout = timeout
+        self.ssl = ssl.create_default_context(cafile=ca) if ca else None  # an https service: the cluster CA
         self.headers = {"Content-Type": "application/json", "Accept": "application/json"}
         if token:
             self.headers["Authorization"] = f"Bearer {token}"
@@ -76,7 +79,7 @@ class ServiceClient:
         data = json.dumps(body).encode() if body is not None else None
         req = urllib.request.Request(self.url + path, data=data, method=method, headers=self.headers)
         try:
-            with urllib.request.urlopen(req, timeout=self.timeout) as resp:
+            with urllib.request.urlopen(req, timeout=self.timeout, context=self.ssl) as resp:
                 return json.loads(resp.read())
         except urllib.error.HTTPError as exc:
             try:

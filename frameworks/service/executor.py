@@ -5,7 +5,8 @@ The agent starts it with the executor environment (``MESOS_AGENT_ENDPOINT``,
 ``MESOS_FRAMEWORK_ID``, ``MESOS_EXECUTOR_ID``) plus what the framework put in the executor's
 command: ``AGORA_SERVICE_COMMAND`` (the user's command, run by ``/bin/sh -c``),
 ``AGORA_SERVICE_CHANNEL`` (the framework's ``ws://`` or ``wss://`` channel URL) and
-``AGORA_SERVICE_TOKEN``. It:
+``AGORA_SERVICE_TOKEN`` (and on a TLS cluster ``AGORA_SERVICE_CA``: the agent's API is then
+https and the channel wss, both verified with that CA). It:
 
 1. subscribes to the agent's executor API (``POST /api/v1/executor``, RecordIO JSON events);
 2. on LAUNCH reports TASK_RUNNING, starts the command with pipes on its stdin and stdout (its
@@ -31,6 +32,7 @@ import contextlib
 import logging
 import os
 import signal
+import ssl
 import sys
 import time
 import uuid
@@ -62,9 +64,12 @@ class Instance:
         self.command = env["AGORA_SERVICE_COMMAND"]
         self.channel_url = env["AGORA_SERVICE_CHANNEL"]
         self.token = env.get("AGORA_SERVICE_TOKEN", "")
+        # a TLS cluster: the agent's API and the channel are https/wss, verified with this CA
+        ca = env.get("AGORA_SERVICE_CA")
+        self.ssl: ssl.SSLContext | bool = ssl.create_default_context(cafile=ca) if ca else True
         grace = env.get("MESOS_EXECUTOR_SHUTDOWN_GRACE_PERIOD", "")
         self.grace = KILL_GRACE if not grace.endswith("secs") else min(KILL_GRACE, float(grace[:-4]) * 0.5)
-        self.url = f"http://{self.agent}/api/v1/executor"
+        self.url = f"{'https' if ca else 'http'}://{self.agent}/api/v1/executor"
         self.task_id: str | None = None
         self.proc: asyncio.subprocess.Process | None = None
         self.ws: aiohttp.ClientWebSocketResponse | None = None
@@ -96,7 +101,8 @@ class Instance:
     async def run(self) -> int:
         self.ended = asyncio.get_running_loop().create_future()
         timeout = aiohttp.ClientTimeout(total=None, sock_connect=10)
-        async with aiohttp.ClientSession(timeout=timeout) as self.http:
+        connector = aiohttp.TCPConnector(ssl=self.ssl)
+        async with aiohttp.ClientSession(timeout=timeout, connector=connector) as self.http:
             call = ExecutorCall.make_subscribe(FrameworkID(self.fid), ExecutorID(self.eid))
             async with self.http.post(
                 self.url, data=encode_json(call), headers={"Content-Type": JSON, "Accept": JSON}
