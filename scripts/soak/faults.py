@@ -15,8 +15,12 @@ Phases, on one cluster (``--work-dir``, default a temporary directory, kept with
    again and the framework is subscribed; for an agent, until its ``registered with master`` line.
    Then launching stops, every task is waited for, and each task's updates are counted: a task
    must end ``TASK_FINISHED`` with exactly one terminal update (updates resent with the same uuid
-   are counted apart; reconciliation answers are restatements, not updates). No task process may
-   outlive its task.
+   are counted apart; reconciliation answers are restatements, not updates). A launch whose
+   ACCEPT crossed its offer's rescind (an agent was just killed) is refused by the master with
+   one ``TASK_LOST`` (``REASON_INVALID_OFFERS``) and never reaches an agent: counted apart as
+   ``refused_at_accept``, not as lost; so is a launch the agent had recorded but not yet started
+   when it was killed (one ``TASK_LOST`` "Agent restarted before the task was launched", it never
+   runs): ``never_started``. No task process may outlive its task.
 2. **fuzz.** ``--fuzz`` requests from ``tests/fuzzing.py`` (hypothesis; every endpoint of the
    master and an agent, both codecs, Unicode edge cases, malformed heads), with the framework's
    own id and stream id: 5xx answers, connections broken without an answer and event streams that
@@ -41,8 +45,9 @@ import socket
 import sys
 import tempfile
 import time
+import traceback
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Awaitable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -201,7 +206,7 @@ def count_updates(rec: Recorder, tids: list[str]) -> dict[str, Any]:
         if s.reason is Reason.REASON_RECONCILIATION:
             continue  # a restatement of what the master knows, not an update
         by.setdefault(s.task_id.value, []).append(s)
-    finished = lost = duplicates = resent = no_end = 0
+    finished = lost = refused = never_started = duplicates = resent = no_end = 0
     ends: Counter[str] = Counter()
     for tid in tids:
         terminal = [s for s in by.get(tid, []) if is_terminal(s.state)]
@@ -215,12 +220,21 @@ def count_updates(rec: Recorder, tids: list[str]) -> dict[str, Any]:
         ends[terminal[0].state.name] += 1
         if terminal[0].state is TaskState.TASK_FINISHED:
             finished += 1
+        elif terminal[0].reason is Reason.REASON_INVALID_OFFERS and len(by[tid]) == 1:
+            # its ACCEPT named an offer the master no longer held (rescinded as its agent was
+            # killed): the launch was refused, the task never reached an agent, told once
+            refused += 1
+        elif (terminal[0].reason is Reason.REASON_AGENT_RESTARTED and len(by[tid]) == 1
+              and (terminal[0].message or "").startswith("Agent restarted before the task was launched")):
+            # the agent recorded the launch and was killed before starting it: reported once,
+            # it never ran (Mesos does the same; RELIABILITY R4)
+            never_started += 1
         else:
             lost += 1
             trail = ", ".join(f"{rec.at.get(id(s), '?')} {s.state.name}/{s.reason.name if s.reason else '-'}/{s.source.name if s.source else '-'}: {s.message or ''}"
                               for s in by[tid])
             print(f"  not finished: {tid}: {trail}", flush=True)
-    return {"finished": finished, "lost": lost, "no_end": no_end, "duplicates": duplicates, "resent": resent, "ends": dict(ends)}
+    return {"finished": finished, "refused_at_accept": refused, "never_started": never_started, "lost": lost, "no_end": no_end, "duplicates": duplicates, "resent": resent, "ends": dict(ends)}
 
 
 async def kill_loop(cl: Cluster, d: SchedulerDriver, rec: Recorder, args: argparse.Namespace, out: dict[str, Any]) -> None:
@@ -360,14 +374,27 @@ async def exhaustion(cl: Cluster, d: SchedulerDriver, args: argparse.Namespace, 
                flood_subscribe_max=max(subs, default=0.0), flood_call_max=max(calls, default=0.0))
 
 
-async def launch_one(d: SchedulerDriver, rec: Recorder, tid: str) -> TaskState:
+async def phase(name: str, out: dict[str, Any], work: Awaitable[Any]) -> None:
+    """Run one phase; a failure is recorded as ``<name>_error`` (the figures still print)."""
+    try:
+        await work
+    except Exception as e:
+        traceback.print_exc()
+        out[f"{name}_error"] = repr(e)[:300]
+
+
+async def launch_one(d: SchedulerDriver, rec: Recorder, tid: str, out: dict[str, Any]) -> None:
+    """Launch ``true`` as ``tid``; ``out[tid]`` is how it ended."""
     await d.revive()
-    await d.wait_for(lambda: any(o.available.scalar("cpus") >= 0.1 for o in d.offers), 60)
-    offer = next(o for o in d.offers if o.available.scalar("cpus") >= 0.1)
+    def fits(o: Any) -> bool:
+        return bool(o.available.scalar("cpus") >= 0.1 and o.available.scalar("mem") >= 16)
+
+    await d.wait_for(lambda: any(fits(o) for o in d.offers), 60)
+    offer = next(o for o in d.offers if fits(o))
     await d.launch(offer.offer_id, [TaskInfo(name=tid, task_id=TaskID(tid), resources=Resources.parse("cpus:0.1;mem:16").to_mesos(),
                                              command=CommandInfo(value="true"))])
     await d.wait_for(lambda: _ended(rec, tid), 60)
-    return next(s.state for s in rec.updates if s.task_id.value == tid and is_terminal(s.state))
+    out[tid] = next(s.state for s in rec.updates if s.task_id.value == tid and is_terminal(s.state)).name
 
 
 async def main_async(args: argparse.Namespace, work: Path) -> dict[str, Any]:
@@ -384,16 +411,16 @@ async def main_async(args: argparse.Namespace, work: Path) -> dict[str, Any]:
             await d.wait_subscribed(60)
             if args.master_kills + args.agent_kills:
                 print(f"kill -9 loop: {args.master_kills} master and {args.agent_kills} agent kills, {args.tasks} tasks in flight", flush=True)
-                await kill_loop(cl, d, rec, args, out)
+                await phase("kill_loop", out, kill_loop(cl, d, rec, args, out))
             if args.fuzz:
                 print(f"fuzz: {args.fuzz} requests", flush=True)
-                await asyncio.to_thread(fuzz, cl, d, args.fuzz, args.seed, out)
+                await phase("fuzz", out, asyncio.to_thread(fuzz, cl, d, args.fuzz, args.seed, out))
                 await d.wait_subscribed(30)
-                out["launch_after_fuzz"] = (await launch_one(d, rec, "after-fuzz")).name
+                await phase("launch_after_fuzz", out, launch_one(d, rec, "after-fuzz", out))
             if args.floods:
                 print(f"connection exhaustion: {2 * args.flood} sockets, {args.floods} agent restarts under them", flush=True)
-                await exhaustion(cl, d, args, out)
-                out["launch_after_flood"] = (await launch_one(d, rec, "after-flood")).name
+                await phase("flood", out, exhaustion(cl, d, args, out))
+                await phase("launch_after_flood", out, launch_one(d, rec, "after-flood", out))
     finally:
         cl.stop()
     out["seconds"] = time.monotonic() - t0
@@ -405,8 +432,8 @@ def report(out: dict[str, Any]) -> int:
     for k, v in out.items():
         print(f"{k:28} {v:.2f}" if isinstance(v, float) else f"{k:28} {v}")
     must_be_zero = ["lost", "no_end", "duplicates", "orphan_processes", "fuzz_5xx", "fuzz_broken", "fuzz_stream_without_event"]
-    bad = [k for k in must_be_zero if out.get(k, 0)]
-    for k in ("launch_after_fuzz", "launch_after_flood"):
+    bad = [k for k in must_be_zero if out.get(k, 0)] + [k for k in out if k.endswith("_error")]
+    for k in ("after-fuzz", "after-flood"):
         if k in out and out[k] != "TASK_FINISHED":
             bad.append(k)
     print("\nOK" if not bad else f"\nFAILED: {', '.join(bad)}")
