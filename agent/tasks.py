@@ -47,6 +47,7 @@ class KillReason(enum.Enum):
     AGENT_SHUTDOWN = "AGENT_SHUTDOWN"
     DRAINING = "DRAINING"  # the master drains this agent (DRAIN_AGENT)
     HEALTH = "HEALTH"  # its health check failed consecutive_failures times (agent/health.py)
+    MAX_COMPLETION = "MAX_COMPLETION"  # TaskInfo.max_completion_time passed
 
 
 _KILL_OUTCOME: dict[KillReason, tuple[TaskState, str | None]] = {
@@ -58,6 +59,7 @@ _KILL_OUTCOME: dict[KillReason, tuple[TaskState, str | None]] = {
     KillReason.AGENT_SHUTDOWN: (S.TASK_KILLED, "REASON_AGENT_REMOVED_BY_OPERATOR"),
     KillReason.DRAINING: (S.TASK_KILLED, "REASON_AGENT_DRAINING"),
     KillReason.HEALTH: (S.TASK_KILLED, None),
+    KillReason.MAX_COMPLETION: (S.TASK_FAILED, "REASON_MAX_COMPLETION_TIME_REACHED"),
 }
 
 _LIMITATIONS = frozenset({KillReason.MEMORY, KillReason.DISK})
@@ -449,6 +451,7 @@ class TaskRecord:
     fetching: bool = False  # its URIs are being fetched (no process yet)
     launch_note: str | None = None  # what the fetch did, for the TASK_RUNNING message
     healthy: bool | None = None  # the last health check verdict reported
+    completion_deadline: float | None = None  # max_completion_time: failed if still running then
 
     @property
     def key(self) -> TaskKey:
@@ -505,6 +508,8 @@ class TaskTracker:
 
     def next_deadline(self) -> float | None:
         ds = [t.kill_deadline for t in self.tasks.values() if t.kill_deadline is not None and not t.terminal]
+        ds += [t.completion_deadline for t in self.tasks.values()
+               if t.completion_deadline is not None and not t.terminal and t.kill_reason is None]
         return min(ds) if ds else None
 
     # --- events ----------------------------------------------------------------------------
@@ -684,6 +689,8 @@ class TaskTracker:
             return [SignalTask(fid, tid, "KILL")] if t is not None else []
         t.pid = pid
         out: list[Effect] = []
+        if t.spec.max_completion is not None and t.completion_deadline is None:
+            t.completion_deadline = now + t.spec.max_completion
         if t.state in (S.TASK_STAGING, S.TASK_STARTING):
             self._move(t, S.TASK_RUNNING)
             note = f" ({t.launch_note})" if t.launch_note else ""
@@ -793,6 +800,13 @@ class TaskTracker:
 
     def _tick(self, now: float) -> list[Effect]:
         out: list[Effect] = []
+        for t in list(self.tasks.values()):
+            if (t.completion_deadline is not None and t.completion_deadline <= now and not t.terminal
+                    and t.kill_reason is None):
+                limit = t.spec.max_completion
+                t.completion_deadline = None
+                out.extend(self._kill(t, None, KillReason.MAX_COMPLETION, now,
+                                      f"Task exceeded its max_completion_time of {limit:g} s"))
         for t in self.tasks.values():
             if t.terminal or t.kill_deadline is None or t.kill_deadline > now or t.pid is None:
                 continue
@@ -920,6 +934,8 @@ class TaskTracker:
             if t.state in (S.TASK_STAGING, S.TASK_STARTING):
                 self._move(t, S.TASK_RUNNING)
                 out.append(EmitStatus(fid, tid, S.TASK_RUNNING, message=f"pid {r.pid} (recovered)"))
+            if r.kill_reason is None and spec.max_completion is not None:
+                t.completion_deadline = now + spec.max_completion  # the clock starts over
             if r.kill_reason is None and (spec.health is not None or spec.check is not None):
                 out.append(StartChecks(spec))  # checking starts over (grace period included)
             if r.kill_reason is not None:

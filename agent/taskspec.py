@@ -104,6 +104,7 @@ class TaskSpec:
     # a task of a task group launched on the DEFAULT executor (LAUNCH_GROUP, no executor command):
     # the agent runs its command itself under ``executor_id``; ``group``: the group's task ids
     group: tuple[str, ...] = ()
+    max_completion: float | None = None  # TaskInfo.max_completion_time (seconds), command tasks
 
     @property
     def pod(self) -> bool:
@@ -196,6 +197,11 @@ def task_spec(
     if task.kill_policy is not None and task.kill_policy.grace_period is not None:
         grace = _seconds(task.kill_policy.grace_period.nanoseconds)
     revocable = bool(res.revocable())
+    max_completion = None
+    if task.max_completion_time is not None:
+        max_completion = _seconds(task.max_completion_time.nanoseconds)
+        if task.command is None or (ex is not None and not (ex.type is ExecutorType.DEFAULT and ex.command is None)):
+            max_completion = None  # a CUSTOM executor gets it in the TaskInfo and enforces it
     common = {
         "framework_id": framework_id,
         "task_id": tid,
@@ -208,6 +214,7 @@ def task_spec(
         "killing_state": killing_state,
         "gpus": max(0.0, res.scalar("gpus")),
         "info": task,
+        "max_completion": max_completion,
     }
     if task.command is not None and ex is None:
         health, check = checks(task)
