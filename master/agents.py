@@ -353,6 +353,13 @@ class AgentRules(CoreBase):
                     self._op_task_updated(task, rt.state, rt.status, now, fx)
             if rt.status is not None:
                 task.statuses.append(rt.status)
+            elif not task.statuses:
+                # the agent holds no status for it any more (all acknowledged): its state as of
+                # now, so that a task always has a status, as a Mesos agent's Task does
+                task.statuses.append(mesos.TaskStatus(
+                    task_id=rt.task_id, state=rt.state, source=mesos.Source.SOURCE_AGENT,
+                    agent_id=mesos.AgentID(ag.agent_id), executor_id=rt.executor_id, timestamp=now,
+                ))
             if added:
                 self._op_task_added(task, fx)
             if rt.executor_id is not None:

@@ -19,6 +19,7 @@ import asyncio
 import json
 import os
 import stat
+import sys
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs
@@ -106,12 +107,17 @@ class MesosEndpoints(StateViews):
     def mesos_routes(self) -> list[web.RouteDef]:
         out: list[web.RouteDef] = []
         for prefix in ("", "/master"):
+            # libprocess serves an endpoint with a trailing slash too (tools ask for
+            # '/master/frameworks/')
+            for slash in ("", "/"):
+                out += [
+                    web.get(prefix + "/slaves" + slash, self._guard(self.slaves)),
+                    web.get(prefix + "/frameworks" + slash, self._guard(self.frameworks)),
+                    web.get(prefix + "/tasks" + slash, self._guard(self.tasks)),
+                    web.get(prefix + "/roles" + slash, self._guard(self.roles)),
+                    web.get(prefix + "/flags" + slash, self._guard(self.flags)),
+                ]
             out += [
-                web.get(prefix + "/slaves", self._guard(self.slaves)),
-                web.get(prefix + "/frameworks", self._guard(self.frameworks)),
-                web.get(prefix + "/tasks", self._guard(self.tasks)),
-                web.get(prefix + "/roles", self._guard(self.roles)),
-                web.get(prefix + "/flags", self._guard(self.flags)),
                 web.route("*", prefix + "/weights", self._guard(self.weights)),
                 web.route("*", prefix + "/quota", self._guard(self.quota)),
                 web.route("*", prefix + "/quota/{role:.+}", self._guard(self.quota)),
@@ -185,8 +191,10 @@ class MesosEndpoints(StateViews):
 
         limit = _int_query(request, "limit", TASK_LIMIT)
         offset = _int_query(request, "offset", 0)
-        if limit < 0 or offset < 0:
-            raise BadRequest(400, "'limit' and 'offset' must not be negative")
+        if limit < 0:  # Mesos reads it as an unsigned number: -1 (tools send it) is "all"
+            limit = sys.maxsize
+        if offset < 0:
+            raise BadRequest(400, "'offset' must not be negative")
         ascending = request.query.get("order") == "asc"
         body = self.tasks_json(request.query.get("framework_id"), request.query.get("task_id"), limit, offset,
                                ascending, visible=task_filter(self.svc, request))

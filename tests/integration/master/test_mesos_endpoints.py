@@ -140,6 +140,11 @@ async def test_state_accounting_and_shapes(fast_master: MasterService) -> None:
             assert (await get(s, svc.url + "/tasks?framework_id=nope"))["tasks"] == []
             async with s.get(svc.url + "/tasks?limit=x") as r:
                 assert r.status == 400
+            # limit=-1 is "all" (Mesos reads it unsigned; the Mesos CLI sends it), and every
+            # endpoint is served with a trailing slash as libprocess serves it
+            assert len((await get(s, svc.url + "/tasks?limit=-1&order=asc"))["tasks"]) == 3
+            assert (await get(s, svc.url + "/master/frameworks/"))["frameworks"][0]["id"] == fid
+            assert len((await get(s, svc.url + "/master/tasks/"))["tasks"]) == 3
 
             # /roles, /flags
             roles = await get(s, svc.url + "/roles")

@@ -123,6 +123,10 @@ async def test_kill9_restart_keeps_tasks_and_reconciles(tmp_path: Path) -> None:
             async with session.get(url + "/state") as r:
                 state = await r.json()
             assert state["slaves"][0]["id"] == aid and state["frameworks"][0]["id"] == fid
+            # every re-registered task has a status (tools read the state from the last one)
+            async with session.get(url + "/tasks") as r:
+                now_tasks = (await r.json())["tasks"]
+            assert {t["id"]: t["statuses"][-1]["state"] for t in now_tasks} == {"r1": "TASK_RUNNING", "r2": "TASK_RUNNING"}
             await s2.close()
     if agent is not None:
         await agent.close()
