@@ -42,6 +42,43 @@ class ExecutorGlue:
         return self.svc.group_executors.get((spec.framework_id, spec.task_id))
 
     def start(self, eff: tk.StartExecutor) -> None:
+        """Start the executor; its ``CommandInfo.uris`` are fetched into its sandbox first (the
+        fetcher, as for command tasks; a failed fetch ends it before it starts)."""
+        info = self._executor_info(eff.spec)
+        if info is not None and info.command is not None and info.command.uris:
+            self.svc.spawn(self._fetch_then_start(eff, info), name=f"fetch-executor-{eff.executor_id}")
+            return
+        self._start(eff)
+
+    async def _fetch_then_start(self, eff: tk.StartExecutor, info: ExecutorInfo) -> None:
+        from agent.fetch_plan import failure
+        from agent.fetcher import Fetched
+
+        fid, eid = eff.framework_id, eff.executor_id
+        assert info.command is not None
+        fi = self.svc.frameworks.get(fid)
+        cfg = self.svc.config
+        try:
+            run_as = users.resolve_task(info.command.user, fi.user if fi else None, allow_root=cfg.allow_root_tasks,
+                                        switch_user=cfg.switch_user)
+            sandbox = self.svc.checkpoint.sandbox(fid, eid)
+        except (users.UserError, CheckpointError) as e:
+            self.svc.submit(self.svc.tracker.handle(
+                tk.ExecutorTerminated(fid, eid, None, f"Executor failed to start: {e}"), self.svc.clock.now()))
+            return
+        owner = (run_as.uid, run_as.gid) if run_as is not None else None
+        result = await self.svc.fetcher.fetch(exec_key(fid, eid), eid, info.command.uris, sandbox, owner, lambda _m: None)
+        if result is None:
+            return  # the agent is stopping
+        if isinstance(result, Fetched):
+            log.info("executor %s/%s: %s", fid, eid, result.message)
+            self._start(eff)
+            return
+        log.warning("executor %s/%s: %s", fid, eid, result.message)
+        self.svc.submit(self.svc.tracker.handle(
+            tk.ExecutorTerminated(fid, eid, None, failure(eid, result.message)), self.svc.clock.now()))
+
+    def _start(self, eff: tk.StartExecutor) -> None:
         fid, eid = eff.framework_id, eff.executor_id
         now = self.svc.clock.now()
         info = self._executor_info(eff.spec)

@@ -18,7 +18,7 @@ from protocol.agent_channel import (
     ShutdownExecutor,
     SlackEstimate,
 )
-from protocol.mesos import CommandInfo, ExecutorInfo, ExecutorType, TaskInfo
+from protocol.mesos import URI, CommandInfo, ExecutorInfo, ExecutorType, TaskInfo
 from protocol.mesos_common import ExecutorID, FrameworkID, TaskID
 from protocol.resources import Resources
 from protocol.task_states import TaskState as S
@@ -275,3 +275,30 @@ async def test_a_checkpointing_executor_survives_a_kill9_of_its_agent(
     await agent.kill9()
     await agent.start()
     await _runs_new_and_kills_old(master, task)
+
+
+async def test_custom_executor_fetched_from_its_uris(master: Any, make_agent: Any, tmp_path: Path) -> None:
+    """ExecutorInfo.command.uris are fetched into the executor's sandbox before it starts (the
+    executor program itself here); a failed fetch fails its task with the fetcher's words."""
+    from .fileserver import FileServer
+
+    server = await FileServer().start()
+    try:
+        server.files["echo_executor.py"] = EXECUTOR.encode()
+        await make_agent(executor_shutdown_grace=1.0)
+        await master.wait_connected()
+        ex = ExecutorInfo(executor_id=ExecutorID("fetched"), type=ExecutorType.CUSTOM, command=CommandInfo(
+            value=f"{sys.executable} echo_executor.py", uris=(URI(server.url("/f/echo_executor.py")),)))
+        await master.send(RunTasks(FrameworkID("fw1"), master.framework, (
+            TaskInfo(name="x", task_id=TaskID("x1"), executor=ex, resources=Resources.of(cpus=0.1, mem=16).to_mesos()),)))
+        assert (await master.wait_terminal("x1", within=60)).state is S.TASK_FINISHED
+        missing = ExecutorInfo(executor_id=ExecutorID("nofile"), type=ExecutorType.CUSTOM, command=CommandInfo(
+            value="./run", uris=(URI(server.url("/f/run")),)))
+        await master.send(RunTasks(FrameworkID("fw1"), master.framework, (
+            TaskInfo(name="y", task_id=TaskID("y1"), executor=missing, resources=Resources.of(cpus=0.1, mem=16).to_mesos()),)))
+        st = await master.wait_terminal("y1")
+        assert st.state is S.TASK_FAILED and st.message == (
+            f"Failed to fetch all URIs for container 'nofile': Failed to fetch '{server.url('/f/run')}': "
+            "Error downloading resource, received HTTP return code 404")
+    finally:
+        await server.stop()
