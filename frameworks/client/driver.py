@@ -1,10 +1,13 @@
-"""The scheduler driver: an asyncio shell around one framework's subscription.
+"""The scheduler driver: the asyncio I/O loop around one framework's ``SchedulerSession``.
 
-It subscribes through a ``Transport``, keeps the subscription alive (reconnect with jittered
-backoff, failover under the same framework id), keeps the ``OfferCache`` and the table of known
-tasks up to date, acknowledges reliable updates (those carrying a ``uuid``) after the framework
-has seen them, reconciles after every (re)subscription (explicitly for the tasks it knows, then
-implicitly for all), re-sends the standing demand, and hands events to the framework both ways:
+Every protocol decision (subscription and failover under the same framework id, the stream's
+silence deadline, reconnect with jittered backoff, the offer cache and the known tasks, which
+updates to acknowledge and how to batch them, reconciliation and the standing demand after a
+(re)subscription, suppressed roles, the end of the framework) lives in the pure
+``frameworks/client/session.py``. The driver only does what the session asks: it opens the stream
+through a ``Transport``, feeds the session each event, runs the framework's callbacks, sends the
+calls, sleeps the backoff delay, keeps the silence watchdog and the acknowledgement workers, and
+hands events to the framework both ways:
 
 * a ``Scheduler`` object with callbacks (sync or async methods, all optional), and
 * ``async for ev in driver.events(): ...`` (``protocol.mesos.Event`` values, plus
@@ -24,10 +27,25 @@ import logging
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-import attrs
-
 from frameworks.client.demand import Demand, DemandBook
-from frameworks.client.offers import CachedOffer, Claim, InsufficientResources, OfferCache, UnknownOffer
+from frameworks.client.offers import CachedOffer, Claim, OfferCache
+from frameworks.client.session import (
+    ACKS_PER_CALL,
+    SILENT_MASTER,
+    STREAM_ENDED,
+    Acknowledge,
+    Deliver,
+    Disconnected,
+    DriverEvent,
+    GiveUp,
+    KnownTask,
+    Output,
+    Reconnect,
+    Resync,
+    SchedulerSession,
+    has_capability,
+    master_supports_acknowledge_many,
+)
 from frameworks.client.transport import (
     CallRejected,
     EventStream,
@@ -41,32 +59,33 @@ from protocol.clock import Clock, SystemClock
 from protocol.lifecycle import Service
 from protocol.mesos import (
     Call,
-    CapabilityType,
+    CallType,
     Event,
-    EventType,
     ExecutorInfo,
     Filters,
     FrameworkInfo,
-    MasterCapabilityType,
     MasterInfo,
     Offer,
     Operation,
-    Reason,
-    ReconcileTask,
     Request,
     TaskInfo,
     TaskStatus,
 )
-from protocol.mesos_common import AgentID, ExecutorID, FrameworkID, OfferID, TaskID
 from protocol.resources import Resources
-from protocol.task_states import TaskState, is_terminal
+
+__all__ = [
+    "ACKS_PER_CALL",
+    "Disconnected",
+    "DriverEvent",
+    "EventIterator",
+    "KnownTask",
+    "Scheduler",
+    "SchedulerDriver",
+    "has_capability",
+    "master_supports_acknowledge_many",
+]
 
 log = logging.getLogger(__name__)
-
-# acknowledgements per ACKNOWLEDGE_MANY call (the protocol allows MAX_ACKNOWLEDGEMENTS): a
-# few hundred already make the per-call cost negligible, and a call of thousands would hold the
-# master's loop (and the ACCEPTs queued behind it) for tens of milliseconds
-ACKS_PER_CALL = 500
 
 
 class Scheduler:
@@ -97,25 +116,6 @@ class Scheduler:
 
     def disconnected(self, driver: SchedulerDriver) -> Any:
         return None
-
-
-@attrs.frozen
-class Disconnected:
-    """Marker in ``events()``: the subscription ended (the driver reconnects unless stopped)."""
-
-    reason: str
-
-
-DriverEvent = Event | Disconnected
-
-
-@attrs.define
-class KnownTask:
-    task_id: str
-    agent_id: str | None
-    state: TaskState
-    offer_id: str | None = None
-    ticket: int | None = None  # the lease deduction of the ACCEPT that launched it
 
 
 _END = object()
@@ -150,10 +150,6 @@ class EventIterator:
                 self._registry.remove(self._q)
 
 
-def has_capability(info: FrameworkInfo, cap: CapabilityType) -> bool:
-    return any(c.type is cap for c in info.capabilities)
-
-
 class SchedulerDriver(Service):
     name = "scheduler-driver"
 
@@ -174,44 +170,114 @@ class SchedulerDriver(Service):
         default_failover_timeout: float | None = 60.0,
     ) -> None:
         super().__init__()
-        if framework.failover_timeout is None and default_failover_timeout is not None:
-            # like pymesos: without a failover timeout the master forgets the framework (and kills
-            # its tasks) the moment the stream drops, so failover under the same id could not work
-            framework = attrs.evolve(framework, failover_timeout=default_failover_timeout)
-        self.framework = framework
+        self.backoff = backoff or Backoff(initial=0.05, maximum=5.0)
+        self.session = SchedulerSession(
+            framework,
+            self.backoff,
+            auto_acknowledge=auto_acknowledge,
+            reconcile_on_subscribe=reconcile_on_subscribe,
+            heartbeat_misses=heartbeat_misses,
+            first_event_timeout=first_event_timeout,
+            max_reconnects=max_reconnects,
+            default_failover_timeout=default_failover_timeout,
+        )
         self.transport = transport
         self.scheduler = scheduler or Scheduler()
         self.clock: Clock = clock or SystemClock()
-        self.backoff = backoff or Backoff(initial=0.05, maximum=5.0)
         self.auto_acknowledge = auto_acknowledge
         self.ack_concurrency = max(1, ack_concurrency)
         self._acks: asyncio.Queue[TaskStatus] = asyncio.Queue()
-        # ACKNOWLEDGE_MANY: advertised by the master in SUBSCRIBED (MasterInfo.capabilities) and
-        # not refused since; a 400 for it turns it off for the rest of the subscription
-        self.acknowledge_many_supported = False
-        self.ack_calls = 0  # acknowledgement calls sent (single or batched)
-        self.acks_sent = 0  # acknowledgements those calls carried
-        self.reconcile_on_subscribe = reconcile_on_subscribe
-        self.heartbeat_misses = heartbeat_misses
-        self.first_event_timeout = first_event_timeout
-        self.max_reconnects = max_reconnects
-        self.offers = OfferCache(reusable=has_capability(framework, CapabilityType.REUSABLE_OFFERS))
-        self.demands = DemandBook()
-        self.tasks: dict[str, KnownTask] = {}
-        self.suppressed_roles: set[str] = set()
-        self.framework_id: str | None = framework.id.value if framework.id is not None else None
-        self.stream_id: str | None = None
-        self.master_info: MasterInfo | None = None
-        self.subscriptions = 0
-        self.error_message: str | None = None
         self._stream: EventStream | None = None
-        self._heartbeat: float | None = None
         self._subscribed = asyncio.Event()
         self._done = asyncio.Event()
-        self._terminal = False
         self._queues: list[asyncio.Queue[object]] = []
         self._run_task: asyncio.Task[Any] | None = None
         self._waiters: list[asyncio.Future[None]] = []
+
+    # --- what the session holds, read through the driver ------------------------------------------
+
+    @property
+    def framework(self) -> FrameworkInfo:
+        return self.session.framework
+
+    @property
+    def offers(self) -> OfferCache:
+        return self.session.offers
+
+    @property
+    def demands(self) -> DemandBook:
+        return self.session.demands
+
+    @property
+    def tasks(self) -> dict[str, KnownTask]:
+        return self.session.tasks
+
+    @property
+    def suppressed_roles(self) -> set[str]:
+        return self.session.suppressed_roles
+
+    @property
+    def framework_id(self) -> str | None:
+        return self.session.framework_id
+
+    @property
+    def stream_id(self) -> str | None:
+        return self.session.stream_id
+
+    @property
+    def master_info(self) -> MasterInfo | None:
+        return self.session.master_info
+
+    @property
+    def subscriptions(self) -> int:
+        return self.session.subscriptions
+
+    @property
+    def error_message(self) -> str | None:
+        return self.session.error_message
+
+    @property
+    def acknowledge_many_supported(self) -> bool:
+        return self.session.acknowledge_many_supported
+
+    @property
+    def ack_calls(self) -> int:
+        return self.session.ack_calls
+
+    @property
+    def acks_sent(self) -> int:
+        return self.session.acks_sent
+
+    @property
+    def reconcile_on_subscribe(self) -> bool:
+        return self.session.reconcile_on_subscribe
+
+    @property
+    def heartbeat_misses(self) -> float:
+        return self.session.heartbeat_misses
+
+    @property
+    def first_event_timeout(self) -> float | None:
+        return self.session.first_event_timeout
+
+    @property
+    def max_reconnects(self) -> int | None:
+        return self.session.max_reconnects
+
+    @property
+    def connected(self) -> bool:
+        return self._subscribed.is_set()
+
+    @property
+    def pending_acks(self) -> int:
+        return self._acks.qsize()
+
+    def role_of(self, offer: CachedOffer) -> str:
+        """The role an offer is allocated to: its ``allocation_info``, else the framework's role."""
+        return self.session.role_of(offer)
+
+    def framework_roles(self) -> tuple[str, ...]:
+        return self.session.framework_roles()
 
     # --- lifecycle ----------------------------------------------------------------------------
 
@@ -221,24 +287,14 @@ class SchedulerDriver(Service):
         self._run_task = self.spawn(self._run(), name=f"{self.name}:{self.framework.name}")
 
     async def _stop(self) -> None:
-        self._mark_disconnected()
+        self.session.close()
+        self._subscribed.clear()
         if self._stream is not None:
             with contextlib.suppress(Exception):
                 await self._stream.close()
             self._stream = None
         await self.transport.close()
         self._finish()
-
-    def role_of(self, offer: CachedOffer) -> str:
-        """The role an offer is allocated to: its ``allocation_info``, else the framework's role."""
-        if offer.role:
-            return offer.role
-        roles = self.framework.effective_roles()
-        return roles[0] if roles else "*"
-
-    @property
-    def connected(self) -> bool:
-        return self._subscribed.is_set()
 
     async def wait_subscribed(self, within: float | None = None) -> str:
         """Wait (at most ``within`` seconds) for a live subscription; returns the framework id."""
@@ -253,8 +309,9 @@ class SchedulerDriver(Service):
                 finally:
                     waiter.cancel()
                     done.cancel()
-        assert self.framework_id is not None
-        return self.framework_id
+        fid = self.framework_id
+        assert fid is not None
+        return fid
 
     async def wait_for(self, predicate: Callable[[], Any], within: float | None = 30.0) -> Any:
         """Wait until ``predicate()`` is truthy, re-checked after every event the driver handles
@@ -308,31 +365,21 @@ class SchedulerDriver(Service):
                     q.get_nowait()
                 q.put_nowait(_END)
 
-    # --- the subscription loop ---------------------------------------------------------------------
-
-    def _subscribe_call(self) -> Call:
-        info = self.framework
-        if self.framework_id is not None:
-            info = attrs.evolve(info, id=FrameworkID(self.framework_id))
-        # a re-subscription keeps the roles the framework had suppressed
-        return Call.make_subscribe(info, tuple(sorted(self.suppressed_roles)))
-
-    def framework_roles(self) -> tuple[str, ...]:
-        info = self.framework
-        return tuple(info.roles) or ((info.role,) if info.role else ("*",))
+    # --- the I/O loop ------------------------------------------------------------------------------
 
     async def _run(self) -> None:
-        attempts = 0
+        session = self.session
         try:
-            while not self._terminal:
-                reason = "stream ended"
+            while not session.terminal:
+                reason = STREAM_ENDED
                 try:
-                    self._stream = await self.transport.subscribe(self._subscribe_call())
+                    self._stream = await self.transport.subscribe(session.subscribe_call())
+                    session.stream_opened(self._stream.stream_id)
                     await self._consume(self._stream)
                 except CallRejected as exc:
-                    self.error_message = f"subscription refused: {exc}"
+                    outputs = session.refused(str(exc))
                     log.error("%s: %s", self.framework.name, self.error_message)
-                    await self._call(self.scheduler.error, self, self.error_message)
+                    await self._execute(outputs)
                     return
                 except (TransportError, TimeoutError) as exc:
                     reason = str(exc) or type(exc).__name__
@@ -341,33 +388,22 @@ class SchedulerDriver(Service):
                         with contextlib.suppress(Exception):
                             await self._stream.close()
                         self._stream = None
-                was_connected = self.connected
-                self._mark_disconnected()
-                if was_connected:
-                    attempts = 0  # max_reconnects counts failures since the last live subscription
-                    self._publish(Disconnected(reason))
-                    await self._call(self.scheduler.disconnected, self)
-                if self._terminal:
-                    return
-                attempts += 1
-                if self.max_reconnects is not None and attempts > self.max_reconnects:
-                    self.error_message = f"gave up after {attempts - 1} reconnects: {reason}"
-                    return
-                delay = self.backoff.next()
-                log.info("%s: disconnected (%s); resubscribing in %.3fs", self.framework.name, reason, delay)
-                await self.clock.sleep(delay)
+                outputs = session.connection_lost(reason)
+                self._subscribed.clear()
+                await self._execute(outputs)
         finally:
             self._finish()
 
     async def _consume(self, stream: EventStream) -> None:
-        """Handle the stream's events; a silence of ``heartbeat_misses`` heartbeats (or
-        ``first_event_timeout`` before the first event) while waiting for the next one is a
-        disconnect. A watchdog task keeps that deadline (an ``asyncio.timeout`` per event cost
-        ~5% of the driver at thousands of events per second); it closes the stream when it
-        passes."""
+        """Feed the stream's events to the session and do what it answers. The session's silence
+        deadline (``heartbeat_misses`` heartbeats, ``first_event_timeout`` before SUBSCRIBED) is
+        kept by a watchdog task that closes the stream when it passes (an ``asyncio.timeout`` per
+        event cost ~5% of the driver at thousands of events per second); the loop itself only
+        notes when it starts waiting."""
+        session = self.session
         it = aiter(stream)
         loop = asyncio.get_running_loop()
-        watch = _Watch(self.first_event_timeout)
+        watch = _Watch(session.silence_limit)
         dog = loop.create_task(watch.run(stream), name=f"{self.name}:heartbeat-watch")
         try:
             while True:
@@ -376,101 +412,56 @@ class SchedulerDriver(Service):
                     event = await anext(it)
                 except StopAsyncIteration:
                     if watch.fired:
-                        raise MasterUnavailable("no heartbeat from the master") from None
+                        raise MasterUnavailable(SILENT_MASTER) from None
                     return
                 except TransportError:
                     if watch.fired:
-                        raise MasterUnavailable("no heartbeat from the master") from None
+                        raise MasterUnavailable(SILENT_MASTER) from None
                     raise
                 watch.waiting_since = None
-                if event.type is EventType.SUBSCRIBED:
-                    self.stream_id = stream.stream_id
-                await self._handle(event)
-                watch.set_limit(self._heartbeat * self.heartbeat_misses if self._heartbeat else None)
-                if self._terminal:
+                try:
+                    outputs = session.receive(event, self.clock.now())
+                    if session.connected is not self._subscribed.is_set():
+                        if session.connected:
+                            self._subscribed.set()
+                        else:
+                            self._subscribed.clear()
+                    await self._execute(outputs)
+                finally:
+                    self._wake()
+                watch.set_limit(session.silence_limit)
+                if session.terminal:
                     return
         finally:
             dog.cancel()
             await asyncio.gather(dog, return_exceptions=True)
 
-    def _mark_disconnected(self) -> None:
-        self._subscribed.clear()
-        self.stream_id = None
-        self.offers.clear()
+    async def _execute(self, outputs: list[Output]) -> None:
+        """Do what the session decided, in order."""
+        for out in outputs:
+            if type(out) is Deliver:
+                if out.item is not None:
+                    self._publish(out.item)
+                if out.callback is not None:
+                    await self._call(getattr(self.scheduler, out.callback), self, *out.args)
+            elif type(out) is Acknowledge:
+                # by the ack workers, so the next event is handled without waiting for this round trip
+                self._acks.put_nowait(out.status)
+            elif type(out) is Resync:
+                await self._resync(out.reconcile)
+            elif type(out) is Reconnect:
+                log.info(
+                    "%s: disconnected (%s); resubscribing in %.3fs", self.framework.name, out.reason, out.delay
+                )
+                await self.clock.sleep(out.delay)
+            elif type(out) is GiveUp:
+                log.warning("%s: %s", self.framework.name, out.message)
 
-    async def _handle(self, ev: Event) -> None:
+    async def _resync(self, reconcile: bool) -> None:
         try:
-            await self._dispatch(ev)
-        finally:
-            self._wake()
-
-    async def _dispatch(self, ev: Event) -> None:
-        t = ev.type
-        if t is EventType.SUBSCRIBED and ev.subscribed is not None:
-            sub = ev.subscribed
-            self.framework_id = sub.framework_id.value
-            self.master_info = sub.master_info
-            self.acknowledge_many_supported = master_supports_acknowledge_many(sub.master_info)
-            self._heartbeat = sub.heartbeat_interval_seconds
-            self.subscriptions += 1
-            self.offers.clear()
-            self.demands.mark_dirty()
-            self.backoff.reset()
-            self._subscribed.set()
-            self._publish(ev)
-            await self._call(self.scheduler.subscribed, self, sub.framework_id.value, sub.master_info)
-            await self._after_subscribe()
-            return
-        if t is EventType.OFFERS and ev.offers is not None:
-            self.offers.add_offers(ev.offers.offers, self.clock.now())
-            self._publish(ev)
-            live = [o for o in ev.offers.offers if o.id.value in self.offers]  # not ended ones
-            if live:
-                await self._call(self.scheduler.offers, self, live)
-        elif t is EventType.RESCIND and ev.rescind is not None:
-            oid = ev.rescind.offer_id.value
-            self.offers.rescind(oid)
-            self._publish(ev)
-            await self._call(self.scheduler.offer_rescinded, self, oid)
-        elif t is EventType.UPDATE and ev.update is not None:
-            status = ev.update.status
-            self._track(status)
-            self._publish(ev)
-            await self._call(self.scheduler.update, self, status)
-            if self.auto_acknowledge and status.uuid is not None and status.agent_id is not None:
-                # acknowledged once the framework has seen it, by the ack workers, so the next
-                # event is handled without waiting for this round trip
-                self._acks.put_nowait(status)
-        elif t is EventType.MESSAGE and ev.message is not None:
-            m = ev.message
-            self._publish(ev)
-            await self._call(self.scheduler.message, self, m.agent_id.value, m.executor_id.value, m.data)
-        elif t is EventType.FAILURE and ev.failure is not None:
-            f = ev.failure
-            self._publish(ev)
-            await self._call(
-                self.scheduler.failure,
-                self,
-                f.agent_id.value if f.agent_id else None,
-                f.executor_id.value if f.executor_id else None,
-                f.status,
-            )
-        elif t is EventType.ERROR and ev.error is not None:
-            # Mesos closes the stream after ERROR: the framework is gone (e.g. removed); no retry.
-            self.error_message = ev.error.message
-            self._terminal = True
-            self._publish(ev)
-            await self._call(self.scheduler.error, self, ev.error.message)
-        else:
-            self._publish(ev)  # HEARTBEAT and events the driver has no special handling for
-
-    async def _after_subscribe(self) -> None:
-        try:
-            if self.reconcile_on_subscribe:
-                known = [(k, v.agent_id) for k, v in self.tasks.items()]
-                if known:
-                    await self.reconcile(known)
-                await self.reconcile()
+            if reconcile:
+                for call in self.session.reconcile_calls():
+                    await self.send(call)
             await self.send_demand()
         except TransportError as exc:
             log.warning("%s: post-subscribe calls failed: %s", self.framework.name, exc)
@@ -486,37 +477,13 @@ class SchedulerDriver(Service):
             while len(batch) < ACKS_PER_CALL and not self._acks.empty():
                 batch.append(self._acks.get_nowait())
             try:
-                if self.connected and not self._terminal:
+                if self.connected and not self.session.terminal:
                     await self.acknowledge_many(batch)
             except TransportError as exc:  # the agent resends unacknowledged updates
                 log.warning("%s: acknowledge failed: %s", self.framework.name, exc)
             finally:
                 for _ in batch:
                     self._acks.task_done()
-
-    @property
-    def pending_acks(self) -> int:
-        return self._acks.qsize()
-
-    def _track(self, status: TaskStatus) -> None:
-        tid = status.task_id.value
-        if is_terminal(status.state):
-            known = self.tasks.pop(tid, None)
-            if (
-                known is not None
-                and known.ticket is not None
-                and known.offer_id is not None
-                and status.reason is Reason.REASON_INVALID_OFFERS
-            ):
-                self.offers.accept_failed(known.offer_id, known.ticket)
-            return
-        cur = self.tasks.get(tid)
-        agent = status.agent_id.value if status.agent_id is not None else (cur.agent_id if cur else None)
-        if cur is None:
-            self.tasks[tid] = KnownTask(tid, agent, status.state)
-        else:
-            cur.state = status.state
-            cur.agent_id = agent
 
     async def _call(self, fn: Any, *args: Any) -> None:
         try:
@@ -530,39 +497,19 @@ class SchedulerDriver(Service):
 
     # --- calls ---------------------------------------------------------------------------------------
 
-    def _fid(self) -> FrameworkID:
-        if self.framework_id is None or not self.connected:
-            raise NotConnected("not subscribed")
-        return FrameworkID(self.framework_id)
-
     async def send(self, call: Call) -> None:
         """Send any call on the live subscription."""
         if not self.connected:
             raise NotConnected("not subscribed")
         try:
-            await self.transport.send(call, self.stream_id)
+            await self.transport.send(call, self.session.stream_id)
         finally:
             self._wake()
 
     async def accept(
         self, offer_ids: Sequence[str], operations: Sequence[Operation], filters: Filters | None = None
     ) -> None:
-        await self.send(
-            Call.make_accept(self._fid(), tuple(OfferID(o) for o in offer_ids), tuple(operations), filters)
-        )
-
-    def _claim_tasks(self, offer_id: str, resources: Sequence[Resources]) -> list[Claim]:
-        claims: list[Claim] = []
-        if offer_id not in self.offers:
-            return claims
-        try:
-            for r in resources:
-                claims.append(self.offers.take(offer_id, r))
-        except InsufficientResources:
-            for c in claims:
-                self.offers.release(c)
-            raise
-        return claims
+        await self.send(self.session.accept(offer_ids, operations, filters))
 
     async def launch(
         self,
@@ -578,13 +525,7 @@ class SchedulerDriver(Service):
         Raises ``UnknownOffer`` (nothing sent) when ``offer_id`` is not in the offer cache: it was
         rescinded, declined, consumed or never offered, and the master would answer every task
         with TASK_LOST/DROPPED (REASON_INVALID_OFFERS)."""
-        fid = self._fid()
-        offer = self._cached_offer(offer_id, claims)
-        if claims is None:
-            claims = self._claim_tasks(offer_id, [_task_resources(t) for t in tasks])
-        tasks = [t if t.agent_id is not None else attrs.evolve(t, agent_id=AgentID(offer.agent_id)) for t in tasks]
-        self._commit(claims, offer_id, tasks)
-        await self.send(Call.make_accept(fid, (OfferID(offer_id),), (Operation.make_launch(*tasks),), filters))
+        await self.send(self.session.launch(offer_id, tasks, self.clock.now(), filters, claims))
 
     async def launch_group(
         self,
@@ -594,147 +535,86 @@ class SchedulerDriver(Service):
         filters: Filters | None = None,
         claims: Sequence[Claim] | None = None,
     ) -> None:
-        fid = self._fid()
-        offer = self._cached_offer(offer_id, claims)
-        if claims is None:
-            res = [_task_resources(t) for t in tasks]
-            res.append(Resources.from_mesos(executor.resources))
-            claims = self._claim_tasks(offer_id, [r for r in res if r])
-        tasks = [t if t.agent_id is not None else attrs.evolve(t, agent_id=AgentID(offer.agent_id)) for t in tasks]
-        if executor.framework_id is None:
-            executor = attrs.evolve(executor, framework_id=fid)
-        self._commit(claims, offer_id, tasks)
-        await self.send(
-            Call.make_accept(fid, (OfferID(offer_id),), (Operation.make_launch_group(executor, *tasks),), filters)
-        )
-
-    def _cached_offer(self, offer_id: str, claims: Sequence[Claim] | None) -> CachedOffer:
-        if offer_id not in self.offers:
-            for c in claims or ():
-                self.offers.release(c)
-            raise UnknownOffer(
-                f"offer {offer_id} is not in the offer cache (rescinded, declined, consumed or never offered);"
-                " the launch was not sent"
-            )
-        return self.offers.get(offer_id)
-
-    def _commit(self, claims: Sequence[Claim], offer_id: str, tasks: Sequence[TaskInfo]) -> None:
-        ticket = None
-        if claims:
-            self.offers.commit(claims, self.clock.now())
-            ticket = self.offers.last_tickets.pop(offer_id, None)
-        for t in tasks:
-            self.tasks[t.task_id.value] = KnownTask(
-                t.task_id.value, t.agent_id.value if t.agent_id else None, TaskState.TASK_STAGING, offer_id, ticket
-            )
+        await self.send(self.session.launch_group(offer_id, executor, tasks, self.clock.now(), filters, claims))
 
     async def reserve(self, offer_id: str, resources: Resources, filters: Filters | None = None) -> None:
-        await self.accept([offer_id], [Operation.make_reserve(*resources.to_mesos())], filters)
+        await self.send(self.session.reserve(offer_id, resources, filters))
 
     async def unreserve(self, offer_id: str, resources: Resources, filters: Filters | None = None) -> None:
-        await self.accept([offer_id], [Operation.make_unreserve(*resources.to_mesos())], filters)
+        await self.send(self.session.unreserve(offer_id, resources, filters))
 
     async def decline(self, offer_ids: Iterable[str], refuse_seconds: float | None = None) -> None:
-        ids = list(offer_ids)
-        fid = self._fid()
-        for oid in ids:
-            self.offers.rescind(oid)
-        filters = Filters(refuse_seconds=refuse_seconds) if refuse_seconds is not None else None
-        await self.send(Call.make_decline(fid, tuple(OfferID(o) for o in ids), filters))
+        await self.send(self.session.decline(offer_ids, refuse_seconds))
 
     async def decline_idle(self, older_than: float, refuse_seconds: float | None = None) -> list[str]:
         """Give back offers nothing is claimed from and that have not changed for ``older_than``
         seconds (a framework with no work left should not sit on leases); returns their ids."""
-        ids = [o.offer_id for o in self.offers.idle(self.clock.now(), older_than)]
+        ids = self.session.idle_offers(self.clock.now(), older_than)
         if ids:
             await self.decline(ids, refuse_seconds)
         return ids
 
     async def kill(self, task_id: str, agent_id: str | None = None) -> None:
-        if agent_id is None and task_id in self.tasks:
-            agent_id = self.tasks[task_id].agent_id
-        await self.send(
-            Call.make_kill(self._fid(), TaskID(task_id), AgentID(agent_id) if agent_id else None)
-        )
+        await self.send(self.session.kill(task_id, agent_id))
 
     async def reconcile(self, tasks: Iterable[tuple[str, str | None]] | None = None) -> None:
         """Explicit reconciliation of ``(task_id, agent_id)`` pairs, or implicit (all tasks)."""
-        items = tuple(
-            ReconcileTask(TaskID(t), AgentID(a) if a else None) for t, a in (tasks or ())
-        )
-        await self.send(Call.make_reconcile(self._fid(), items))
+        await self.send(self.session.reconcile(tasks))
 
     async def revive(self, roles: Sequence[str] = ()) -> None:
         """Clear filters and un-suppress ``roles`` (all of the framework's roles by default)."""
-        await self.send(Call.make_revive(self._fid(), tuple(roles)))
-        self.suppressed_roles -= set(roles or self.framework_roles())
+        await self.send(self.session.revive(roles))
+        self.session.revived(roles)
 
     async def suppress(self, roles: Sequence[str] = ()) -> None:
         """Stop offers for ``roles`` (all by default); remembered across re-subscriptions."""
-        await self.send(Call.make_suppress(self._fid(), tuple(roles)))
-        self.suppressed_roles |= set(roles or self.framework_roles())
+        await self.send(self.session.suppress(roles))
+        self.session.suppressed(roles)
 
     async def request(self, requests: Iterable[Request | Demand]) -> None:
         """Send a REQUEST (the standing demand); ``Demand`` values are converted."""
-        reqs = tuple(r.to_request() if isinstance(r, Demand) else r for r in requests)
-        await self.send(Call.make_request(self._fid(), reqs))
+        await self.send(self.session.request(requests))
 
     async def send_demand(self) -> bool:
         """Send the ``demands`` book if it changed since the last send; True if sent."""
-        if not self.connected:
-            return False
-        reqs = self.demands.take_changes()
-        if reqs is None:
+        call = self.session.demand_call()
+        if call is None:
             return False
         try:
-            await self.request(reqs)
+            await self.send(call)
         except TransportError:
-            self.demands.mark_dirty()
+            self.session.demand_unsent()
             raise
         return True
 
     async def message(self, agent_id: str, executor_id: str, data: bytes) -> None:
-        await self.send(Call.make_message(self._fid(), AgentID(agent_id), ExecutorID(executor_id), data))
+        await self.send(self.session.message(agent_id, executor_id, data))
 
     async def acknowledge(self, status: TaskStatus) -> None:
-        self.ack_calls += 1
-        self.acks_sent += 1
-        await self.send(Call.make_acknowledge(self._fid(), status))
+        await self.send(self.session.acknowledge(status))
 
     async def acknowledge_many(self, statuses: Sequence[TaskStatus]) -> None:
         """Acknowledge several reliable updates: one ACKNOWLEDGE_MANY call when the master
         advertised it (Agora), else one ACKNOWLEDGE each (a Mesos master). A 400 for the batched
         call (a master that does not know it after all) turns batching off for this
         subscription and sends the acknowledgements one by one."""
-        if len(statuses) > 1 and self.acknowledge_many_supported:
-            fid = self._fid()
-            for i in range(0, len(statuses), ACKS_PER_CALL):
-                chunk = statuses[i : i + ACKS_PER_CALL]
-                try:
-                    self.ack_calls += 1
-                    self.acks_sent += len(chunk)
-                    await self.send(Call.make_acknowledge_many(fid, chunk))
-                except CallRejected as exc:
-                    if exc.status != 400:
-                        raise
-                    log.warning(
-                        "%s: ACKNOWLEDGE_MANY refused (%s); acknowledging one by one", self.framework.name, exc
-                    )
-                    self.acknowledge_many_supported = False
-                    self.acks_sent -= len(chunk)
-                    for status in statuses[i:]:
-                        await self.acknowledge(status)
-                    return
-            return
-        for status in statuses:
-            await self.acknowledge(status)
+        calls = self.session.acknowledgements(statuses)
+        for i, call in enumerate(calls):
+            try:
+                await self.send(call)
+            except CallRejected as exc:
+                if exc.status != 400 or call.type is not CallType.ACKNOWLEDGE_MANY:
+                    raise
+                log.warning("%s: ACKNOWLEDGE_MANY refused (%s); acknowledging one by one", self.framework.name, exc)
+                for single in self.session.acknowledge_many_refused(calls[i:]):
+                    await self.send(single)
+                return
 
     async def teardown(self) -> None:
         """Tell the master the framework is done (kills its tasks), then stop the driver."""
-        fid = self._fid()
-        self._terminal = True  # no more acknowledgements: the master forgets the framework
+        call = self.session.teardown()  # no more acknowledgements: the master forgets the framework
         try:
-            await self.send(Call.make_teardown(fid))
+            await self.send(call)
         finally:
             if self._run_task is not None and asyncio.current_task() is self._run_task:
                 # called from a callback: end the stream; the loop then finishes the driver
@@ -779,15 +659,3 @@ class _Watch:
             self.fired = True
             await stream.close()  # ends the driver's read of the stream
             return
-
-
-def master_supports_acknowledge_many(info: MasterInfo | None) -> bool:
-    """Whether a master advertised Agora's ACKNOWLEDGE_MANY call in its ``MasterInfo``."""
-    return info is not None and any(c.type is MasterCapabilityType.ACKNOWLEDGE_MANY for c in info.capabilities)
-
-
-def _task_resources(t: TaskInfo) -> Resources:
-    r = Resources.from_mesos(t.resources)
-    if t.executor is not None:
-        r = r + Resources.from_mesos(t.executor.resources)
-    return r

@@ -27,36 +27,30 @@ from urllib.parse import urlsplit
 
 import aiohttp
 
+from frameworks.client.errors import CallRejected, MasterUnavailable, NotConnected, TransportError
+from frameworks.client.session import EventFrames
 from protocol import codec
 from protocol.authn import client_header
 from protocol.detector import DetectorError, MasterResolver, is_zk_url
 from protocol.mesos import Call, Event
-from protocol.recordio import RecordIODecoder, RecordIOError
 from protocol.tls import client_context
 
 SCHEDULER_PATH = "/api/v1/scheduler"
 STREAM_ID_HEADER = "Mesos-Stream-Id"
 
-
-class TransportError(Exception):
-    pass
-
-
-class MasterUnavailable(TransportError):
-    """The master could not be reached or the stream broke; reconnect with backoff."""
-
-
-class CallRejected(TransportError):
-    """The master refused the call (4xx)."""
-
-    def __init__(self, status: int, message: str) -> None:
-        self.status = status
-        self.message = message
-        super().__init__(f"HTTP {status}: {message}")
-
-
-class NotConnected(TransportError):
-    """A call was made while the driver has no live subscription."""
+__all__ = [
+    "SCHEDULER_PATH",
+    "STREAM_ID_HEADER",
+    "CallRejected",
+    "EventStream",
+    "HttpEventStream",
+    "HttpTransport",
+    "MasterUnavailable",
+    "NotConnected",
+    "Transport",
+    "TransportError",
+    "base_url",
+]
 
 
 class EventStream(Protocol):
@@ -97,18 +91,16 @@ class HttpEventStream:
         self._resp = resp
         # decode what the master says it sent (a Mesos-only master answers JSON whatever we asked)
         answered = resp.headers.get("Content-Type", "").split(";")[0].strip().lower()
-        self._media = answered if answered in (codec.MSGPACK, codec.JSON) else media_type
-        self._decoder = RecordIODecoder(max_record=max_record)
+        media = answered if answered in (codec.MSGPACK, codec.JSON) else media_type
+        self._frames = EventFrames(media, max_record)  # a bad frame raises BadFrame (MasterUnavailable)
 
     async def __aiter__(self) -> AsyncIterator[Event]:
         try:
             async for chunk in self._resp.content.iter_any():
-                for record in self._decoder.feed(chunk):
-                    yield codec.decode(Event, record, self._media)
+                for event in self._frames.feed(chunk):
+                    yield event
         except (TimeoutError, aiohttp.ClientError, ConnectionError) as exc:
             raise MasterUnavailable(f"event stream broke: {exc!r}") from exc
-        except (RecordIOError, codec.DecodeError) as exc:
-            raise MasterUnavailable(f"bad event from the master: {exc}") from exc
 
     async def close(self) -> None:
         self._resp.close()
