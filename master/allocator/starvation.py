@@ -12,7 +12,9 @@ holder on the next pass if nobody takes them. Running tasks and resources in use
 are never touched; with no starving framework nothing is taken back, so a lone framework keeps
 its lease as long as it likes (``offer_idle_timeout`` still applies).
 
-Demand frameworks (REQUEST) have their own rule (``demand.fairness_rescind``).
+Demand frameworks (REQUEST) have their own rule (``demand.fairness_rescind``), and an offer
+whose units a demand counts (``OfferState.demand_units``: a gang holding it toward ``gang_min``)
+is never taken here: taking one of a gang's offers would leave the gang partly placed.
 """
 
 from __future__ import annotations
@@ -59,8 +61,8 @@ def held_too_long(ledger: Ledger, now: float, bound: float) -> tuple[list[tuple[
     take: list[tuple[OfferState, str]] = []
     soonest: float | None = None
     for o in ledger.offers.values():
-        if not o.regular or o.idle_since is None:
-            continue
+        if not o.regular or o.idle_since is None or o.demand_units:
+            continue  # (units a demand counts as placed: a gang's hold is whole or nothing)
         due = o.idle_since + bound
         if due > now:
             soonest = due if soonest is None else min(soonest, due)

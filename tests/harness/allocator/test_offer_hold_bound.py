@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from master.allocator import OfferRescinded
+from master.allocator import Demand, OfferRescinded
 
 from .conftest import make_sim
 
@@ -65,3 +65,21 @@ def test_the_holder_sits_out_only_the_one_pass() -> None:
     # after a refuse filter
     sim.decline("new", given.offer_id, refuse=60.0)
     assert [(o.framework_id, str(o.resources)) for o in sim.created(sim.allocate())] == [("hog", "cpus:4; mem:1024")]
+
+
+def test_offers_a_gang_counts_toward_its_minimum_are_not_taken_one_by_one() -> None:
+    """A gang holds two offers toward its gang_min of 2; a starving framework could use only one
+    of them (the other is on a GPU agent). Taking that one would leave the gang half placed, so
+    neither is taken: the gang's hold is whole or nothing (found by the allocator state machine)."""
+    sim = make_sim(offer_hold_bound=3.0)
+    sim.agent("a1").cpus(1).mem(100).add()
+    sim.agent("g1").cpus(1).mem(100).gpus(1).add()
+    sim.framework("ml").gpu().add()
+    assert len(sim.created(sim.allocate())) == 2
+    sim.demand("ml", Demand(sim.R("cpus:1;mem:100"), count=2, gang_id="G", gang_min=2))
+    assert sim.allocate() == []
+    (gang,) = sim.alloc.ledger.frameworks["ml"].demands
+    assert gang.in_offers == 2
+    sim.framework("cpu-only").add()  # holds nothing: starves
+    assert sim.advance(3.0) == [] and sim.advance(10.0) == []
+    assert gang.in_offers == 2 and len(sim.offers("ml")) == 2
