@@ -57,7 +57,12 @@ def nasty_text(max_size: int = 40) -> st.SearchStrategy[str]:
         st.text(alphabet="abc-._", min_size=1, max_size=4),
     )
     joined = st.lists(pieces, max_size=max(1, max_size // 4)).map("".join)
-    return st.one_of(joined, st.sampled_from(["x" * 256, "y" * 1000]), st.just("ok"))
+    # valid but for one piece (what gets past validation to the deeper layers: a role, an id, a
+    # name a validator accepts except for a lone surrogate or a control character)
+    near_valid = st.builds(lambda a, bad, b: a + bad + b, st.sampled_from(["a", "ml", "dev/team", "t1", ""]),
+                           st.sampled_from(NASTY[:11]) | st.characters(min_codepoint=0xD800, max_codepoint=0xDFFF),
+                           st.sampled_from(["", "x", "-1"]))
+    return st.one_of(joined, near_valid, near_valid, st.sampled_from(["x" * 256, "y" * 1000]), st.just("ok"))
 
 
 @attrs.frozen
@@ -165,7 +170,8 @@ def operator_bodies(t: st.SearchStrategy[str]) -> st.SearchStrategy[dict[str, An
         reads,
         st.builds(lambda r: {"type": "UPDATE_QUOTA", "update_quota": {"quota_configs": [{"role": r, "guarantees": {"cpus": {"value": 0.1}}}]}}, role),
         st.builds(lambda r: {"type": "REMOVE_QUOTA", "remove_quota": {"role": r}}, role),
-        st.builds(lambda r, w: {"type": "UPDATE_WEIGHTS", "update_weights": {"weight_infos": [{"role": r, "weight": w}]}}, role, st.floats(allow_nan=True) | st.integers()),
+        st.builds(lambda r, w: {"type": "UPDATE_WEIGHTS", "update_weights": {"weight_infos": [{"role": r, "weight": w}]}}, role,
+                  st.sampled_from([1.0, 2.5]) | st.floats(allow_nan=True) | st.integers()),
         st.builds(lambda a, why: {"type": "DRAIN_AGENT", "drain_agent": {"agent_id": a, "reason": why}}, _id(t), t),
         st.builds(lambda ty, a: {"type": ty, ty.lower(): {"agent_id": a}}, st.sampled_from(["DEACTIVATE_AGENT", "REACTIVATE_AGENT", "MARK_AGENT_GONE"]), _id(t)),
         st.builds(lambda f: {"type": "TEARDOWN", "teardown": {"framework_id": f}}, _id(t)),
