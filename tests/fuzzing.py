@@ -116,7 +116,8 @@ def _id(t: st.SearchStrategy[str]) -> st.SearchStrategy[dict[str, Any]]:
 
 def _json_value(t: st.SearchStrategy[str]) -> st.SearchStrategy[Any]:
     scalars = st.one_of(st.none(), st.booleans(), st.integers(-(2**70), 2**70), st.floats(allow_nan=False), t)
-    return st.recursive(scalars, lambda c: st.lists(c, max_size=3) | st.dictionaries(t, c, max_size=3), max_leaves=8)
+    inner = st.one_of(scalars, st.lists(scalars, max_size=3), st.dictionaries(t, scalars, max_size=3))
+    return st.one_of(inner, st.lists(inner, max_size=3), st.dictionaries(t, inner, max_size=3))  # two levels deep
 
 
 def _resources(t: st.SearchStrategy[str]) -> st.SearchStrategy[list[dict[str, Any]]]:
