@@ -29,11 +29,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from scripts.bench.common import (
     BenchError,
     Proc,
+    PySpy,
     aggregate,
     emit_json,
     latency_ms,
     log,
     machine,
+    print_profile,
     print_table,
     run_main,
     start_agent,
@@ -73,21 +75,35 @@ async def main(args: argparse.Namespace) -> int:
     base = Path(args.work_dir or tempfile.mkdtemp(prefix="agora-bench-submit-"))
     procs: list[Proc] = []
     rows: list[dict[str, Any]] = []
+    profiles: dict[str, Any] = {}
     try:
         log(f"starting master + agent + batch in {base}")
         master = await start_master(base / "master")
         procs.append(master)
-        procs.append(await start_agent(master.address, base / "agent", "cpus:2;mem:1024;disk:1024"))
+        agent = await start_agent(master.address, base / "agent", "cpus:2;mem:1024;disk:1024")
+        procs.append(agent)
         batch = await start_batch(master.address, base / "batch")
         procs.append(batch)
         async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=args.timeout)) as http:
             await one_job(http, batch.url, args.timeout)  # the first offers reach the framework
             for i in range(args.runs):
+                spies: dict[str, PySpy] = {}
+                if args.profile and i == 0:
+                    spies = {
+                        "batch service": PySpy(batch.pid, base / "profile-batch.txt"),
+                        "master": PySpy(master.pid, base / "profile-master.txt"),
+                        "agent": PySpy(agent.pid, base / "profile-agent.txt"),
+                    }
+                    for spy in spies.values():
+                        await spy.start()
                 running, accepted = [], []
                 for _ in range(args.jobs):
                     r, a = await one_job(http, batch.url, args.timeout)
                     running.append(r)
                     accepted.append(a)
+                for who, spy in spies.items():
+                    await spy.stop()
+                    profiles[who] = spy.summary()
                 ms = latency_ms(running)
                 row = {
                     "run": i, "submit_to_running_p50_ms": ms["p50_ms"], "submit_to_running_p99_ms": ms["p99_ms"],
@@ -110,6 +126,8 @@ async def main(args: argparse.Namespace) -> int:
         ["figure", "median", "min", "max"],
         [(label, agg[k].median, agg[k].min, agg[k].max) for k, label in labels if k in agg],
     )
+    for who, summary in profiles.items():
+        print_profile(f"profile of the {who} (py-spy, run 1)", summary)
     m = machine()
     print(f"machine: {m['cores']} cores, {m['memory_gb']} GB, {m['cpu']}")
     emit_json(
@@ -118,6 +136,7 @@ async def main(args: argparse.Namespace) -> int:
             "params": {"jobs": args.jobs, "runs": args.runs},
             "figures": agg,
             "met": {"submit_to_running_p50_ms": agg["submit_to_running_p50_ms"].median <= 20.0} if agg else {},
+            "profiles": profiles,
             "runs": rows,
         },
     )
@@ -131,6 +150,7 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--timeout", type=float, default=60.0, help="seconds per job")
     p.add_argument("--work-dir", help="keep everything (logs, sandboxes) under this directory")
     p.add_argument("--keep", action="store_true", help="keep the temporary work directory")
+    p.add_argument("--profile", action="store_true", help="py-spy the batch service, master and agent (run 1)")
     return p.parse_args(argv)
 
 
