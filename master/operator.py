@@ -23,7 +23,7 @@ from prometheus_client.registry import Collector
 from master.auth import forbidden, principal_of, visible_response, visible_state
 from master.http_api import BodyTooLarge, media_type, read_body, text
 from master.mesos_endpoints import MesosEndpoints
-from master.operator_v1 import OperatorV1, _Bad, _Conflict
+from master.operator_v1 import OperatorV1, _Bad, _Conflict, _NotFound
 from master.views import legacy_resources
 from protocol import codec, httputil, mesos
 from protocol.acls import operator_problem
@@ -179,6 +179,8 @@ class OperatorApi(OperatorV1, MesosEndpoints):
             resp = await self._operator_call(call)
         except _Conflict as e:
             return text(409, str(e))
+        except _NotFound as e:
+            return text(404, str(e))
         except _Bad as e:
             return text(400, str(e))
         if resp is None:

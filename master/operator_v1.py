@@ -4,6 +4,11 @@ drain, teardown...)."""
 
 from __future__ import annotations
 
+import asyncio
+import functools
+import logging
+import os
+
 from master.events import (
     AgentDrainRequested,
     QuotaUpdated,
@@ -127,7 +132,57 @@ class OperatorV1(StateViews):
                 raise _Bad(f"Unknown framework {fid}")
             await svc.dispatch(TeardownRequested(framework_id=fid))
             return None
+        if t is OT.GET_OPERATIONS:
+            # every offer operation this master carries out (RESERVE, UNRESERVE, LAUNCH) is applied
+            # when accepted; none is pending or has a status to report (no operation feedback)
+            return mesos.OperatorResponse(type=RT.GET_OPERATIONS, get_operations=mesos.GetOperations(()))
+        if t is OT.GET_LOGGING_LEVEL:
+            return mesos.OperatorResponse(type=RT.GET_LOGGING_LEVEL,
+                                          get_logging_level=mesos.GetLoggingLevel(self._logging.level()))
+        if t is OT.SET_LOGGING_LEVEL:
+            assert call.set_logging_level is not None
+            sl = call.set_logging_level
+            seconds = sl.duration.nanoseconds / 1e9
+            if sl.level < 0 or seconds <= 0:
+                raise _Bad("'set_logging_level.level' must be >= 0 and 'duration' positive")
+            self._logging.set(sl.level, seconds)
+            return None
+        if t in (OT.LIST_FILES, OT.READ_FILE):
+            return await self._files_call(call)
         raise _Bad(f"Operator call {t.value if t else None} is not supported by this master")
+
+    @functools.cached_property
+    def _logging(self) -> LoggingLevel:
+        return LoggingLevel()
+
+    async def _files_call(self, call: mesos.OperatorCall) -> mesos.OperatorResponse:
+        """LIST_FILES and READ_FILE of the master's files: its log, ``/master/log`` (with
+        ``--log-dir``), as ``/files/*`` serves it."""
+        from master.mesos_endpoints import LOG_FILE, LOG_PATH
+
+        path = call.list_files.path if call.list_files is not None else (call.read_file.path if call.read_file else "")
+        log_dir = self.svc.config.log_dir
+        if path.rstrip("/") != LOG_PATH or not log_dir:
+            raise _NotFound(f"No file or directory found at path '{path}'")
+        real = os.path.join(log_dir, LOG_FILE)
+        try:
+            st = await asyncio.to_thread(os.stat, real)
+        except OSError as e:
+            raise _NotFound(f"No file or directory found at path '{path}'") from e
+        if call.type is OT.LIST_FILES:
+            info = mesos.FileInfo(path=LOG_PATH, nlink=st.st_nlink, size=st.st_size,
+                                  mtime=mesos.TimeInfo(st.st_mtime_ns), mode=st.st_mode,
+                                  uid=str(st.st_uid), gid=str(st.st_gid))
+            return mesos.OperatorResponse(type=RT.LIST_FILES, list_files=mesos.ListFiles((info,)))
+        assert call.read_file is not None
+        rf = call.read_file
+        if rf.offset < 0 or (rf.length is not None and rf.length < 0):
+            raise _Bad("'read_file.offset' and 'read_file.length' must not be negative")
+        try:
+            data, _at = await asyncio.to_thread(_read_log, real, rf.offset, rf.length)
+        except OSError as e:
+            raise _NotFound(f"No file or directory found at path '{path}'") from e
+        return mesos.OperatorResponse(type=RT.READ_FILE, read_file=mesos.ReadFile(size=st.st_size, data=data))
 
     @staticmethod
     def _quota_resources(qc: mesos.QuotaConfig) -> tuple[Resources, Resources | None]:
@@ -253,6 +308,46 @@ class OperatorV1(StateViews):
 
 class _Bad(Exception):
     pass
+
+
+class _NotFound(_Bad):
+    """A path or object that does not exist (404, as Mesos)."""
+
+
+def _read_log(path: str, offset: int, length: int | None) -> tuple[bytes, int]:
+    with open(path, "rb") as f:
+        f.seek(offset)
+        return f.read(length if length is not None else 16 << 20), offset
+
+
+class LoggingLevel:
+    """Mesos' logging level (glog verbosity: 0 is the master's own level, above 0 debug) set for
+    a while with SET_LOGGING_LEVEL, then back to what it was."""
+
+    def __init__(self) -> None:
+        self._revert: asyncio.TimerHandle | None = None
+        self._base: int | None = None
+
+    @staticmethod
+    def _logger() -> logging.Logger:
+        return logging.getLogger()
+
+    def level(self) -> int:
+        return 1 if self._logger().getEffectiveLevel() <= logging.DEBUG else 0
+
+    def set(self, level: int, seconds: float) -> None:
+        root = self._logger()
+        if self._base is None:
+            self._base = root.level
+        root.setLevel(logging.DEBUG if level > 0 else self._base)
+        if self._revert is not None:
+            self._revert.cancel()
+        self._revert = asyncio.get_running_loop().call_later(seconds, self._back)
+
+    def _back(self) -> None:
+        if self._base is not None:
+            self._logger().setLevel(self._base)
+        self._base, self._revert = None, None
 
 
 class _Conflict(_Bad):

@@ -6,6 +6,8 @@ paging, /roles, /flags, /weights, /quota, /teardown, /reserve, /unreserve, the m
 
 from __future__ import annotations
 
+import asyncio
+import base64
 import json
 import logging
 from collections.abc import AsyncIterator
@@ -248,6 +250,38 @@ async def test_master_log_files_and_redirect(fast_master: MasterService, tmp_pat
                 assert r.status == code, bad
         async with s.get(svc.url + "/redirect", allow_redirects=False) as r:
             assert r.status == 307 and r.headers["Location"] == f"//{svc.advertised_host}:{svc.port}"
+
+        # the same through the v1 operator API: LIST_FILES, READ_FILE (data base64, as Mesos)
+        async def v1(body: dict[str, Any]) -> tuple[int, Any]:
+            async with s.post(svc.url + "/api/v1", data=json.dumps(body),
+                              headers={"Content-Type": "application/json", "Accept": "application/json"}) as r:
+                text = await r.text()
+                return r.status, (json.loads(text) if r.status == 200 and text else text)
+
+        status, listed = await v1({"type": "LIST_FILES", "list_files": {"path": "/master/log"}})
+        (fi,) = listed["list_files"]["file_infos"]
+        assert status == 200 and fi["path"] == "/master/log" and fi["size"] > 0
+        ms.check(fi, ms.shape("path nlink size mtime mode uid gid"), "v1 FileInfo")
+        _, got = await v1({"type": "READ_FILE", "read_file": {"path": "/master/log", "offset": 0}})
+        assert b"a line for /master/log" in base64.b64decode(got["read_file"]["data"])
+        assert got["read_file"]["size"] >= len(base64.b64decode(got["read_file"]["data"]))
+        assert (await v1({"type": "READ_FILE", "read_file": {"path": "/etc/passwd", "offset": 0}}))[0] == 404
+        # GET_OPERATIONS: none pending (operations are applied when accepted)
+        assert (await v1({"type": "GET_OPERATIONS"}))[1] == {"type": "GET_OPERATIONS", "get_operations": {}}
+        # SET_LOGGING_LEVEL for a while, GET_LOGGING_LEVEL, then back
+        assert (await v1({"type": "GET_LOGGING_LEVEL"}))[1]["get_logging_level"]["level"] == 0
+        status, _ = await v1({"type": "SET_LOGGING_LEVEL",
+                              "set_logging_level": {"level": 1, "duration": {"nanoseconds": 200_000_000}}})
+        assert status == 200
+        assert (await v1({"type": "GET_LOGGING_LEVEL"}))[1]["get_logging_level"]["level"] == 1
+        revert = svc.operator_api._logging._revert  # the level goes back after its duration
+        assert revert is not None and 0 < revert.when() - asyncio.get_running_loop().time() <= 0.2
+        revert.cancel()
+        svc.operator_api._logging._back()  # (what the timer runs)
+        assert (await v1({"type": "GET_LOGGING_LEVEL"}))[1]["get_logging_level"]["level"] == 0
+        # what this master does not do is named
+        status, text = await v1({"type": "GET_MAINTENANCE_SCHEDULE"})
+        assert (status, text) == (400, "Operator call GET_MAINTENANCE_SCHEDULE is not supported by this master")
 
 
 async def test_master_log_without_log_dir_is_404(master: MasterService) -> None:
