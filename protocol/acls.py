@@ -366,6 +366,20 @@ def job_problem(acls: Acls, action: Action, principal: str | None, owner: str | 
     return f"Forbidden: {principal} may not {what} {whose} ({d.reason})"
 
 
+def priority_problem(acls: Acls, principal: str | None, owner: str | None, old: int, new: int) -> str | None:
+    """Slurm's rule for a job's priority: anybody may lower it (submit below the default 0, or
+    update it down); raising it (above 0 at submit, above its current value by an update) takes an
+    operator, a principal an ACL grants ``manage_jobs`` on the owner - the owner alone is not
+    enough, since priorities order (and preempt) other users' jobs too. Why not (answered
+    ``403``), or None; ``principal`` None: the service does not authenticate, nothing is checked."""
+    if principal is None or new <= old:
+        return None
+    d = acls.decide(Action.MANAGE_JOBS, principal, owner)
+    if d.allowed:
+        return None
+    return f"Forbidden: priority: only an operator may raise a job's priority above {old} ({d.reason})"
+
+
 def submit_problem(acls: Acls, principal: str | None, queue: str) -> str | None:
     """Why ``principal`` may not submit to ``queue`` (``submit_jobs``, once the file has such rules)."""
     if principal is None or not acls.enforces(Action.SUBMIT_JOBS):

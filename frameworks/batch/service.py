@@ -74,7 +74,7 @@ from frameworks.client.options import ServiceConnection, advertised_host, stop_r
 from frameworks.client.placement import attribute_text
 from frameworks.client.transport import HttpTransport, TransportError, base_url
 from frameworks.service.dispatch import TaskState as ServiceTaskState
-from protocol.acls import Action, job_problem, submit_problem
+from protocol.acls import Action, job_problem, priority_problem, submit_problem
 from protocol.codec import JSON, MSGPACK, loads_json
 from protocol.lifecycle import Service
 from protocol.mesos import (
@@ -909,6 +909,8 @@ class BatchService(Service, Scheduler):
                 return _error(request, 400, which + err)
             if (problem := submit_problem(self.auth.acls, principal, spec.queue)) is not None:
                 return _error(request, 403, which + problem)
+            if (problem := priority_problem(self.auth.acls, principal, owner, 0, spec.priority)) is not None:
+                return _error(request, 403, which + problem)
             if (refused := self.core.admission(spec, owner)) is not None:
                 return _error(request, 429, f"{which}refused by the limits: {refused}")
         run_as = self.config.users.run_as(owner, verified=principal is not None)
@@ -949,6 +951,11 @@ class BatchService(Service, Scheduler):
             return _error(request, 400, f"queue: {err}")
 
         def apply(job: JobRecord, who: str) -> list[Effect]:
+            new = changes.get("priority")
+            if isinstance(new, int) and (
+                problem := priority_problem(self.auth.acls, principal_of(request), job.user, job.spec.priority, new)
+            ):
+                raise _Forbidden(problem)
             effects = self.core.update(job.job_id, changes, self.now(), who)
             self._commands.pop(job.job_id, None)  # its tasks' shared environment (count) changed
             return effects
@@ -967,6 +974,8 @@ class BatchService(Service, Scheduler):
             return denied
         try:
             effects = act(job, requester(request))
+        except _Forbidden as exc:
+            return _error(request, 403, str(exc))
         except SpecError as exc:
             return _error(request, 400, str(exc))
         except BatchError as exc:
@@ -1257,6 +1266,10 @@ def job_detail(job: JobRecord, tasks: Sequence[TaskRecord] | None = None) -> dic
         for t in (job.tasks if tasks is None else tasks)
     ]
     return out
+
+
+class _Forbidden(Exception):
+    """A change the request's principal may not make (``403``, nothing changed)."""
 
 
 def requester(request: web.Request) -> str:

@@ -268,3 +268,33 @@ async def test_the_cli_signs_in_to_the_elastic_service_and_shows_the_owner(tmp_p
         assert r.exit_code == 0 and [j["user"] for j in json.loads(r.output)["jobs"]] == ["alice"], r.output
         r = await run("cancel", str(job), token=ALICE)
         assert r.exit_code == 0 and "cancelled" in r.output, r.output
+
+
+async def test_only_an_operator_raises_a_priority_anybody_lowers_one(tmp_path: Path) -> None:
+    """Slurm's rule: alice may submit below the default priority and lower her job's, not raise
+    it (403, nothing changed: in a preempting queue a priority decides whose tasks are evicted);
+    the operator may raise it."""
+    creds, acls = auth_files(tmp_path)
+    async with BatchService(NO_MASTER, tmp_path / "w", credentials=creds, acls=acls) as svc, aiohttp.ClientSession() as http:
+        api = f"{svc.url}/api/v1"
+        r = await http.post(f"{api}/jobs", json={**JOB, "priority": 5}, headers=as_(ALICE))
+        assert r.status == 403
+        assert (await r.json())["error"] == (
+            "Forbidden: priority: only an operator may raise a job's priority above 0 "
+            "(manage_jobs denied for alice on 'alice' (no ACL matched))"
+        )
+        assert (await (await http.get(f"{api}/jobs", headers=as_(OPS))).json())["jobs"] == []  # no id spent
+        r = await http.post(f"{api}/jobs", json={**JOB, "priority": -3}, headers=as_(ALICE))
+        assert r.status == 201
+        jid = (await r.json())["id"]
+        r = await http.post(f"{api}/jobs/{jid}/update", json={"priority": 2}, headers=as_(ALICE))
+        assert r.status == 403 and "above -3" in (await r.json())["error"]
+        assert (await http.post(f"{api}/jobs/{jid}/update", json={"priority": -5}, headers=as_(ALICE))).status == 200
+        r = await http.post(f"{api}/jobs/{jid}/update", json={"priority": 10}, headers=as_(OPS))
+        assert r.status == 200 and (await r.json())["priority"] == 10
+        detail = await (await http.get(f"{api}/jobs/{jid}", headers=as_(ALICE))).json()
+        assert [(c["who"], c["what"]) for c in detail["changes"]] == [
+            ("alice", "update priority -3 -> -5"), ("ops", "update priority -5 -> 10"),
+        ]
+        r = await http.post(f"{api}/jobs", json={**JOB, "priority": 7}, headers=as_(OPS))
+        assert r.status == 201  # the operator's own job too
