@@ -9,6 +9,7 @@ import getpass
 import json
 import time
 from pathlib import Path
+from typing import Any
 
 from frameworks.cli.common import wait_until
 from frameworks.cli.up import LocalCluster
@@ -143,19 +144,28 @@ def test_a_high_priority_job_preempts_a_running_low_priority_one_which_is_requeu
         cluster, "--count", "8", "--cpus", "1", "--mem", "16", "--priority", "1", "--preemptible", "--grace", "1",
         "--shell", "--", f"while [ ! -e {flag} ]; do sleep 0.05; done",
     )
-    wait_until(lambda: show(cluster, low)["tasks"].get("RUNNING") == 8, 60, "the low job filling the cluster")
-    high = submit(cluster, "--cpus", "2", "--mem", "16", "--priority", "10", "--preempt", "--", "true")
-    succeeds(cluster, high, timeout=30)
-    d = show(cluster, low)
-    preempted = [t for t in d["task_list"] if len(t["history"]) > 1]
-    assert len(preempted) == 2, d  # the fewest: two one-cpu tasks make room for two cpus
-    for t in preempted:
-        assert t["history"][0]["state"] == "TASK_KILLED" and t["failures"] == 0
-    assert [c["what"] for c in d["changes"]] == [
-        f"task(s) {', '.join(str(t['index']) for t in preempted)} preempted by job {high}"
-    ]
-    flag.touch()
-    succeeds(cluster, low)
+    try:
+        wait_until(lambda: show(cluster, low)["tasks"].get("RUNNING") == 8, 60, "the low job filling the cluster")
+        high = submit(cluster, "--cpus", "2", "--mem", "16", "--priority", "10", "--preempt", "--", "true")
+        succeeds(cluster, high, timeout=30)
+
+        def requeued() -> list[dict[str, Any]]:  # killed once, then launched again
+            return [t for t in show(cluster, low)["task_list"] if len(t["history"]) > 1]
+
+        wait_until(lambda: len(requeued()) >= 2, 30, "the preempted tasks launched again")
+        preempted = requeued()
+        d = show(cluster, low)
+        assert len(preempted) == 2, d  # the fewest: two one-cpu tasks make room for two cpus
+        for t in preempted:
+            assert t["history"][0]["state"] == "TASK_KILLED" and t["failures"] == 0
+        assert [c["what"] for c in d["changes"]] == [
+            f"task(s) {', '.join(str(t['index']) for t in preempted)} preempted by job {high}"
+        ]
+        flag.touch()
+        succeeds(cluster, low)
+    finally:  # never leave the cluster the package shares full of waiting tasks
+        flag.touch()
+        cli(cluster, "cancel", str(low))
     assert show(cluster, low)["tasks"] == {"SUCCEEDED": 8}
 
 

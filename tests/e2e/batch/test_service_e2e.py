@@ -126,9 +126,11 @@ def _workers(tmp_path: Path) -> list[psutil.Process]:
 def test_cancel_ends_the_instances_and_their_tasks(cluster: LocalCluster, tmp_path: Path) -> None:
     jid = service_job(cluster, tmp_path, ["1", "sleep 600", "sleep 600", "4"], "--count", "2", "--window", "1")
     running = {"pending": 1, "sent": 2, "done": 1, "failed": 0, "cancelled": 0, "total": 4}
-    wait_until(lambda: show(cluster, jid).get("service") == running, 60, "both sleeps running")
-    assert len(_workers(tmp_path)) == 2
-    code, out = cli(cluster, "cancel", str(jid))
+    try:
+        wait_until(lambda: show(cluster, jid).get("service") == running, 60, "both sleeps running")
+        assert len(_workers(tmp_path)) == 2
+    finally:  # the cancel is what the test is about, and it never leaves two sleeps behind
+        code, out = cli(cluster, "cancel", str(jid))
     assert code == 0, out
     assert wait(cluster, jid) == 1
     wait_until(lambda: not _workers(tmp_path), 30, "the instances' commands to be gone")
