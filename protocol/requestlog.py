@@ -3,7 +3,8 @@
 aiohttp logs every request it cannot parse (a bad header, a NUL in the path, a broken chunk) at
 ERROR with a full traceback, from ``aiohttp.server`` -- one client sending garbage floods the log.
 ``install()`` puts a filter on that logger: such a record (its exception an aiohttp
-``HttpProcessingError``: the client's fault) becomes one WARNING line naming the client and the
+``HttpProcessingError``, or a ``ConnectionResetError`` from a client that closed its connection
+before its body came: the client's doing) becomes one WARNING line naming the client and the
 problem, without the traceback, and each client address gets at most ``burst`` of them per
 ``window`` seconds; the next line from that address after a quiet window says how many were
 left out. Anything else (a handler's own failure, the server's fault) keeps its traceback.
@@ -34,7 +35,7 @@ class MalformedRequestFilter(logging.Filter):
 
     def filter(self, record: logging.LogRecord) -> bool:
         exc = record.exc_info[1] if record.exc_info else None
-        if not isinstance(exc, HttpProcessingError):
+        if not isinstance(exc, HttpProcessingError | ConnectionResetError):
             return True
         client = str(record.args[0]) if isinstance(record.args, tuple) and record.args else "unknown"
         now = self.clock()
@@ -45,10 +46,14 @@ class MalformedRequestFilter(logging.Filter):
             self._remember(client, (start, logged, left_out + 1))
             self.suppressed += 1
             return False
-        problem = " ".join(str(exc.message or type(exc).__name__).split())[:200]
         note = f" ({left_out} more from this client left out before)" if left_out else ""
-        record.msg = "malformed request from %s: %s %s%s"
-        record.args = (client, exc.code, problem, note)
+        if isinstance(exc, HttpProcessingError):
+            problem = " ".join(str(exc.message or type(exc).__name__).split())[:200]
+            record.msg = "malformed request from %s: %s %s%s"
+            record.args = (client, exc.code, problem, note)
+        else:  # the client closed its connection while its request (its body) was being read
+            record.msg = "request from %s cut short: the connection closed before the request was read%s"
+            record.args = (client, note)
         record.exc_info = None
         record.exc_text = None
         record.levelno, record.levelname = logging.WARNING, "WARNING"
