@@ -1,7 +1,8 @@
 """The job lifecycle end to end, through the `agora job` CLI against real master, agent and batch
 service processes: job files (several jobs, dependencies by name, errors with line and field,
 `show --toml` resubmitted), hold/release/update/requeue recorded with who did it,
---after-notok, preemption of a running job, and `job list --start`."""
+--after-notok, preemption of a running job, `job list --start`, and updates refused while a gang
+runs."""
 
 from __future__ import annotations
 
@@ -201,3 +202,19 @@ def test_job_list_start_shows_when_pending_jobs_start_from_the_running_time_limi
         flag.touch()
     succeeds(cluster, fill)
     succeeds(cluster, after)
+
+
+def test_updates_that_would_break_a_running_gang_are_refused_and_change_nothing(cluster: LocalCluster) -> None:
+    jid = submit(cluster, "--count", "2", "--gang", "2", *QUICK, "--", "sleep", "612")
+    try:
+        wait_until(lambda: show(cluster, jid)["tasks"].get("RUNNING") == 2, 60, "the gang running")
+        code, out = cli(cluster, "update", str(jid), "--count", "3")
+        assert (code, out) == (1, f"Error: count: job {jid}'s gang has started; changing its count would break it\n")
+        code, out = cli(cluster, "update", str(jid), "--cpus", "0.2", "--priority", "-1")
+        assert code == 1 and out.startswith(f"Error: cpus: job {jid} has tasks launching or running"), out
+        d = show(cluster, jid)
+        assert (d["count"], d["priority"], d["tasks"], d["changes"]) == (2, 0, {"RUNNING": 2}, [])
+        assert [len(t["history"]) for t in d["task_list"]] == [1, 1]  # nothing restarted
+    finally:
+        cli(cluster, "cancel", str(jid))
+    assert wait(cluster, jid) == 1
