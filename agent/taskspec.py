@@ -66,12 +66,28 @@ def container_image(container: ContainerInfo | None) -> str | None:
 
 
 def check_container(what: str, container: ContainerInfo | None) -> None:
+    """What of a ``ContainerInfo`` this agent cannot give is refused, never ignored: an image
+    (``ImageUnsupported``), volumes, container networks and a hostname of its own (``SpecError``:
+    tasks run on the host, in their sandbox, on the host's network)."""
     image = container_image(container)
     if image is not None:
         raise ImageUnsupported(
             f"{what} asks for container image {image}: container images are not supported by this "
             "agent (it runs tasks on the host and has no OCI runtime configured)"
         )
+    if container is None:
+        return
+    if container.volumes:
+        paths = ", ".join(repr(v.container_path) for v in container.volumes)
+        raise SpecError(f"{what} asks for container volumes ({paths}): volumes are not supported by this agent "
+                        "(tasks run on the host, in their sandbox)")
+    if container.network_infos:
+        names = ", ".join(repr(n.name) for n in container.network_infos if n.name) or "an IP or port mappings"
+        raise SpecError(f"{what} asks for a container network ({names}): container networks are not supported by "
+                        "this agent (tasks use the host's network)")
+    if container.hostname:
+        raise SpecError(f"{what} asks for hostname {container.hostname!r}: a task has no network namespace of its "
+                        "own on this agent")
 
 
 @attrs.frozen

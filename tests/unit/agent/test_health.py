@@ -129,3 +129,4 @@ def test_check_reports_changes_only() -> None:
     assert c.result(Outcome(False, 3)) and c.last == 3
     assert c.result(Outcome(False, None)) and c.last is None
     assert not c.result(Outcome(False, None))
+
