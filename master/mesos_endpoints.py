@@ -38,6 +38,8 @@ if TYPE_CHECKING:
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 LOG_PATH = "/master/log"
+MAINTENANCE_HINT = ("maintenance schedules and inverse offers are not supported by this master; drain an agent "
+                    "with the DRAIN_AGENT operator call (agora agent drain) and reactivate it with REACTIVATE_AGENT")
 MAX_READ = 16 * 4096  # Mesos caps a /files/read at 16 pages
 
 
@@ -118,6 +120,10 @@ class MesosEndpoints(StateViews):
                     web.get(prefix + "/flags" + slash, self._guard(self.flags)),
                 ]
             out += [
+                web.route("*", prefix + "/maintenance/schedule", self.maintenance),
+                web.route("*", prefix + "/maintenance/status", self.maintenance),
+                web.route("*", prefix + "/machine/up", self.maintenance),
+                web.route("*", prefix + "/machine/down", self.maintenance),
                 web.route("*", prefix + "/weights", self._guard(self.weights)),
                 web.route("*", prefix + "/quota", self._guard(self.quota)),
                 web.route("*", prefix + "/quota/{role:.+}", self._guard(self.quota)),
@@ -199,6 +205,10 @@ class MesosEndpoints(StateViews):
         body = self.tasks_json(request.query.get("framework_id"), request.query.get("task_id"), limit, offset,
                                ascending, visible=task_filter(self.svc, request))
         return json_ok(body, request)
+
+    async def maintenance(self, request: web.Request) -> web.StreamResponse:
+        """Mesos' maintenance endpoints: said, not a bare 404 (``MAINTENANCE_HINT``)."""
+        return text(501, f"{request.path}: {MAINTENANCE_HINT}")
 
     async def roles(self, request: web.Request) -> web.StreamResponse:
         return json_ok(self.roles_json(self.get_roles(), dict(self.svc.state.quotas)), request)

@@ -149,6 +149,10 @@ class OperatorV1(StateViews):
             return None
         if t in (OT.LIST_FILES, OT.READ_FILE):
             return await self._files_call(call)
+        if t in MAINTENANCE_CALLS:
+            from master.mesos_endpoints import MAINTENANCE_HINT
+
+            raise _Bad(f"Operator call {t.value} is not supported by this master: {MAINTENANCE_HINT}")
         raise _Bad(f"Operator call {t.value if t else None} is not supported by this master")
 
     @functools.cached_property
@@ -308,6 +312,12 @@ class OperatorV1(StateViews):
 
 class _Bad(Exception):
     pass
+
+
+MAINTENANCE_CALLS = frozenset({
+    OT.GET_MAINTENANCE_STATUS, OT.GET_MAINTENANCE_SCHEDULE, OT.UPDATE_MAINTENANCE_SCHEDULE,
+    OT.START_MAINTENANCE, OT.STOP_MAINTENANCE,
+})
 
 
 class _NotFound(_Bad):

@@ -281,7 +281,12 @@ async def test_master_log_files_and_redirect(fast_master: MasterService, tmp_pat
         assert (await v1({"type": "GET_LOGGING_LEVEL"}))[1]["get_logging_level"]["level"] == 0
         # what this master does not do is named
         status, text = await v1({"type": "GET_MAINTENANCE_SCHEDULE"})
-        assert (status, text) == (400, "Operator call GET_MAINTENANCE_SCHEDULE is not supported by this master")
+        assert status == 400 and text.startswith(
+            "Operator call GET_MAINTENANCE_SCHEDULE is not supported by this master: maintenance schedules and "
+            "inverse offers are not supported by this master; drain an agent with the DRAIN_AGENT operator call")
+        for path in ("/maintenance/status", "/master/maintenance/schedule", "/machine/down"):
+            async with s.get(svc.url + path) as r:
+                assert r.status == 501 and "DRAIN_AGENT" in await r.text(), path
 
 
 async def test_master_log_without_log_dir_is_404(master: MasterService) -> None:
