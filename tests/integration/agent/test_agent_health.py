@@ -28,6 +28,10 @@ from protocol.task_states import TaskState as S
 pytestmark = pytest.mark.slow
 
 
+# the task's side: healthy until a check has seen it so, then not
+WAIT_FOR_CHECK = "touch healthy; while [ ! -f seen ]; do sleep 0.05; done; rm healthy; exec sleep 30"
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -40,16 +44,17 @@ def task(tid: str, cmd: str, **kw: Any) -> TaskInfo:
 
 
 async def test_command_health_check_reports_and_kills(master: Any, make_agent: Any) -> None:
-    # healthy while the file is there; it goes after a while: two failures in a row kill the task
-    hc = HealthCheck(type=HealthCheckType.COMMAND, command=CommandInfo(value="test -f healthy"), delay_seconds=0,
+    # healthy while the file is there; the task removes it once a check has seen it (the check
+    # leaves 'seen'): two failures in a row then kill the task
+    hc = HealthCheck(type=HealthCheckType.COMMAND, command=CommandInfo(value="test -f healthy && touch seen"), delay_seconds=0,
                      interval_seconds=0.1, timeout_seconds=5, grace_period_seconds=30, consecutive_failures=2)
     await make_agent()
     await master.wait_connected()
-    await master.run_many([task("h", "touch healthy; sleep 0.5; rm healthy; exec sleep 30", health_check=hc)])
+    await master.run_many([task("h", WAIT_FOR_CHECK, health_check=hc)])
     st = await master.wait_terminal("h")
     assert st.state is S.TASK_KILLED and st.healthy is False, st
     assert st.message is not None and st.message.startswith(
-        "Task killed after 2 consecutive failed health checks: command 'test -f healthy' exited with status 1")
+        "Task killed after 2 consecutive failed health checks: command 'test -f healthy && touch seen' exited with status 1")
     health = [(s.healthy, s.reason.name if s.reason else None) for s in master.statuses("h") if s.state is S.TASK_RUNNING]
     assert health == [
         (None, None),  # TASK_RUNNING: pid N

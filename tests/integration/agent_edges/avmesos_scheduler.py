@@ -37,8 +37,10 @@ class App:
             self.launched = True
             if self.mode == "health":
                 task = {"name": "avm", "task_id": {"value": "avm"}, "resources": RES,
-                        "command": {"value": "touch ok; sleep 0.5; rm ok; exec sleep 60"},
-                        "health_check": {"type": "COMMAND", "command": {"value": "test -f ok"}, "delay_seconds": 0,
+                        # healthy until a check has seen it so (the check leaves 'seen'), then not
+                        "command": {"value": "touch ok; while [ ! -f seen ]; do sleep 0.05; done; rm ok; exec sleep 60"},
+                        "health_check": {"type": "COMMAND", "command": {"value": "test -f ok && touch seen"},
+                                         "delay_seconds": 0,
                                          "interval_seconds": 0.1, "grace_period_seconds": 30,
                                          "consecutive_failures": 2}}
             else:
