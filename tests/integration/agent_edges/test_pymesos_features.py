@@ -18,10 +18,12 @@ from typing import Any
 import pytest
 
 from agent.config import AgentConfig
+from agent.isolation import remove_agent_cgroups
 from agent.service import AgentService
 from master.config import MasterConfig
 from master.service import MasterService
 
+from ..agent.conftest import kill_leftovers
 from ..agent.fileserver import FileServer, tgz
 
 HERE = Path(__file__).resolve().parent
@@ -43,6 +45,8 @@ async def cluster(tmp_path: Path) -> AsyncIterator[tuple[MasterService, AgentSer
     finally:
         await agent.stop()
         await master.stop()
+        await kill_leftovers(tmp_path)  # tasks outlive their agent by design; none may outlive the test
+        await asyncio.to_thread(remove_agent_cgroups, agent.config.work_dir)
 
 
 @pytest.fixture
