@@ -1,5 +1,5 @@
-"""TLS for every Agora connection, with the standard library ``ssl`` (RELIABILITY.md "Plaintext on
-the network", S20).
+"""TLS for every Agora connection, with the standard library ``ssl``: nothing need cross the
+network in plaintext.
 
 - ``server_context(cert, key, ca=None)``: what the master, an agent or a framework service serves
   with. With ``ca`` a client certificate is asked for and, when one is presented, it must chain to

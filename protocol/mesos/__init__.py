@@ -1,7 +1,7 @@
 """The Mesos v1 message catalogue: scheduler, executor and operator API, as frozen attrs classes.
 
 Field names are exactly the proto field names; the JSON and msgpack forms come from
-``protocol.codec`` (see MESOS_COMPAT.md). Conventions (as in ``protocol.mesos_common``, whose value
+``protocol.codec``. Conventions (as in ``protocol.mesos_common``, whose value
 types are re-exported here): an optional field defaults to ``None`` and is omitted on the wire; a
 repeated field is a tuple defaulting to ``()``; enums are ``enum.Enum`` whose member names and
 values are the wire names. Proto2 ``required`` fields have no default, with deliberate exceptions
@@ -20,7 +20,7 @@ for what real clients send (all noted on the class):
 Builders are ``make_*`` classmethods (a proto field already owns the plain name, e.g.
 ``Call.subscribe``): ``Call.make_subscribe(info)``, ``Event.make_update(status)``, ...
 ``validate_call``/``validate_executor_call``/``validate_operator_call`` implement the structural
-rules of MESOS_COMPAT.md §1.5 (the semantic ones belong to the master).
+rules of a call (the semantic ones belong to the master).
 
 The catalogue is a package split by API; import from ``protocol.mesos`` (this module re-exports
 every name), not from its submodules: ``common`` (addresses, framework/master/agent info, offers,

@@ -1,4 +1,4 @@
-"""Structural validation of calls (MESOS_COMPAT.md §1.5): ``validate_call``,
+"""Structural validation of calls, as Mesos validates them before any semantics: ``validate_call``,
 ``validate_executor_call``, ``validate_operator_call``; the semantic rules belong to the master.
 """
 
@@ -23,12 +23,12 @@ def _lower(t: enum.Enum) -> str:
 
 UUID_BYTES = 16
 
-# Call types whose body object may be absent (MESOS_COMPAT.md §1.5).
+# Call types whose body object may be absent.
 _NO_BODY_NEEDED = frozenset({CallType.TEARDOWN, CallType.REVIVE, CallType.SUPPRESS})
 
 
 def validate_call(call: Call) -> str | None:
-    """The structural rules of a scheduler Call (§1.5); ``None`` if valid, else Mesos' message.
+    """The structural rules of a scheduler Call; ``None`` if valid, else Mesos' message.
 
     REQUEST also accepts mesoshttp's top-level ``requests`` instead of a ``request`` object.
     """

@@ -1,5 +1,5 @@
 """The batch framework end to end: real master, agents and batch service processes, driven
-through the `agora job` CLI (issue 6): arrays, gangs with reasons, dependencies, retries,
+through the `agora job` CLI: arrays, gangs with reasons, dependencies, retries,
 cancel, `wait` exit codes, two big gangs without deadlock, and reusable-offer throughput."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """`agora task|agent|job logs|job history` against a real master, agents and batch framework
-(RELIABILITY.md C1): task logs from the agent's sandbox (tail, follow to the end, attach), kill,
+for the users of a shared cluster: task logs from the agent's sandbox (tail, follow to the end, attach), kill,
 sinfo-like agent states with the drain reason, a job's logs from all its tasks, sacct history."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Agent drain during a batch job (RELIABILITY G4), with real processes: a job of sleepers runs,
+"""Agent drain during a batch job (Mesos automatic node draining), with real processes: a job of sleepers runs,
 `agora agent drain` takes their agent out of service with a short grace; the master kills its tasks
 (TASK_KILLED, REASON_AGENT_DRAINING), the batch framework re-runs them on the other agent without
 counting a failure, the job succeeds and the drained agent shows `drained` (Mesos' DRAINED)."""

@@ -1,4 +1,4 @@
-"""Automatic agent draining as Mesos does it (RELIABILITY G4), on the pure core.
+"""Automatic agent draining as Mesos does it, on the pure core.
 
 DRAIN_AGENT kills every task on the agent (TASK_KILLED, REASON_AGENT_DRAINING) with at most the
 drain's grace, at once if the agent is reachable, else when it comes back; the agent is DRAINING

@@ -1,4 +1,4 @@
-"""MESOS_COMPAT §4 end to end: a real pymesos scheduler, a real master and a real agent (both
+"""Mesos executors end to end: a real pymesos scheduler, a real master and a real agent (both
 in-process, loopback), and a pymesos CUSTOM executor the agent launches. The executor receives its
 task over the agent's executor API and the scheduler sees TASK_RUNNING then TASK_FINISHED."""
 

@@ -1,4 +1,4 @@
-"""A real pymesos MesosExecutorDriver against ExecutorAPI on loopback (MESOS_COMPAT.md §4)."""
+"""A real pymesos MesosExecutorDriver against ExecutorAPI on loopback."""
 
 from __future__ import annotations
 

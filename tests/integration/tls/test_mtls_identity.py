@@ -1,7 +1,7 @@
 """mTLS with ``--authenticate-agents``: an agent's client certificate names its principal, and the
 agent id <-> principal binding (registry ``agent_principals``) holds per certificate, so one
-agent's certificate cannot re-register another agent's id (RELIABILITY S11 "under a different
-credential or cert")."""
+agent's certificate cannot re-register another agent's id under a different credential or
+certificate."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""RELIABILITY.md S20: with TLS on, a plaintext client and a client certificate from a foreign CA
+"""With TLS on, a plaintext client and a client certificate from a foreign CA
 are refused and nothing is processed; with mTLS an agent without a client certificate is refused;
 the CLI works with ``--ca`` and fails with a clear certificate error without it."""
 

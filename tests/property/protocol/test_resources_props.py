@@ -1,4 +1,4 @@
-"""Hypothesis properties of the Resources algebra (issue 2: associativity, a + b - b == a,
+"""Hypothesis properties of the Resources algebra (associativity, a + b - b == a,
 contains consistent with -, never negative, string and Mesos round-trips)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Sandbox file access: browse/read/download, confinement (RELIABILITY.md S16)."""
+"""Sandbox file access: browse/read/download, confinement to the sandbox."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """A task killed because the operator drains its agent (TASK_KILLED, REASON_AGENT_DRAINING) is
-run again, on the next offer, without counting a failure (RELIABILITY G4)."""
+run again, on the next offer, without counting a failure."""
 
 from __future__ import annotations
 

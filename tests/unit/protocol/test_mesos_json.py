@@ -1,4 +1,4 @@
-"""The literal Mesos JSON of MESOS_COMPAT.md decodes into protocol.mesos and encodes back equal."""
+"""Literal Mesos JSON (as Mesos, pymesos and mesoshttp write it) decodes into protocol.mesos and encodes back equal."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from protocol.task_states import TaskState
 UUID16 = uuid.UUID("7e1f1c2a-9a4b-4c8e-8d3f-0123456789ab").bytes
 UUID_B64 = base64.b64encode(UUID16).decode()
 
-RESOURCE_EXAMPLE: dict[str, Any] = {  # §2.3
+RESOURCE_EXAMPLE: dict[str, Any] = {
     "name": "cpus",
     "type": "SCALAR",
     "scalar": {"value": 4.0},
@@ -29,13 +29,13 @@ RESOURCE_EXAMPLE: dict[str, Any] = {  # §2.3
     "provider_id": {"value": "rp1"},
 }
 
-SUBSCRIBED_RECORD = (  # §1.7, as sent by the fake master
+SUBSCRIBED_RECORD = (  # as sent by the fake master
     '{"type":"SUBSCRIBED","subscribed":{"framework_id":{"value":"f0f0-0000"},"heartbeat_interval_seconds":15.0,'
     '"master_info":{"id":"5a4c1b2e","ip":16777343,"port":5050,"pid":"master@127.0.0.1:5050","hostname":"localhost",'
     '"version":"1.11.0","address":{"hostname":"localhost","ip":"127.0.0.1","port":5050}}}}'
 )
 
-OFFER_EXAMPLE: dict[str, Any] = {  # §2.4 with the §2.3 resource and one attribute of each kind
+OFFER_EXAMPLE: dict[str, Any] = {  # with RESOURCE_EXAMPLE and one attribute of each kind
     "id": {"value": "o-1"},
     "framework_id": {"value": "f-1"},
     "agent_id": {"value": "a-S0"},
@@ -57,7 +57,7 @@ OFFER_EXAMPLE: dict[str, Any] = {  # §2.4 with the §2.3 resource and one attri
     "domain": {"fault_domain": {"region": {"name": "r"}, "zone": {"name": "z"}}},
 }
 
-TASKINFO_EXAMPLE: dict[str, Any] = {  # §6 step 3 (pymesos)
+TASKINFO_EXAMPLE: dict[str, Any] = {  # as pymesos launches one
     "task_id": {"value": "task-1"},
     "agent_id": {"value": "a-S0"},
     "name": "task-1",
@@ -69,7 +69,7 @@ TASKINFO_EXAMPLE: dict[str, Any] = {  # §6 step 3 (pymesos)
     ],
 }
 
-TASKSTATUS_EXAMPLE: dict[str, Any] = {  # §2.6
+TASKSTATUS_EXAMPLE: dict[str, Any] = {
     "task_id": {"value": "t1"},
     "state": "TASK_RUNNING",
     "source": "SOURCE_EXECUTOR",
@@ -88,13 +88,13 @@ TASKSTATUS_EXAMPLE: dict[str, Any] = {  # §2.6
     "labels": {"labels": [{"key": "k", "value": "v"}]},
 }
 
-PYMESOS_SUBSCRIBE = (  # §3.1, exact bytes (json.dumps default separators)
+PYMESOS_SUBSCRIBE = (  # pymesos 0.3.15, exact bytes (json.dumps default separators)
     b'{"type": "SUBSCRIBE", "subscribe": {"framework_info": {"user": "nobody", "name": "compat-test", '
     b'"hostname": "localhost", "roles": ["*"], "capabilities": [{"type": "MULTI_ROLE"}, {"type": "GPU_RESOURCES"}], '
     b'"failover_timeout": 100}}}'
 )
 
-MESOSHTTP_SUBSCRIBE: dict[str, Any] = {  # §3.2, with the optional parts present
+MESOSHTTP_SUBSCRIBE: dict[str, Any] = {  # mesoshttp, with the optional parts present
     "type": "SUBSCRIBE",
     "subscribe": {
         "framework_info": {
@@ -401,7 +401,7 @@ def test_other_events() -> None:
 
 
 def test_executor_subscribe_and_update() -> None:
-    sub = {  # §4, pymesos
+    sub = {  # pymesos executor
         "type": "SUBSCRIBE",
         "framework_id": {"value": "F"},
         "executor_id": {"value": "E"},
@@ -541,7 +541,7 @@ def test_non_ascii_hostname_encodes_to_ascii_single_line() -> None:
     assert ev.offers.offers[0].hostname == "agënt-höst\u2603"
 
 
-# --- validation (§1.5) ------------------------------------------------------------------------
+# --- validation ----------------------------------------------------------------------------
 
 
 def call_json(doc: dict[str, Any]) -> m.Call:

@@ -320,7 +320,7 @@ def test_to_legacy_dict_flattens_roles() -> None:
 
 
 def _compat_example(**overrides: object) -> Resource:
-    """The §2.3 example of MESOS_COMPAT.md as a Resource object."""
+    """The reserved, revocable-free Resource of the Mesos JSON example (RESOURCE_EXAMPLE) as a Resource object."""
     fields: dict[str, object] = {
         "name": "cpus",
         "type": ValueType.SCALAR,
