@@ -72,6 +72,10 @@ class FuzzContext:
     framework_id: str = "nobody"
     stream_id: str = "nostream"
     agent_port: int | None = None
+    # a real outstanding offer of the victim, and its agent: an ACCEPT naming them whose tasks
+    # are valid but for one piece of text gets past the offer checks to the agent's writer
+    offer_id: str | None = None
+    agent_id: str | None = None
 
 
 @attrs.frozen
@@ -130,8 +134,12 @@ def _resources(t: st.SearchStrategy[str]) -> st.SearchStrategy[list[dict[str, An
 
 def scheduler_bodies(ctx: FuzzContext, t: st.SearchStrategy[str]) -> st.SearchStrategy[dict[str, Any]]:
     fid = st.one_of(st.just({"value": ctx.framework_id}), _id(t))
+    offer = _id(t) if ctx.offer_id is None else st.one_of(st.just({"value": ctx.offer_id}), _id(t))
+    agent = _id(t) if ctx.agent_id is None else st.one_of(st.just({"value": ctx.agent_id}), _id(t))
+    small = st.just([{"name": "cpus", "type": "SCALAR", "scalar": {"value": 0.01}},
+                     {"name": "mem", "type": "SCALAR", "scalar": {"value": 1}}])
     task = st.fixed_dictionaries(
-        {"name": t, "task_id": _id(t), "agent_id": _id(t), "resources": _resources(t)},
+        {"name": t, "task_id": _id(t), "agent_id": agent, "resources": small | _resources(t)},
         optional={"command": st.fixed_dictionaries({"value": t}, optional={"shell": st.booleans(), "arguments": st.lists(t, max_size=3),
                                                                            "environment": st.builds(lambda n, v: {"variables": [{"name": n, "value": v}]}, t, t)}),
                   "labels": st.builds(lambda k, v: {"labels": [{"key": k, "value": v}]}, t, t)},
@@ -145,7 +153,7 @@ def scheduler_bodies(ctx: FuzzContext, t: st.SearchStrategy[str]) -> st.SearchSt
     calls = st.one_of(
         st.builds(lambda fi: {"type": "SUBSCRIBE", "subscribe": {"framework_info": fi}}, framework_info),
         st.builds(lambda f, o, ts: {"type": "ACCEPT", "framework_id": f, "accept": {"offer_ids": [o], "operations": [{"type": "LAUNCH", "launch": {"task_infos": ts}}]}},
-                  fid, _id(t), st.lists(task, max_size=2)),
+                  fid, offer, st.lists(task, max_size=2)),
         st.builds(lambda f, o: {"type": "DECLINE", "framework_id": f, "decline": {"offer_ids": [o], "filters": {"refuse_seconds": 0.1}}}, fid, _id(t)),
         st.builds(lambda f, tid, a: {"type": "KILL", "framework_id": f, "kill": {"task_id": tid, "agent_id": a}}, fid, _id(t), _id(t)),
         st.builds(lambda f, tid, a, u: {"type": "ACKNOWLEDGE", "framework_id": f, "acknowledge": {"task_id": tid, "agent_id": a, "uuid": u}},

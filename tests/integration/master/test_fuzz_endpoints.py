@@ -10,6 +10,7 @@ The long run of the same generator is ``scripts/soak/faults.py --fuzz N``."""
 from __future__ import annotations
 
 import json
+import signal
 import sys
 import urllib.request
 from collections import Counter
@@ -40,7 +41,7 @@ def cluster(tmp_path: Path) -> Iterator[tuple[Proc, Proc]]:
         agent.start()
         yield master, agent
     finally:
-        agent.stop()  # SIGTERM leaves tasks running: the one task here has ended
+        agent.stop(signal.SIGUSR1)  # retired: it kills what a fuzzed ACCEPT may have started, then exits
         master.stop()
 
 
@@ -54,13 +55,15 @@ def test_fuzzed_requests_get_no_5xx_and_leave_the_cluster_working(cluster: tuple
     master, agent = cluster
     victim = Framework(HOST, master.port, "fuzz-victim").start()
     try:
-        # its first offer: the agent has registered (the victim declines offers while it waits)
+        # its first offer: the agent has registered. The victim keeps it outstanding for the
+        # fuzzed ACCEPTs to name (and declines the offers that come later)
         victim.take_offers.set()
-        victim.decline(victim.next_event({"OFFERS"}, 20))
+        (offer,) = victim.next_event({"OFFERS"}, 20)["offers"]["offers"]
         victim.take_offers.clear()
         agents_before = _agents(master)
         assert len(agents_before) == 1
-        ctx = FuzzContext(framework_id=victim.framework_id, stream_id=victim.stream_id, agent_port=agent.port)
+        ctx = FuzzContext(framework_id=victim.framework_id, stream_id=victim.stream_id, agent_port=agent.port,
+                          offer_id=offer["id"]["value"], agent_id=offer["agent_id"]["value"])
         statuses: Counter[int] = Counter()
         failures: list[tuple[int, FuzzRequest]] = []
 
@@ -80,6 +83,7 @@ def test_fuzzed_requests_get_no_5xx_and_leave_the_cluster_working(cluster: tuple
         victim.drain()
         victim.next_event({"HEARTBEAT"}, 10)
         assert not victim.closed.is_set()
+        victim.call({"type": "DECLINE", "decline": {"offer_ids": [offer["id"]], "filters": {"refuse_seconds": 60}}})
         # the agent kept its registration; the master still launches there, for a framework the
         # fuzzed calls never named (the victim's own settings may have been changed by them)
         assert _agents(master) == agents_before
