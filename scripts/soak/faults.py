@@ -227,7 +227,7 @@ def count_updates(rec: Recorder, tids: list[str]) -> dict[str, Any]:
         elif (terminal[0].reason is Reason.REASON_AGENT_RESTARTED and len(by[tid]) == 1
               and (terminal[0].message or "").startswith("Agent restarted before the task was launched")):
             # the agent recorded the launch and was killed before starting it: reported once,
-            # it never ran (Mesos does the same; RELIABILITY R4)
+            # it never ran (as in Mesos; test_r4_checkpointed_but_never_spawned)
             never_started += 1
         else:
             lost += 1
