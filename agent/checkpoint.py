@@ -35,7 +35,7 @@ LOST (its log survived without the update) or the master reports it GONE (the lo
 survive: "Task not on the agent") — a valid path for the framework in either case. A terminal
 update lost that way could instead be contradicted: the framework saw FINISHED, and after the
 reboot the agent, knowing only RUNNING, would report a second terminal state (LOST); so it is
-fdatasynced before it is sent (RELIABILITY.md A9.1, I1). Its fdatasync also makes everything
+fdatasynced before it is sent. Its fdatasync also makes everything
 written to the same file before it durable (task record, pid, the earlier updates).
 
 A task record is *written* before its process is spawned (so an agent ``kill -9`` at any point

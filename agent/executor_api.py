@@ -1,6 +1,6 @@
 """The Mesos v1 executor HTTP API (``POST /api/v1/executor``) for CUSTOM executors.
 
-Compatible with pymesos 0.3.15's ``MesosExecutorDriver`` (MESOS_COMPAT.md §4 and §7 item 13):
+Compatible with pymesos 0.3.15's ``MesosExecutorDriver``:
 
 - The agent calls :meth:`ExecutorAPI.register_executor` before it starts an executor process,
   with the environment from :func:`executor_environment` (no ``MESOS_CHECKPOINT=0``: pymesos

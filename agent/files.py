@@ -18,7 +18,7 @@ Routes (``add_routes(app, sandbox_root)``):
 - ``GET /files/download?path=P``: the regular file P as ``application/octet-stream`` attachment.
 
 ``P`` is either relative to ``sandbox_root`` or an absolute path inside it (what ``/state``'s
-``directory`` fields give). Confinement (RELIABILITY.md S16): a ``..`` component is refused
+``directory`` fields give). Confinement: a ``..`` component is refused
 outright; the path is resolved with every symlink followed and must stay inside the sandbox it
 *names* -- its first two components, ``<framework>/<task or executor>`` (the framework directory
 for a one-component path, the root for none) -- so a symlink a task makes in its own sandbox to

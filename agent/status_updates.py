@@ -1,7 +1,7 @@
 """The status-update manager: reliable, ordered, per-task streams of status updates (pure core).
 
 Every status update the agent produces for a task enters that task's *stream*. The manager
-guarantees (RELIABILITY.md A9.1):
+guarantees:
 
 - **checkpoint before send**: an update is returned as a ``CheckpointUpdate`` effect before any
   ``SendUpdate`` effect for it; the shell runs effects in order. A *terminal* update is

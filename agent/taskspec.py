@@ -1,6 +1,6 @@
 """From a Mesos ``TaskInfo`` to what the agent runs: validated, flattened ``TaskSpec`` (pure).
 
-Validation (RELIABILITY.md B3, S5, S15): framework, task and executor ids must be path-safe
+Validation: framework, task and executor ids must be path-safe
 (``protocol.ids.valid_path_id``); exactly one of ``command``/``executor``; a command needs a
 ``value``; environment names match ``^[A-Za-z_][A-Za-z0-9_]*$``, values carry no NUL, and
 ``LD_*`` names are denied. A bad task becomes ``SpecError`` (the tracker answers TASK_ERROR).

@@ -5,7 +5,7 @@ A task runs as its ``CommandInfo.user``, else as its framework's ``FrameworkInfo
 framework's user is a default, not a demand: it is used only when the agent can switch to it (the
 agent runs as root and the user exists here; otherwise the task runs as the agent's user, with a
 log line), and naming the agent's own user is no switch at all. An explicit ``CommandInfo.user`` is
-a demand. Rules (RELIABILITY.md B3, S14): an unknown user is refused; uid 0 is refused unless the operator passed
+a demand. Rules: an unknown user is refused; uid 0 is refused unless the operator passed
 ``--allow-root-tasks`` — even when the master let the task through; switching to another user
 needs the agent to run as root, and is done by ``setpriv`` (util-linux) in front of the command,
 after the sandbox has been handed to that user.

@@ -280,7 +280,7 @@ def sandbox_denied(svc: MasterService, request: web.Request, framework_id: str, 
 
 
 def unauthorized(reason: str) -> web.Response:
-    """``401`` with the challenges a client can answer (MESOS_COMPAT.md §1)."""
+    """``401`` with the challenges a client can answer (Basic for Mesos principals, Bearer for tokens)."""
     return web.Response(
         status=401, text=f"Unauthorized: {reason}", content_type="text/plain",
         headers={"WWW-Authenticate": WWW_AUTHENTICATE},

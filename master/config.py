@@ -1,6 +1,6 @@
 """Master configuration: defaults, a TOML file, then command-line flags (flags win).
 
-Every timeout is configurable so tests can compress them (RELIABILITY.md A9.6).
+Every timeout is configurable so tests can compress them.
 """
 
 from __future__ import annotations

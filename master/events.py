@@ -82,7 +82,7 @@ class Tick:
     """Time passed: timers whose deadline is due fire (pings, failover, re-registration window,
     allocation). ``seen`` carries, per agent connection, when the shell last received a frame on
     it: liveness measured at the socket, so a slow registry write that delays event handling
-    never makes an agent look silent (RELIABILITY.md N5)."""
+    never makes an agent look silent."""
 
     seen: tuple[tuple[int, float], ...] = ()
 

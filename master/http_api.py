@@ -1,4 +1,4 @@
-"""The scheduler HTTP edge: ``POST /api/v1/scheduler`` exactly as MESOS_COMPAT.md §1, plus
+"""The scheduler HTTP edge: ``POST /api/v1/scheduler`` exactly as Mesos v1 serves it, plus
 ``/version``, ``/health`` and ``/redirect``.
 
 Transport-level faults get Mesos' status codes (400/403/405/406/413/415/429); a well-formed call

@@ -6,7 +6,7 @@ persist a registry operation, close a connection). The allocator (``master.alloc
 by this core and driven synchronously; its decisions become OFFERS / RESCIND events and agent
 REVOKE messages here.
 
-Rules kept here (see MESOS_COMPAT.md and RELIABILITY.md):
+Rules kept here (Mesos semantics, and the durability rules of ``docs/operations.md`` "Guarantees"):
 
 * Semantic problems are never HTTP errors: an invalid ACCEPT produces TASK_ERROR / TASK_DROPPED /
   TASK_LOST updates (``source: SOURCE_MASTER``, no uuid; DROPPED only to PARTITION_AWARE

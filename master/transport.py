@@ -1,5 +1,5 @@
 """TCP-level protection for the master's HTTP server: a connection cap with a reserved share and
-a per-address bound, and per-connection read timeouts (slowloris, RELIABILITY.md S9).
+a per-address bound, and per-connection read timeouts (slowloris).
 
 Agent connections are counted apart: once a connection is upgraded to the agent channel
 (``admit_agent``) it leaves the ``max_connections`` pool (meant for schedulers, operators and

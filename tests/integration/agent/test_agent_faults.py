@@ -1,4 +1,4 @@
-"""Fault tests with the agent as a real separate process (RELIABILITY.md D1: R1-R4, R7-R9): a
+"""Fault tests with the agent as a real separate process (crashes, restarts, lost updates, partitions): a
 forkserver child (pre-imported, fast restarts) or, where its stderr and exit code matter, a
 `python -m agent.main` subprocess. `kill -9` is a real SIGKILL either way."""
 

@@ -1,4 +1,4 @@
-"""Authentication and ACLs on a real master (RELIABILITY.md S10-S14, S17, S19): agents over the
+"""Authentication and ACLs on a real master: agents over the
 real channel, schedulers over HTTP (raw JSON and pymesos 0.3.15 with principal/secret),
 operators on /api/v1; and a master with authentication off behaves as before."""
 

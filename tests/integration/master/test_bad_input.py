@@ -1,5 +1,5 @@
-"""RELIABILITY.md D3 on a real master: S6 malformed agent frames, S7 oversized bodies/frames,
-S8 msgpack bombs, S9 idle/slowloris connections and the connection cap. Each bad peer gets a
+"""Bad peers on a real master: malformed agent frames, oversized bodies/frames,
+msgpack bombs, idle/slowloris connections and the connection cap. Each bad peer gets a
 clear error or a close; the master keeps serving everyone else."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Connection exhaustion and slow clients (RELIABILITY.md S9, protocol/admission.py): however many
+"""Connection exhaustion and slow clients (protocol/admission.py): however many
 idle or half-sent sockets one client holds, a framework's call connection is never evicted, a
 new framework call and an agent's registration get through at once, and the pool's reserved share
 and per-address bound hold."""

@@ -1,4 +1,4 @@
-"""The scheduler endpoint's transport rules, in MESOS_COMPAT.md §1.1 order, on a real master."""
+"""The scheduler endpoint's transport rules, in the order Mesos checks them, on a real master."""
 
 from __future__ import annotations
 
@@ -123,7 +123,7 @@ async def test_msgpack_stream_and_rate_limit(tmp_path: Path) -> None:
 
 
 async def test_json_stream_is_ascii_single_line_records(master: MasterService) -> None:
-    """MESOS_COMPAT §0/§7.4: mesoshttp slices text by byte length, so records must be ASCII and
+    """mesoshttp slices text by byte length, so records must be ASCII and
     contain no raw newline even when an agent's hostname is not ASCII."""
     from master.testing_agent import FakeAgent
 

@@ -1,5 +1,5 @@
 """pymesos 0.3.15, unchanged, against a real in-process master and the in-test agent: launch N
-tasks, implicit acknowledgements, kill one, reconcile, tear down (MESOS_COMPAT.md §6)."""
+tasks, implicit acknowledgements, kill one, reconcile, tear down."""
 
 from __future__ import annotations
 
@@ -151,7 +151,7 @@ class ReSched(Sched):
 
 @pytest.mark.slow
 async def test_pymesos_reregisters_when_the_master_closes_its_stream(master: MasterService) -> None:
-    """MESOS_COMPAT §6 variant: the master ends the stream mid-run; pymesos re-subscribes with its
+    """The master ends the stream mid-run; pymesos re-subscribes with its
     framework id at once and its running task is untouched."""
     agent = FakeAgent(master.url)
     await agent.connect()
