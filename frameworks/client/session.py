@@ -36,7 +36,7 @@ tasks (``_track``, ``_commit``), suppression (``suppressed``, ``revived``), the 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, Protocol
 
 import attrs
@@ -101,11 +101,18 @@ class EventFrames:
         self.media_type = media_type
         self._decoder = RecordIODecoder(max_record=max_record)
 
-    def feed(self, chunk: bytes) -> list[Event]:
+    def feed(self, chunk: bytes) -> Iterator[Event]:
+        """The events ``chunk`` completes, one at a time: those before a bad record still come out."""
         try:
-            return [codec.decode(Event, record, self.media_type) for record in self._decoder.feed(chunk)]
-        except (RecordIOError, codec.DecodeError) as exc:
+            records = self._decoder.feed(chunk)
+        except RecordIOError as exc:
             raise BadFrame(f"bad event from the master: {exc}") from exc
+        for record in records:
+            try:
+                event = codec.decode(Event, record, self.media_type)
+            except codec.DecodeError as exc:
+                raise BadFrame(f"bad event from the master: {exc}") from exc
+            yield event
 
 
 @attrs.frozen

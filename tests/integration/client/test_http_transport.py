@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator
 import pytest
 from aiohttp import web
 
-from frameworks.client.driver import SchedulerDriver
+from frameworks.client.driver import Disconnected, SchedulerDriver
 from frameworks.client.fake import FakeMaster, MemoryStream
 from frameworks.client.transport import CallRejected, HttpTransport, base_url
 from protocol import codec, recordio
@@ -21,8 +21,9 @@ from protocol.resources import Resources
 from protocol.task_states import TaskState
 
 
-def http_front(master: FakeMaster, stream_media: str | None = None) -> web.Application:
-    """``stream_media`` forces the event stream's encoding (a master that ignores Accept)."""
+def http_front(master: FakeMaster, stream_media: str | None = None, bad_frame: bool = False) -> web.Application:
+    """``stream_media`` forces the event stream's encoding (a master that ignores Accept);
+    ``bad_frame``: the first stream carries one frame that is not an event after SUBSCRIBED."""
     streams: list[MemoryStream] = []
 
     async def scheduler(request: web.Request) -> web.StreamResponse:
@@ -40,6 +41,9 @@ def http_front(master: FakeMaster, stream_media: str | None = None) -> web.Appli
             await resp.prepare(request)
             async for ev in stream:
                 await resp.write(recordio.encode(codec.encode(ev, out)))
+                if bad_frame and len(streams) == 1:
+                    await resp.write(recordio.encode(b"\xc1 not an event"))
+                    stream.end()
             return resp
         try:
             master.handle(call, request.headers.get("Mesos-Stream-Id"))
@@ -148,3 +152,22 @@ async def test_stream_is_decoded_as_the_master_labels_it() -> None:
         async with driver:
             await driver.wait_subscribed(30)
             await driver.wait_for(lambda: len(driver.offers) == 1)
+
+
+async def test_a_bad_frame_is_a_disconnect_and_the_driver_fails_over() -> None:
+    master = FakeMaster(wire=False)
+    async with serve(http_front(master, bad_frame=True)) as addr:
+        driver = SchedulerDriver(info(), HttpTransport(addr), backoff=Backoff(0.001, 0.01))
+        events = driver.events()
+        async with driver:
+            fid = await driver.wait_subscribed(30)
+            async with asyncio.timeout(30):
+                marker = None
+                async for ev in events:
+                    if isinstance(ev, Disconnected):
+                        marker = ev
+                        break
+            assert marker is not None and marker.reason.startswith("bad event from the master")
+            await driver.wait_for(lambda: driver.subscriptions == 2 and driver.connected, 30)
+            assert driver.framework_id == fid
+            await events.aclose()

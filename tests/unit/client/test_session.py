@@ -325,18 +325,21 @@ def test_idle_offers_and_kill_uses_the_known_agent() -> None:
 def test_frames_across_chunks_then_a_bad_frame() -> None:
     frames = EventFrames(codec.MSGPACK)
     wire = recordio.encode(codec.encode_msgpack(subscribed())) + recordio.encode(codec.encode_msgpack(Event.make_heartbeat()))
-    assert frames.feed(wire[:7]) == []
-    assert frames.feed(wire[7:]) == [subscribed(), Event.make_heartbeat()]
+    assert list(frames.feed(wire[:7])) == []
+    assert list(frames.feed(wire[7:])) == [subscribed(), Event.make_heartbeat()]
+    # a good event ahead of a bad one in the same chunk still comes out
+    events = frames.feed(recordio.encode(codec.encode_msgpack(Event.make_heartbeat())) + recordio.encode(b"\xc1 bad"))
+    assert next(events) == Event.make_heartbeat()
     with pytest.raises(BadFrame, match="bad event from the master"):
-        frames.feed(recordio.encode(b"\xc1 not msgpack"))
+        next(events)
     with pytest.raises(BadFrame, match="bad record header"):
-        EventFrames(codec.JSON).feed(b"x\n{}")
+        list(EventFrames(codec.JSON).feed(b"x\n{}"))
 
 
 def test_a_bad_frame_is_a_lost_connection() -> None:
     s = session()
     live(s)
     with pytest.raises(BadFrame) as bad:
-        EventFrames(codec.JSON).feed(b'7\n{"type:')
+        list(EventFrames(codec.JSON).feed(b'7\n{"type:'))
     reason = str(bad.value)
     assert s.connection_lost(reason) == [Deliver(Disconnected(reason), "disconnected"), Reconnect(1.0, reason)]
