@@ -37,7 +37,7 @@ tasks (``_track``, ``_commit``), suppression (``suppressed``, ``revived``), the 
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 import attrs
 
@@ -137,8 +137,11 @@ class KnownTask:
 # --- outputs ----------------------------------------------------------------------------------
 
 
-@attrs.frozen(slots=True)
-class Deliver:
+# The two outputs of every event are named tuples: immutable like the others, and built in a
+# third of the time of a frozen attrs class (one or two per event, thousands of events a second).
+
+
+class Deliver(NamedTuple):
     """Hand ``item`` to the ``events()`` iterators, then call ``Scheduler.<callback>(driver, *args)``."""
 
     item: DriverEvent | None
@@ -146,8 +149,7 @@ class Deliver:
     args: tuple[Any, ...] = ()
 
 
-@attrs.frozen(slots=True)
-class Acknowledge:
+class Acknowledge(NamedTuple):
     """Acknowledge this reliable update (the framework has seen it)."""
 
     status: TaskStatus
