@@ -403,7 +403,7 @@ class SchedulerDriver(Service):
         session = self.session
         it = aiter(stream)
         loop = asyncio.get_running_loop()
-        watch = _Watch(session.silence_limit)
+        watch = _Watch(session)
         dog = loop.create_task(watch.run(stream), name=f"{self.name}:heartbeat-watch")
         try:
             while True:
@@ -429,7 +429,7 @@ class SchedulerDriver(Service):
                     await self._execute(outputs)
                 finally:
                     self._wake()
-                watch.set_limit(session.silence_limit)
+                watch.limit_changed()
                 if session.terminal:
                     return
         finally:
@@ -625,16 +625,19 @@ class SchedulerDriver(Service):
 
 
 class _Watch:
-    """The event stream's silence deadline: ``limit`` seconds after the driver started waiting
-    for the next event (no deadline while it handles one, or when ``limit`` is None)."""
+    """Keeps the session's silence deadline (``SchedulerSession.deadline``) as a timer: the
+    stream is closed once the driver has waited that long for the next event (no deadline while
+    it handles one, or when the session sets no limit)."""
 
-    def __init__(self, limit: float | None) -> None:
-        self.limit = limit
+    def __init__(self, session: SchedulerSession) -> None:
+        self.session = session
+        self.limit = session.silence_limit
         self.waiting_since: float | None = None
         self.fired = False
         self._changed = asyncio.Event()
 
-    def set_limit(self, limit: float | None) -> None:
+    def limit_changed(self) -> None:
+        limit = self.session.silence_limit
         if limit != self.limit:
             self.limit = limit
             self._changed.set()  # the watchdog may be asleep towards the old deadline
@@ -648,11 +651,12 @@ class _Watch:
     async def run(self, stream: EventStream) -> None:
         loop = asyncio.get_running_loop()
         while True:
-            since, limit = self.waiting_since, self.limit
-            if since is None or limit is None:
-                await self._nap(limit if limit is not None else 1.0)
+            since = self.waiting_since
+            deadline = None if since is None else self.session.deadline(since)
+            if deadline is None:
+                await self._nap(self.limit if self.limit is not None else 1.0)
                 continue
-            left = since + limit - loop.time()
+            left = deadline - loop.time()
             if left > 0:
                 await self._nap(left)
                 continue

@@ -263,7 +263,8 @@ class SchedulerSession:
 
     def deadline(self, waiting_since: float) -> float | None:
         """When a wait for the next event that began at ``waiting_since`` becomes a disconnect
-        (``connection_lost(SILENT_MASTER)``); None: no deadline."""
+        (``connection_lost(SILENT_MASTER)``), in the time base of ``waiting_since`` (the driver's
+        watchdog uses its event loop's monotonic clock); None: no deadline."""
         limit = self.silence_limit
         return None if limit is None else waiting_since + limit
 
