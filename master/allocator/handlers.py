@@ -159,7 +159,16 @@ def _framework_added(ledger: Ledger, ev: FrameworkAdded, now: float) -> list[Dec
     refresh_activity(l_, fw)
     ledger.full_pass = True
     # re-subscribed without GPU_RESOURCES: what it holds on agents with GPUs goes back
-    return [] if fw.gpu_ok else _take_back_gpu_blocked(l_, fw.offers)
+    out = [] if fw.gpu_ok else _take_back_gpu_blocked(l_, fw.offers)
+    # re-subscribed or updated (UPDATE_FRAMEWORK) without a role: its offers in that role go back,
+    # as Mesos rescinds them
+    for oid in list(fw.offers):
+        o = l_.offers.get(oid)
+        if o is not None and o.role not in roles:
+            d = take_back(l_, o, f"role {o.role} removed from the framework")
+            if d is not None:
+                out.append(d)
+    return out
 
 
 def _take_back_gpu_blocked(ledger: Ledger, offer_ids: dict[str, None]) -> list[Decision]:

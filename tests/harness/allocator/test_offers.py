@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from master.allocator import (
     Accepted,
+    FrameworkAdded,
+    OfferRescinded,
     RejectCode,
     Rejected,
     Reserve,
@@ -389,3 +391,18 @@ def test_lease_grows_when_agent_total_grows(sim):
     res = sim.accept("f1", [first.offer_id], sim.launch("t2", "cpus:1;mem:100"))
     assert isinstance(res, Accepted)
     assert sim.finish("f1", "a1", "t1")[0].offer.offer_id == first.offer_id
+
+
+def test_a_role_dropped_on_update_takes_its_offers_back(sim):
+    """UPDATE_FRAMEWORK (or a re-subscription) without a role: the framework's offers in that
+    role are rescinded, as Mesos does; those in the roles it keeps stay."""
+    sim.agent("a1").cpus(2).mem(100).add()
+    sim.agent("a2").cpus(2).mem(100).add()
+    sim.framework("f").role("web").role("batch").add()
+    sim.allocate()
+    held = {o.offer_id: o.role for o in sim.alloc.offers_of("f")}
+    assert len(held) == 2 and "web" in held.values()
+    out = sim.handle(FrameworkAdded("f", ("batch",), frozenset()))
+    gone = {d.offer_id for d in out if isinstance(d, OfferRescinded)}
+    assert gone and gone == {oid for oid, role in held.items() if role == "web"}
+    assert {o.role for o in sim.alloc.offers_of("f")} <= {"batch"}
