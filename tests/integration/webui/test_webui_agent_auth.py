@@ -111,7 +111,7 @@ async def test_ui_logs_pages_work_against_an_agent_with_authenticate_http(setup:
         assert r.status == 200 and (await r.json())["data"].startswith("hello")
     # a master with a wrong credential gets the agent's 401, shown as a clear page (not a 500)
     (s.auth_dir / "master-agent.json").write_text(json.dumps({"principal": "agora-master", "secret": "wrong"}))
-    assert reload_auth(s.master)
+    assert await reload_auth(s.master)
     status, page = await _get(s, base + "/stdout")
     assert status == 502 and "answered 401" in page
     # and a master with none at all
