@@ -421,15 +421,24 @@ class SchedulerDriver(Service):
                 watch.waiting_since = None
                 try:
                     outputs = session.receive(event, self.clock.now())
-                    if session.connected is not self._subscribed.is_set():
+                    if session.connected is not self._subscribed.is_set():  # SUBSCRIBED
                         if session.connected:
                             self._subscribed.set()
                         else:
                             self._subscribed.clear()
-                    await self._execute(outputs)
+                        watch.limit_changed()
+                    for out in outputs:  # the two outputs of every event inline, the rest in _execute
+                        if type(out) is Deliver:
+                            if out.item is not None:
+                                self._publish(out.item)
+                            if out.callback is not None:
+                                await self._call(getattr(self.scheduler, out.callback), self, *out.args)
+                        elif type(out) is Acknowledge:
+                            self._acks.put_nowait(out.status)
+                        else:
+                            await self._execute([out])
                 finally:
                     self._wake()
-                watch.limit_changed()
                 if session.terminal:
                     return
         finally:
