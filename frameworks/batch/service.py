@@ -276,6 +276,11 @@ class BatchService(Service, Scheduler):
         self.events.close()
         if self.driver is not None:
             await self.driver.stop()
+        if self._runner is not None:
+            # stop listening first: a service instance told we go away connects again at once,
+            # and a connection accepted while the runner shuts down would be left open
+            for site in list(self._runner.sites):
+                await site.stop()
         with contextlib.suppress(Exception):
             await self.warm.close()
         if self._runner is not None:

@@ -1,8 +1,8 @@
 """A service job survives a restart of the batch service: a real master (in process), a real
 agent process running the service executor and its command, the batch service stopped mid-job
 and started again on the same port and work dir. The instance connects again and goes on (it is
-not failed or relaunched); the service tasks it had in flight are sent again; every result is
-kept once."""
+not failed or relaunched); the service tasks it had in flight are sent again unless their answers
+reach the restarted service first; every result is kept once."""
 
 from __future__ import annotations
 
@@ -68,7 +68,12 @@ async def test_an_instance_reconnects_to_a_restarted_batch_service(tmp_path: Pat
     assert [(t["input"], t["state"], t["result"]) for t in results["tasks"]] == [
         ("1", "DONE", "11"), ("gate", "DONE", "gategate"), ("3", "DONE", "33"), ("4", "DONE", "44"),
     ]
-    assert [t["sends"] for t in results["tasks"]] == [1, 2, 2, 1]  # in flight at the restart: sent again
+    sends = {t["input"]: t["sends"] for t in results["tasks"]}
+    # done before the stop or sent after the restart: once; in flight at the stop ("gate", "3"): sent
+    # again unless the instance's answer reached the restarted service first (a matter of timing)
+    assert sends["1"] == sends["4"] == 1 and sends["gate"] in (1, 2) and sends["3"] in (1, 2), sends
     assert history == ["TASK_FINISHED"]  # one instance throughout: never failed, never relaunched
     worked = (tmp_path / "gate.log").read_text().splitlines()
-    assert sorted(worked) == sorted(["1", "gate", "3", "gate", "3", "4"])  # at least once across the restart
+    # at least once across the restart; only what was in flight at the stop may be worked twice
+    assert worked.count("1") == worked.count("4") == 1, worked
+    assert worked.count("gate") in (1, 2) and worked.count("3") in (1, 2), worked
