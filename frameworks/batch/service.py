@@ -923,6 +923,8 @@ class BatchService(Service, Scheduler):
             ids, effects = self.core.submit_many(specs, self.now(), owner, run_as)
         except BatchError as exc:
             return _error(request, 400, str(exc))
+        if inputs is not None:
+            self.warm.register(self.core.jobs[ids[0]], inputs)
         # Durable before we answer: the ids we return are never lost (one transaction for all).
         await self.store.open().awrite([self.core.jobs[i] for i in ids])
         if inputs is not None:

@@ -144,11 +144,19 @@ class WarmServices:
     def window(job: JobRecord) -> int:
         return job.spec.window or DEFAULT_WINDOW
 
+    def register(self, job: JobRecord, inputs: Sequence[str]) -> None:
+        """A service job was accepted: the dispatcher knows it (and so its instances) at once,
+        before anything awaits, since a scheduling round may launch its instances meanwhile and
+        an instance the dispatcher does not know is refused its channel."""
+        if job.job_id not in self.dispatch.runs:
+            token = secrets.token_hex(16)
+            self.dispatch.add(job.job_id, inputs, token, self.window(job), job.spec.max_retries)
+
     async def submitted(self, job: JobRecord, inputs: Sequence[str]) -> None:
         """A service job was accepted: its service tasks are written before the answer."""
-        token = secrets.token_hex(16)
+        self.register(job, inputs)
+        token = self.dispatch.runs[job.job_id].token
         await asyncio.to_thread(self.svc.store.open().add_service, job.job_id, token, inputs)
-        self.dispatch.add(job.job_id, inputs, token, self.window(job), job.spec.max_retries)
 
     def job_ended(self, job: JobRecord) -> None:
         """The job ended (all its service tasks done, cancelled, or its instances failed)."""
