@@ -1,8 +1,8 @@
 """HTML building blocks for the framework services' web pages (the batch and elastic jobs pages,
 reached from the master's web UI through each framework's ``webui_url``), pure.
 
-The same rules as the master's UI (``master/webui/html.py``, which a framework cannot import:
-``frameworks`` depends on ``protocol`` only): every value is escaped unless it is ``Html`` built
+The same rules as the master's UI, from the same primitives (``protocol/html.py``; a framework
+cannot import ``master``): every value is escaped unless it is ``Html`` built
 here, URLs are built with ``quote``/``urlencode``, the pages work without JavaScript except the
 live log. The log view (``log_view``) follows a task's output through the service's own logs API
 (``data-src``, answered ``{"data", "offset", "attempt" or "task_id"}`` from a byte ``offset``),
@@ -13,52 +13,16 @@ the view again.
 from __future__ import annotations
 
 import datetime
-import html
-from collections.abc import Iterable, Mapping, Sequence
-from urllib.parse import quote, urlencode
+from collections.abc import Iterable, Sequence
+
+from protocol.html import Html as Html
+from protocol.html import esc as esc
+from protocol.html import join as join
+from protocol.html import link as link
+from protocol.html import path as path
+from protocol.html import tag as tag
 
 __pure__ = True
-
-
-class Html(str):
-    """Markup that is already safe (escaped or built from safe parts)."""
-
-    __slots__ = ()
-
-
-def esc(value: object) -> Html:
-    if isinstance(value, Html):
-        return value
-    return Html(html.escape("" if value is None else str(value), quote=True))
-
-
-def join(parts: Iterable[object], sep: str = "") -> Html:
-    return Html(sep.join(esc(p) for p in parts))
-
-
-def tag(name: str, *children: object, **attrs: object) -> Html:
-    """``<name attrs>children</name>``; ``cls`` is written ``class``, ``data_x`` ``data-x``; a
-    ``None``/``False`` attribute is left out, ``True`` is written bare."""
-    out = [f"<{name}"]
-    for key, value in attrs.items():
-        if value is None or value is False:
-            continue
-        attr = "class" if key == "cls" else key.rstrip("_").replace("_", "-")
-        out.append(f" {attr}" if value is True else f' {attr}="{esc(value)}"')
-    out.append(">")
-    out.extend(esc(c) for c in children)
-    out.append(f"</{name}>")
-    return Html("".join(out))
-
-
-def path(*segments: str, query: Mapping[str, object] | None = None) -> str:
-    url = "/" + "/".join(quote(s, safe="") for s in segments)
-    q = {k: str(v) for k, v in (query or {}).items() if v is not None and v != ""}
-    return url + ("?" + urlencode(q) if q else "")
-
-
-def link(href: str, text: object) -> Html:
-    return tag("a", text, href=href)
 
 
 def external_link(url: str | None, text: object | None = None) -> Html:
