@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 import hypothesis.strategies as st
+import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
@@ -133,7 +134,7 @@ FastAndGeneral.TestCase.settings = settings(
 TestFastAndGeneral = FastAndGeneral.TestCase
 
 
-def test_the_fast_path_is_the_one_taken_for_one_role() -> None:
+def test_the_fast_path_is_the_one_taken_for_one_role(monkeypatch: pytest.MonkeyPatch) -> None:
     """The differential test compares two different loops: with one role and no quota the fast
     allocator runs ``_regular_one_role`` and the other does not."""
     import master.allocator.passes as passes
@@ -145,14 +146,11 @@ def test_the_fast_path_is_the_one_taken_for_one_role() -> None:
         calls.append("fast")
         original(*args)
 
-    passes._regular_one_role = spy  # type: ignore[assignment]
-    try:
-        for fast in (True, False):
-            alloc = Allocator(AllocatorConfig(fast_paths=fast))
-            alloc.handle(AgentAdded("a1", "h1", Resources.parse("cpus:4;mem:256")), 0.0)
-            alloc.handle(FrameworkAdded("f1", (ROLE,), frozenset({"REUSABLE_OFFERS"})), 0.0)
-            (made,) = alloc.allocate(0.0)
-            assert made.offer.resources == Resources.parse("cpus:4;mem:256")
-    finally:
-        passes._regular_one_role = original  # type: ignore[assignment]
+    monkeypatch.setattr(passes, "_regular_one_role", spy)
+    for fast in (True, False):
+        alloc = Allocator(AllocatorConfig(fast_paths=fast))
+        alloc.handle(AgentAdded("a1", "h1", Resources.parse("cpus:4;mem:256")), 0.0)
+        alloc.handle(FrameworkAdded("f1", (ROLE,), frozenset({"REUSABLE_OFFERS"})), 0.0)
+        (made,) = alloc.allocate(0.0)
+        assert made.offer.resources == Resources.parse("cpus:4;mem:256")
     assert calls == ["fast"]
