@@ -33,6 +33,9 @@ async def test_a_task_past_its_disk_is_killed(master: Any, make_agent: Any) -> N
     assert st.reason is not None and st.reason.value == "REASON_CONTAINER_LIMITATION_DISK"
     assert st.message is not None and st.message.startswith("Disk limit exceeded: the sandbox uses ")
     assert st.message.endswith("of the task's 4.0 MB disk")
+    # "big" may pass its disk before "small" has written all of its blob: wait for the watcher to see it
+    await master.wait_for(lambda: (u := agent.usage.get(("fw1", "small"))) is not None
+                          and (u.disk_used_bytes or 0) >= 3_000_000)
     async with aiohttp.ClientSession() as s, s.get(f"{agent.url}/state") as r:
         tasks = {t["id"]: t for t in (await r.json())["tasks"]}
     assert tasks["small"]["state"] == "TASK_RUNNING"
