@@ -67,6 +67,7 @@ from frameworks.batch.planner import (
 )
 from frameworks.batch.preempt import Candidate, Need, choose
 from frameworks.client.demand import Demand
+from frameworks.kit.effects import DeclareDemand, Decline, Kill, Launch, Persist, Revive, Suppress
 from protocol.resources import Resources
 from protocol.task_states import TaskState
 
@@ -246,41 +247,6 @@ class TaskLaunch:
 
 
 @attrs.frozen
-class Launch:
-    offer_id: str
-    agent_id: str
-    tasks: tuple[TaskLaunch, ...]
-
-
-@attrs.frozen
-class Kill:
-    task_id: str
-    agent_id: str | None
-    reason: str
-
-
-@attrs.frozen
-class Decline:
-    offer_ids: tuple[str, ...]
-    refuse_seconds: float
-
-
-@attrs.frozen
-class Persist:
-    job_ids: tuple[int, ...]
-
-
-@attrs.frozen
-class Suppress:
-    pass
-
-
-@attrs.frozen
-class Revive:
-    pass
-
-
-@attrs.frozen
 class JobEvent:
     """Something that happened to a job, for the event stream and notifications: ``kind`` is
     submitted, started, finished, preempted, requeued, held, released or updated."""
@@ -292,14 +258,7 @@ class JobEvent:
     detail: str | None = None
 
 
-@attrs.frozen
-class DeclareDemand:
-    """The whole standing demand, keyed by job (``frameworks.client.demand.DemandBook.replace``)."""
-
-    demands: tuple[tuple[str, Demand], ...]
-
-
-Effect = Launch | Kill | Decline | Persist | Suppress | Revive | DeclareDemand | JobEvent
+Effect = Launch[TaskLaunch] | Kill | Decline | Persist | Suppress | Revive | DeclareDemand | JobEvent
 
 MAX_CHANGES = 200  # entries of a job's change history kept (the oldest go first)
 # fields ``update`` may change, and those it changes only while no task of the job is running

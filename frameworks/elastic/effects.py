@@ -9,7 +9,7 @@ from collections.abc import Mapping
 
 import attrs
 
-from frameworks.client.demand import Demand
+from frameworks.kit.effects import DeclareDemand, Decline, Kill, Launch, Persist, Revive
 from protocol.resources import Resources
 
 __pure__ = True
@@ -35,20 +35,6 @@ class StopCoordinator:
 
 
 @attrs.frozen
-class Launch:
-    offer_id: str
-    agent_id: str
-    workers: tuple[WorkerLaunch, ...]
-
-
-@attrs.frozen
-class Kill:
-    task_id: str
-    agent_id: str | None
-    reason: str
-
-
-@attrs.frozen
 class WorkerGone:
     """A worker task ended: the coordinator may return its leases now instead of on timeout.
     ``died``: it failed (crashed, killed by its agent for a limit) - the shards it held count a
@@ -59,31 +45,10 @@ class WorkerGone:
     died: str | None = None
 
 
-@attrs.frozen
-class DeclareDemand:
-    demands: tuple[tuple[str, Demand], ...]
-
-
-@attrs.frozen
-class Decline:
-    offer_ids: tuple[str, ...]
-    refuse_seconds: float
-
-
-@attrs.frozen
-class Revive:
-    """Clear the refusal filters of earlier declines: something is wanted again."""
-
-
-@attrs.frozen
-class Persist:
-    job_ids: tuple[int, ...]
-
-
 Effect = (
     StartCoordinator
     | StopCoordinator
-    | Launch
+    | Launch[WorkerLaunch]
     | Kill
     | WorkerGone
     | DeclareDemand

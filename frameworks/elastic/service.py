@@ -453,14 +453,14 @@ class ElasticService(Service, Scheduler):
 
     async def _launch(self, driver: SchedulerDriver, e: Launch) -> None:
         await self._flush()  # durable before the master hears of the tasks
-        job = self.core.jobs[e.workers[0].job_id]
+        job = self.core.jobs[e.tasks[0].job_id]
         role = driver.role_of(driver.offers.get(e.offer_id)) if e.offer_id in driver.offers else job.spec.role
-        infos = [self._task_info(job, w, role) for w in e.workers]
+        infos = [self._task_info(job, w, role) for w in e.tasks]
         try:
             await driver.launch(e.offer_id, infos)
         except (OfferCacheError, TransportError) as exc:  # the offer or the master went away
             log.info("elastic: launch on %s not possible: %s", e.offer_id, exc)
-            for w in e.workers:
+            for w in e.tasks:
                 self._pending += self.core.on_update(
                     w.task_id,
                     TaskState.TASK_DROPPED,

@@ -130,7 +130,7 @@ def test_core_invariants(regular: list[int], revocable: list[int], actions: list
 def apply(world: World, effects: list[Any]) -> None:
     for e in effects:
         if isinstance(e, Launch):
-            for w in e.workers:
+            for w in e.tasks:
                 assert w.task_id not in world.tasks
                 world.tasks[w.task_id] = Task(w.task_id, e.agent_id, w.resources)
         elif isinstance(e, Kill):

@@ -14,7 +14,7 @@ from protocol.task_states import TaskState
 
 
 def launches(effects: list[Any]) -> list[str]:
-    return [w.task_id for e in effects if isinstance(e, Launch) for w in e.workers]
+    return [w.task_id for e in effects if isinstance(e, Launch) for w in e.tasks]
 
 
 def test_a_drained_worker_is_a_shrink_not_a_failure() -> None:

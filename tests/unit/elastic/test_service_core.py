@@ -50,7 +50,7 @@ def offer(oid: str, res: str, agent: str | None = None) -> OfferSlot:
 
 
 def launches(effects: list[Any]) -> list[str]:
-    return [w.task_id for e in effects if isinstance(e, Launch) for w in e.workers]
+    return [w.task_id for e in effects if isinstance(e, Launch) for w in e.tasks]
 
 
 def run_all(core: ElasticCore, effects: list[Any], now: float) -> None:
