@@ -80,3 +80,7 @@ def cli(ca: str | None, token: str | None, principal: str | None, secret: str | 
 
 def main() -> None:
     cli()
+
+
+if __name__ == "__main__":  # python -m frameworks.cli.main
+    main()
