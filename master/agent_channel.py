@@ -26,7 +26,7 @@ from protocol import agent_channel as ac
 from protocol import codec
 
 if TYPE_CHECKING:
-    from master.service import MasterService
+    from master.ports import AgentEdgePort
 
 log = logging.getLogger(__name__)
 
@@ -117,7 +117,7 @@ class AgentConn:
 
 
 class AgentChannelServer:
-    def __init__(self, service: MasterService) -> None:
+    def __init__(self, service: AgentEdgePort) -> None:
         self.svc = service
         self.conns: dict[int, AgentConn] = {}
         self._ids = itertools.count(1)

@@ -60,7 +60,7 @@ from protocol.tls import peer_certificate
 
 if TYPE_CHECKING:
     from master.config import MasterConfig
-    from master.service import MasterService
+    from master.ports import AclReader, AuthPort
 
 log = logging.getLogger(__name__)
 PRINCIPAL = web.RequestKey("agora.principal", str)  # the authenticated principal (absent: none)
@@ -176,7 +176,7 @@ def load_auth(cfg: MasterConfig) -> MasterAuth:
     )
 
 
-async def reload_auth(svc: MasterService) -> bool:
+async def reload_auth(svc: AuthPort) -> bool:
     """Re-read the credentials and ACL files (SIGHUP, ``master/main.py``): a removed or changed
     token or secret is refused from the next request on, and the core decides with the new ACLs
     from the next fact on (``AclsReplaced`` through ``dispatch``, in order with every other fact).
@@ -199,7 +199,7 @@ async def reload_auth(svc: MasterService) -> bool:
 # --- read ACLs applied to what the master serves (pure decisions in protocol.acls) -----------------
 
 
-def owners(svc: MasterService) -> Owners:
+def owners(svc: AclReader) -> Owners:
     """Each framework's and task's user, for the view filters and ``access_sandboxes``."""
     fws: dict[str, str | None] = {}
     tasks: dict[tuple[str, str], str | None] = {}
@@ -215,7 +215,7 @@ def owners(svc: MasterService) -> Owners:
     return Owners(fws, tasks)
 
 
-def task_owner(svc: MasterService, framework_id: str, task_id: str) -> str | None:
+def task_owner(svc: AclReader, framework_id: str, task_id: str) -> str | None:
     """One task's user as ``owners`` reads it (live, finished or of a completed framework; else
     its framework's user), without a scan of every task."""
     st = svc.state
@@ -232,7 +232,7 @@ def _views_enforced(acls: Acls) -> bool:
     return acls.enforces(Action.VIEW_FRAMEWORKS) or acls.enforces(Action.VIEW_TASKS)
 
 
-def visible_state(svc: MasterService, request: web.Request, state: dict[str, Any]) -> dict[str, Any]:
+def visible_state(svc: AclReader, request: web.Request, state: dict[str, Any]) -> dict[str, Any]:
     """``/state`` (or its summary's source) with the frameworks and tasks the request's principal
     may not view (``view_frameworks`` / ``view_tasks``) left out."""
     acls = svc.auth.acls
@@ -245,7 +245,7 @@ def visible_state(svc: MasterService, request: web.Request, state: dict[str, Any
     return out
 
 
-def task_filter(svc: MasterService, request: web.Request) -> Callable[[str, str, str | None], bool] | None:
+def task_filter(svc: AclReader, request: web.Request) -> Callable[[str, str, str | None], bool] | None:
     """``ok(framework_id, task_id, framework_user)``: whether the request's principal may view
     that task (``view_frameworks`` and ``view_tasks``, as ``visible_state``); None when no read
     ACL applies (every task is shown)."""
@@ -263,7 +263,7 @@ def task_filter(svc: MasterService, request: web.Request) -> Callable[[str, str,
     return ok
 
 
-def visible_response(svc: MasterService, request: web.Request, resp: Any) -> Any:
+def visible_response(svc: AclReader, request: web.Request, resp: Any) -> Any:
     """An operator GET_* response as the request's principal may see it."""
     acls = svc.auth.acls
     if not _views_enforced(acls):
@@ -271,7 +271,7 @@ def visible_response(svc: MasterService, request: web.Request, resp: Any) -> Any
     return filter_operator_response(acls, principal_of(request), resp, owners(svc))
 
 
-def sandbox_denied(svc: MasterService, request: web.Request, framework_id: str, task_id: str) -> str | None:
+def sandbox_denied(svc: AclReader, request: web.Request, framework_id: str, task_id: str) -> str | None:
     """Why the request's principal may not read this task's sandbox (``access_sandboxes``), or None."""
     acls = svc.auth.acls
     if not acls.enforces(Action.ACCESS_SANDBOXES):
@@ -295,7 +295,7 @@ def principal_of(request: web.Request) -> str | None:
     return request.get(PRINCIPAL)
 
 
-def middleware(svc: MasterService) -> Callable[..., Awaitable[web.StreamResponse]]:
+def middleware(svc: AuthPort) -> Callable[..., Awaitable[web.StreamResponse]]:
     """Authenticate every request whose realm needs it: ``401`` (counted per kind in
     ``auth_failures``) or the principal put on the request for the handlers."""
 
@@ -312,8 +312,7 @@ def middleware(svc: MasterService) -> Callable[..., Awaitable[web.StreamResponse
             return await handler(request)
         if isinstance(result, AuthFailed):
             assert realm is not None
-            svc.auth_failures[realm] = svc.auth_failures.get(realm, 0) + 1
-            svc._changed.set()  # a change svc.wait_until may be waiting for
+            svc.auth_failed(realm)
             log.warning("authentication failed (%s) for %s %s from %s", result.reason, request.method, request.path, request.remote)
             return unauthorized(result.reason)
         request[PRINCIPAL] = result.principal

@@ -18,7 +18,7 @@ import aiohttp
 import click
 
 from master.config import MasterConfig
-from master.service import MasterService
+from master.main import new_master
 from master.testing import Harness, framework_info, offers, task
 from master.testing_agent import FakeAgent
 from protocol import codec, mesos, recordio
@@ -58,7 +58,7 @@ async def bench_edge(calls: int, launches: int) -> dict[str, float]:
     with tempfile.TemporaryDirectory() as tmp:
         cfg = MasterConfig(port=0, work_dir=str(Path(tmp) / "m"), heartbeat_interval=5.0, rate_limit_qps=1e9,
                            rate_limit_burst=1e9)
-        svc = MasterService(cfg)
+        svc = new_master(cfg)
         await svc.start()
         agent = FakeAgent(svc.url, "cpus:64;mem:65536")
         await agent.connect()

@@ -26,7 +26,7 @@ from protocol import codec, httputil, mesos, recordio
 from protocol.ids import new_stream_id
 
 if TYPE_CHECKING:
-    from master.service import MasterService
+    from master.ports import SchedulerEdgePort
 
 log = logging.getLogger(__name__)
 
@@ -161,7 +161,7 @@ class EventStream:
 
 
 class SchedulerApi:
-    def __init__(self, service: MasterService) -> None:
+    def __init__(self, service: SchedulerEdgePort) -> None:
         self.svc = service
         self.streams: dict[str, EventStream] = {}
 

@@ -38,8 +38,15 @@ def tune_gc() -> None:
     gc.set_threshold(*GC_THRESHOLDS)
 
 
+def new_master(cfg: MasterConfig) -> MasterService:
+    """The master, wired: ``MasterService`` gives each edge its port (``master/ports.py``). The
+    one place outside ``master/service.py`` that names it (``serve``; ``master.bench`` starts one
+    in-process through here)."""
+    return MasterService(cfg)
+
+
 async def serve(cfg: MasterConfig) -> int:
-    svc = MasterService(cfg)
+    svc = new_master(cfg)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     reloads: set[asyncio.Task[bool]] = set()  # SIGHUP re-reads in flight (kept from the collector)

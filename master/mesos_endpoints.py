@@ -34,7 +34,7 @@ from protocol.acls import operator_problem
 from protocol.codec import DecodeError
 
 if TYPE_CHECKING:
-    from master.service import MasterService
+    from master.ports import OperatorPort
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 LOG_PATH = "/master/log"
@@ -97,7 +97,7 @@ def _file_info(path: str, st: os.stat_result) -> dict[str, Any]:
 class MesosEndpoints(StateViews):
     """The handlers (mixed into ``master.operator.OperatorApi``, which runs operator calls)."""
 
-    svc: MasterService
+    svc: OperatorPort
 
     if TYPE_CHECKING:  # provided by OperatorApi / OperatorV1
 

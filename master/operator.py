@@ -29,7 +29,7 @@ from protocol import codec, httputil, mesos
 from protocol.acls import operator_problem
 
 if TYPE_CHECKING:
-    from master.service import MasterService
+    from master.ports import OperatorPort
 
 
 class _Collector(Collector):
@@ -52,7 +52,7 @@ class _Collector(Collector):
 class OperatorApi(OperatorV1, MesosEndpoints):
     """The operator HTTP handlers (views in ``master.views``, v1 calls in ``master.operator_v1``)."""
 
-    def __init__(self, service: MasterService) -> None:
+    def __init__(self, service: OperatorPort) -> None:
         self.svc = service
         self.prometheus = CollectorRegistry(auto_describe=False)
         self.prometheus.register(_Collector(self))

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from master.events import Effect, PublishOperatorEvent
 from master.lifecycles import FrameworkPhase
+from master.read_model import AgentView, FrameworkView, TaskView
 from master.records import AgentRec, FrameworkRec, TaskRec
 from protocol import mesos
 from protocol.resources import Resources
@@ -35,7 +36,7 @@ def time_info(t: float | None) -> mesos.TimeInfo | None:
     return None if t is None else mesos.TimeInfo(nanoseconds=int(t * 1e9))
 
 
-def task_message(t: TaskRec) -> mesos.Task:
+def task_message(t: TaskView) -> mesos.Task:
     """The v1 ``Task`` of a task record."""
     return mesos.Task(
         name=t.name,
@@ -51,7 +52,7 @@ def task_message(t: TaskRec) -> mesos.Task:
     )
 
 
-def agent_record(ag: AgentRec, allocated: Resources = EMPTY, offered: Resources = EMPTY) -> mesos.AgentRecord:
+def agent_record(ag: AgentView, allocated: Resources = EMPTY, offered: Resources = EMPTY) -> mesos.AgentRecord:
     """``GetAgents.Agent`` of an agent record."""
     total = ag.effective_total.to_mesos()
     return mesos.AgentRecord(
@@ -75,7 +76,7 @@ def agent_record(ag: AgentRec, allocated: Resources = EMPTY, offered: Resources 
     )
 
 
-def framework_record(fw: FrameworkRec) -> mesos.FrameworkRecord:
+def framework_record(fw: FrameworkView) -> mesos.FrameworkRecord:
     """``GetFrameworks.Framework`` of a framework record."""
     used = Resources.sum(t.resources for t in fw.tasks.values())
     return mesos.FrameworkRecord(

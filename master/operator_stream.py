@@ -40,7 +40,7 @@ from protocol.acls import Action, may_read
 from protocol.ids import new_stream_id
 
 if TYPE_CHECKING:
-    from master.service import MasterService
+    from master.ports import OperatorPort
 
 log = logging.getLogger(__name__)
 
@@ -119,7 +119,7 @@ class OperatorStreams:
     """The master's open operator streams: the ``SUBSCRIBE`` handler and the fan-out of the
     core's ``PublishOperatorEvent`` effects."""
 
-    def __init__(self, service: MasterService) -> None:
+    def __init__(self, service: OperatorPort) -> None:
         self.svc = service
         self.subscribers: dict[str, OperatorSubscriber] = {}
         self.max_queue = service.config.max_framework_queue

@@ -19,7 +19,7 @@ from master.events import (
 from master.http_api import VERSION
 from master.lifecycles import AgentPhase
 from master.operator_events import agent_record, framework_record, task_message
-from master.records import AgentRec, FrameworkRec, TaskRec
+from master.read_model import AgentView, FrameworkView, TaskView
 from master.views import EMPTY, StateViews
 from protocol import mesos
 from protocol.resources import ResourceError, Resources
@@ -30,7 +30,7 @@ RT = mesos.OperatorResponseType
 
 
 class OperatorV1(StateViews):
-    """Operator calls over the views (``self.svc`` is the running ``MasterService``)."""
+    """Operator calls over the views (``self.svc``: ``master.ports.OperatorPort``)."""
 
     async def _operator_call(self, call: mesos.OperatorCall) -> mesos.OperatorResponse | None:
         svc = self.svc
@@ -251,7 +251,7 @@ class OperatorV1(StateViews):
             )
         return mesos.GetRoles(tuple(out))
 
-    def _agent_record(self, ag: AgentRec, offered: Resources) -> mesos.AgentRecord:
+    def _agent_record(self, ag: AgentView, offered: Resources) -> mesos.AgentRecord:
         used = Resources.sum(
             self.svc.state.frameworks[f].tasks[t].resources
             for (f, t) in ag.tasks
@@ -275,7 +275,7 @@ class OperatorV1(StateViews):
             ),
         )
 
-    def _framework_record(self, fw: FrameworkRec) -> mesos.FrameworkRecord:
+    def _framework_record(self, fw: FrameworkView) -> mesos.FrameworkRecord:
         return framework_record(fw)
 
     def _get_frameworks(self) -> mesos.GetFrameworks:
@@ -286,7 +286,7 @@ class OperatorV1(StateViews):
         )
 
     @staticmethod
-    def _task(t: TaskRec) -> mesos.Task:
+    def _task(t: TaskView) -> mesos.Task:
         return task_message(t)
 
     def _get_tasks(self) -> mesos.GetTasks:

@@ -502,5 +502,10 @@ class MasterService(Service):
     def metrics_inc(self, name: str, n: int = 1) -> None:
         self.counters[name] = self.counters.get(name, 0) + n
 
+    def auth_failed(self, realm: str) -> None:
+        """A request refused for failed authentication in ``realm`` (counted per kind of peer)."""
+        self.auth_failures[realm] = self.auth_failures.get(realm, 0) + 1
+        self._changed.set()  # a change wait_until may be waiting for
+
     def info(self) -> dict[str, Any]:
         return {"id": self.master_id, "port": self.port, "epoch": self.epoch}

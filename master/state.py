@@ -59,6 +59,7 @@ from master.events import (
     WeightUpdated,
 )
 from master.lifecycles import AgentPhase, FrameworkPhase, check_framework
+from master.read_model import FrameworkView
 from master.records import AgentRec, DrainMode, FrameworkRec, TaskRec
 from protocol import agent_channel as ac
 from protocol import codec, mesos
@@ -480,7 +481,7 @@ class MasterState(AgentRules, AcceptRules):
                 # refused by the shell: master/unsupported.py.)
                 pass
 
-    def update_framework_problem(self, fw: FrameworkRec, info: mesos.FrameworkInfo) -> str | None:
+    def update_framework_problem(self, fw: FrameworkView, info: mesos.FrameworkInfo) -> str | None:
         """Why an UPDATE_FRAMEWORK cannot apply ``info`` (Mesos' rules: a valid FrameworkInfo whose
         principal, user and checkpoint are the ones it subscribed with), or None."""
         err = self._check_framework_info(info)

@@ -12,13 +12,13 @@ import attrs
 
 from master.http_api import VERSION
 from master.lifecycles import AgentPhase, FrameworkPhase
-from master.records import AgentRec, FrameworkRec, TaskRec
+from master.read_model import AgentView, FrameworkView, TaskView
 from protocol import codec, mesos
 from protocol.resources import Resources
 from protocol.task_states import TaskState
 
 if TYPE_CHECKING:
-    from master.service import MasterService
+    from master.ports import OperatorPort
 
 EMPTY = Resources()
 TASK_LIMIT = 100  # Mesos' default page of /tasks
@@ -91,26 +91,26 @@ def executor_json(agent_id: str, ex: mesos.ExecutorInfo) -> dict[str, Any]:
     return out
 
 
-def agent_active(ag: AgentRec) -> bool:
+def agent_active(ag: AgentView) -> bool:
     """Mesos' ``active``: registered, connected and not deactivated by an operator."""
     return ag.reachable and ag.conn_id is not None and not ag.draining
 
 
-def recovered_json(ag: AgentRec) -> dict[str, Any]:
+def recovered_json(ag: AgentView) -> dict[str, Any]:
     """A recovered agent (from the registry, not back yet) as Mesos' ``json(SlaveInfo)``."""
     return {"id": ag.agent_id, "hostname": ag.hostname, "port": ag.port,
             "attributes": {a.name: (a.scalar.value if a.scalar else a.text.value if a.text else "") for a in ag.attributes}}
 
 
-def registered(ag: AgentRec) -> bool:
+def registered(ag: AgentView) -> bool:
     """Listed in Mesos' ``slaves`` (registered): not unreachable and not only recovered."""
     return ag.phase in (AgentPhase.REGISTERED, AgentPhase.DRAINING)
 
 
 class StateViews:
-    """Builds the views from ``self.svc`` (the running ``MasterService``)."""
+    """Builds the views from ``self.svc`` (the operator port, ``master.ports.OperatorPort``)."""
 
-    svc: MasterService
+    svc: OperatorPort
 
     def _offered_by_agent(self) -> dict[str, Resources]:
         out: dict[str, Resources] = {}
@@ -126,7 +126,7 @@ class StateViews:
             out.setdefault(o.framework_id, []).append(o)
         return out
 
-    def _task_json(self, t: TaskRec) -> dict[str, Any]:
+    def _task_json(self, t: TaskView) -> dict[str, Any]:
         """A task as Mesos' ``/state`` models it (``json(Task)``): optional fields only when set."""
         out: dict[str, Any] = {
             "id": t.task_id,
@@ -155,7 +155,7 @@ class StateViews:
             out["usage"] = usage.to_json()  # Agora addition
         return out
 
-    def _framework_json(self, fw: FrameworkRec, offers: list[Any]) -> dict[str, Any]:
+    def _framework_json(self, fw: FrameworkView, offers: list[Any]) -> dict[str, Any]:
         """A framework as Mesos' ``/state`` and ``/frameworks`` model it (``FullFrameworkWriter``):
         ``pid`` never (HTTP frameworks have none), ``principal``, ``labels`` and
         ``reregistered_time`` only when set, ``roles`` for MULTI_ROLE frameworks, else ``role``."""
@@ -207,7 +207,7 @@ class StateViews:
         out |= self._offers_reason(fw, offers)  # Agora addition
         return out
 
-    def _offers_reason(self, fw: FrameworkRec, offers: list[Any]) -> dict[str, str]:
+    def _offers_reason(self, fw: FrameworkView, offers: list[Any]) -> dict[str, str]:
         """``offers_reason``: why a connected framework holding no offers gets none (the
         allocator's explanation; e.g. GPU agents and no ``GPU_RESOURCES``)."""
         alloc = self.svc.allocator
@@ -215,7 +215,7 @@ class StateViews:
             return {}
         return {"offers_reason": alloc.why_not_offered(fw.framework_id)}
 
-    def _agent_used(self, ag: AgentRec) -> Resources:
+    def _agent_used(self, ag: AgentView) -> Resources:
         frameworks = self.svc.state.frameworks
         return Resources.sum(
             frameworks[f].tasks[t].resources
@@ -223,7 +223,7 @@ class StateViews:
             if f in frameworks and t in frameworks[f].tasks
         )
 
-    def _agent_json(self, ag: AgentRec, offered: Resources, full: bool = False) -> dict[str, Any]:
+    def _agent_json(self, ag: AgentView, offered: Resources, full: bool = False) -> dict[str, Any]:
         """An agent as Mesos' ``/state`` models it (``SlaveWriter``); ``full`` adds the
         ``*_resources_full`` lists of ``/slaves``. Agora additions: ``revocable_resources``,
         ``draining``, ``drain_reason``, ``phase``."""
@@ -343,7 +343,7 @@ class StateViews:
         one task id), sorted by their first status' time (newest first unless ``ascending``;
         tasks without a status sort as Mesos sorts them), ``limit`` of them from ``offset``."""
         st = self.svc.state
-        tasks: list[TaskRec] = []
+        tasks: list[TaskView] = []
         for fw in (*st.frameworks.values(), *st.completed_frameworks):
             if framework_id not in (None, fw.framework_id):
                 continue
@@ -351,7 +351,7 @@ class StateViews:
                 if task_id in (None, t.task_id) and (visible is None or visible(fw.framework_id, t.task_id, fw.info.user or None)):
                     tasks.append(t)
 
-        def first(t: TaskRec) -> float | None:
+        def first(t: TaskView) -> float | None:
             return (t.statuses[0].timestamp or 0.0) if t.statuses else None
 
         with_status = [t for t in tasks if first(t) is not None]

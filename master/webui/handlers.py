@@ -35,7 +35,7 @@ from protocol.agent_channel import AGENT_HTTPS
 from protocol.resources import Resources
 
 if TYPE_CHECKING:
-    from master.service import MasterService
+    from master.ports import OperatorPort
 
 log = logging.getLogger("agora.master.webui")
 
@@ -44,7 +44,7 @@ AGENT_TIMEOUT = aiohttp.ClientTimeout(total=5.0, connect=2.0)
 WILDCARDS = frozenset({"0.0.0.0", "::", "[::]"})
 
 
-def add_webui(app: web.Application, svc: MasterService) -> WebUI:
+def add_webui(app: web.Application, svc: OperatorPort) -> WebUI:
     """Mount the UI on the master's ``app``; its HTTP client to the agents closes with the app."""
     ui = WebUI(svc)
     app.add_routes(ui.routes())
@@ -81,7 +81,7 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
 class WebUI:
-    def __init__(self, svc: MasterService) -> None:
+    def __init__(self, svc: OperatorPort) -> None:
         self.svc = svc
         self._http: aiohttp.ClientSession | None = None
 

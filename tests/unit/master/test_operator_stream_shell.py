@@ -14,7 +14,7 @@ from typing import Any, cast
 from master.auth import MasterAuth
 from master.events import PublishOperatorEvent
 from master.operator_stream import OperatorStreams, OperatorSubscriber
-from master.service import MasterService
+from master.ports import OperatorPort
 from protocol import codec, mesos, recordio
 
 JSON, MSGPACK = codec.JSON, codec.MSGPACK
@@ -58,7 +58,7 @@ class Response:
 
 def streams(max_queue: int) -> OperatorStreams:
     svc = SimpleNamespace(config=SimpleNamespace(max_framework_queue=max_queue), auth=MasterAuth())  # no read ACLs
-    return OperatorStreams(cast(MasterService, svc))
+    return OperatorStreams(cast(OperatorPort, svc))
 
 
 def attach(ops: OperatorStreams, sid: str, media: str, after: int, stuck: bool = False) -> tuple[OperatorSubscriber, Response]:
