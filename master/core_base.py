@@ -41,18 +41,6 @@ CT = mesos.CallType
 MT = ac.MessageType
 EMPTY = Resources()
 _MEMO_MAX = 4096  # entries in each of the core's small memos before they are cleared
-OFFER_PROBLEMS = frozenset(
-    {
-        ad.RejectCode.UNKNOWN_FRAMEWORK,
-        ad.RejectCode.NO_OFFERS,
-        ad.RejectCode.UNKNOWN_OFFER,
-        ad.RejectCode.NOT_OWNER,
-        ad.RejectCode.DUPLICATE_OFFER,
-        ad.RejectCode.DIFFERENT_AGENTS,
-    }
-)
-
-
 OFFERS_PER_EVENT = 500  # offers in one OFFERS event (bounded record size)
 
 
