@@ -1183,6 +1183,15 @@ class JobStoreRef:
             self._store = None
 
 
+def job_exit_code(job: JobRecord) -> int | None:
+    """The job's exit code: an aborted gang's failing rank's, else the highest of its tasks' last
+    attempts (0 for a job whose tasks all finished), None while no task has ended."""
+    if job.exit_code is not None:
+        return job.exit_code
+    last = [t.history[-1].exit_code for t in job.tasks if t.history and t.history[-1].exit_code is not None]
+    return max(last) if last else None
+
+
 def job_summary(job: JobRecord) -> dict[str, Any]:
     return {
         "id": job.job_id,
@@ -1196,7 +1205,7 @@ def job_summary(job: JobRecord) -> dict[str, Any]:
         "gang": job.spec.gang,
         "gang_policy": job.spec.policy.value if job.spec.gang > 0 else None,
         "gang_restarts": job.gang_restarts,
-        "exit_code": job.exit_code,
+        "exit_code": job_exit_code(job),
         "tasks": job.counts(),
         "submitted_at": job.submitted_at,
         "started_at": job.started_at,
@@ -1243,13 +1252,11 @@ def history_row(job: JobRecord) -> dict[str, Any]:
     failing rank's, else the highest of its tasks' last attempts), elapsed time, and what its
     attempts used (CPU seconds summed, the highest memory peak)."""
     attempts = [a for t in job.tasks for a in t.history]
-    last = [t.history[-1].exit_code for t in job.tasks if t.history and t.history[-1].exit_code is not None]
     cpu = [a.cpu_seconds for a in attempts if a.cpu_seconds is not None]
     peak = [a.mem_peak_bytes for a in attempts if a.mem_peak_bytes is not None]
     start, end = job.started_at, job.ended_at
     return {
         **job_summary(job),
-        "exit_code": job.exit_code if job.exit_code is not None else (max(last) if last else None),
         "elapsed": None if start is None or end is None else max(0.0, end - start),
         "attempts": len(attempts),
         "cpu_seconds": round(sum(cpu), 3) if cpu else None,

@@ -96,7 +96,7 @@ def test_a_webhook_gets_the_final_state_and_a_failed_post_is_retried(cluster: Lo
     assert len(hook.bodies) == 2 and hook.bodies[0] == hook.bodies[1]
     body = hook.bodies[1]
     assert body["event"] == "finished"
-    assert body["job"]["id"] == jid and body["job"]["state"] == "FAILED"
+    assert body["job"]["id"] == jid and body["job"]["state"] == "FAILED" and body["job"]["exit_code"] == 3
     wait_until(lambda: show(cluster, jid)["state"] == "FAILED", 30, "failed")
 
 

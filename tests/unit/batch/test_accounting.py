@@ -13,7 +13,7 @@ from frameworks.batch.core import BatchCore
 from frameworks.batch.fairshare import Usage
 from frameworks.batch.model import spec_from_dict
 from frameworks.batch.planner import OfferView
-from frameworks.batch.service import history_row
+from frameworks.batch.service import history_row, job_summary
 from frameworks.batch.store import AccountingQuery, JobStore
 from protocol.resources import Resources
 from protocol.task_states import TaskState
@@ -79,6 +79,13 @@ def test_history_rows_sum_what_the_attempts_used() -> None:
     assert bob["elapsed"] == 20.0  # first RUNNING at 30, ended at 50
     carol = history_row(core.job(3))
     assert (carol["state"], carol["exit_code"], carol["cpu_seconds"], carol["elapsed"]) == ("RUNNING", None, None, None)
+
+
+def test_the_summary_a_webhook_gets_carries_the_exit_code_of_a_plain_job() -> None:
+    core = cluster_day()
+    assert job_summary(core.job(1))["exit_code"] == 0  # succeeded, not a gang
+    assert job_summary(core.job(2))["exit_code"] == 0  # its last attempt's, not the failed first one's
+    assert job_summary(core.job(3))["exit_code"] is None  # still running
 
 
 async def test_retention_forgets_old_finished_jobs_but_not_a_live_jobs_dependency(tmp_path: Path) -> None:
