@@ -21,7 +21,7 @@ from typing import Any
 
 import aiohttp
 
-from frameworks.batch.core import JobEvent
+from frameworks.batch.effects import JobEvent
 
 log = logging.getLogger(__name__)
 

@@ -28,10 +28,10 @@ from typing import Any
 import attrs
 import msgpack
 
-from frameworks.batch.core import Attempt, JobRecord, TaskRecord
 from frameworks.batch.fairshare import Usage
 from frameworks.batch.logtail import KeptTail
 from frameworks.batch.model import JobState, TaskPhase, spec_from_dict, spec_to_dict
+from frameworks.batch.records import Attempt, JobRecord, TaskRecord
 
 SCHEMA_VERSION = 2
 

@@ -25,8 +25,9 @@ from typing import TYPE_CHECKING, Any
 import aiohttp
 from aiohttp import web
 
-from frameworks.batch.core import ACTIVE, JobRecord, TaskLaunch
+from frameworks.batch.effects import TaskLaunch
 from frameworks.batch.model import JOB_TERMINAL, SpecError, TaskPhase
+from frameworks.batch.records import ACTIVE, JobRecord
 from frameworks.service import wire
 from frameworks.service.dispatch import Dispatcher, ServiceTask, TaskState
 from protocol.mesos import CommandInfo, Environment, ExecutorInfo, ExecutorType, TaskInfo
