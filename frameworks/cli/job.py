@@ -2,20 +2,18 @@
 
 The batch service is found with ``--batch URL``, ``AGORA_BATCH``, or by asking the master
 (``--master``/``AGORA_MASTER``) for the framework named ``agora-batch``: the service publishes
-its API address as its ``webui_url``.
+its API address as its ``webui_url``. ``submit`` is ``job_submit.py``, ``history``
+``job_history.py``; what they share, ``job_api.py``.
 """
 
 from __future__ import annotations
 
-import csv
-import io
 import json
-import os
 import sys
 import time
 import urllib.parse
 from collections.abc import Callable
-from typing import Any, TextIO
+from typing import Any
 
 import attrs
 import click
@@ -26,69 +24,30 @@ from frameworks.batch import jobfile
 from frameworks.cli.common import (
     CliError,
     HttpAnswerError,
-    ServiceApi,
     clock_time,
     console,
     emit,
     http_get_json,
     json_flag,
-    local_user,
     master_group_class,
     master_option,
     state_option,
 )
 from frameworks.cli.follow import Chunk, LogStream, json_lines
 from frameworks.cli.follow import follow as follow_logs
-
-TERMINAL = {"SUCCEEDED", "FAILED", "CANCELLED"}
-SHORT = {"PENDING": "PD", "RUNNING": "R", "SUCCEEDED": "CD", "FAILED": "F", "CANCELLED": "CA"}
-ACTIVE_PHASES = ("LAUNCHING", "RUNNING")
-POLL = 0.25  # seconds between polls while waiting or following (a CLI loop, not a test)
-API = ServiceApi("agora-batch", "batch", "AGORA_BATCH")
-
-
-def batch_url(batch: str | None, master: str | None) -> str:
-    return API.base(batch, master)
-
-
-def short_state(j: dict[str, Any]) -> str:
-    """squeue's code for a job summary: PD R CD F CA, and CG (completing) for a job that has ended
-    while some of its tasks are still being killed."""
-    tasks = j.get("tasks") or {}
-    if j["state"] in TERMINAL and any(tasks.get(p, 0) for p in ACTIVE_PHASES):
-        return "CG"
-    return SHORT.get(j["state"], j["state"])
-
-
-def elapsed_text(start: float | None, end: float | None) -> str:
-    """sacct's Elapsed, ``[D-]HH:MM:SS``; ``-`` for a job that never started."""
-    if start is None or end is None:
-        return "-"
-    secs = max(0, round(end - start))
-    days, rest = divmod(secs, 86400)
-    text = f"{rest // 3600:02d}:{rest % 3600 // 60:02d}:{rest % 60:02d}"
-    return f"{days}-{text}" if days else text
-
-
-def exit_code(detail: dict[str, Any]) -> int | None:
-    """A job's exit code as sacct shows it: an aborted gang's is its failing rank's; otherwise
-    the highest among its tasks' last attempts."""
-    if isinstance(detail.get("exit_code"), int):
-        return int(detail["exit_code"])
-    codes = [t["history"][-1].get("exit_code") for t in detail.get("task_list", []) if t.get("history")]
-    known = [c for c in codes if isinstance(c, int)]
-    return max(known) if known else None
-
-
-def agent_text(a: dict[str, Any]) -> str:
-    """An attempt's agent as ``agora agent show`` takes it: the ``S<n>`` end of its id (hostnames
-    are all alike on a local cluster), else the whole id, else the hostname."""
-    aid = str(a.get("agent_id") or "")
-    tail = aid.rsplit("-", 1)[-1]
-    if tail.startswith("S") and tail[1:].isdigit():
-        return tail
-    return aid or a.get("hostname") or "-"
-
+from frameworks.cli.job_api import (
+    API,
+    POLL,
+    SHORT,
+    TERMINAL,
+    agent_text,
+    short_state,
+    stamp,
+    tasks_summary,
+    user_filter,
+)
+from frameworks.cli.job_history import history
+from frameworks.cli.job_submit import submit
 
 # the state of an attempt still under way (its record has a state only once it ended)
 ACTIVE_STATE = {"LAUNCHING": "TASK_STAGING", "RUNNING": "TASK_RUNNING"}
@@ -123,10 +82,6 @@ def attempt_rows(detail: dict[str, Any]) -> list[tuple[str, ...]]:
     return rows
 
 
-def _tasks_summary(counts: dict[str, int]) -> str:
-    return " ".join(f"{k.lower()}:{v}" for k, v in sorted(counts.items()))
-
-
 @click.group(cls=master_group_class())
 @click.option(
     "--batch", envvar="AGORA_BATCH", default=None, help="Batch framework URL (default: ask the master)."
@@ -140,210 +95,8 @@ def job(ctx: click.Context, batch: str | None, master: str | None, as_json: bool
     ctx.obj.update(batch=batch, master=master, json=as_json)
 
 
-def _pairs(values: tuple[str, ...], what: str) -> dict[str, str]:
-    out = {}
-    for v in values:
-        if "=" not in v:
-            raise click.BadParameter(f"{what} must look like NAME=VALUE, got {v!r}")
-        k, _, val = v.partition("=")
-        out[k] = val
-    return out
-
-
-@job.command(context_settings={"ignore_unknown_options": True})
-@click.option("--name", default=None, help="Job name (default: the command).")
-@click.option(
-    "--count", "-n", default=1, show_default=True, type=click.IntRange(1), help="Tasks (a job array)."
-)
-@click.option(
-    "--gang", default=0, show_default=True, type=click.IntRange(0),
-    help="Tasks that must start together, all or none (0: no gang, each task starts on its own).",
-)
-@click.option("--cpus", default=1.0, show_default=True, type=float, help="CPUs per task (fractions allowed).")
-@click.option("--mem", default=128.0, show_default=True, type=float, help="MB of memory per task.")
-@click.option("--gpus", default=0.0, show_default=True, type=float, help="GPUs per task.")
-@click.option("--disk", default=0.0, show_default=True, type=float, help="MB of disk per task.")
-@click.option("--priority", default=0, show_default=True, type=int,
-              help="Higher starts first (equal: the earlier job); may be negative.")
-@click.option("--queue", default="*", show_default=True,
-              help="Queue (the role offers come from); the batch framework refuses one it does not subscribe to.")
-@click.option("--after", multiple=True, type=int, help="Run after this job succeeds (repeatable).")
-@click.option("--after-any", multiple=True, type=int, help="Run after this job ends, however it ends.")
-@click.option("--retries", default=0, show_default=True, type=click.IntRange(0), help="Retries per task (of a gang with abort/restart: restarts of the whole gang).")
-@click.option("--time-limit", default=None, type=float, help="Seconds per task attempt (a gang with abort/restart: per run of the gang).")
-@click.option("--env", multiple=True, help="NAME=VALUE (repeatable).")
-@click.option("--constraint", multiple=True, help="Agent attribute NAME=VALUE (repeatable).")
-@click.option("--ports", default=0, show_default=True, type=click.IntRange(0, 1000),
-              help="Ports per task from its offer, exported as PORT0..PORT<K-1>.")
-@click.option("--gang-policy", type=click.Choice(["abort", "restart", "continue"]), default=None,
-              help="When a gang's task fails: abort (kill the others, fail the job; the default), restart "
-                   "(the whole gang runs again, as one of --retries; the default with --retries) or continue "
-                   "(the others run on, each task retried alone).")
-@click.option("--after-notok", multiple=True, type=int,
-              help="Run after this job fails or is cancelled (Slurm afternotok); cancelled if it succeeds.")
-@click.option("--singleton", is_flag=True, help="Wait while an earlier job of the same name and user has not ended.")
-@click.option("--preemptible", is_flag=True,
-              help="May run on revocable resources, and be preempted (requeued) by a higher-priority --preempt job.")
-@click.option("--preempt", is_flag=True,
-              help="When it cannot fit, evict lower-priority --preemptible tasks of the same owner (requeued).")
-@click.option("--grace", default=None, type=float, help="Seconds between SIGTERM and SIGKILL when a task is killed.")
-@click.option("--schedule", default=None,
-              help='Periodic: a cron expression in UTC ("*/5 * * * *"; 6 fields: seconds first); each run is a job.')
-@click.option("--concurrency", default=None, type=click.Choice(["allow", "forbid", "replace"]),
-              help="Periodic: a run falls due while the last one is live: start anyway, skip it, or replace it.")
-@click.option("--notify", default=None, help="POST the job's final state (JSON) to this http(s) URL.")
-@click.option("--file", "-f", "job_file", default=None, type=click.Path(dir_okay=False, exists=True),
-              help="Submit the job(s) of a TOML job file (also: agora job submit FILE.toml).")
-@click.option("--shell", "use_shell", is_flag=True, help="Run the command through /bin/sh -c.")
-@click.option("--service", "service", default=None, metavar="CMD",
-              help="A service job: CMD (run by /bin/sh -c) starts once per task (--count of them) and takes the "
-                   "--inputs one line each on stdin, writing one result line each on stdout.")
-@click.option("--inputs", "inputs_file", default=None, type=click.File("r"),
-              help="With --service: one input (service task) per line; - reads stdin.")
-@click.option("--window", default=None, type=click.IntRange(1, 100_000),
-              help="With --service: service tasks in flight per instance (default 256).")
-@click.argument("command", nargs=-1, type=click.UNPROCESSED)
-@json_flag
-@click.pass_context
-def submit(
-    ctx: click.Context,
-    name: str | None,
-    count: int,
-    gang: int,
-    cpus: float,
-    mem: float,
-    gpus: float,
-    disk: float,
-    priority: int,
-    queue: str,
-    after: tuple[int, ...],
-    after_any: tuple[int, ...],
-    after_notok: tuple[int, ...],
-    singleton: bool,
-    retries: int,
-    time_limit: float | None,
-    env: tuple[str, ...],
-    constraint: tuple[str, ...],
-    preemptible: bool,
-    ports: int,
-    gang_policy: str | None,
-    preempt: bool,
-    grace: float | None,
-    schedule: str | None,
-    concurrency: str | None,
-    notify: str | None,
-    job_file: str | None,
-    use_shell: bool,
-    service: str | None,
-    inputs_file: TextIO | None,
-    window: int | None,
-    command: tuple[str, ...],
-) -> None:
-    """Submit CMD [ARGS...] (put `--` before the command), or the jobs of a TOML job file
-    (`agora job submit job.toml`: the same fields as these flags, several jobs as [[job]]
-    tables, dependencies by name); prints the job id (a file: one `ID NAME` line per job)."""
-    if job_file is None and len(command) == 1 and command[0].endswith(".toml") and os.path.isfile(command[0]):
-        job_file = command[0]
-        command = ()
-    if job_file is not None:
-        given = [
-            p.opts[0] for p in ctx.command.params
-            if p.name not in ("job_file", "command", "as_json")
-            and ctx.get_parameter_source(p.name or "") is click.core.ParameterSource.COMMANDLINE
-        ]
-        if given or command:
-            raise click.UsageError(
-                f"a job file takes no command or flags ({', '.join(given) or ' '.join(command)}): put them in the file"
-            )
-        _submit_file(ctx, job_file)
-        return
-    if service is not None:
-        if command or use_shell:
-            raise click.UsageError("--service CMD is the command: give no other (nor --shell)")
-        if inputs_file is None:
-            raise click.UsageError("--service needs --inputs FILE (one input per line)")
-        command, use_shell = (service,), True
-    elif inputs_file is not None or window is not None:
-        raise click.UsageError("--inputs and --window go with --service CMD")
-    if not command:
-        raise click.UsageError("give the command to run (after --), or a job file (job.toml)")
-    body: dict[str, Any] = {
-        "count": count,
-        "gang": gang,
-        "cpus": cpus,
-        "mem": mem,
-        "gpus": gpus,
-        "disk": disk,
-        "priority": priority,
-        "queue": queue,
-        "max_retries": retries,
-        "env": _pairs(env, "--env"),
-        "constraints": _pairs(constraint, "--constraint"),
-        "after": [{"job_id": j, "kind": "success"} for j in after]
-        + [{"job_id": j, "kind": "any"} for j in after_any]
-        + [{"job_id": j, "kind": "notok"} for j in after_notok],
-        "preemptible": preemptible,
-        "preempt": preempt,
-        "singleton": singleton,
-    }
-    for key, value in (("grace", grace), ("schedule", schedule), ("concurrency", concurrency), ("notify", notify)):
-        if value is not None:
-            body[key] = value
-    if name:
-        body["name"] = name
-    if time_limit is not None:
-        body["time_limit"] = time_limit
-    if ports:
-        body["ports"] = ports
-    if gang_policy is not None:
-        body["gang_policy"] = gang_policy
-    if use_shell:
-        body["shell"] = " ".join(command)
-    else:
-        body["argv"] = list(command)
-    if inputs_file is not None:
-        body["service"] = True
-        body["inputs"] = inputs_file.read().splitlines()
-        if window is not None:
-            body["window"] = window
-    result = API.post(ctx, "/jobs", body)
-    emit(ctx, result, lambda r: click.echo(r["id"]))
-
-
-def _submit_file(ctx: click.Context, path: str) -> None:
-    """Validate the whole file here (errors name the line and the field), then submit all its
-    jobs in one request: the service makes all of them or none."""
-    try:
-        with open(path, encoding="utf-8") as f:
-            text = f.read()
-        bodies = jobfile.parse(text, path)
-    except (OSError, UnicodeDecodeError) as exc:
-        raise click.ClickException(f"{path}: {exc}") from exc
-    except jobfile.JobFileError as exc:
-        raise click.ClickException(str(exc)) from exc
-    result = API.post(ctx, "/jobs", {"jobs": bodies})
-
-    def render(r: dict[str, Any]) -> None:
-        if len(r["ids"]) == 1:
-            click.echo(r["ids"][0])
-        else:
-            for j in r["jobs"]:
-                click.echo(f"{j['id']} {j['name']}")
-
-    emit(ctx, result, render)
-
-
-def me(ctx: click.Context) -> str:
-    """Who "me" is to the batch service: the principal it authenticates this CLI as, else (no
-    authentication) this account's name, the owner the CLI's submissions claim."""
-    who = API.get(ctx, "/whoami") or {}
-    return str(who.get("principal") or local_user() or "anonymous")
-
-
-def user_filter(ctx: click.Context, user: str | None, mine: bool) -> str | None:
-    if user is not None and mine:
-        raise click.UsageError("give --user NAME or --me, not both")
-    return me(ctx) if mine else user
+job.add_command(submit)
+job.add_command(history)
 
 
 @job.command(name="list")
@@ -388,7 +141,7 @@ def list_jobs(ctx: click.Context, state: str | None, periodic: bool, starts: boo
                 short_state(j),
                 j["queue"],
                 str(j["priority"]),
-                _tasks_summary(j["tasks"]),
+                tasks_summary(j["tasks"]),
                 j.get("reason") or "",
             )
         console().print(table)
@@ -405,7 +158,7 @@ def _render_periodic(ctx: click.Context, data: dict[str, Any]) -> None:
             last = j.get("last_run_id")
             table.add_row(
                 str(j["id"]), j["name"], j.get("schedule") or "", j.get("concurrency") or "",
-                "held" if j.get("held") else _stamp(j.get("next_run")) if j["state"] not in TERMINAL else "-",
+                "held" if j.get("held") else stamp(j.get("next_run")) if j["state"] not in TERMINAL else "-",
                 str(j.get("runs", 0)), "-" if last is None else f"job {last}", j["state"],
             )
         console().print(table)
@@ -430,153 +183,10 @@ def _list_starts(ctx: click.Context, user: str | None) -> None:
         for j in d["jobs"]:
             start = j.get("expected_start")
             table.add_row(str(j["id"]), j["name"], j.get("user") or "-", str(j["priority"]),
-                          "N/A" if start is None else _stamp(start), j.get("reason") or "")
+                          "N/A" if start is None else stamp(start), j.get("reason") or "")
         console().print(table)
 
     emit(ctx, data, render)
-
-
-def _stamp(t: float | None) -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(t)) if t else "-"
-
-
-LONG = {code: name for name, code in SHORT.items()}
-# what a job state means for one attempt (``history --attempts --state``)
-ATTEMPT_STATES = {
-    "SUCCEEDED": ("TASK_FINISHED",),
-    "FAILED": ("TASK_FAILED", "TASK_ERROR", "TASK_LOST", "TASK_DROPPED", "TASK_GONE", "TASK_GONE_BY_OPERATOR"),
-    "CANCELLED": ("TASK_KILLED",),
-    "RUNNING": ("TASK_RUNNING",),
-}
-_SPAN = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
-
-
-def parse_when(text: str, now: float) -> float:
-    """A point in time for ``--since``/``--until``: ``2h``, ``30m``, ``7d`` (that long ago), an
-    ISO date or date and time (local), or Unix seconds."""
-    t = text.strip()
-    if t and t[-1] in _SPAN and t[:-1].replace(".", "", 1).isdigit():
-        return now - float(t[:-1]) * _SPAN[t[-1]]
-    try:
-        return float(t)
-    except ValueError:
-        pass
-    for fmt in ("%Y-%m-%dT%H:%M:%S", "%Y-%m-%dT%H:%M", "%Y-%m-%d %H:%M", "%Y-%m-%d"):
-        try:
-            return time.mktime(time.strptime(t, fmt))
-        except ValueError:
-            continue
-    raise click.BadParameter(f"{text!r}: expected 2h / 30m / 7d (ago), a date (2026-11-27[T10:00]) or Unix seconds")
-
-
-def job_states(text: str | None) -> list[str]:
-    """``--state``: job states by name or squeue code (CD, F, CA...), comma-separated."""
-    out = []
-    for part in (text or "").split(","):
-        p = part.strip().upper()
-        if not p:
-            continue
-        name = LONG.get(p, p)
-        if name not in SHORT:
-            raise click.BadParameter(f"{part!r}: expected one of {', '.join(SHORT)} (or {', '.join(LONG)})")
-        out.append(name)
-    return out
-
-
-def _mb(n: int | None) -> str:
-    return "-" if n is None else f"{n / 2**20:.1f}M"
-
-
-def _secs(x: float | None) -> str:
-    return "-" if x is None else f"{x:.2f}"
-
-
-HISTORY_COLUMNS = ("id", "name", "user", "queue", "state", "exit_code", "elapsed", "started_at", "ended_at",
-                   "cpu_seconds", "mem_peak_bytes", "attempts")
-ATTEMPT_COLUMNS = ("job_id", "idx", "attempt", "task_id", "name", "user", "queue", "state", "exit_code", "agent_id",
-                   "hostname", "started_at", "ended_at", "cpu_seconds", "mem_peak_bytes", "cpus", "mem", "gpus")
-
-
-@job.command()
-@click.option("--user", "-u", default=None, help="Only this user's jobs (sacct -u).")
-@click.option("--me", "mine", is_flag=True, help="Only my jobs.")
-@click.option("--queue", "-q", default=None, help="Only jobs of this queue.")
-@click.option("--state", "-s", default=None, help="Only jobs in these states (names or codes, comma-separated).")
-@click.option("--since", "-S", default=None, help="Jobs that ended at or after: 2h, 7d (ago), 2026-11-27[T10:00] or Unix seconds.")
-@click.option("--until", "-E", default=None, help="Jobs submitted (attempts started) before this time.")
-@click.option("--limit", default=20, show_default=True, type=click.IntRange(1, 100_000), help="The N most recent.")
-@click.option("--attempts", is_flag=True, help="One row per task attempt (agent, times, CPU seconds, peak memory).")
-@click.option("--csv", "as_csv", is_flag=True, help="Print CSV (a header, then one line per row).")
-@json_flag
-@click.pass_context
-def history(
-    ctx: click.Context, user: str | None, mine: bool, queue: str | None, state: str | None, since: str | None,
-    until: str | None, limit: int, attempts: bool, as_csv: bool,
-) -> None:
-    """Jobs newest first, like sacct: user, queue, state, exit code, elapsed, start, end, and what
-    they used (CPU seconds, peak memory, as the agents measured); --attempts: every task attempt."""
-    now = time.time()
-    params: dict[str, str] = {"limit": str(limit)}
-    if (who := user_filter(ctx, user, mine)) is not None:
-        params["user"] = who
-    if queue is not None:
-        params["queue"] = queue
-    states = job_states(state)
-    if states:
-        params["state"] = ",".join(
-            s for name in states for s in (ATTEMPT_STATES.get(name, ()) if attempts else (name,)))
-    if since is not None:
-        params["since"] = repr(parse_when(since, now))
-    if until is not None:
-        params["until"] = repr(parse_when(until, now))
-    query = "?" + urllib.parse.urlencode(params)
-    columns: tuple[str, ...]
-    if attempts:
-        rows = API.get(ctx, "/accounting" + query)["attempts"]
-        columns = ATTEMPT_COLUMNS
-    else:
-        rows = API.get(ctx, "/history" + query)["jobs"]
-        columns = HISTORY_COLUMNS
-    if as_csv:
-        out = io.StringIO()
-        writer = csv.writer(out, lineterminator="\n")
-        writer.writerow(columns)
-        for r in rows:
-            writer.writerow(["" if r.get(c) is None else r.get(c) for c in columns])
-        click.echo(out.getvalue(), nl=False)
-        return
-
-    def render_jobs(rs: list[dict[str, Any]]) -> None:
-        table = Table(box=None, header_style="bold")
-        for col in ("ID", "NAME", "USER", "QUEUE", "STATE", "EXIT", "ELAPSED", "START", "END", "CPU-S", "MAXRSS",
-                    "TASKS"):
-            table.add_column(col)
-        for r in rs:
-            table.add_row(
-                str(r["id"]), r["name"], r.get("user") or "-", r["queue"], r["state"],
-                "-" if r["exit_code"] is None else str(r["exit_code"]),
-                elapsed_text(r.get("started_at"), r.get("ended_at")),
-                _stamp(r.get("started_at")), _stamp(r.get("ended_at")),
-                _secs(r.get("cpu_seconds")), _mb(r.get("mem_peak_bytes")), _tasks_summary(r["tasks"]),
-            )
-        console().print(table)
-
-    def render_attempts(rs: list[dict[str, Any]]) -> None:
-        table = Table(box=None, header_style="bold")
-        for col in ("JOB", "TASK", "ATT", "USER", "QUEUE", "STATE", "EXIT", "AGENT", "START", "END", "ELAPSED",
-                    "CPU-S", "MAXRSS"):
-            table.add_column(col)
-        for r in rs:
-            table.add_row(
-                str(r["job_id"]), str(r["idx"]), str(r["attempt"]), r.get("user") or "-", r["queue"], r["state"],
-                "-" if r["exit_code"] is None else str(r["exit_code"]), r.get("hostname") or r.get("agent_id") or "-",
-                _stamp(r.get("started_at")), _stamp(r.get("ended_at")),
-                elapsed_text(r.get("started_at"), r.get("ended_at")),
-                _secs(r.get("cpu_seconds")), _mb(r.get("mem_peak_bytes")),
-            )
-        console().print(table)
-
-    emit(ctx, rows, render_attempts if attempts else render_jobs)
 
 
 @job.command()
@@ -615,10 +225,10 @@ def show(ctx: click.Context, job_id: int, as_toml: bool) -> None:
             con.print(f"service tasks: {sv['done']} done, {sv['failed']} failed, {sv['cancelled']} cancelled, "
                       f"{sv['sent']} running, {sv['pending']} pending, of {sv['total']}", markup=False)
         if d.get("schedule"):
-            con.print(f"schedule: {d['schedule']} ({d.get('concurrency')}); next run {_stamp(d.get('next_run'))}; "
+            con.print(f"schedule: {d['schedule']} ({d.get('concurrency')}); next run {stamp(d.get('next_run'))}; "
                       f"{d.get('runs', 0)} run(s)", markup=False)
         for c in d.get("changes") or ():
-            con.print(f"{_stamp(c['at'])}  {c['who']}: {c['what']}", markup=False, highlight=False)
+            con.print(f"{stamp(c['at'])}  {c['who']}: {c['what']}", markup=False, highlight=False)
         table = Table(box=None, header_style="bold")
         for col in ("TASK", "PHASE", "ATTEMPT", "TASK ID", "AGENT", "START", "END", "STATE", "EXIT", "MESSAGE"):
             table.add_column(col)

@@ -10,6 +10,7 @@ from click.testing import CliRunner
 
 from frameworks.cli import agent as ag
 from frameworks.cli import job as jb
+from frameworks.cli import job_api
 from frameworks.cli import task as tk
 from frameworks.cli.common import CliError, free_port
 from frameworks.cli.main import cli
@@ -101,13 +102,13 @@ def test_agent_rows_and_lookup() -> None:
     ],
 )
 def test_squeue_codes(state_: str, tasks: dict[str, int], code: str) -> None:
-    assert jb.short_state({"state": state_, "tasks": tasks}) == code
+    assert job_api.short_state({"state": state_, "tasks": tasks}) == code
 
 
 def test_sacct_elapsed_and_exit_code() -> None:
-    assert jb.elapsed_text(100.0, 161.4) == "00:01:01"
-    assert jb.elapsed_text(0.0, 2 * 86400 + 3723) == "2-01:02:03"
-    assert jb.elapsed_text(None, 5.0) == "-"
+    assert job_api.elapsed_text(100.0, 161.4) == "00:01:01"
+    assert job_api.elapsed_text(0.0, 2 * 86400 + 3723) == "2-01:02:03"
+    assert job_api.elapsed_text(None, 5.0) == "-"
     detail = {
         "task_list": [
             {"history": [{"exit_code": 3}, {"exit_code": 0}]},  # retried, then succeeded
@@ -115,8 +116,8 @@ def test_sacct_elapsed_and_exit_code() -> None:
             {"history": []},
         ]
     }
-    assert jb.exit_code(detail) == 1
-    assert jb.exit_code({"task_list": [{"history": [{"exit_code": None}]}]}) is None
+    assert job_api.exit_code(detail) == 1
+    assert job_api.exit_code({"task_list": [{"history": [{"exit_code": None}]}]}) is None
 
 
 @pytest.mark.parametrize(
