@@ -8,11 +8,14 @@ Layout (``DIR`` is ``--work-dir``)::
     DIR/meta/frameworks/<fid>/exits/<tid>         "<code>\\n", written by the task wrapper
     DIR/meta/frameworks/<fid>/executors/<eid>.exit   the same for a custom executor
     DIR/sandboxes/<fid>/<tid>/{stdout,stderr}     the task's sandbox (cwd)
+    DIR/sandboxes/<fid>/<eid>/                    a custom or DEFAULT executor's sandbox
+    DIR/sandboxes/<fid>/<eid>/tasks/<tid>/        the sandbox of a task run by the DEFAULT executor
 
 One file per task keeps a launch to a single file creation and a corrupt file to a single task.
 A task log is a sequence of records ``<u32 length><u32 crc32><msgpack payload>`` (big endian),
 each appended with one ``write``. Payloads: ``{"t": task record}`` (always first; its
-``"gpus"`` are the NVML indices of the task's GPU devices, when it has any), ``{"p": pid
+``"gpus"`` are the NVML indices of the task's GPU devices, when it has any; ``"group"`` the ids of
+its task group's tasks, for a task launched with LAUNCH_GROUP), ``{"p": pid
 record}``, ``{"k": {"reason", "deadline"}}`` (a kill under way and when its SIGKILL is due),
 ``{"u": TaskStatus}``, ``{"a": uuid}``. A record with a bad
 checksum is corruption, reported with the file name; an incomplete *last* record (a crash
@@ -110,6 +113,7 @@ class TaskRecordFile:
     executor: ExecutorInfo | None = None  # the group's executor for LAUNCH_GROUP tasks
     killing_state: bool = False
     gpus: tuple[int, ...] = ()  # NVML indices of the GPU devices assigned to the task
+    group: tuple[str, ...] = ()  # the task ids of its task group (LAUNCH_GROUP), itself included
 
 
 @attrs.frozen
@@ -235,6 +239,26 @@ def _gpus(raw: Any) -> tuple[int, ...]:
     return tuple(raw)
 
 
+def _real_dirs(*paths: str) -> None:
+    """Each of ``paths`` (outermost first) is a real directory or not there yet."""
+    for p in paths:
+        try:
+            mode = os.lstat(p).st_mode
+        except FileNotFoundError:
+            return  # not created yet (nor, then, anything below it)
+        if not stat.S_ISDIR(mode):
+            raise CheckpointError(p, "escapes its root" if stat.S_ISLNK(mode) else "is not a directory")
+
+
+def _group(raw: Any) -> tuple[str, ...]:
+    """A task record's task group (absent for tasks launched alone and in older records)."""
+    if raw is None:
+        return ()
+    if not isinstance(raw, list) or not all(isinstance(i, str) for i in raw):
+        raise ValueError(f"group must be a list of task ids, not {raw!r}")
+    return tuple(raw)
+
+
 def parse_exit_status(raw: bytes) -> int | None:
     """``"<int>\\n"``; anything else (empty, torn, garbage) means "not recorded"."""
     if not raw.endswith(b"\n"):
@@ -314,13 +338,19 @@ class Checkpoint:
         self._check(fid, tid)
         fdir = f"{self._sb_root}/{fid}"
         path = f"{fdir}/{tid}"
-        for p in (fdir, path):
-            try:
-                mode = os.lstat(p).st_mode
-            except FileNotFoundError:
-                break  # not created yet (nor, then, anything below it)
-            if not stat.S_ISDIR(mode):
-                raise CheckpointError(p, "escapes its root" if stat.S_ISLNK(mode) else "is not a directory")
+        _real_dirs(fdir, path)
+        return Path(path)
+
+    def task_sandbox(self, fid: str, tid: str, executor_id: str | None = None) -> Path:
+        """A task's sandbox: ``sandbox(fid, tid)``, or for a task run by the DEFAULT executor
+        (``executor_id``), ``tasks/<tid>`` under the executor's sandbox, as Mesos nests a task
+        group's containers under their executor's; checked the same way."""
+        if executor_id is None:
+            return self.sandbox(fid, tid)
+        self._check(fid, executor_id, tid)
+        edir = f"{self._sb_root}/{fid}/{executor_id}"
+        path = f"{edir}/tasks/{tid}"
+        _real_dirs(f"{self._sb_root}/{fid}", edir, f"{edir}/tasks", path)
         return Path(path)
 
     # agent
@@ -404,6 +434,8 @@ class Checkpoint:
         }
         if rec.gpus:
             data["gpus"] = list(rec.gpus)
+        if rec.group:
+            data["group"] = list(rec.group)
         path = self._log(rec.framework_id, rec.task.task_id.value)
         try:
             self._append(path, {"t": data}, sync=False, create=True)
@@ -518,6 +550,7 @@ class Checkpoint:
                 executor=codec.from_builtins(ExecutorInfo, t["executor"], binary=True) if t.get("executor") else None,
                 killing_state=bool(t.get("killing_state", False)),
                 gpus=_gpus(t.get("gpus")),
+                group=_group(t.get("group")),
             )
         except (KeyError, TypeError, ValueError, codec.DecodeError) as e:
             raise CorruptCheckpoint(path, f"bad task record: {e}") from e

@@ -43,7 +43,7 @@ def state(svc: AgentService) -> dict[str, Any]:
                 "executor_id": t.spec.executor_id or tid,
                 "resources": _legacy(t.spec.info),
                 "exit_code": t.exit_code,
-                "sandbox": str(svc.checkpoint.sandboxes / fid / tid),
+                "sandbox": str(mesos_views.sandbox_path(svc, t.spec)),
                 "pending_updates": len(svc.updates.pending(fid, tid)),
             }
         )

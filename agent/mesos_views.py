@@ -6,13 +6,15 @@ tasks), and the v1 agent operator API's ``GET_FRAMEWORKS``, ``GET_EXECUTORS``, `
 
 Executors: a command task runs in an executor of its own (id = the task id, as Mesos' command
 executor); a task group on the DEFAULT executor and the tasks of a CUSTOM executor are listed under
-that executor. A custom executor's ``directory`` is its sandbox; a command task's, its task's
-sandbox; a DEFAULT executor's, the sandbox of its first task (each task of the group has its own,
-named in the task's ``sandbox``).
+that executor. A custom or DEFAULT executor's ``directory`` is its sandbox (``<fid>/<eid>``); a
+command task's, its task's sandbox. A task run by the DEFAULT executor has its own sandbox nested
+under the executor's (``<fid>/<eid>/tasks/<tid>``, as Mesos nests a task group's containers), named
+in the task's ``sandbox``.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -26,6 +28,7 @@ from protocol.task_states import is_terminal
 if TYPE_CHECKING:
     from agent.service import AgentService
     from agent.tasks import TaskRecord
+    from agent.taskspec import TaskSpec
 
 SECRET_FLAGS = frozenset({"token"})
 
@@ -48,7 +51,8 @@ def _legacy(resources: Any) -> dict[str, float | str]:
 
 
 def executors(svc: AgentService) -> list[ExecutorView]:
-    """Every executor with a task the agent still tracks, with its tasks."""
+    """Every executor with a task the agent still tracks, with its tasks (and those of its tasks
+    the agent forgot but keeps in its book of finished work)."""
     groups: dict[tuple[str, str], list[TaskRecord]] = {}
     infos: dict[tuple[str, str], ExecutorInfo | None] = {}
     for t in svc.tracker.tasks.values():
@@ -60,17 +64,56 @@ def executors(svc: AgentService) -> list[ExecutorView]:
             info = svc.group_executors.get((fid, tid))
         if info is not None or (fid, eid) not in infos:
             infos[(fid, eid)] = info
-    out: list[ExecutorView] = []
-    for (fid, eid), tasks in sorted(groups.items()):
-        first = tasks[0]
-        if first.spec.executor_id is None:
-            kind, directory = "COMMAND", svc.checkpoint.sandboxes / fid / first.spec.task_id
-        elif first.spec.pod:
-            kind, directory = "DEFAULT", svc.checkpoint.sandboxes / fid / first.spec.task_id
-        else:
-            kind, directory = "CUSTOM", svc.checkpoint.sandboxes / fid / eid
-        out.append(ExecutorView(fid, eid, infos.get((fid, eid)), kind, str(directory), tuple(tasks)))
-    return out
+    # an executor's finished tasks the tracker forgot are among its completed tasks, oldest first
+    return [_view(svc, fid, eid, infos.get((fid, eid)), [*svc.completed.tasks(fid, eid), *tasks])
+            for (fid, eid), tasks in sorted(groups.items())]
+
+
+def _view(svc: AgentService, fid: str, eid: str, info: ExecutorInfo | None, tasks: list[TaskRecord]) -> ExecutorView:
+    first = tasks[0]
+    if first.spec.executor_id is None:
+        kind, directory = "COMMAND", svc.checkpoint.sandboxes / fid / first.spec.task_id
+    elif first.spec.pod:
+        kind, directory = "DEFAULT", svc.checkpoint.sandboxes / fid / eid
+    else:
+        kind, directory = "CUSTOM", svc.checkpoint.sandboxes / fid / eid
+    return ExecutorView(fid, eid, info, kind, str(directory), tuple(tasks))
+
+
+def remember(svc: AgentService, t: TaskRecord) -> None:
+    """The tracker is about to forget ``t`` (terminal and acknowledged): keep it for the views
+    of completed executors and frameworks (``agent/completed.py``)."""
+    fid, tid = t.key
+    info = t.spec.info.executor if t.spec.info is not None else None
+    if info is None and t.spec.executor_id is not None:
+        info = svc.group_executors.get((fid, tid))
+    svc.completed.task_done(fid, t.spec.executor_id or tid, info, t)
+
+
+def completed_executors(svc: AgentService, fid: str, live: set[tuple[str, str]]) -> list[ExecutorView]:
+    """The framework's executors the agent keeps only in its book of finished work (none of their
+    tasks is tracked any more: not in ``live``), oldest first."""
+    return [_view(svc, fid, c.executor_id, c.info, list(c.tasks))
+            for c in svc.completed.executors(fid) if (fid, c.executor_id) not in live]
+
+
+def completed_framework_ids(svc: AgentService, execs: list[ExecutorView]) -> list[str]:
+    """Frameworks with finished work in the book and no task the agent still tracks."""
+    active = {e.framework_id for e in execs}
+    return [fid for fid in svc.completed.frameworks() if fid not in active]
+
+
+def forgotten_tasks(svc: AgentService) -> list[TaskRecord]:
+    """Every task in the book of finished work, framework by framework, oldest first."""
+    return [t for fid in svc.completed.frameworks() for c in svc.completed.executors(fid) for t in c.tasks]
+
+
+def sandbox_path(svc: AgentService, spec: TaskSpec) -> Path:
+    """Where the task's sandbox is (``Checkpoint.task_sandbox``'s layout, unchecked: for views)."""
+    root = svc.checkpoint.sandboxes / spec.framework_id
+    if spec.pod_executor is not None:
+        return root / spec.pod_executor / "tasks" / spec.task_id
+    return root / spec.task_id
 
 
 def _container(svc: AgentService, fid: str, eid: str) -> str:
@@ -97,7 +140,7 @@ def task_json(svc: AgentService, t: TaskRecord) -> dict[str, Any]:
         "resources": _legacy(info.resources) if info is not None else {},
         "role": _role(svc.frameworks.get(fid)),
         "statuses": [status],
-        "sandbox": str(svc.checkpoint.sandboxes / fid / tid),  # Agora addition
+        "sandbox": str(sandbox_path(svc, t.spec)),  # Agora addition
     }
     if info is not None:
         if info.labels is not None and info.labels.labels:
@@ -157,7 +200,8 @@ def framework_json(svc: AgentService, fid: str, execs: list[ExecutorView]) -> di
         "hostname": (fi.hostname or "") if fi is not None else "",
         "capabilities": sorted(c.type.value for c in fi.capabilities if c.type is not None) if fi is not None else [],
         "executors": [executor_json(svc, e) for e in execs if e.framework_id == fid],
-        "completed_executors": [],
+        "completed_executors": [executor_json(svc, e) for e in completed_executors(
+            svc, fid, {(e.framework_id, e.executor_id) for e in execs})],
     }
     if fi is not None and fi.principal:
         out["principal"] = fi.principal
@@ -187,7 +231,8 @@ def state_json(svc: AgentService, additions: dict[str, Any]) -> dict[str, Any]:
     """``/state`` as Mesos' agent writes it, plus Agora's ``additions`` (documented in
     ``agent/README.md``)."""
     execs = executors(svc)
-    fids = sorted({*svc.frameworks, *(e.framework_id for e in execs)})
+    done = completed_framework_ids(svc, execs)
+    fids = sorted({*svc.frameworks, *(e.framework_id for e in execs)} - set(done))
     resources = svc.resources.to_legacy_dict()
     out: dict[str, Any] = {
         "version": svc.version,
@@ -203,7 +248,7 @@ def state_json(svc: AgentService, additions: dict[str, Any]) -> dict[str, Any]:
         "attributes": svc.attributes,
         "flags": flags(svc),
         "frameworks": [framework_json(svc, fid, execs) for fid in fids],
-        "completed_frameworks": [],
+        "completed_frameworks": [framework_json(svc, fid, []) for fid in done],
         "reserved_resources": {},
         "reserved_resources_full": {},
         "unreserved_resources": resources,

@@ -215,8 +215,10 @@ def _framework_info(svc: AgentService, fid: str) -> dict[str, Any]:
 
 
 def get_frameworks(svc: AgentService) -> dict[str, Any]:
-    fids = sorted({*svc.frameworks, *(k[0] for k in svc.tracker.tasks)})
-    return {"frameworks": [{"framework_info": _framework_info(svc, f)} for f in fids], "completed_frameworks": []}
+    done = mesos_views.completed_framework_ids(svc, mesos_views.executors(svc))
+    fids = sorted({*svc.frameworks, *(k[0] for k in svc.tracker.tasks)} - set(done))
+    return {"frameworks": [{"framework_info": _framework_info(svc, f)} for f in fids],
+            "completed_frameworks": [{"framework_info": _framework_info(svc, f)} for f in done]}
 
 
 def _executor_info(svc: AgentService, ex: mesos_views.ExecutorView) -> dict[str, Any]:
@@ -230,8 +232,11 @@ def _executor_info(svc: AgentService, ex: mesos_views.ExecutorView) -> dict[str,
 
 
 def get_executors(svc: AgentService) -> dict[str, Any]:
-    return {"executors": [{"executor_info": _executor_info(svc, e)} for e in mesos_views.executors(svc)],
-            "completed_executors": []}
+    execs = mesos_views.executors(svc)
+    live = {(e.framework_id, e.executor_id) for e in execs}
+    done = [e for fid in svc.completed.frameworks() for e in mesos_views.completed_executors(svc, fid, live)]
+    return {"executors": [{"executor_info": _executor_info(svc, e)} for e in execs],
+            "completed_executors": [{"executor_info": _executor_info(svc, e)} for e in done]}
 
 
 def _task(svc: AgentService, t: Any) -> dict[str, Any]:
@@ -264,7 +269,8 @@ def get_tasks(svc: AgentService) -> dict[str, Any]:
     for t in svc.tracker.tasks.values():
         (terminated if is_terminal(t.state) else launched).append(_task(svc, t))
     return {"pending_tasks": [], "queued_tasks": [], "launched_tasks": launched,
-            "terminated_tasks": terminated, "completed_tasks": []}
+            "terminated_tasks": terminated,
+            "completed_tasks": [_task(svc, t) for t in mesos_views.forgotten_tasks(svc)]}
 
 
 def containers(svc: AgentService) -> list[dict[str, Any]]:

@@ -80,6 +80,11 @@ async def _recover(svc: AgentService) -> None:
     now = svc.clock.now()
     leftovers: dict[int, tuple[float, str]] = {}
     awaited: dict[tuple[str, str], int | None] = {}  # custom executors: re-attached pid, or None
+    # task groups of records written before the group was checkpointed: the tasks of one executor
+    old_groups: dict[tuple[str, str], list[str]] = {}
+    for t in rec.tasks:
+        if t.record is not None and t.record.executor is not None and not t.record.group:
+            old_groups.setdefault((t.framework_id, t.record.executor.executor_id.value), []).append(t.task_id)
     for t in rec.tasks:
         if t.broken is not None or t.record is None:
             recover_broken(svc, t.framework_id, t.task_id, t.broken, t.pid)
@@ -87,7 +92,10 @@ async def _recover(svc: AgentService) -> None:
         rf = t.record
         fi = svc.frameworks.get(t.framework_id)
         try:
-            spec = task_spec(t.framework_id, rf.task, rf.executor, killing_state=rf.killing_state)
+            group = rf.group or tuple(old_groups.get((t.framework_id, rf.executor.executor_id.value), ())
+                                      if rf.executor is not None else ())
+            # the group's shared fate (one task failing kills the rest) holds across the restart
+            spec = task_spec(t.framework_id, rf.task, rf.executor, killing_state=rf.killing_state, group=group)
         except SpecError as e:
             recover_broken(svc, t.framework_id, t.task_id, CorruptCheckpoint(str(t.task_id), str(e)), t.pid)
             continue
@@ -139,7 +147,7 @@ async def _recover(svc: AgentService) -> None:
                 svc.watch_oom(key)
                 if svc.logs is not None and uses_log_pipes(pid):
                     with contextlib.suppress(CheckpointError):
-                        svc.logs.track(key, str(svc.checkpoint.sandbox(t.framework_id, t.task_id)), pid)
+                        svc.logs.track(key, str(svc.checkpoint.task_sandbox(t.framework_id, t.task_id, spec.pod_executor)), pid)
         exit_code = None
         if not alive:
             # read again now that the wrapper is known gone: it may have recorded the code and
@@ -151,7 +159,8 @@ async def _recover(svc: AgentService) -> None:
             # the wrapper is gone (the task ended, or the wrapper was killed while we were
             # down): nothing of the task's process group may live on
             with contextlib.suppress(CheckpointError):
-                leftovers[t.pid.pid] = (t.pid.create_time, str(svc.checkpoint.sandbox(t.framework_id, t.task_id)))
+                sandbox = svc.checkpoint.task_sandbox(t.framework_id, t.task_id, spec.pod_executor)
+                leftovers[t.pid.pid] = (t.pid.create_time, str(sandbox))
         svc.started_at[(t.framework_id, t.task_id)] = now
         if spec.executor_id is not None and fi is None:
             log.warning("executor task %s without framework info", t.task_id)

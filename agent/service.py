@@ -28,7 +28,7 @@ from aiohttp import web
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from agent import auth as agent_auth
-from agent import http_api, nvml, oversubscription, recovery, users
+from agent import http_api, mesos_views, nvml, oversubscription, recovery, users
 from agent import status_updates as su
 from agent import tasks as tk
 from agent.capacity import mentioned_names
@@ -40,6 +40,7 @@ from agent.checkpoint import (
     PidRecord,
     TaskRecordFile,
 )
+from agent.completed import CompletedBook
 from agent.config import AgentConfig
 from agent.disk import gc_max_age, quota_message, restore_reserve
 from agent.diskwatch import Reserve, fs_usage, measure
@@ -232,6 +233,8 @@ class AgentService(Service):
         self.executor_uuids: dict[bytes, str] = {}  # update uuid -> executor id (acks go back)
         self.groups: dict[tuple[str, str], tuple[str, ...]] = {}  # (fid, tid) -> group's task ids
         self.group_executors: dict[tuple[str, str], ExecutorInfo] = {}
+        # tasks forgotten after their terminal acknowledgement, for /state's completed executors
+        self.completed: CompletedBook[tk.TaskRecord, ExecutorInfo | None] = CompletedBook()
         self.started_at: dict[tuple[str, str], float] = {}
         self.start_time = time.time()  # /state's start_time
         self._work: collections.deque[object] = collections.deque()
@@ -602,7 +605,8 @@ class AgentService(Service):
                 cp.write_framework(s.framework_id, fi)
             assert s.info is not None
             group_ex = self.group_executors.get((s.framework_id, s.task_id))
-            cp.write_task(TaskRecordFile(s.framework_id, s.info, group_ex, s.killing_state, s.gpu_devices))
+            cp.write_task(TaskRecordFile(s.framework_id, s.info, group_ex, s.killing_state, s.gpu_devices,
+                                         s.group if len(s.group) > 1 else ()))
         elif isinstance(eff, su.CheckpointUpdate):
             u = eff.update
             if (u.framework_id, u.task_id) not in self.ephemeral:
@@ -678,15 +682,18 @@ class AgentService(Service):
             # its cgroup is released when its process ends (``_task_ended``)
         elif isinstance(eff, su.StreamDone):
             key2 = (eff.framework_id, eff.task_id)
+            t = self.tracker.get(eff.framework_id, eff.task_id)
+            if t is not None and t.terminal:
+                mesos_views.remember(self, t)
             self.groups.pop(key2, None)
             self.group_executors.pop(key2, None)
             self.run_as.pop(key2, None)
             self.started_at.pop(key2, None)
             self.usage.forget(key2)
-            t = self.tracker.get(eff.framework_id, eff.task_id)
             if t is not None and t.spec.command is not None and key2 not in self.ephemeral:
                 with contextlib.suppress(CheckpointError):
-                    self.sandbox_gc.schedule(self.checkpoint.sandbox(eff.framework_id, eff.task_id), self.clock.now())
+                    self.sandbox_gc.schedule(
+                        self.checkpoint.task_sandbox(eff.framework_id, eff.task_id, t.spec.pod_executor), self.clock.now())
             self.submit(self.tracker.handle(tk.Forget(eff.framework_id, eff.task_id), self.clock.now()))
         elif isinstance(eff, tk.DropTask):
             pass
@@ -726,7 +733,7 @@ class AgentService(Service):
         fid, tid = spec.framework_id, spec.task_id
         if self.checkers.running(fid, tid):
             return
-        sandbox = self.checkpoint.sandbox(fid, tid)
+        sandbox = self.checkpoint.task_sandbox(fid, tid, spec.pod_executor)
         env = task_environment(
             agent_id=self.agent_id or "", framework_id=fid, task_id=tid, executor_id=spec.executor_id or tid,
             sandbox=str(sandbox),
@@ -779,7 +786,7 @@ class AgentService(Service):
         key = _task_key(fid, tid)
         assert spec.command is not None
         try:
-            sandbox = self.checkpoint.sandbox(fid, tid)
+            sandbox = self.checkpoint.task_sandbox(fid, tid, spec.pod_executor)
             env = task_environment(
                 agent_id=self.agent_id or "",
                 framework_id=fid,
@@ -821,7 +828,7 @@ class AgentService(Service):
             self.submit(self.tracker.handle(tk.FetchProgress(fid, tid, message), self.clock.now()))
 
         try:
-            sandbox = self.checkpoint.sandbox(fid, tid)
+            sandbox = self.checkpoint.task_sandbox(fid, tid, spec.pod_executor)
         except CheckpointError as e:
             result: object = e
         else:
@@ -1242,7 +1249,7 @@ class AgentService(Service):
                 continue
             key = _task_key(*t.key)
             with contextlib.suppress(CheckpointError):
-                sandboxes[key] = self.checkpoint.sandbox(*t.key)
+                sandboxes[key] = self.checkpoint.task_sandbox(*t.key, t.spec.pod_executor)
                 limits[key] = t.spec.disk_limit
         try:
             report = await asyncio.to_thread(measure, self.config.work_dir, sandboxes)

@@ -126,6 +126,12 @@ class TaskSpec:
     def pod(self) -> bool:
         """Run by the agent's DEFAULT executor: a command task reported under ``executor_id``."""
         return self.command is not None and self.executor_id is not None
+
+    @property
+    def pod_executor(self) -> str | None:
+        """The DEFAULT executor that runs this task of a task group (its sandbox is nested under
+        the executor's: ``Checkpoint.task_sandbox``), or None."""
+        return self.executor_id if self.command is not None else None
     info: TaskInfo | None = attrs.field(default=None, eq=False)
 
 

@@ -128,3 +128,46 @@ async def test_state_and_v1_calls_in_mesos_shapes(master: Any, make_agent: Any) 
         assert (status, text) == (400, "Agent call LAUNCH_NESTED_CONTAINER is not supported by this agent")
         async with s.post(url + "/api/v1", data=b"\x08\x01", headers={"Content-Type": "application/x-protobuf"}) as r:
             assert r.status == 415
+
+
+async def test_finished_work_stays_as_completed_executors_and_frameworks(master: Any, make_agent: Any) -> None:
+    """A task the agent forgot (terminal and acknowledged) stays in ``/state`` as Mesos' agent
+    keeps it: its executor under the framework's ``completed_executors`` while the framework runs
+    something else, the framework under ``completed_frameworks`` once nothing of it is left; the
+    v1 calls say the same."""
+    agent = await make_agent()
+    await master.wait_connected()
+    await master.run_many([task("done", "echo done"), task("live", "exec sleep 30")])
+    assert (await master.wait_terminal("done")).state is S.TASK_FINISHED
+    await master.wait_state("live", S.TASK_RUNNING)
+    await master.wait_for(lambda: agent.tracker.get("fw1", "done") is None)
+    url = f"http://127.0.0.1:{agent.port}"
+    async with aiohttp.ClientSession() as s:
+        async with s.get(url + "/state") as r:
+            state = await r.json()
+        assert state["completed_frameworks"] == []
+        (fw,) = state["frameworks"]
+        assert [e["id"] for e in fw["executors"]] == ["live"]
+        (ex,) = fw["completed_executors"]
+        check(ex, AGENT_EXECUTOR, "completed executor")
+        assert (ex["id"], ex["tasks"], ex["directory"]) == ("done", [], str(agent.checkpoint.sandbox("fw1", "done")))
+        (t,) = ex["completed_tasks"]
+        check(t, AGENT_TASK, "completed task")
+        assert (t["id"], t["state"]) == ("done", "TASK_FINISHED")
+        _, exs = await v1(s, url, {"type": "GET_EXECUTORS"})
+        assert [e["executor_info"]["executor_id"]["value"] for e in exs["get_executors"]["completed_executors"]] == ["done"]
+        _, tasks = await v1(s, url, {"type": "GET_TASKS"})
+        assert [t["task_id"]["value"] for t in tasks["get_tasks"]["completed_tasks"]] == ["done"]
+
+        await master.kill("live")
+        assert (await master.wait_terminal("live")).state is S.TASK_KILLED
+        await master.wait_for(lambda: not agent.tracker.tasks)
+        async with s.get(url + "/state") as r:
+            state = await r.json()
+        assert state["frameworks"] == []
+        (fw,) = state["completed_frameworks"]
+        check(fw, AGENT_FRAMEWORK, "completed framework")
+        assert fw["executors"] == [] and [e["id"] for e in fw["completed_executors"]] == ["done", "live"]
+        _, fws = await v1(s, url, {"type": "GET_FRAMEWORKS"})
+        got = fws["get_frameworks"]
+        assert got["frameworks"] == [] and [f["framework_info"]["id"]["value"] for f in got["completed_frameworks"]] == ["fw1"]

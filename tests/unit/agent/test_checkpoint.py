@@ -157,6 +157,32 @@ def test_a_symlink_cannot_redirect_a_sandbox(tmp_path: Path) -> None:
     assert cp.sandbox("f1", "t2") == cp.sandboxes / "f1" / "t2"
 
 
+def test_a_group_task_sandbox_nests_under_its_executor_and_no_symlink_redirects_it(tmp_path: Path) -> None:
+    cp = Checkpoint(tmp_path / "work")
+    cp.init()
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    assert cp.task_sandbox("f1", "t1") == cp.sandbox("f1", "t1")
+    assert cp.task_sandbox("f1", "t1", "pod") == cp.sandboxes / "f1" / "pod" / "tasks" / "t1"
+    (cp.sandboxes / "f1" / "pod").mkdir(parents=True)
+    (cp.sandboxes / "f1" / "pod" / "tasks").symlink_to(outside)
+    with pytest.raises(CheckpointError, match="escapes"):
+        cp.task_sandbox("f1", "t1", "pod")
+    with pytest.raises(CheckpointError):
+        cp.task_sandbox("f1", "t1", "../x")
+
+
+def test_a_task_record_keeps_its_task_group(tmp_path: Path) -> None:
+    cp = Checkpoint(tmp_path)
+    cp.init()
+    cp.write_task(TaskRecordFile("f1", task("a"), group=("a", "b")))
+    cp.write_task(TaskRecordFile("f1", task("c")))
+    cp.commit()
+    rec = {t.task_id: t.record for t in cp.recover().tasks}
+    assert rec["a"] is not None and rec["a"].group == ("a", "b")
+    assert rec["c"] is not None and rec["c"].group == ()
+
+
 def test_only_updates_asked_durable_are_fdatasynced(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     cp = filled(tmp_path)
     synced: list[int] = []
