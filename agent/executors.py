@@ -39,7 +39,7 @@ class ExecutorGlue:
     def _executor_info(self, spec: TaskSpec) -> ExecutorInfo | None:
         if spec.info is not None and spec.info.executor is not None:
             return spec.info.executor
-        return self.svc.group_executors.get((spec.framework_id, spec.task_id))
+        return spec.group_executor
 
     def start(self, eff: tk.StartExecutor) -> None:
         """Start the executor; its ``CommandInfo.uris`` are fetched into its sandbox first (the
@@ -112,7 +112,7 @@ class ExecutorGlue:
             cfg = self.svc.config
             run_as = users.resolve_task(info.command.user, fi.user, allow_root=cfg.allow_root_tasks, switch_user=cfg.switch_user)
             if run_as is not None:  # the executor runs as the task's user, like a command task
-                argv = run_as.enter(sandbox, argv, self.svc.setpriv)
+                argv = users.enter(run_as, sandbox, argv, self.svc.setpriv)
             proc = self.svc.launcher.launch(key, argv, env, sandbox, exit_path)
         except (LaunchError, CheckpointError, SpecError, OSError, ValueError) as e:
             log.warning("executor %s/%s failed to start: %s", fid, eid, e)
@@ -126,7 +126,8 @@ class ExecutorGlue:
         for tid in eff.task_ids:
             if tid in done:
                 continue
-            group = self.svc.groups.get((fid, tid))
+            first = self.svc.tracker.get(fid, tid)
+            group = first.launch_group if first is not None else ()
             if group:
                 infos = []
                 for g in group:
@@ -180,7 +181,7 @@ class ExecutorGlue:
             log.warning("executor %s/%s update refused: %s", framework_id, executor_id, e)
             return
         if status.uuid:
-            self.svc.executor_uuids[status.uuid] = executor_id
+            self.svc.tracker.executor_uuids[status.uuid] = executor_id
         if status.agent_id is None and self.svc.agent_id:
             status = attrs.evolve(status, agent_id=AgentID(self.svc.agent_id))
         self.svc.submit(self.svc.updates.handle(su.UpdateGenerated(self.svc.to_update(framework_id, status)), now))

@@ -61,11 +61,11 @@ def executors(svc: AgentService) -> list[ExecutorView]:
         groups.setdefault((fid, eid), []).append(t)
         info = t.spec.info.executor if t.spec.info is not None else None
         if info is None and t.spec.executor_id is not None:
-            info = svc.group_executors.get((fid, tid))
+            info = t.spec.group_executor
         if info is not None or (fid, eid) not in infos:
             infos[(fid, eid)] = info
     # an executor's finished tasks the tracker forgot are among its completed tasks, oldest first
-    return [_view(svc, fid, eid, infos.get((fid, eid)), [*svc.completed.tasks(fid, eid), *tasks])
+    return [_view(svc, fid, eid, infos.get((fid, eid)), [*svc.tracker.completed.tasks(fid, eid), *tasks])
             for (fid, eid), tasks in sorted(groups.items())]
 
 
@@ -80,32 +80,22 @@ def _view(svc: AgentService, fid: str, eid: str, info: ExecutorInfo | None, task
     return ExecutorView(fid, eid, info, kind, str(directory), tuple(tasks))
 
 
-def remember(svc: AgentService, t: TaskRecord) -> None:
-    """The tracker is about to forget ``t`` (terminal and acknowledged): keep it for the views
-    of completed executors and frameworks (``agent/completed.py``)."""
-    fid, tid = t.key
-    info = t.spec.info.executor if t.spec.info is not None else None
-    if info is None and t.spec.executor_id is not None:
-        info = svc.group_executors.get((fid, tid))
-    svc.completed.task_done(fid, t.spec.executor_id or tid, info, t)
-
-
 def completed_executors(svc: AgentService, fid: str, live: set[tuple[str, str]]) -> list[ExecutorView]:
     """The framework's executors the agent keeps only in its book of finished work (none of their
     tasks is tracked any more: not in ``live``), oldest first."""
     return [_view(svc, fid, c.executor_id, c.info, list(c.tasks))
-            for c in svc.completed.executors(fid) if (fid, c.executor_id) not in live]
+            for c in svc.tracker.completed.executors(fid) if (fid, c.executor_id) not in live]
 
 
 def completed_framework_ids(svc: AgentService, execs: list[ExecutorView]) -> list[str]:
     """Frameworks with finished work in the book and no task the agent still tracks."""
     active = {e.framework_id for e in execs}
-    return [fid for fid in svc.completed.frameworks() if fid not in active]
+    return [fid for fid in svc.tracker.completed.frameworks() if fid not in active]
 
 
 def forgotten_tasks(svc: AgentService) -> list[TaskRecord]:
     """Every task in the book of finished work, framework by framework, oldest first."""
-    return [t for fid in svc.completed.frameworks() for c in svc.completed.executors(fid) for t in c.tasks]
+    return [t for fid in svc.tracker.completed.frameworks() for c in svc.tracker.completed.executors(fid) for t in c.tasks]
 
 
 def sandbox_path(svc: AgentService, spec: TaskSpec) -> Path:
@@ -127,7 +117,7 @@ def task_json(svc: AgentService, t: TaskRecord) -> dict[str, Any]:
     info = t.spec.info
     status: dict[str, Any] = {
         "state": t.state.name,
-        "timestamp": svc.started_at.get((fid, tid), 0.0),
+        "timestamp": t.started_at or 0.0,
         "container_status": {"container_id": {"value": _container(svc, fid, eid)}},
     }
     out: dict[str, Any] = {

@@ -234,7 +234,7 @@ def _executor_info(svc: AgentService, ex: mesos_views.ExecutorView) -> dict[str,
 def get_executors(svc: AgentService) -> dict[str, Any]:
     execs = mesos_views.executors(svc)
     live = {(e.framework_id, e.executor_id) for e in execs}
-    done = [e for fid in svc.completed.frameworks() for e in mesos_views.completed_executors(svc, fid, live)]
+    done = [e for fid in svc.tracker.completed.frameworks() for e in mesos_views.completed_executors(svc, fid, live)]
     return {"executors": [{"executor_info": _executor_info(svc, e)} for e in execs],
             "completed_executors": [{"executor_info": _executor_info(svc, e)} for e in done]}
 
@@ -250,7 +250,7 @@ def _task(svc: AgentService, t: Any) -> dict[str, Any]:
         "state": t.state.name,
         "resources": codec.to_builtins(info.resources) if info is not None else [],
         "statuses": [{"task_id": {"value": tid}, "state": t.state.name,
-                      "timestamp": svc.started_at.get((fid, tid), 0.0),
+                      "timestamp": t.started_at or 0.0,
                       "container_status": {"container_id": {"value": mesos_views._container(
                           svc, fid, t.spec.executor_id or tid)}}}],
     }

@@ -47,7 +47,7 @@ def step(svc: AgentService, usage: dict[str, Any], cpu_prev: dict[str, tuple[flo
             from agent.qos import RevocableTask
 
             revocable.append(
-                RevocableTask(t.spec.task_id, t.spec.framework_id, svc.started_at.get(t.key, now), r)
+                RevocableTask(t.spec.task_id, t.spec.framework_id, t.started_at if t.started_at is not None else now, r)
             )
     if svc.estimator is not None and svc.channel is not None and svc.channel.registered:
         try:

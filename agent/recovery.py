@@ -76,7 +76,7 @@ async def _recover(svc: AgentService) -> None:
         svc.checkpoint.write_agent,
         AgentMeta(svc.agent_id, svc.boot_id, svc.resources_identity(), cfg.attributes or "", cfg.hostname),
     )
-    svc.frameworks.update(rec.frameworks)
+    svc.tracker.frameworks.update(rec.frameworks)
     now = svc.clock.now()
     leftovers: dict[int, tuple[float, str]] = {}
     awaited: dict[tuple[str, str], int | None] = {}  # custom executors: re-attached pid, or None
@@ -130,7 +130,7 @@ async def _recover(svc: AgentService) -> None:
                     eid = spec.executor_id
                     for u in updates:  # its acks still go back to it
                         if u.uuid and u.uuid not in acked:
-                            svc.executor_uuids[u.uuid] = eid
+                            svc.tracker.executor_uuids[u.uuid] = eid
         elif last is None or not is_terminal(last):
             if t.pid is not None and same_boot:
                 alive = svc.launcher.adopt(key, t.pid.pid, t.pid.create_time, exit_path)
@@ -161,7 +161,6 @@ async def _recover(svc: AgentService) -> None:
             with contextlib.suppress(CheckpointError):
                 sandbox = svc.checkpoint.task_sandbox(t.framework_id, t.task_id, spec.pod_executor)
                 leftovers[t.pid.pid] = (t.pid.create_time, str(sandbox))
-        svc.started_at[(t.framework_id, t.task_id)] = now
         if spec.executor_id is not None and fi is None:
             log.warning("executor task %s without framework info", t.task_id)
         kill_reason = None
@@ -272,7 +271,6 @@ def recover_broken(svc: AgentService, fid: str, tid: str, err: CorruptCheckpoint
         dst.parent.mkdir(parents=True, exist_ok=True)
         os.replace(src, dst)
         svc.checkpoint.exit_status_path(fid, tid).unlink(missing_ok=True)
-    svc.ephemeral.add((fid, tid))
     spec = TaskSpec(fid, tid, tid, None)
     svc.submit(svc.tracker.recovered_broken(spec, f"Agent restarted; {why}"))
 

@@ -28,7 +28,7 @@ from aiohttp import web
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from agent import auth as agent_auth
-from agent import http_api, mesos_views, nvml, oversubscription, recovery, users
+from agent import http_api, nvml, oversubscription, recovery, users
 from agent import status_updates as su
 from agent import tasks as tk
 from agent.capacity import mentioned_names
@@ -40,7 +40,6 @@ from agent.checkpoint import (
     PidRecord,
     TaskRecordFile,
 )
-from agent.completed import CompletedBook
 from agent.config import AgentConfig
 from agent.disk import gc_max_age, quota_message, restore_reserve
 from agent.diskwatch import Reserve, fs_usage, measure
@@ -98,7 +97,6 @@ from protocol.mesos import (
     CheckStatusTcp,
     CheckType,
     ContainerStatus,
-    ExecutorInfo,
     FrameworkInfo,
     Reason,
     Source,
@@ -223,19 +221,11 @@ class AgentService(Service):
         self.resources = Resources.empty()
         self.attributes: dict[str, str | float] = {}
         self._server_ssl: ssl.SSLContext | None = None  # set in _start with --tls-cert/--tls-key
-        self.frameworks: dict[str, FrameworkInfo] = {}
         self.port = 0
         self.channel: AgentChannel | None = None
         self.executor_api: Any = None
         self.recovery_report: list[str] = []
         self.retiring = False  # SIGUSR1: new launches are dropped, every task is killed, then exit
-        self.ephemeral: set[tuple[str, str]] = set()  # streams not checkpointed (invalid launches)
-        self.executor_uuids: dict[bytes, str] = {}  # update uuid -> executor id (acks go back)
-        self.groups: dict[tuple[str, str], tuple[str, ...]] = {}  # (fid, tid) -> group's task ids
-        self.group_executors: dict[tuple[str, str], ExecutorInfo] = {}
-        # tasks forgotten after their terminal acknowledgement, for /state's completed executors
-        self.completed: CompletedBook[tk.TaskRecord, ExecutorInfo | None] = CompletedBook()
-        self.started_at: dict[tuple[str, str], float] = {}
         self.start_time = time.time()  # /state's start_time
         self._work: collections.deque[object] = collections.deque()
         self._work_running = False
@@ -259,7 +249,6 @@ class AgentService(Service):
         self.sandbox_gc = SandboxGC(self.checkpoint.sandboxes, config.gc_delay)
         self.reserve = Reserve(self.checkpoint.meta / "reserve", config.work_dir_reserve)
         self.disk_used = 0.0  # the work dir's file system, fraction in use at the last disk check
-        self.run_as: dict[tuple[str, str], users.RunAs] = {}
         self.setpriv = users.setpriv_path()
         self.version = VERSION
         self.last_slack: Resources | None = None
@@ -465,6 +454,10 @@ class AgentService(Service):
         self.port = int(self._runner.addresses[0][1])
 
     @property
+    def frameworks(self) -> dict[str, FrameworkInfo]:
+        return self.tracker.frameworks
+
+    @property
     def url(self) -> str:
         return f"{'https' if self._server_ssl is not None else 'http'}://{self.config.host}:{self.port}"
 
@@ -550,9 +543,6 @@ class AgentService(Service):
             if isinstance(w, tk.SpawnTask):
                 continue
             if isinstance(w, tk.DropTask):
-                if (w.framework_id, w.task_id) in self.ephemeral:
-                    self.ephemeral.discard((w.framework_id, w.task_id))
-                    continue
                 with contextlib.suppress(CheckpointError, OSError):
                     cp.release(w.framework_id, w.task_id)
                 # unlinking is slow on this kind of file system: it happens later, off this
@@ -600,26 +590,25 @@ class AgentService(Service):
             with self._drops_lock:  # a task id reused before its old log was removed
                 if self._drops.pop((s.framework_id, s.task_id), 0) is None:
                     cp.remove_task(s.framework_id, s.task_id)
-            fi = self.frameworks.get(s.framework_id)
+            fi = self.tracker.frameworks.get(s.framework_id)
             if fi is not None and not cp.has_framework(s.framework_id):
                 cp.write_framework(s.framework_id, fi)
             assert s.info is not None
-            group_ex = self.group_executors.get((s.framework_id, s.task_id))
-            cp.write_task(TaskRecordFile(s.framework_id, s.info, group_ex, s.killing_state, s.gpu_devices,
+            cp.write_task(TaskRecordFile(s.framework_id, s.info, s.group_executor, s.killing_state, s.gpu_devices,
                                          s.group if len(s.group) > 1 else ()))
         elif isinstance(eff, su.CheckpointUpdate):
             u = eff.update
-            if (u.framework_id, u.task_id) not in self.ephemeral:
+            if (u.framework_id, u.task_id) not in self.tracker.ephemeral:
                 cp.append_update(u.framework_id, u.task_id, u.status, sync=eff.durable)
         elif isinstance(eff, su.CheckpointAck):
-            if (eff.framework_id, eff.task_id) not in self.ephemeral:
+            if (eff.framework_id, eff.task_id) not in self.tracker.ephemeral:
                 cp.append_ack(eff.framework_id, eff.task_id, eff.uuid)
         elif isinstance(eff, _WritePid):
             cp.write_pid(eff.framework_id, eff.task_id, eff.record)
         elif isinstance(eff, _WriteKill):
             cp.write_kill(eff.framework_id, eff.task_id, eff.reason, eff.deadline)
         elif isinstance(eff, _WriteFramework):
-            info = self.frameworks.get(eff.framework_id)
+            info = self.tracker.frameworks.get(eff.framework_id)
             if info is not None:
                 cp.write_framework(eff.framework_id, info)
 
@@ -670,7 +659,6 @@ class AgentService(Service):
             key = _task_key(eff.framework_id, eff.task_id)
             if self.gpus.release((eff.framework_id, eff.task_id)):  # free for the next task
                 log.debug("task %s/%s released its GPUs", eff.framework_id, eff.task_id)
-            self.started_at.pop((eff.framework_id, eff.task_id), None)
             self.checkers.stop(eff.framework_id, eff.task_id)
             self.health.pop((eff.framework_id, eff.task_id), None)
             self.check_states.pop((eff.framework_id, eff.task_id), None)
@@ -683,14 +671,8 @@ class AgentService(Service):
         elif isinstance(eff, su.StreamDone):
             key2 = (eff.framework_id, eff.task_id)
             t = self.tracker.get(eff.framework_id, eff.task_id)
-            if t is not None and t.terminal:
-                mesos_views.remember(self, t)
-            self.groups.pop(key2, None)
-            self.group_executors.pop(key2, None)
-            self.run_as.pop(key2, None)
-            self.started_at.pop(key2, None)
             self.usage.forget(key2)
-            if t is not None and t.spec.command is not None and key2 not in self.ephemeral:
+            if t is not None and t.spec.command is not None and key2 not in self.tracker.ephemeral:
                 with contextlib.suppress(CheckpointError):
                     self.sandbox_gc.schedule(
                         self.checkpoint.task_sandbox(eff.framework_id, eff.task_id, t.spec.pod_executor), self.clock.now())
@@ -698,7 +680,7 @@ class AgentService(Service):
         elif isinstance(eff, tk.DropTask):
             pass
         elif isinstance(eff, su.AckForwarded):
-            eid = self.executor_uuids.pop(eff.uuid, None)
+            eid = self.tracker.executor_uuids.pop(eff.uuid, None)
             if eid is not None and self.executor_api is not None:
                 self.executors.call("acknowledged", eff.framework_id, eid, eff.task_id, eff.uuid)
         elif isinstance(eff, su.Ignored):
@@ -740,7 +722,7 @@ class AgentService(Service):
             path=os.environ.get("PATH"), extra=spec.command.environment if spec.command else (),
         )
         env.update(self.gpu_environment(spec))
-        run_as = self.run_as.get((fid, tid))
+        run_as = spec.run_as
         setpriv = self.setpriv
 
         def wrap(argv: tuple[str, ...]) -> tuple[str, ...]:
@@ -798,9 +780,8 @@ class AgentService(Service):
             )
             env.update(self.gpu_environment(spec))  # exactly its devices: the agent's values win
             argv = spec.command.argv
-            run_as = self.run_as.get((fid, tid))
-            if run_as is not None:  # hand the sandbox to the task's user, then drop privileges
-                argv = run_as.enter(sandbox, argv, self.setpriv)
+            if spec.run_as is not None:  # hand the sandbox to the task's user, then drop privileges
+                argv = users.enter(spec.run_as, sandbox, argv, self.setpriv)
             join = self.isolator.prepare(key, spec.mem_limit, spec.cpus)
             pipes = None
             if self.logs is not None:
@@ -822,7 +803,7 @@ class AgentService(Service):
         tracker spawns it (``Fetched``) or fails it (``FetchFailed``)."""
         fid, tid = spec.framework_id, spec.task_id
         assert spec.command is not None
-        run_as = self.run_as.get((fid, tid))
+        run_as = spec.run_as
 
         def progress(message: str) -> None:
             self.submit(self.tracker.handle(tk.FetchProgress(fid, tid, message), self.clock.now()))
@@ -858,7 +839,6 @@ class AgentService(Service):
         if r.logs is not None and self.logs is not None:
             self.logs.track(r.proc.key, r.logs, r.proc.pid)
         self.m_launched.inc()
-        self.started_at[(fid, tid)] = now
         self.submit(self.tracker.handle(tk.Spawned(fid, tid, r.proc.pid), now))
 
     def _emit(self, eff: tk.EmitStatus, now: float) -> None:
@@ -1016,7 +996,7 @@ class AgentService(Service):
         fids: set[str] = set()
         for t in self.tracker.tasks.values():
             fid, tid = t.key
-            if (fid, tid) in self.ephemeral and t.terminal and not self.updates.pending(fid, tid):
+            if (fid, tid) in self.tracker.ephemeral and t.terminal and not self.updates.pending(fid, tid):
                 continue
             latest = self.updates.latest(fid, tid)
             status = latest.status if latest is not None else None
@@ -1043,7 +1023,7 @@ class AgentService(Service):
             isolation=self.isolator.name,
             boot_id=self.boot_id,
             tasks=tuple(running),
-            frameworks=tuple(self.frameworks[f] for f in sorted(fids) if f in self.frameworks),
+            frameworks=tuple(self.tracker.frameworks[f] for f in sorted(fids) if f in self.tracker.frameworks),
             capabilities=(AGENT_HTTPS,) if self._server_ssl is not None else (),
         )
 
@@ -1112,8 +1092,8 @@ class AgentService(Service):
         fi = rt.framework_info
         if fi.id is None:
             fi = attrs.evolve(fi, id=rt.framework_id)
-        if self.frameworks.get(fid) != fi:
-            self.frameworks[fid] = fi
+        if self.tracker.frameworks.get(fid) != fi:
+            self.tracker.frameworks[fid] = fi
             self.submit([_WriteFramework(fid)])  # (re)written in the checkpoint thread, in order
         killing = any(c.type is CapabilityType.TASK_KILLING_STATE for c in fi.capabilities)
         group_ids = tuple(t.task_id.value for t in rt.tasks) if rt.group else ()
@@ -1128,7 +1108,7 @@ class AgentService(Service):
                         switch_user=self.config.switch_user,
                     )
                     if run_as is not None:
-                        self.run_as[(fid, spec.task_id)] = run_as
+                        spec = attrs.evolve(spec, run_as=run_as)
                 specs.append(spec)
             except SpecError as e:
                 errors.append((info, str(e), e.reason, TaskState(e.state)))
@@ -1146,15 +1126,11 @@ class AgentService(Service):
             specs = []
         for info, msg, reason, state in errors:
             tid = info.task_id.value
-            self.ephemeral.add((fid, tid))
-            self.run_as.pop((fid, tid), None)
             self.submit(self.tracker.handle(tk.LaunchRejected(fid, tid, msg, None, reason, state), now))
         effects: list[Any] = []
+        launch_group = group_ids if rt.group and rt.executor is not None else ()
         for spec in specs:
-            if rt.group and rt.executor is not None:
-                self.groups[(fid, spec.task_id)] = group_ids
-                self.group_executors[(fid, spec.task_id)] = rt.executor
-            effects.extend(self.tracker.handle(tk.LaunchTask(spec), now))
+            effects.extend(self.tracker.handle(tk.LaunchTask(spec, launch_group), now))
         self.submit(effects)
 
     def _assign_gpus(self, specs: list[TaskSpec]) -> tuple[list[TaskSpec], list[tuple[TaskInfo, str, str, TaskState]]]:
@@ -1195,7 +1171,6 @@ class AgentService(Service):
                 "REASON_AGENT_REMOVED_BY_OPERATOR", TaskState.TASK_DROPPED,
             ), now)
             if effects:  # none for a duplicate of a task it knows: that one is being killed
-                self.ephemeral.add((fid, tid))
                 dropped += 1
             self.submit(effects)
         log.info("retiring: dropped %d task(s) launched for %s", dropped, fid)

@@ -47,6 +47,7 @@ MASTER_KILL_REASONS: dict[str, KillReason] = {"REASON_AGENT_DRAINING": KillReaso
 @attrs.frozen
 class LaunchTask:
     spec: TaskSpec
+    group: tuple[str, ...] = ()  # LAUNCH_GROUP: the group's task ids (a custom executor gets them together)
 
 
 @attrs.frozen

@@ -22,6 +22,7 @@ from collections.abc import Iterable
 
 import attrs
 
+from agent.completed import CompletedBook
 from agent.fetch_plan import starting
 from agent.health import CHECK_REASON, HEALTH_REASON
 from agent.task_events import (  # the vocabulary (events, effects), re-exported: tk.LaunchTask
@@ -70,7 +71,7 @@ from agent.task_events import (  # the vocabulary (events, effects), re-exported
     master_kill,
 )
 from agent.taskspec import TaskSpec
-from protocol.mesos import CheckStatusInfo, CheckType
+from protocol.mesos import CheckStatusInfo, CheckType, ExecutorInfo, FrameworkInfo
 from protocol.task_states import TaskState, check_transition, is_terminal
 
 __pure__ = True
@@ -163,6 +164,8 @@ class TaskRecord:
     launch_note: str | None = None  # what the fetch did, for the TASK_RUNNING message
     healthy: bool | None = None  # the last health check verdict reported
     completion_deadline: float | None = None  # max_completion_time: failed if still running then
+    started_at: float | None = None  # when its process started (or the agent re-attached it); None once terminal
+    launch_group: tuple[str, ...] = ()  # launched with its task group (LAUNCH_GROUP): handed over together
 
     @property
     def key(self) -> TaskKey:
@@ -205,6 +208,14 @@ class TaskTracker:
         # command) with a task not yet terminal; and pod tasks that just ended (group fate)
         self.pod_executors: set[ExecutorKey] = set()
         self._ended_pods: list[TaskRecord] = []
+        # the frameworks of the tasks launched here (written to the checkpoint with them)
+        self.frameworks: dict[str, FrameworkInfo] = {}
+        # tasks whose updates are not checkpointed (refused launches, corrupt checkpoints)
+        self.ephemeral: set[TaskKey] = set()
+        # a custom executor's update (uuid) -> the executor, which gets the acknowledgement back
+        self.executor_uuids: dict[bytes, str] = {}
+        # the tasks it forgot (terminal and acknowledged), for /state's completed executors
+        self.completed: CompletedBook[TaskRecord, ExecutorInfo | None] = CompletedBook()
 
     # --- queries ---------------------------------------------------------------------------
 
@@ -257,11 +268,12 @@ class TaskTracker:
 
     def _handle(self, event: Event, now: float) -> list[Effect]:
         match event:
-            case LaunchTask(spec):
-                return self._launch(spec)
+            case LaunchTask(spec, group):
+                return self._launch(spec, group)
             case LaunchRejected(fid, tid, message, eid, reason, state):
                 if (fid, tid) in self.tasks:
                     return []
+                self.ephemeral.add((fid, tid))
                 return [EmitStatus(fid, tid, state, "SOURCE_AGENT", reason, message, eid)]
             case Spawned(fid, tid, pid):
                 return self._spawned(fid, tid, pid, now)
@@ -343,15 +355,23 @@ class TaskTracker:
                 return self._tick(now)
             case Forget(fid, tid):
                 t = self.tasks.get((fid, tid))
-                if t is None or not t.terminal:
+                if t is None:
+                    self.ephemeral.discard((fid, tid))
+                    return []
+                if not t.terminal:
                     return []
                 del self.tasks[(fid, tid)]
+                info = t.spec.info.executor if t.spec.info is not None else None
+                self.completed.task_done(fid, t.spec.executor_id or tid, info or t.spec.group_executor, t)
                 if t.spec.executor_id is not None:
                     ex = self.executors.get((fid, t.spec.executor_id))
                     if ex is not None and ex.terminated and not any(
                         k[0] == fid and v.spec.executor_id == ex.executor_id for k, v in self.tasks.items()
                     ):
                         del self.executors[(fid, ex.executor_id)]
+                if (fid, tid) in self.ephemeral:  # no checkpoint to drop
+                    self.ephemeral.discard((fid, tid))
+                    return []
                 return [DropTask(fid, tid)]
             case RecoveredTask():
                 return self._recovered(event, now)
@@ -359,11 +379,11 @@ class TaskTracker:
 
     # --- launch ----------------------------------------------------------------------------
 
-    def _launch(self, spec: TaskSpec) -> list[Effect]:
+    def _launch(self, spec: TaskSpec, group: tuple[str, ...] = ()) -> list[Effect]:
         key = (spec.framework_id, spec.task_id)
         if key in self.tasks:
             return []  # a duplicate order (the master resent it): the first one stands
-        t = TaskRecord(spec)
+        t = TaskRecord(spec, launch_group=group)
         self.tasks[key] = t
         if spec.pod:
             assert spec.executor_id is not None
@@ -399,6 +419,7 @@ class TaskTracker:
         if t is None or t.terminal:
             return [SignalTask(fid, tid, "KILL")] if t is not None else []
         t.pid = pid
+        t.started_at = now
         out: list[Effect] = []
         if t.spec.max_completion is not None and t.completion_deadline is None:
             t.completion_deadline = now + t.spec.max_completion
@@ -431,6 +452,7 @@ class TaskTracker:
     ) -> list[Effect]:
         self._move(t, state)
         t.kill_deadline = None
+        t.started_at = None
         fid, tid = t.key
         if t.spec.pod:
             self._ended_pods.append(t)
@@ -554,6 +576,7 @@ class TaskTracker:
         self._move(t, state)  # raises IllegalTransition for a lying executor
         if is_terminal(state):
             t.kill_deadline = None
+            t.started_at = None
             return [ReleaseTask(fid, tid)]
         return []
 
@@ -618,7 +641,7 @@ class TaskTracker:
     def _recovered(self, r: RecoveredTask, now: float) -> list[Effect]:
         spec = r.spec
         key = (spec.framework_id, spec.task_id)
-        t = TaskRecord(spec, pid=r.pid)
+        t = TaskRecord(spec, pid=r.pid, started_at=now)
         self.tasks[key] = t
         fid, tid = key
         if r.last_state is not None:
@@ -670,6 +693,7 @@ class TaskTracker:
         """A task whose checkpoint is corrupt: report it LOST (non-strict recovery)."""
         t = TaskRecord(spec)
         self.tasks[(spec.framework_id, spec.task_id)] = t
+        self.ephemeral.add((spec.framework_id, spec.task_id))
         return self._finish(t, S.TASK_LOST, "REASON_AGENT_RESTARTED", message, "SOURCE_AGENT")
 
 

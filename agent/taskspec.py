@@ -101,6 +101,19 @@ class CommandSpec:
 
 
 @attrs.frozen
+class RunAs:
+    """The user a task (or executor) runs as, when not the agent's own (``agent/users.py``
+    resolves it; ``users.enter`` hands the sandbox over)."""
+
+    name: str
+    uid: int
+    gid: int
+
+    def wrap(self, argv: tuple[str, ...], setpriv: str) -> tuple[str, ...]:
+        return (setpriv, f"--reuid={self.uid}", f"--regid={self.gid}", "--init-groups", "--", *argv)
+
+
+@attrs.frozen
 class TaskSpec:
     framework_id: str
     task_id: str
@@ -133,6 +146,9 @@ class TaskSpec:
         the executor's: ``Checkpoint.task_sandbox``), or None."""
         return self.executor_id if self.command is not None else None
     info: TaskInfo | None = attrs.field(default=None, eq=False)
+    # the task group's executor (LAUNCH_GROUP): the TaskInfo names none of its own
+    group_executor: ExecutorInfo | None = attrs.field(default=None, eq=False)
+    run_as: RunAs | None = None  # set by the shell when the task runs as another user (agent/users.py)
 
 
 def check_environment(pairs: tuple[tuple[str, str], ...]) -> None:
@@ -236,6 +252,7 @@ def task_spec(
         "killing_state": killing_state,
         "gpus": max(0.0, res.scalar("gpus")),
         "info": task,
+        "group_executor": executor,
         "max_completion": max_completion,
     }
     if task.command is not None and ex is None:

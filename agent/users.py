@@ -20,7 +20,9 @@ import pwd
 import shutil
 from pathlib import Path
 
-import attrs
+from agent.taskspec import RunAs
+
+__all__ = ["RunAs", "UserError", "enter", "resolve", "resolve_task", "setpriv_path"]
 
 log = logging.getLogger(__name__)
 
@@ -31,20 +33,11 @@ class UserError(ValueError):
         self.reason = reason
 
 
-@attrs.frozen
-class RunAs:
-    name: str
-    uid: int
-    gid: int
-
-    def wrap(self, argv: tuple[str, ...], setpriv: str) -> tuple[str, ...]:
-        return (setpriv, f"--reuid={self.uid}", f"--regid={self.gid}", "--init-groups", "--", *argv)
-
-    def enter(self, sandbox: Path, argv: tuple[str, ...], setpriv: str) -> tuple[str, ...]:
-        """Hand the sandbox to this user; returns ``argv`` wrapped to drop privileges to it."""
-        sandbox.mkdir(parents=True, exist_ok=True)
-        os.chown(sandbox, self.uid, self.gid)
-        return self.wrap(argv, setpriv)
+def enter(run_as: RunAs, sandbox: Path, argv: tuple[str, ...], setpriv: str) -> tuple[str, ...]:
+    """Hand the sandbox to ``run_as``'s user; returns ``argv`` wrapped to drop privileges to it."""
+    sandbox.mkdir(parents=True, exist_ok=True)
+    os.chown(sandbox, run_as.uid, run_as.gid)
+    return run_as.wrap(argv, setpriv)
 
 
 def resolve(user: str | None, allow_root: bool) -> RunAs | None:

@@ -323,3 +323,55 @@ def test_an_executor_that_does_not_come_back_loses_its_tasks_and_is_killed() -> 
     # an executor that is gone (not alive at recovery) loses its tasks at once, as before
     eff = TaskTracker().handle(RecoveredTask(spec("c", executor="e2"), S.TASK_RUNNING, False, False), 0.0)
     assert statuses(eff) == [(S.TASK_LOST, "REASON_AGENT_RESTARTED")]
+
+
+# --- per-task state the tracker keeps for the shell -------------------------------------------
+
+
+def test_started_at_is_set_when_the_process_starts_and_cleared_when_the_task_ends() -> None:
+    tr = TaskTracker()
+    tr.handle(LaunchTask(spec()), 1.0)
+    assert tr.get("f1", "t1").started_at is None
+    tr.handle(Spawned("f1", "t1", 42), 2.5)
+    assert tr.get("f1", "t1").started_at == 2.5
+    tr.handle(Exited("f1", "t1", 0), 3.0)
+    assert tr.get("f1", "t1").started_at is None
+
+
+def test_a_refused_launch_is_ephemeral_until_forgotten_and_drops_no_checkpoint() -> None:
+    tr = TaskTracker()
+    eff = tr.handle(LaunchRejected("f1", "bad", "invalid", None), 1.0)
+    assert statuses(eff) == [(S.TASK_ERROR, "REASON_TASK_INVALID")]
+    assert tr.ephemeral == {("f1", "bad")}
+    assert tr.handle(Forget("f1", "bad"), 2.0) == [] and tr.ephemeral == set()
+
+
+def test_a_refused_duplicate_of_a_known_task_leaves_the_task_checkpointed() -> None:
+    tr = TaskTracker()
+    tr.handle(LaunchTask(spec()), 1.0)
+    assert tr.handle(LaunchRejected("f1", "t1", "invalid", None), 1.0) == []
+    assert tr.ephemeral == set()
+
+
+def test_a_corrupt_task_is_reported_lost_and_forgotten_without_a_checkpoint_drop() -> None:
+    tr = TaskTracker()
+    eff = tr.recovered_broken(spec("c"), "Agent restarted; corrupt checkpoint")
+    assert statuses(eff) == [(S.TASK_LOST, "REASON_AGENT_RESTARTED")]
+    assert tr.ephemeral == {("f1", "c")}
+    assert tr.handle(Forget("f1", "c"), 2.0) == [] and tr.get("f1", "c") is None and tr.ephemeral == set()
+
+
+def test_a_finished_task_is_dropped_from_the_checkpoint_when_forgotten() -> None:
+    tr = TaskTracker()
+    tr.handle(LaunchTask(spec()), 1.0)
+    tr.handle(Spawned("f1", "t1", 42), 1.0)
+    tr.handle(Exited("f1", "t1", 0), 2.0)
+    assert tr.handle(Forget("f1", "t1"), 3.0) == [DropTask("f1", "t1")]
+
+
+def test_a_launched_group_is_remembered_for_handing_over_and_a_recovered_one_is_not() -> None:
+    tr = TaskTracker()
+    tr.handle(LaunchTask(spec("a", executor="ex"), ("a", "b")), 1.0)
+    assert tr.get("f1", "a").launch_group == ("a", "b")
+    tr.handle(RecoveredTask(spec("r", executor="ex2"), S.TASK_RUNNING, True, True, pid=7), 1.0)
+    assert tr.get("f1", "r").launch_group == () and tr.get("f1", "r").started_at == 1.0
