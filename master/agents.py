@@ -16,7 +16,7 @@ from master.events import (
     Persist,
     SendToAgent,
 )
-from master.lifecycles import AgentPhase, FrameworkPhase, check_agent
+from master.lifecycles import AgentPhase, FrameworkPhase
 from master.records import AgentRec, DrainMode, TaskRec
 from protocol import agent_channel as ac
 from protocol import mesos
@@ -87,8 +87,7 @@ class AgentRules(CoreBase):
         if ag.phase in (AgentPhase.RECOVERED, AgentPhase.UNREACHABLE):
             return  # applied when it re-registers
         new = AgentPhase.DRAINING if ev.draining else AgentPhase.REGISTERED
-        check_agent(ag.phase, new)
-        ag.phase = new
+        ag.move(new)
         if ag.in_allocator:
             alloc_ev: ae.Event = (
                 ae.AgentDeactivated(agent_id=ag.agent_id, reason="agent draining (maintenance)")
@@ -237,13 +236,12 @@ class AgentRules(CoreBase):
             was_unreachable = False
             same_conn = False
         else:
-            check_agent(ag.phase, AgentPhase.REGISTERED)
             was_unreachable = ag.phase is AgentPhase.UNREACHABLE
             same_conn = ag.conn_id == conn_id
             if ag.conn_id is not None and ag.conn_id != conn_id:
                 self.conns.pop(ag.conn_id, None)
                 fx.append(CloseAgent(ag.conn_id, "agent re-registered on a new connection"))
-            ag.phase = AgentPhase.REGISTERED
+            ag.move(AgentPhase.REGISTERED)
             ag.hostname, ag.port, ag.total, ag.attributes = reg.hostname, reg.port, total, reg.attributes
             ag.reregistered_time = now
             ag.unreachable_since = None
@@ -276,7 +274,7 @@ class AgentRules(CoreBase):
         )
         ag.in_allocator = True
         if ag.draining:
-            ag.phase = AgentPhase.DRAINING
+            ag.move(AgentPhase.DRAINING)
             self._alloc_event(ae.AgentDeactivated(agent_id=aid, reason="agent draining (maintenance)"), now, fx)
         self._op_agent_added(ag, fx)
         self._merge_tasks(ag, reg, was_unreachable, same_conn, now, fx)
@@ -340,7 +338,7 @@ class AgentRules(CoreBase):
                 if not fw.partition_aware:
                     # it was reported LOST already: kill it (Mesos policy for non-partition-aware)
                     self._to_agent(ag.agent_id, ac.KillTask(framework_id=rt.framework_id, task_id=rt.task_id), fx)
-                task.state = rt.state
+                task.resync(rt.state)
                 if fw.partition_aware:
                     self._master_update(
                         fw, tid, rt.state, R.REASON_AGENT_REREGISTERED, "Agent re-registered", now, fx, ag.agent_id, task.executor_id
@@ -348,7 +346,7 @@ class AgentRules(CoreBase):
                 self._op_task_updated(task, rt.state, rt.status, now, fx)
             else:
                 moved = task.state is not rt.state
-                task.state = rt.state
+                task.resync(rt.state)
                 if moved:
                     self._op_task_updated(task, rt.state, rt.status, now, fx)
             if rt.status is not None:
@@ -500,7 +498,7 @@ class AgentRules(CoreBase):
                 if is_terminal(new_state):
                     self._finish_task(fw, task, new_state, now, fx, recover=True, status=status)
                 else:
-                    task.state = new_state
+                    task.move(new_state)
                     self._op_task_updated(task, new_state, status, now, fx)
             else:
                 self.counters["invalid_status_updates"] += 1
@@ -538,8 +536,7 @@ class AgentRules(CoreBase):
         fx.append(Persist((ops.AgentRemoved(ag.agent_id),)))
         if ag.phase is not AgentPhase.UNREACHABLE:  # (its unreachability was published already)
             self._op_agent_removed(ag.agent_id, fx)
-        check_agent(ag.phase, AgentPhase.REMOVED)
-        ag.phase = AgentPhase.REMOVED
+        ag.move(AgentPhase.REMOVED)
         for fid, tid in sorted(ag.tasks):
             fw = self.frameworks.get(fid)
             task = fw.tasks.get(tid) if fw else None
@@ -552,8 +549,7 @@ class AgentRules(CoreBase):
 
     def _mark_unreachable(self, ag: AgentRec, now: float, reason: str, fx: list[Effect]) -> None:
         fx.append(Persist((ops.AgentMarkedUnreachable(ag.agent_id, now),)))
-        check_agent(ag.phase, AgentPhase.UNREACHABLE)
-        ag.phase = AgentPhase.UNREACHABLE
+        ag.move(AgentPhase.UNREACHABLE)
         ag.unreachable_since = now
         self._touch(now + self.cfg.unreachable_gc)
         self.counters["slave_removals"] += 1
@@ -570,7 +566,7 @@ class AgentRules(CoreBase):
             task = fw.tasks.get(tid) if fw else None
             if fw is None or task is None or task.state is TS.TASK_UNREACHABLE:
                 continue
-            task.state = TS.TASK_UNREACHABLE
+            task.move(TS.TASK_UNREACHABLE)
             task.lost_reported = not fw.partition_aware  # it sees TASK_LOST: its one terminal update
             status = self._master_update(fw, tid, TS.TASK_UNREACHABLE, R.REASON_AGENT_REMOVED, f"Agent {ag.agent_id} is unreachable: {reason}", now, fx, ag.agent_id, task.executor_id)
             self._op_task_updated(task, TS.TASK_UNREACHABLE, status, now, fx)

@@ -428,7 +428,7 @@ class CoreBase(OperatorFeed):
         status: mesos.TaskStatus | None = None,
     ) -> None:
         """Move a task to its terminal state and out of the live set."""
-        task.state = state
+        task.move(state)
         if status is None:
             status = mesos.TaskStatus(
                 task_id=mesos.TaskID(task.task_id),

@@ -6,10 +6,10 @@ from collections import OrderedDict
 
 import attrs
 
-from master.lifecycles import AgentPhase, FrameworkPhase
+from master.lifecycles import AGENT, FRAMEWORK, AgentPhase, FrameworkPhase
 from protocol import mesos
 from protocol.resources import Resources
-from protocol.task_states import TaskState
+from protocol.task_states import TaskState, check_transition
 from protocol.usage import TaskUsage, from_labels
 
 __pure__ = True
@@ -41,6 +41,17 @@ class TaskRec:
     @property
     def latest(self) -> mesos.TaskStatus | None:
         return self.statuses[-1] if self.statuses else None
+
+    def move(self, new: TaskState) -> None:
+        """A change the master decides, or a reported one it has checked: through the task table
+        (``protocol.task_states``); an illegal move raises (a bug)."""
+        check_transition(self.state, new)
+        self.state = new
+
+    def resync(self, reported: TaskState) -> None:
+        """A re-registering agent's own (non-terminal) state for the task replaces the master's,
+        whatever it was (Mesos' merge: the agent runs the task; the table does not apply)."""
+        self.state = reported
 
     def current_usage(self) -> TaskUsage | None:
         """What it uses (live, from the agent's reports) or used (its terminal status's labels,
@@ -90,6 +101,10 @@ class FrameworkRec:
     def connected(self) -> bool:
         return self.phase is FrameworkPhase.SUBSCRIBED and self.stream_id is not None
 
+    def move(self, new: FrameworkPhase) -> None:
+        """Through ``master.lifecycles.FRAMEWORK``; an illegal move raises (a bug)."""
+        self.phase = FRAMEWORK.move(self.phase, new)
+
 
 @attrs.frozen
 class DrainMode:
@@ -137,6 +152,10 @@ class AgentRec:
     @property
     def reachable(self) -> bool:
         return self.phase in (AgentPhase.REGISTERED, AgentPhase.DRAINING)
+
+    def move(self, new: AgentPhase) -> None:
+        """Through ``master.lifecycles.AGENT``; an illegal move raises (a bug)."""
+        self.phase = AGENT.move(self.phase, new)
 
     def drain_info(self) -> mesos.DrainInfo | None:
         """Mesos' ``DrainInfo`` while DRAIN_AGENT holds (None when in service or only deactivated)."""

@@ -58,7 +58,7 @@ from master.events import (
     Tick,
     WeightUpdated,
 )
-from master.lifecycles import AgentPhase, FrameworkPhase, check_framework
+from master.lifecycles import AgentPhase, FrameworkPhase
 from master.read_model import FrameworkView
 from master.records import AgentRec, DrainMode, FrameworkRec, TaskRec
 from protocol import agent_channel as ac
@@ -262,7 +262,6 @@ class MasterState(AgentRules, AcceptRules):
             fw = self._new_framework(fid, info, FrameworkPhase.SUBSCRIBED, now)
             self.frameworks[fid] = fw
         else:
-            check_framework(fw.phase, FrameworkPhase.SUBSCRIBED)
             if fw.stream_id is not None:
                 # failover: the superseded stream is closed; its calls no longer match
                 fw.last_stream_id = fw.stream_id
@@ -270,7 +269,7 @@ class MasterState(AgentRules, AcceptRules):
                 fx.append(CloseStream(fw.stream_id, "framework failed over to a new connection"))
             fresh = self._new_framework(fid, info, FrameworkPhase.SUBSCRIBED, fw.registered_time)
             fw.info, fw.roles, fw.capabilities, fw.principal = fresh.info, fresh.roles, fresh.capabilities, fresh.principal
-            fw.phase = FrameworkPhase.SUBSCRIBED
+            fw.move(FrameworkPhase.SUBSCRIBED)
             fw.reregistered_time = now
             fw.deadline = None
         fw.stream_id = ev.stream_id
@@ -329,8 +328,7 @@ class MasterState(AgentRules, AcceptRules):
         fw = self.frameworks.get(fid)
         if fw is None or fw.stream_id != stream_id or fw.phase is not FrameworkPhase.SUBSCRIBED:
             return
-        check_framework(fw.phase, FrameworkPhase.DISCONNECTED)
-        fw.phase = FrameworkPhase.DISCONNECTED
+        fw.move(FrameworkPhase.DISCONNECTED)
         fw.last_stream_id, fw.stream_id = fw.stream_id, None
         fw.unregistered_time = now
         fw.deadline = now + fw.failover_timeout
@@ -363,12 +361,11 @@ class MasterState(AgentRules, AcceptRules):
     def _remove_framework(self, fw: FrameworkRec, now: float, reason: str, fx: list[Effect]) -> None:
         fid = fw.framework_id
         fx.append(Persist((ops.FrameworkRemoved(fid, now),)))
-        check_framework(fw.phase, FrameworkPhase.REMOVED)
         if fw.stream_id is not None:
             self.streams.pop(fw.stream_id, None)
             fx.append(CloseStream(fw.stream_id, reason))
             fw.stream_id = None
-        fw.phase = FrameworkPhase.REMOVED
+        fw.move(FrameworkPhase.REMOVED)
         fw.unregistered_time = now
         fw.deadline = None
         agents = {t.agent_id for t in fw.tasks.values()} | {aid for (aid, _) in fw.executors}

@@ -23,7 +23,7 @@ from master.allocator.decisions import (
 from master.allocator.events import Launch, OffersAccepted, Reserve, Unreserve
 from master.allocator.ledger import Ledger
 from master.allocator.quantities import units_that_fit
-from master.allocator.state import FrameworkState, OfferState, TaskAlloc
+from master.allocator.state import FrameworkState, OfferPhase, OfferState, TaskAlloc
 from protocol.resources import ResourceError, Resources, is_subrole
 
 __pure__ = True
@@ -32,7 +32,7 @@ __pure__ = True
 def _reject(ledger: Ledger, offers: list[OfferState], code: RejectCode, reason: str) -> Rejected:
     for o in offers:
         if not o.reusable and o.offer_id in ledger.offers:
-            ledger.offer_drop(o)
+            ledger.offer_drop(o, end=OfferPhase.REJECTED)
     return Rejected(code, reason)
 
 
@@ -179,18 +179,18 @@ def _apply(
                         moved.offer_id = lease.offer_id
                         lease.tasks.add(tid)
                 o.tasks.clear()
-            ledger.offer_drop(o, settle=False)
+            ledger.offer_drop(o, settle=False, end=OfferPhase.ACCEPTED)
             decisions.append(
                 OfferRescinded(o.offer_id, fw.framework_id, agent.agent_id, f"merged into {lease.offer_id} by ACCEPT")
             )
         if lease.is_empty() and not lease.tasks:
-            ledger.offer_drop(lease, settle=False)
+            ledger.offer_drop(lease, settle=False, end=OfferPhase.ACCEPTED)
             decisions.append(OfferRescinded(lease.offer_id, fw.framework_id, agent.agent_id, "lease used up"))
         else:
             decisions.append(OfferUpdated(ledger.snapshot(lease), "remainder kept after ACCEPT"))
     else:
         for o in offers:
-            ledger.offer_drop(o, settle=False)
+            ledger.offer_drop(o, settle=False, end=OfferPhase.ACCEPTED)
         refuse = ev.refuse_seconds if ev.refuse_seconds is not None else ledger.config.default_refuse_seconds
         if refuse > 0 and (regular_rest or revocable_rest):
             ledger.filters.add(fw.framework_id, role, agent.agent_id, regular_rest, now + refuse)

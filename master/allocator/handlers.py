@@ -38,7 +38,7 @@ from master.allocator.ledger import Ledger
 from master.allocator.offering import take_back
 from master.allocator.revocable import enforce, revocable_back
 from master.allocator.roles import check_role
-from master.allocator.state import EMPTY, AgentState, DemandState, FrameworkState, TaskAlloc
+from master.allocator.state import EMPTY, AgentState, DemandState, FrameworkState, OfferPhase, TaskAlloc
 
 __pure__ = True
 
@@ -241,7 +241,7 @@ def _declined(ledger: Ledger, ev: OffersDeclined, now: float) -> list[Decision]:
         if o is None or o.framework_id != fw.framework_id:
             continue
         declined = o.regular
-        l_.offer_drop(o)
+        l_.offer_drop(o, end=OfferPhase.DECLINED)
         if refuse > 0:
             l_.filters.add(fw.framework_id, o.role, o.agent_id, declined, now + refuse)
             l_.activity_of[fw.framework_id] = None

@@ -18,7 +18,16 @@ from master.allocator.filters import FilterIndex
 from master.allocator.quantities import take
 from master.allocator.roles import RoleTree
 from master.allocator.sorter import DRFSorter, Totals
-from master.allocator.state import EMPTY, AgentState, DemandState, FrameworkState, OfferState, TaskAlloc
+from master.allocator.state import (
+    EMPTY,
+    OFFER,
+    AgentState,
+    DemandState,
+    FrameworkState,
+    OfferPhase,
+    OfferState,
+    TaskAlloc,
+)
 from protocol.resources import Resources
 
 __pure__ = True
@@ -202,8 +211,10 @@ class Ledger:
             o.idle_since = None
         self.mark_dirty(o.agent_id)
 
-    def offer_drop(self, o: OfferState, settle: bool = True) -> None:
-        """Return all of an offer and remove it from the book (its lease tasks detach)."""
+    def offer_drop(self, o: OfferState, settle: bool = True, end: OfferPhase = OfferPhase.RESCINDED) -> None:
+        """Return all of an offer and remove it from the book (its lease tasks detach); it ends
+        as ``end`` (``OFFER``: an offer ends once, a second end raises)."""
+        o.phase = OFFER.move(o.phase, end)
         self.offer_shrink(o, o.regular, o.revocable, settle)
         self.offers.pop(o.offer_id, None)
         fw = self.frameworks.get(o.framework_id)

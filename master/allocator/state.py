@@ -7,7 +7,10 @@ tagged revocable only when shown in an offer.
 
 from __future__ import annotations
 
+import enum
+
 from protocol.resources import Resources
+from protocol.transitions import Lifecycle
 
 __pure__ = True
 
@@ -197,6 +200,25 @@ class TaskAlloc:
         self.revoking = False
 
 
+class OfferPhase(enum.Enum):
+    """An offer's lifecycle (``OFFER``): outstanding in the book until it ends one of four ways."""
+
+    OUTSTANDING = "OUTSTANDING"  # held by its framework (a lease grows and shrinks, staying here)
+    ACCEPTED = "ACCEPTED"  # used by an ACCEPT (or a lease merged into another, or used up)
+    DECLINED = "DECLINED"  # DECLINE
+    REJECTED = "REJECTED"  # returned because the ACCEPT that named it was refused
+    RESCINDED = "RESCINDED"  # taken back by the master: agent or framework gone, timeout, starvation, GPU
+
+
+OFFER = Lifecycle("offer", {
+    OfferPhase.OUTSTANDING: frozenset({OfferPhase.ACCEPTED, OfferPhase.DECLINED, OfferPhase.REJECTED, OfferPhase.RESCINDED}),
+    OfferPhase.ACCEPTED: frozenset(),
+    OfferPhase.DECLINED: frozenset(),
+    OfferPhase.REJECTED: frozenset(),
+    OfferPhase.RESCINDED: frozenset(),
+})
+
+
 class OfferState:
     __slots__ = (
         "agent_id",
@@ -205,6 +227,7 @@ class OfferState:
         "framework_id",
         "idle_since",
         "offer_id",
+        "phase",
         "regular",
         "reusable",
         "revocable",
@@ -237,6 +260,7 @@ class OfferState:
         # created only when used (most offers are classic and never hold tasks or demand units)
         self.tasks: set[str] | None = set() if reusable else None
         self.demand_units: dict[int, int] | None = None
+        self.phase = OfferPhase.OUTSTANDING  # moved only by ``Ledger.offer_drop`` (``OFFER``)
 
     def is_empty(self) -> bool:
         return not self.regular and not self.revocable
