@@ -173,6 +173,9 @@ class BatchService(Service, Scheduler):
         self._dirty: set[int] = set()
         self._flush_lock = asyncio.Lock()
         self._persist = asyncio.Event()  # set when a job turns dirty: the flusher writes it
+        # submitted jobs not yet durable -> the futures their submit answers wait on (``_submit``)
+        self._unsaved: dict[int, asyncio.Future[None]] = {}
+        self.submit_hold = 0.05  # the longest a submission waits to share the write of its launch
         self.rounds = 0  # scheduling rounds run
         self.flushes = 0  # store writes of task progress
         self._commands: dict[int, tuple[Variable, ...]] = {}
@@ -511,9 +514,16 @@ class BatchService(Service, Scheduler):
             self._cluster_at = now
             with contextlib.suppress(RuntimeError):  # (stopping)
                 self.spawn(self._read_cluster(), name="batch-cluster")
+        planned = list(self._unsaved)  # submissions this round plans (later ones: the next round)
+        views = self._offer_views() if driver.connected else []
         if driver.connected:
-            effects += self.core.schedule(self._offer_views(), now)
+            effects += self.core.schedule(views, now)
         await self._execute(effects)
+        if (views or not driver.connected) and any(i in self._unsaved for i in planned):
+            # Submissions this round could not launch (a launch writes them with its attempt):
+            # written now, so their answers do not wait. With no offer in view (a REVIVE on its
+            # way) they wait for the round with the offers, at most ``submit_hold``.
+            await self._flush()
 
     def _offer_views(self) -> list[OfferView]:
         driver = self.driver
@@ -692,6 +702,9 @@ class BatchService(Service, Scheduler):
             except BaseException:
                 self._dirty.update(ids)
                 raise
+            for i in ids:
+                if (saved := self._unsaved.pop(i, None)) is not None and not saved.done():
+                    saved.set_result(None)
 
     def _task_info(self, t: TaskLaunch, agent_id: str) -> TaskInfo:
         spec = t.spec
@@ -925,17 +938,48 @@ class BatchService(Service, Scheduler):
             return _error(request, 400, str(exc))
         if inputs is not None:
             self.warm.register(self.core.jobs[ids[0]], inputs)
-        # Durable before we answer: the ids we return are never lost (one transaction for all).
-        await self.store.open().awrite([self.core.jobs[i] for i in ids])
-        if inputs is not None:
+            # Durable before we answer: the ids we return are never lost (one transaction for all).
+            await self.store.open().awrite([self.core.jobs[i] for i in ids])
             await self.warm.submitted(self.core.jobs[ids[0]], inputs)
-        self._absorb([e for e in effects if not isinstance(e, Persist)])
+            self._absorb([e for e in effects if not isinstance(e, Persist)])
+        else:
+            await self._save_submitted(ids, effects)
         self._wake.set()
         if len(ids) == 1 and not (isinstance(body, dict) and "jobs" in body):
             return _reply(request, {"id": ids[0], "state": self.core.jobs[ids[0]].state.value}, status=201)
         return _reply(
             request, {"ids": ids, "jobs": [job_summary(self.core.jobs[i]) for i in ids]}, status=201
         )
+
+    async def _save_submitted(self, ids: list[int], effects: list[Effect]) -> None:
+        """Make the submitted jobs durable before the answer (the ids we return are never lost),
+        sharing one write with their launch: the jobs turn dirty without waking the flusher, the
+        scheduling round that places them writes them together with their LAUNCHING attempts
+        (``_launch_all``: one transaction, before the ACCEPT leaves), or the round that cannot
+        place them writes them as they are. Either way the answer follows the commit, and so does
+        the ACCEPT: one durable write per job on the way to its first task, not two. All the jobs
+        of a submission turn dirty at once, so one transaction holds them all (all or none).
+        Their events are published after the write (never a job that a crash could take back)."""
+        loop = asyncio.get_running_loop()
+        waits = []
+        for i in ids:
+            self._unsaved[i] = fut = loop.create_future()
+            waits.append(fut)
+        self._dirty.update(ids)
+        self._absorb([e for e in effects if not isinstance(e, (Persist, JobEvent))])  # a REVIVE
+        try:
+            try:
+                async with asyncio.timeout(self.submit_hold):
+                    await asyncio.gather(*waits)
+            except TimeoutError:  # no round could take them yet (no offers, a call under way)
+                await self._flush()
+        except BaseException:
+            self._persist.set()  # a failed write or a cancelled answer: the flusher writes them
+            raise
+        finally:
+            for i in ids:
+                self._unsaved.pop(i, None)
+        self._absorb([e for e in effects if isinstance(e, JobEvent)])
 
     async def _hold(self, request: web.Request) -> web.Response:
         return await self._change(request, lambda job, who: self.core.hold(job.job_id, self.now(), who))

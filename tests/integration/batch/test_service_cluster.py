@@ -81,3 +81,44 @@ async def test_a_fractional_gpu_is_refused_at_submit_unless_an_agent_shares_gpus
         async with BatchService(master.url, tmp_path / "batch2") as batch, aiohttp.ClientSession() as http:
             r = await http.post(f"{batch.url}/api/v1/jobs", json={"argv": ["true"], "gpus": 0.5})
             assert r.status == 201, await r.text()
+
+
+async def test_a_submission_and_its_launch_share_one_durable_write(master: MasterService, tmp_path: Path) -> None:
+    """On a cluster with room, the job and its first LAUNCHING attempt reach the store in one
+    transaction before the 201 (and before the ACCEPT): the store read by another connection at
+    the answer holds the attempt. A job that cannot be placed is answered all the same, durable."""
+    import aiohttp
+
+    from frameworks.batch.store import JobStore
+
+    async with SimAgent(master.url, "cpus:2;mem:1024", hostname="sim-1") as agent:
+        await agent.wait_registered()
+        async with BatchService(master.url, tmp_path / "batch") as batch, aiohttp.ClientSession() as http:
+            batch.submit_hold = 10.0  # the answer waits for the round that launches it, not a timer
+            driver = batch.driver
+            assert driver is not None
+            await until(batch, lambda: driver.connected)
+            before = batch.flushes
+            r = await http.post(f"{batch.url}/api/v1/jobs", json={"shell": "sleep 30", "cpus": 1, "mem": 16})
+            assert r.status == 201, await r.text()
+            job_id = (await r.json())["id"]
+            assert batch.flushes == before + 1
+            reader = JobStore(batch.store.path)
+            try:
+                stored = {j.job_id: j for j in reader.load()}[job_id]
+            finally:
+                reader.close()
+            attempt = stored.tasks[0].current
+            assert attempt is not None and attempt.task_id == batch.core.job(job_id).tasks[0].task_id
+            await agent.wait_for(lambda: len(agent.running_tasks()) == 1, 20)
+
+            # 4 cpus on a 2-cpu agent: no round places it; answered after the round that saw the offers
+            r = await http.post(f"{batch.url}/api/v1/jobs", json={"shell": "sleep 30", "cpus": 4, "mem": 16})
+            assert r.status == 201, await r.text()
+            big = (await r.json())["id"]
+            reader = JobStore(batch.store.path)
+            try:
+                stored = {j.job_id: j for j in reader.load()}[big]
+            finally:
+                reader.close()
+            assert stored.tasks[0].current is None and batch.core.job(big).state is JobState.PENDING
