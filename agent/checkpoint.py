@@ -66,82 +66,25 @@ from typing import Any
 import attrs
 import msgpack
 
+from agent.checkpoint_records import (  # the records, re-exported
+    AgentMeta,
+    CheckpointError,
+    CorruptCheckpoint,
+    PidRecord,
+    RecoveredTaskFiles,
+    Recovery,
+    TaskRecordFile,
+    UpdateLog,
+)
 from protocol import codec
 from protocol.ids import valid_path_id
 from protocol.mesos import ExecutorInfo, FrameworkInfo, TaskInfo, TaskStatus
 
 _HEADER = struct.Struct(">II")
 MAX_RECORD = 4 * 1024 * 1024
+__all__ = ["AgentMeta", "Checkpoint", "CheckpointError", "CorruptCheckpoint", "PidRecord", "RecoveredTaskFiles", "Recovery", "TaskRecordFile", "UpdateLog"]
+
 OPEN_LOGS = 256  # task logs kept open between batches (a task appends ~5 records in its life)
-
-
-class CheckpointError(Exception):
-    """A checkpoint problem, naming the file."""
-
-    def __init__(self, path: Path | str, reason: str) -> None:
-        super().__init__(f"{path}: {reason}")
-        self.path = str(path)
-        self.reason = reason
-
-
-class CorruptCheckpoint(CheckpointError):
-    pass
-
-
-@attrs.frozen
-class AgentMeta:
-    agent_id: str | None
-    boot_id: str
-    resources: str
-    attributes: str = ""
-    hostname: str = ""
-
-
-@attrs.frozen
-class PidRecord:
-    pid: int
-    create_time: float
-    boot_id: str
-
-
-@attrs.frozen
-class TaskRecordFile:
-    """The task record (the first record of a task log)."""
-
-    framework_id: str
-    task: TaskInfo
-    executor: ExecutorInfo | None = None  # the group's executor for LAUNCH_GROUP tasks
-    killing_state: bool = False
-    gpus: tuple[int, ...] = ()  # NVML indices of the GPU devices assigned to the task
-    group: tuple[str, ...] = ()  # the task ids of its task group (LAUNCH_GROUP), itself included
-
-
-@attrs.frozen
-class UpdateLog:
-    updates: tuple[TaskStatus, ...]
-    acked: frozenset[bytes]
-    truncated: bool = False
-
-
-@attrs.frozen
-class RecoveredTaskFiles:
-    framework_id: str
-    task_id: str
-    record: TaskRecordFile | None
-    log: UpdateLog | None
-    pid: PidRecord | None
-    exit_code: int | None
-    kill_reason: str | None
-    kill_deadline: float | None = None
-    broken: CorruptCheckpoint | None = None
-
-
-@attrs.frozen
-class Recovery:
-    agent: AgentMeta | None
-    frameworks: dict[str, FrameworkInfo]
-    tasks: tuple[RecoveredTaskFiles, ...]
-    broken: tuple[CorruptCheckpoint, ...]
 
 
 # --- low-level file helpers -----------------------------------------------------------------

@@ -454,6 +454,14 @@ class AgentService(Service):
         self.port = int(self._runner.addresses[0][1])
 
     @property
+    def executor_registry(self) -> Any:
+        return self.executor_api
+
+    def sweep_sandboxes(self, keep: Any) -> int:
+        """Blocking: remove the sandboxes ``keep(framework, task or executor)`` does not keep."""
+        return self.sandbox_gc.sweep(keep, None, self.gc_max_age())
+
+    @property
     def frameworks(self) -> dict[str, FrameworkInfo]:
         return self.tracker.frameworks
 
