@@ -187,7 +187,8 @@ class AgentChannelServer:
                             await ws.close(code=CLOSE_POLICY, message=b"first message must be REGISTER")
                             break
                         registered = True
-                        await svc.dispatch(AgentConnected(conn_id=conn_id, register=body, principal=principal_of(request)))
+                        await svc.dispatch(AgentConnected(
+                            conn_id=conn_id, register=body, principal=principal_of(request), ip=request.remote))
                         rest = rest[1:]
                     if len(rest) == 1:
                         await svc.dispatch(AgentMessageReceived(conn_id=conn_id, body=rest[0]))

@@ -4,6 +4,8 @@ maintenance drain."""
 
 from __future__ import annotations
 
+import ipaddress
+
 import attrs
 
 from master import registry_ops as ops
@@ -170,7 +172,8 @@ class AgentRules(CoreBase):
         return ag.drain is not None and ag.drain.mark_gone and ag.drained
 
     def _agent_register(
-        self, conn_id: int, reg: ac.Register, now: float, fx: list[Effect], principal: str | None = None
+        self, conn_id: int, reg: ac.Register, now: float, fx: list[Effect], principal: str | None = None,
+        ip: str | None = None,
     ) -> None:
         claimed = reg.agent_id.value if reg.agent_id is not None else None
         problem = agent_problem(
@@ -199,6 +202,16 @@ class AgentRules(CoreBase):
         if ag is not None and self._gone(ag):
             fx.append(SendToAgent(conn_id, ac.Refused(message=f"agent {aid} was drained and marked gone by the operator")))
             fx.append(CloseAgent(conn_id, "agent marked gone"))
+            return
+        ip = _plain_ip(ip, reg.hostname)
+        down = self.maintenance.is_down(reg.hostname, ip) if not self.maintenance.empty() else None
+        if down is not None:
+            # Mesos: an agent on a machine in maintenance (DOWN) is told to shut down, never
+            # admitted; what it still runs is killed (the frameworks were told GONE/LOST)
+            for fid in sorted({rt.framework_id.value for rt in reg.tasks if not is_terminal(rt.state)}):
+                fx.append(SendToAgent(conn_id, ac.ShutdownFramework(framework_id=mesos.FrameworkID(fid))))
+            fx.append(SendToAgent(conn_id, ac.Refused(message=f"Machine '{down.label()}' is DOWN for maintenance")))
+            fx.append(CloseAgent(conn_id, "machine DOWN for maintenance"))
             return
         if ag is not None and ag.conn_id is not None and ag.conn_id != conn_id and now - ag.last_seen < self.cfg.ping_timeout:
             # one live connection per agent id: a second process holding the id (and perhaps its
@@ -247,6 +260,8 @@ class AgentRules(CoreBase):
             ag.unreachable_since = None
             self.counters["slave_reregistrations"] += 1
         ag.conn_id = conn_id
+        ag.ip = ip
+        self._maintenance_joined(ag, now)
         ag.last_seen = now
         ag.next_ping = now + self.cfg.ping_interval
         self._touch(min(ag.next_ping, now + self.cfg.ping_timeout))
@@ -534,6 +549,7 @@ class AgentRules(CoreBase):
 
     def _remove_agent(self, ag: AgentRec, now: float, fx: list[Effect]) -> None:
         fx.append(Persist((ops.AgentRemoved(ag.agent_id),)))
+        self._inverse_agent_gone(ag.agent_id, fx)
         if ag.phase is not AgentPhase.UNREACHABLE:  # (its unreachability was published already)
             self._op_agent_removed(ag.agent_id, fx)
         ag.move(AgentPhase.REMOVED)
@@ -549,6 +565,7 @@ class AgentRules(CoreBase):
 
     def _mark_unreachable(self, ag: AgentRec, now: float, reason: str, fx: list[Effect]) -> None:
         fx.append(Persist((ops.AgentMarkedUnreachable(ag.agent_id, now),)))
+        self._inverse_agent_gone(ag.agent_id, fx)
         ag.move(AgentPhase.UNREACHABLE)
         ag.unreachable_since = now
         self._touch(now + self.cfg.unreachable_gc)
@@ -575,6 +592,22 @@ class AgentRules(CoreBase):
                 self._send(fw, mesos.Event.make_failure(mesos.AgentID(ag.agent_id)), fx)
 
     # --- views used by the operator endpoints ------------------------------------------------------
+
+
+def _plain_ip(ip: str | None, hostname: str) -> str:
+    """The agent's IPv4 address as a maintenance schedule names it: the connection's (an
+    IPv4-mapped IPv6 address unwrapped), else its hostname when that is an address."""
+    for cand in (ip, hostname):
+        if not cand:
+            continue
+        try:
+            addr = ipaddress.ip_address(cand)
+        except ValueError:
+            continue
+        if isinstance(addr, ipaddress.IPv6Address) and addr.ipv4_mapped is not None:
+            return str(addr.ipv4_mapped)
+        return str(addr)
+    return ""
 
 
 def _drain_grace(task: TaskRec, max_grace: float | None) -> float | None:

@@ -21,6 +21,7 @@ from master.events import (
     SendToAgent,
 )
 from master.lifecycles import AgentPhase, FrameworkPhase
+from master.maintenance import InverseOfferBook, InverseOfferRec, MaintenanceBook
 from master.operator_events import OperatorFeed
 from master.ratelimit import TokenBucket
 from master.records import AgentRec, FrameworkRec, TaskRec
@@ -164,6 +165,13 @@ class CoreBase(OperatorFeed):
         self.finished_counts: dict[TaskState, int] = {}
         self.operator_streams: set[str] = set()  # open operator event streams (master.operator_events)
         self.operator_seq = 0
+        # maintenance (master.maintenance, master.maintenance_rules): the schedule and DOWN
+        # machines, the inverse offers, and the unavailability of each agent on a DRAINING machine
+        # (carried by its offers; the agents inverse offers are made for)
+        self.maintenance = MaintenanceBook()
+        self.inverse = InverseOfferBook(prefix=f"{master_id}-io")
+        self.agent_unavailability: dict[str, mesos.Unavailability] = {}
+        self.inverse_due: float | None = None  # when to look for inverse offers to make
 
     # --- recovery -------------------------------------------------------------------------------
 
@@ -332,21 +340,23 @@ class CoreBase(OperatorFeed):
             out = self._mesos_res[key] = resources.to_mesos(allocation_role=role)
         return out
 
+    def _agent_url(self, ag: AgentRec) -> mesos.URL:
+        key = (ag.hostname, ag.port, "https" if AGENT_HTTPS in ag.capabilities else "http")
+        url = self._agent_urls.get(key)
+        if url is None:
+            if len(self._agent_urls) >= _MEMO_MAX:
+                self._agent_urls.clear()
+            url = self._agent_urls[key] = mesos.URL(
+                scheme=key[2], address=mesos.Address(port=ag.port, hostname=ag.hostname), path="/slave(1)"
+            )
+        return url
+
     def _mesos_offer(self, o: ad.Offer, fw: FrameworkRec) -> mesos.Offer:
         ag = self.agents.get(o.agent_id)
         executor_ids = (
             tuple(mesos.ExecutorID(eid) for (aid, eid) in fw.executors if aid == o.agent_id) if fw.executors else ()
         )
-        url = None
-        if ag is not None:
-            key = (ag.hostname, ag.port, "https" if AGENT_HTTPS in ag.capabilities else "http")
-            url = self._agent_urls.get(key)
-            if url is None:
-                if len(self._agent_urls) >= _MEMO_MAX:
-                    self._agent_urls.clear()
-                url = self._agent_urls[key] = mesos.URL(
-                    scheme=key[2], address=mesos.Address(port=ag.port, hostname=ag.hostname), path="/slave(1)"
-                )
+        url = self._agent_url(ag) if ag is not None else None
         return mesos.Offer(
             id=mesos.OfferID(o.offer_id),
             framework_id=mesos.FrameworkID(o.framework_id),
@@ -356,6 +366,8 @@ class CoreBase(OperatorFeed):
             resources=self._offer_resources(o.resources, o.role),
             attributes=ag.attributes if ag is not None else (),
             executor_ids=executor_ids,
+            # an agent on a machine DRAINING for maintenance: when it will be unavailable
+            unavailability=self.agent_unavailability.get(o.agent_id) if self.agent_unavailability else None,
             allocation_info=mesos.AllocationInfo(role=o.role),
         )
 
@@ -368,6 +380,38 @@ class CoreBase(OperatorFeed):
     def _set_weight(self, role: str, weight: float, now: float, fx: list[Effect] | None = None) -> None:
         self.weights[role] = weight
         self._alloc_event(ae.WeightSet(role=role, weight=weight), now, fx if fx is not None else [])
+
+    # --- maintenance (the rules are in master.maintenance_rules) -----------------------------
+
+    def _maintenance_joined(self, ag: AgentRec, now: float) -> None:
+        """An agent (re-)registered: whether it is on a DRAINING machine, and with what
+        unavailability (its offers carry it; its frameworks are sent inverse offers)."""
+        unav = None
+        if not self.maintenance.empty():
+            hit = self.maintenance.machine_of(ag.hostname, ag.ip)
+            if hit is not None and hit[0] not in self.maintenance.down:
+                unav = hit[1].unavailability()
+        if unav is None:
+            self.agent_unavailability.pop(ag.agent_id, None)
+        else:
+            self.agent_unavailability[ag.agent_id] = unav
+            self._inverse_soon(now)
+
+    def _inverse_soon(self, at: float | None) -> None:
+        if at is not None and (self.inverse_due is None or at < self.inverse_due):
+            self.inverse_due = at
+
+    def _rescind_inverse(self, recs: Iterable[InverseOfferRec], fx: list[Effect]) -> None:
+        for rec in recs:
+            fw = self.frameworks.get(rec.framework_id)
+            if fw is not None and fw.connected:
+                self._send(fw, mesos.Event.make_rescind_inverse_offer(mesos.OfferID(rec.offer_id)), fx)
+
+    def _inverse_agent_gone(self, agent_id: str, fx: list[Effect]) -> None:
+        """The agent left the cluster (unreachable, removed): its inverse offers are rescinded."""
+        if self.inverse.outstanding or self.inverse.statuses:
+            self._rescind_inverse(self.inverse.drop_agent(agent_id), fx)
+        self.agent_unavailability.pop(agent_id, None)
 
     # --- frameworks -----------------------------------------------------------------------------
 
@@ -410,6 +454,8 @@ class CoreBase(OperatorFeed):
         )
         fw.tasks[rec.task_id] = rec
         ag.tasks.add((fw.framework_id, rec.task_id))
+        if self.agent_unavailability and ag.agent_id in self.agent_unavailability:
+            self._inverse_soon(now)  # a framework newly on a DRAINING machine: an inverse offer
         if executor is not None:
             fw.executors[(ag.agent_id, executor.executor_id.value)] = executor
         self._op_task_added(rec, fx)

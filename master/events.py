@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import attrs
 
+from master.maintenance import Machine, Schedule
 from master.registry_ops import RegistryOp
 from protocol import agent_channel as ac
 from protocol import mesos
@@ -53,6 +54,7 @@ class AgentConnected:
     conn_id: int
     register: ac.Register
     principal: str | None = None  # the principal the connection proved (agents must authenticate)
+    ip: str | None = None  # the address the connection came from (its machine, for maintenance)
 
 
 @attrs.frozen
@@ -148,6 +150,28 @@ class OperatorStreamClosed:
 
 
 @attrs.frozen
+class MaintenanceScheduleUpdated:
+    """Operator UPDATE_MAINTENANCE_SCHEDULE (``POST /maintenance/schedule``), validated by the
+    shell's parse; the core checks it against the machine modes again."""
+
+    schedule: Schedule
+
+
+@attrs.frozen
+class MaintenanceStarted:
+    """Operator START_MAINTENANCE (``/machine/down``): these DRAINING machines go DOWN."""
+
+    machines: tuple[Machine, ...]
+
+
+@attrs.frozen
+class MaintenanceStopped:
+    """Operator STOP_MAINTENANCE (``/machine/up``): these DOWN machines come back UP."""
+
+    machines: tuple[Machine, ...]
+
+
+@attrs.frozen
 class AclsReplaced:
     """The operator re-read ``--acls`` (SIGHUP): the core decides with these from now on."""
 
@@ -171,6 +195,9 @@ MasterEvent = (
     | OperatorStreamOpened
     | OperatorStreamClosed
     | AclsReplaced
+    | MaintenanceScheduleUpdated
+    | MaintenanceStarted
+    | MaintenanceStopped
 )
 
 # --- outputs --------------------------------------------------------------------------------

@@ -124,6 +124,7 @@ class AgentRec:
     phase: AgentPhase
     registered_time: float
     attributes: tuple[mesos.Attribute, ...] = ()
+    ip: str = ""  # the address its connection came from (its machine, for maintenance)
     conn_id: int | None = None
     reregistered_time: float | None = None
     last_seen: float = 0.0

@@ -39,6 +39,7 @@ CREATE TABLE IF NOT EXISTS removed_frameworks (framework_id TEXT PRIMARY KEY, re
 CREATE TABLE IF NOT EXISTS quotas (role TEXT PRIMARY KEY, guarantee TEXT NOT NULL, lim TEXT);
 CREATE TABLE IF NOT EXISTS weights (role TEXT PRIMARY KEY, weight REAL NOT NULL);
 CREATE TABLE IF NOT EXISTS agent_principals (agent_id TEXT PRIMARY KEY, principal TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS maintenance (id INTEGER PRIMARY KEY CHECK (id = 1), state TEXT NOT NULL);
 """
 
 # columns added after the first release: (table, column, definition), added to an older file
@@ -142,6 +143,8 @@ def _apply_one(c: sqlite3.Connection, op: ops.RegistryOp) -> None:
             c.execute("DELETE FROM quotas WHERE role=?", (op.role,))
         case ops.WeightSet():
             c.execute("INSERT OR REPLACE INTO weights (role, weight) VALUES (?, ?)", (op.role, op.weight))
+        case ops.MaintenanceSet():
+            c.execute("INSERT OR REPLACE INTO maintenance (id, state) VALUES (1, ?)", (op.state,))
         case _:  # pragma: no cover - the union is closed
             raise RegistryError(f"unknown registry operation {op!r}")
 
@@ -228,9 +231,10 @@ def _read(conn: sqlite3.Connection, master_seq: int) -> ops.RegistrySnapshot:
     bound = tuple(
         (str(r[0]), str(r[1])) for r in conn.execute("SELECT agent_id, principal FROM agent_principals ORDER BY agent_id")
     )
+    row = conn.execute("SELECT state FROM maintenance WHERE id = 1").fetchone()
     return ops.RegistrySnapshot(
         master_seq=master_seq, agents=agents, frameworks=frameworks, removed_frameworks=removed,
-        quotas=quotas, weights=weights, agent_principals=bound,
+        quotas=quotas, weights=weights, agent_principals=bound, maintenance=str(row[0]) if row else "",
     )
 
 

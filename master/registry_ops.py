@@ -116,6 +116,14 @@ class WeightSet:
     weight: float
 
 
+@attrs.frozen
+class MaintenanceSet:
+    """The maintenance schedule and the machines in DOWN mode (``master.maintenance``
+    ``MaintenanceBook.encode``: one JSON text, replaced whole)."""
+
+    state: str
+
+
 RegistryOp = (
     AgentAdmitted
     | AgentMarkedUnreachable
@@ -130,6 +138,7 @@ RegistryOp = (
     | QuotaSet
     | QuotaRemoved
     | WeightSet
+    | MaintenanceSet
 )
 
 
@@ -173,3 +182,4 @@ class RegistrySnapshot:
     next_framework_seq: int = 0
     next_agent_seq: int = 0
     agent_principals: tuple[tuple[str, str], ...] = ()  # (agent id, principal) bindings
+    maintenance: str = ""  # the last ``MaintenanceSet.state`` ("" = no schedule, nothing DOWN)

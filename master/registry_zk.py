@@ -10,6 +10,7 @@ Layout under ``<path>/log_replicas`` (the child Mesos' detectors skip, see ``pro
     registry/removed_frameworks/<id>    {"removed_at": t}
     registry/quotas/<role>  registry/weights/<role>    (keys are %-quoted)
     registry/agent_principals/<id>      {"principal": p} (authentication's agent binding)
+    registry/maintenance/state          {"state": text} (the maintenance schedule and DOWN machines)
 
 Only the leader writes (its ZooKeeper session is the fence: once it expires, every write fails and
 the master stops). A batch is folded into the in-memory mirror first, then the nodes it changed are
@@ -38,7 +39,7 @@ from protocol.detector import REGISTRY_CHILD
 
 log = logging.getLogger("agora.master.registry_zk")
 
-KINDS = ("agents", "frameworks", "removed_frameworks", "quotas", "weights", "agent_principals")
+KINDS = ("agents", "frameworks", "removed_frameworks", "quotas", "weights", "agent_principals", "maintenance")
 MAX_TXN_BYTES = 512 * 1024
 
 Mirror = dict[tuple[str, str], dict[str, Any]]
@@ -108,6 +109,9 @@ def fold(mirror: Mirror, batch: Iterable[ops.RegistryOp]) -> set[tuple[str, str]
             case ops.WeightSet():
                 mirror[("weights", op.role)] = {"weight": op.weight}
                 touched.add(("weights", op.role))
+            case ops.MaintenanceSet():
+                mirror[("maintenance", "state")] = {"state": op.state}
+                touched.add(("maintenance", "state"))
             case _:  # pragma: no cover - the union is closed
                 raise RegistryError(f"unknown registry operation {op!r}")
     return touched
@@ -148,6 +152,7 @@ def snapshot_of(mirror: Mirror, epoch: int) -> ops.RegistrySnapshot:
         removed_frameworks=frozenset(k for k, _ in rows("removed_frameworks")),
         quotas=tuple(ops.QuotaSet(role=k, guarantee=v["guarantee"], limit=v.get("limit")) for k, v in rows("quotas")),
         weights=tuple(ops.WeightSet(role=k, weight=float(v["weight"])) for k, v in rows("weights")),
+        maintenance=str(mirror.get(("maintenance", "state"), {}).get("state", "")),
     )
 
 
@@ -238,6 +243,8 @@ def _keys(batch: Iterable[ops.RegistryOp]) -> set[tuple[str, str]]:
             out.add(("quotas", op.role))
         elif isinstance(op, ops.WeightSet):
             out.add(("weights", op.role))
+        elif isinstance(op, ops.MaintenanceSet):
+            out.add(("maintenance", "state"))
         elif isinstance(op, ops.FrameworkRemoved):
             out.update({("frameworks", op.framework_id), ("removed_frameworks", op.framework_id)})
         elif isinstance(op, ops.FrameworkAdded | ops.FrameworkDisconnected | ops.FrameworkReconnected):

@@ -31,7 +31,6 @@ import attrs
 
 from master import registry_ops as ops
 from master.accept import AcceptRules
-from master.agents import AgentRules
 from master.allocator import events as ae
 from master.core_base import CT, EMPTY, TS, R, S, StateConfig, _attrs_from_string, _sane_refuse
 from master.events import (
@@ -44,6 +43,9 @@ from master.events import (
     CallReceived,
     CloseStream,
     Effect,
+    MaintenanceScheduleUpdated,
+    MaintenanceStarted,
+    MaintenanceStopped,
     MasterEvent,
     OperatorStreamClosed,
     OperatorStreamOpened,
@@ -59,6 +61,8 @@ from master.events import (
     WeightUpdated,
 )
 from master.lifecycles import AgentPhase, FrameworkPhase
+from master.maintenance import MaintenanceBook
+from master.maintenance_rules import MaintenanceRules
 from master.read_model import FrameworkView
 from master.records import AgentRec, DrainMode, FrameworkRec, TaskRec
 from protocol import agent_channel as ac
@@ -75,7 +79,7 @@ PING_BATCH = 0.1  # agents whose ping is due within this fraction of ping_interv
 __all__ = ["MasterState", "StateConfig"]
 
 
-class MasterState(AgentRules, AcceptRules):
+class MasterState(MaintenanceRules, AcceptRules):
     """The master's frameworks, agents and tasks, and the rules that change them."""
 
     def recover(self, snap: ops.RegistrySnapshot, now: float) -> list[Effect]:
@@ -124,6 +128,10 @@ class MasterState(AgentRules, AcceptRules):
                 continue
         for w in snap.weights:
             self._set_weight(w.role, w.weight, now)
+        try:
+            self.maintenance = MaintenanceBook.decode(snap.maintenance)
+        except (ValueError, KeyError, TypeError):
+            self.maintenance = MaintenanceBook()  # (never written so: only a damaged registry)
         self.housekeeping_at = self._housekeeping_scan(now)
         return fx
 
@@ -149,7 +157,7 @@ class MasterState(AgentRules, AcceptRules):
             case StreamClosed():
                 self._stream_closed(event.stream_id, now, fx)
             case AgentConnected():
-                self._agent_register(event.conn_id, event.register, now, fx, event.principal)
+                self._agent_register(event.conn_id, event.register, now, fx, event.principal, event.ip)
             case AgentMessageReceived():
                 self._agent_message(event.conn_id, event.body, now, fx)
             case AgentMessagesReceived():
@@ -181,6 +189,8 @@ class MasterState(AgentRules, AcceptRules):
                 self._operator_stream(event.stream_id, isinstance(event, OperatorStreamOpened))
             case AclsReplaced():
                 self.cfg = attrs.evolve(self.cfg, acls=event.acls)
+            case MaintenanceScheduleUpdated() | MaintenanceStarted() | MaintenanceStopped():
+                self._maintenance(event, now, fx)
 
     def _schedule_allocation(self, now: float) -> None:
         d = self.alloc.next_deadline(now)
@@ -196,6 +206,8 @@ class MasterState(AgentRules, AcceptRules):
             ds.append(max(self.recovery_deadline, self.removal_bucket.available_at()))
         if self.housekeeping_at is not None:
             ds.append(self.housekeeping_at)
+        if self.inverse_due is not None:
+            ds.append(self.inverse_due)
         return min(ds) if ds else None
 
     def housekeeping_due(self, now: float) -> bool:
@@ -274,6 +286,10 @@ class MasterState(AgentRules, AcceptRules):
             fw.deadline = None
         fw.stream_id = ev.stream_id
         self.streams[ev.stream_id] = fid
+        if self.agent_unavailability:
+            # inverse offers sent to an earlier stream are void: the new one gets them again
+            self._inverse_framework_gone(fw, forget=False)
+            self._inverse_soon(now)
         if added:
             self._op_framework_added(fw, fx)
         else:
@@ -332,6 +348,7 @@ class MasterState(AgentRules, AcceptRules):
         fw.last_stream_id, fw.stream_id = fw.stream_id, None
         fw.unregistered_time = now
         fw.deadline = now + fw.failover_timeout
+        self._inverse_framework_gone(fw, forget=False)
         self._touch(fw.deadline)
         fx.append(Persist((ops.FrameworkDisconnected(fid, fw.deadline),)))
         self._op_framework_updated(fw, fx)
@@ -368,6 +385,7 @@ class MasterState(AgentRules, AcceptRules):
         fw.move(FrameworkPhase.REMOVED)
         fw.unregistered_time = now
         fw.deadline = None
+        self._inverse_framework_gone(fw, forget=True)
         agents = {t.agent_id for t in fw.tasks.values()} | {aid for (aid, _) in fw.executors}
         for aid in sorted(agents):
             self._to_agent(aid, ac.ShutdownFramework(framework_id=mesos.FrameworkID(fid)), fx)
@@ -472,10 +490,17 @@ class MasterState(AgentRules, AcceptRules):
             case CT.UPDATE_FRAMEWORK:
                 assert call.update_framework is not None
                 self._update_framework(fw, call.update_framework, now, fx)
+            case CT.ACCEPT_INVERSE_OFFERS:
+                assert call.accept_inverse_offers is not None
+                aio = call.accept_inverse_offers
+                self._inverse_answer(fw, aio.inverse_offer_ids, True, aio.filters, now)
+            case CT.DECLINE_INVERSE_OFFERS:
+                assert call.decline_inverse_offers is not None
+                dio = call.decline_inverse_offers
+                self._inverse_answer(fw, dio.inverse_offer_ids, False, dio.filters, now)
             case _:
-                # ACCEPT/DECLINE_INVERSE_OFFERS: this master sends no inverse offers, there is
-                # nothing to answer. (RECONCILE_OPERATIONS and ACKNOWLEDGE_OPERATION_STATUS are
-                # refused by the shell: master/unsupported.py.)
+                # (RECONCILE_OPERATIONS and ACKNOWLEDGE_OPERATION_STATUS are refused by the
+                # shell: master/unsupported.py)
                 pass
 
     def update_framework_problem(self, fw: FrameworkView, info: mesos.FrameworkInfo) -> str | None:
@@ -635,6 +660,10 @@ class MasterState(AgentRules, AcceptRules):
             self.allocation_due = None
             self._decisions(self.alloc.allocate(now), now, fx)
             self.allocation_due = self.alloc.next_deadline(now)
+            if self.agent_unavailability:  # an allocation pass also makes inverse offers (Mesos)
+                self._inverse_offers(now, fx)
+        if self.inverse_due is not None and self.inverse_due <= now:
+            self._inverse_offers(now, fx)
 
     def _housekeeping(self, now: float, fx: list[Effect]) -> None:
         # framework failover deadlines

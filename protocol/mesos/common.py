@@ -223,6 +223,14 @@ class Unavailability:
 
 
 @attrs.frozen
+class MachineID:
+    """A machine of the cluster (maintenance): its hostname and/or IP address."""
+
+    hostname: str | None = None
+    ip: str | None = None
+
+
+@attrs.frozen
 class Offer:
     id: OfferID
     framework_id: FrameworkID

@@ -8,7 +8,16 @@ import enum
 
 import attrs
 
-from protocol.mesos.common import AgentCapability, AgentInfo, FrameworkInfo, InverseOffer, MasterInfo, Offer
+from protocol.mesos.common import (
+    AgentCapability,
+    AgentInfo,
+    FrameworkInfo,
+    InverseOffer,
+    MachineID,
+    MasterInfo,
+    Offer,
+    Unavailability,
+)
 from protocol.mesos.operations import OperationRecord
 from protocol.mesos.tasks import ExecutorInfo, Task, TaskInfo
 from protocol.mesos_common import AgentID, DurationInfo, FrameworkID, Resource, Scalar, TimeInfo
@@ -176,6 +185,36 @@ class MarkAgentGone:
 
 
 @attrs.frozen
+class MaintenanceWindow:
+    """``maintenance.Window``: machines and when they may become unavailable."""
+
+    machine_ids: tuple[MachineID, ...] = ()
+    unavailability: Unavailability | None = None
+
+
+@attrs.frozen
+class MaintenanceSchedule:
+    """``maintenance.Schedule``: a list of windows (a machine in one window at most)."""
+
+    windows: tuple[MaintenanceWindow, ...] = ()
+
+
+@attrs.frozen
+class UpdateMaintenanceSchedule:
+    schedule: MaintenanceSchedule
+
+
+@attrs.frozen
+class StartMaintenance:
+    machines: tuple[MachineID, ...] = ()
+
+
+@attrs.frozen
+class StopMaintenance:
+    machines: tuple[MachineID, ...] = ()
+
+
+@attrs.frozen
 class OperatorCall:
     """An operator call (``POST /api/v1``): ``{"type": T, "<t lower>": {...}}``."""
 
@@ -196,6 +235,9 @@ class OperatorCall:
     deactivate_agent: DeactivateAgent | None = None
     reactivate_agent: ReactivateAgent | None = None
     mark_agent_gone: MarkAgentGone | None = None
+    update_maintenance_schedule: UpdateMaintenanceSchedule | None = None
+    start_maintenance: StartMaintenance | None = None
+    stop_maintenance: StopMaintenance | None = None
 
 
 # --- operator API: responses ----------------------------------------------------------------
@@ -444,6 +486,45 @@ class GetQuota:
     status: QuotaStatus
 
 
+class InverseOfferStatusValue(enum.Enum):
+    UNKNOWN = "UNKNOWN"
+    ACCEPT = "ACCEPT"
+    DECLINE = "DECLINE"
+
+
+@attrs.frozen
+class InverseOfferStatus:
+    """A framework's last answer to the inverse offers of a machine's agent (UNKNOWN: none yet)."""
+
+    status: InverseOfferStatusValue
+    framework_id: FrameworkID
+    timestamp: TimeInfo
+
+
+@attrs.frozen
+class DrainingMachine:
+    id: MachineID
+    statuses: tuple[InverseOfferStatus, ...] = ()
+
+
+@attrs.frozen
+class ClusterStatus:
+    """``maintenance.ClusterStatus``: the machines in DRAINING and DOWN mode."""
+
+    draining_machines: tuple[DrainingMachine, ...] = ()
+    down_machines: tuple[MachineID, ...] = ()
+
+
+@attrs.frozen
+class GetMaintenanceStatus:
+    status: ClusterStatus
+
+
+@attrs.frozen
+class GetMaintenanceSchedule:
+    schedule: MaintenanceSchedule
+
+
 @attrs.frozen
 class GetState:
     get_tasks: GetTasks | None = None
@@ -474,3 +555,5 @@ class OperatorResponse:
     get_weights: GetWeights | None = None
     get_master: GetMaster | None = None
     get_quota: GetQuota | None = None
+    get_maintenance_status: GetMaintenanceStatus | None = None
+    get_maintenance_schedule: GetMaintenanceSchedule | None = None

@@ -1,0 +1,214 @@
+"""Maintenance rules of the master's pure core: schedule updates, machines going DOWN and coming
+back UP, inverse offers and the frameworks' answers (the data and the validation are in
+``master.maintenance``; see its docstring for Mesos' rules).
+
+* A schedule update persists the book, then every agent whose unavailability changed (newly
+  DRAINING, another window, back UP) has its inverse offers rescinded and its answers forgotten,
+  and its outstanding offers rescinded so they are made again with (or without) the
+  ``unavailability``.
+* START_MAINTENANCE: each agent on the machines is told to shut down (its frameworks' executors
+  and tasks are shut down, ``Refused``, connection closed) and removed: its tasks become
+  TASK_GONE (TASK_LOST for frameworks that are not PARTITION_AWARE), frameworks get FAILURE. While
+  the machine is DOWN its agents are refused (``master.agents``).
+* Inverse offers: on every allocation pass (and when an answer's filter expires), each connected
+  framework with a task or an executor on an agent of a DRAINING machine that has no outstanding
+  inverse offer there and no unexpired filter gets one (an ``INVERSE_OFFERS`` event, as Mesos 1.x
+  sends them to v1 schedulers). ACCEPT/DECLINE_INVERSE_OFFERS record the answer (UNKNOWN until
+  then) and set a filter (``refuse_seconds``, 5 s by default as Mesos); the answer is a hint for
+  the operator, nothing else changes.
+"""
+
+from __future__ import annotations
+
+from master import registry_ops as ops
+from master.agents import AgentRules
+from master.allocator import events as ae
+from master.core_base import _sane_refuse
+from master.events import (
+    CloseAgent,
+    Effect,
+    MaintenanceScheduleUpdated,
+    MaintenanceStarted,
+    MaintenanceStopped,
+    Persist,
+    SendToAgent,
+)
+from master.lifecycles import AgentPhase
+from master.maintenance import Machine
+from master.records import AgentRec, FrameworkRec
+from protocol import agent_channel as ac
+from protocol import mesos
+
+__pure__ = True
+
+MaintenanceEvent = MaintenanceScheduleUpdated | MaintenanceStarted | MaintenanceStopped
+
+
+class MaintenanceRules(AgentRules):
+    # --- queries (the operator endpoints) ---------------------------------------------------------
+
+    def maintenance_problem(self, ev: MaintenanceEvent) -> str | None:
+        """Why the machine modes do not allow ``ev`` now (answered 400), or None."""
+        book = self.maintenance
+        match ev:
+            case MaintenanceScheduleUpdated():
+                return book.update_problem(ev.schedule)
+            case MaintenanceStarted():
+                return book.down_problem(ev.machines)
+            case MaintenanceStopped():
+                return book.up_problem(ev.machines)
+
+    def maintenance_status(self) -> mesos.ClusterStatus:
+        """Mesos' ``ClusterStatus``: each DRAINING machine with its frameworks' answers to the
+        inverse offers of its agents, and the DOWN machines."""
+        book = self.maintenance
+        per_machine: dict[Machine, list[mesos.InverseOfferStatus]] = {}
+        if book.schedule.windows:
+            for ag in self.agents.values():
+                hit = book.machine_of(ag.hostname, ag.ip)
+                if hit is not None and hit[0] not in book.down:
+                    per_machine.setdefault(hit[0], []).extend(self.inverse.agent_statuses(ag.agent_id))
+        return book.status(sorted(per_machine.items()))
+
+    def inverse_offers_of(self, framework_id: str) -> tuple[mesos.InverseOffer, ...]:
+        """The framework's outstanding inverse offers (GET_FRAMEWORKS)."""
+        return tuple(
+            self._mesos_inverse_offer(r.offer_id, r.framework_id, r.agent_id, r.unavailability)
+            for r in self.inverse.outstanding.values()
+            if r.framework_id == framework_id
+        )
+
+    # --- operator facts ---------------------------------------------------------------------------
+
+    def _maintenance(self, ev: MaintenanceEvent, now: float, fx: list[Effect]) -> None:
+        if self.maintenance_problem(ev) is not None:
+            return  # the edge answered the operator; the modes moved since: no change
+        book = self.maintenance
+        match ev:
+            case MaintenanceScheduleUpdated():
+                book.schedule = ev.schedule
+            case MaintenanceStarted():
+                book.start(ev.machines)
+            case MaintenanceStopped():
+                book.stop(ev.machines)
+        fx.append(Persist((ops.MaintenanceSet(book.encode()),)))
+        if isinstance(ev, MaintenanceStarted):
+            for ag in sorted(self.agents.values(), key=lambda a: a.agent_id):
+                m = book.is_down(ag.hostname, ag.ip)
+                if m is not None:
+                    self._machine_down(ag, m, now, fx)
+        self._maintenance_refresh(now, fx)
+        self._inverse_offers(now, fx)
+
+    def _maintenance_refresh(self, now: float, fx: list[Effect]) -> None:
+        """Each agent's unavailability after the book changed; an agent whose unavailability
+        changed has its inverse offers rescinded (answers forgotten) and its offers made again."""
+        old = self.agent_unavailability
+        new: dict[str, mesos.Unavailability] = {}
+        book = self.maintenance
+        if book.schedule.windows:
+            for ag in self.agents.values():
+                if ag.phase is AgentPhase.REMOVED:
+                    continue
+                hit = book.machine_of(ag.hostname, ag.ip)
+                if hit is not None and hit[0] not in book.down:
+                    new[ag.agent_id] = hit[1].unavailability()
+        self.agent_unavailability = new
+        for aid in sorted(set(old) | set(new)):
+            if old.get(aid) == new.get(aid):
+                continue
+            self._rescind_inverse(self.inverse.drop_agent(aid), fx)
+            rec = self.agents.get(aid)
+            if rec is not None and rec.in_allocator and not rec.draining:
+                # its offers go back and are made again, carrying the new unavailability
+                self._alloc_event(ae.AgentDeactivated(agent_id=aid, reason="maintenance schedule changed"), now, fx)
+                self._alloc_event(ae.AgentReactivated(agent_id=aid), now, fx)
+
+    def _machine_down(self, ag: AgentRec, m: Machine, now: float, fx: list[Effect]) -> None:
+        """START_MAINTENANCE: the agent is told to shut down and removed (Mesos)."""
+        reason = f"Machine '{m.label()}' is DOWN for maintenance"
+        aid = ag.agent_id
+        executors_of = {f.framework_id for f in self.frameworks.values() for (a, _) in f.executors if a == aid}
+        if ag.conn_id is not None and ag.reachable:
+            for fid in sorted({fid for fid, _ in ag.tasks} | executors_of):
+                fx.append(SendToAgent(ag.conn_id, ac.ShutdownFramework(framework_id=mesos.FrameworkID(fid))))
+            fx.append(SendToAgent(ag.conn_id, ac.Refused(message=reason)))
+            fx.append(CloseAgent(ag.conn_id, reason))
+        if ag.conn_id is not None:
+            self.conns.pop(ag.conn_id, None)
+            ag.conn_id = None
+        if ag.in_allocator:
+            self._alloc_event(ae.AgentRemoved(agent_id=aid, reason=reason), now, fx)
+            ag.in_allocator = False
+        for fid in executors_of:
+            fw = self.frameworks[fid]
+            for key in [k for k in fw.executors if k[0] == aid]:
+                del fw.executors[key]
+        was_listed = ag.phase is not AgentPhase.UNREACHABLE
+        self.counters["slave_removals"] += 1
+        self._remove_agent(ag, now, fx)
+        if was_listed:
+            for fw in self.frameworks.values():
+                if fw.connected:
+                    self._send(fw, mesos.Event.make_failure(mesos.AgentID(aid)), fx)
+
+    # --- inverse offers -----------------------------------------------------------------------------
+
+    def _mesos_inverse_offer(
+        self, offer_id: str, framework_id: str, agent_id: str, unavailability: mesos.Unavailability
+    ) -> mesos.InverseOffer:
+        ag = self.agents.get(agent_id)
+        return mesos.InverseOffer(
+            id=mesos.OfferID(offer_id),
+            framework_id=mesos.FrameworkID(framework_id),
+            unavailability=unavailability,
+            url=self._agent_url(ag) if ag is not None else None,
+            agent_id=mesos.AgentID(agent_id),
+        )
+
+    def _inverse_offers(self, now: float, fx: list[Effect]) -> None:
+        """Inverse offers to every connected framework using resources on an agent of a DRAINING
+        machine that has none outstanding there and no unexpired filter (one event per framework)."""
+        self.inverse_due = None
+        if not self.agent_unavailability:
+            return
+        wanted: list[tuple[str, str, mesos.Unavailability]] = []
+        executors: dict[str, set[str]] = {}
+        for f in self.frameworks.values():
+            for aid, _ in f.executors:
+                if aid in self.agent_unavailability:
+                    executors.setdefault(aid, set()).add(f.framework_id)
+        for aid, unav in sorted(self.agent_unavailability.items()):
+            ag = self.agents.get(aid)
+            if ag is None or not ag.reachable:
+                continue
+            users = {fid for fid, _ in ag.tasks} | executors.get(aid, set())
+            for fid in sorted(users):
+                fw = self.frameworks.get(fid)
+                if fw is not None and fw.connected:
+                    wanted.append((aid, fid, unav))
+        per_fw: dict[str, list[mesos.InverseOffer]] = {}
+        for rec in self.inverse.make(wanted, now):
+            per_fw.setdefault(rec.framework_id, []).append(
+                self._mesos_inverse_offer(rec.offer_id, rec.framework_id, rec.agent_id, rec.unavailability)
+            )
+        for fid, ios in per_fw.items():
+            self._send(self.frameworks[fid], mesos.Event.make_inverse_offers(tuple(ios)), fx)
+        self._inverse_soon(self.inverse.next_deadline(now))
+
+    def _inverse_answer(
+        self, fw: FrameworkRec, ids: tuple[mesos.OfferID, ...], accept: bool, filters: mesos.Filters | None, now: float
+    ) -> None:
+        """ACCEPT/DECLINE_INVERSE_OFFERS: the answer is recorded (a hint for the operator) and no
+        new inverse offer for that agent is made for ``refuse_seconds`` (default 5 s); unknown or
+        foreign ids are ignored."""
+        refuse = _sane_refuse((filters or mesos.Filters()).effective_refuse_seconds())
+        status = mesos.InverseOfferStatusValue.ACCEPT if accept else mesos.InverseOfferStatusValue.DECLINE
+        self.inverse.answer(fw.framework_id, (i.value for i in ids), status, refuse, now)
+        self._inverse_soon(self.inverse.next_deadline(now))
+
+    def _inverse_framework_gone(self, fw: FrameworkRec, forget: bool) -> None:
+        """The framework's stream closed (its inverse offers are void; new ones follow a
+        re-subscription) or it was removed (``forget``: its answers too)."""
+        if self.inverse.outstanding or (forget and self.inverse.statuses):
+            self.inverse.drop_framework(fw.framework_id, forget)
