@@ -9,6 +9,11 @@ Reads (GET; ``?jsonp=`` as Mesos): ``/slaves`` (``?slave_id=``), ``/frameworks``
 Writes: ``POST /teardown`` (``frameworkId=``), ``POST /reserve`` and ``/unreserve``
 (``slaveId=&resources=<JSON array>``), ``PUT /weights`` (a JSON array of ``WeightInfo``),
 ``POST /quota`` (a ``QuotaRequest``: ``role``, ``guarantee``), ``DELETE /quota/<role>``.
+Maintenance (Mesos' maintenance primitives, ``master.maintenance``): ``GET``/``POST
+/maintenance/schedule`` (a ``maintenance.Schedule``), ``GET /maintenance/status`` (a
+``maintenance.ClusterStatus``), ``POST /machine/down`` and ``/machine/up`` (a JSON array of
+``MachineID``), run as UPDATE_MAINTENANCE_SCHEDULE, GET_MAINTENANCE_STATUS, START_MAINTENANCE and
+STOP_MAINTENANCE.
 Files: ``/files/browse``, ``/files/read``, ``/files/download``, ``/files/debug`` serve the
 master's own log as ``/master/log`` when it runs with ``--log-dir`` (404 otherwise, as Mesos).
 """
@@ -38,8 +43,6 @@ if TYPE_CHECKING:
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 LOG_PATH = "/master/log"
-MAINTENANCE_HINT = ("maintenance schedules and inverse offers are not supported by this master; drain an agent "
-                    "with the DRAIN_AGENT operator call (agora agent drain) and reactivate it with REACTIVATE_AGENT")
 MAX_READ = 16 * 4096  # Mesos caps a /files/read at 16 pages
 
 
@@ -120,10 +123,10 @@ class MesosEndpoints(StateViews):
                     web.get(prefix + "/flags" + slash, self._guard(self.flags)),
                 ]
             out += [
-                web.route("*", prefix + "/maintenance/schedule", self.maintenance),
-                web.route("*", prefix + "/maintenance/status", self.maintenance),
-                web.route("*", prefix + "/machine/up", self.maintenance),
-                web.route("*", prefix + "/machine/down", self.maintenance),
+                web.route("*", prefix + "/maintenance/schedule", self._guard(self.maintenance_schedule)),
+                web.route("*", prefix + "/maintenance/status", self._guard(self.maintenance_status)),
+                web.route("*", prefix + "/machine/up", self._guard(self.machine_up)),
+                web.route("*", prefix + "/machine/down", self._guard(self.machine_down)),
                 web.route("*", prefix + "/weights", self._guard(self.weights)),
                 web.route("*", prefix + "/quota", self._guard(self.quota)),
                 web.route("*", prefix + "/quota/{role:.+}", self._guard(self.quota)),
@@ -206,9 +209,55 @@ class MesosEndpoints(StateViews):
                                ascending, visible=task_filter(self.svc, request))
         return json_ok(body, request)
 
-    async def maintenance(self, request: web.Request) -> web.StreamResponse:
-        """Mesos' maintenance endpoints: said, not a bare 404 (``MAINTENANCE_HINT``)."""
-        return text(501, f"{request.path}: {MAINTENANCE_HINT}")
+    # --- maintenance -------------------------------------------------------------------------------
+
+    async def maintenance_schedule(self, request: web.Request) -> web.StreamResponse:
+        """GET: the schedule (``{}`` when none); POST: replace it (an empty one cancels it)."""
+        self._method(request, "GET", "POST")
+        if request.method == "GET":
+            return json_ok(codec.to_builtins(self.svc.state.maintenance.schedule.to_mesos()), request)
+        body = await self._body(request)
+        try:
+            raw = codec.loads_json(body)
+            if not isinstance(raw, dict):
+                raise BadRequest(400, "Failed to convert JSON into Schedule protobuf: expected an object")
+            schedule = codec.from_builtins(mesos.MaintenanceSchedule, raw)
+        except (ValueError, DecodeError) as e:
+            raise BadRequest(400, f"Failed to convert JSON into Schedule protobuf: {e}") from e
+        await self._call(request, mesos.OperatorCall(
+            type=mesos.OperatorCallType.UPDATE_MAINTENANCE_SCHEDULE,
+            update_maintenance_schedule=mesos.UpdateMaintenanceSchedule(schedule=schedule),
+        ))
+        return web.Response(status=200)
+
+    async def maintenance_status(self, request: web.Request) -> web.StreamResponse:
+        self._method(request, "GET")
+        return json_ok(codec.to_builtins(self.svc.state.maintenance_status()), request)
+
+    async def _machines(self, request: web.Request) -> tuple[mesos.MachineID, ...]:
+        self._method(request, "POST")
+        body = await self._body(request)
+        try:
+            raw = codec.loads_json(body)
+            if not isinstance(raw, list):
+                raise BadRequest(400, "Failed to convert JSON into MachineID protobufs: expected an array")
+            return tuple(codec.from_builtins(mesos.MachineID, m) for m in raw)
+        except (ValueError, DecodeError) as e:
+            raise BadRequest(400, f"Failed to convert JSON into MachineID protobufs: {e}") from e
+
+    async def machine_down(self, request: web.Request) -> web.StreamResponse:
+        """START_MAINTENANCE: these DRAINING machines go DOWN (their agents shut down)."""
+        machines = await self._machines(request)
+        await self._call(request, mesos.OperatorCall(
+            type=mesos.OperatorCallType.START_MAINTENANCE, start_maintenance=mesos.StartMaintenance(machines)))
+        return web.Response(status=200)
+
+    async def machine_up(self, request: web.Request) -> web.StreamResponse:
+        """STOP_MAINTENANCE: these DOWN machines come back UP (and out of the schedule)."""
+        machines = await self._machines(request)
+        await self._call(request, mesos.OperatorCall(
+            type=mesos.OperatorCallType.STOP_MAINTENANCE, stop_maintenance=mesos.StopMaintenance(machines)))
+        return web.Response(status=200)
 
     async def roles(self, request: web.Request) -> web.StreamResponse:
         return json_ok(self.roles_json(self.get_roles(), dict(self.svc.state.quotas)), request)

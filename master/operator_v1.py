@@ -9,8 +9,13 @@ import functools
 import logging
 import os
 
+import attrs
+
 from master.events import (
     AgentDrainRequested,
+    MaintenanceScheduleUpdated,
+    MaintenanceStarted,
+    MaintenanceStopped,
     QuotaUpdated,
     ReservationRequested,
     TeardownRequested,
@@ -18,6 +23,7 @@ from master.events import (
 )
 from master.http_api import VERSION
 from master.lifecycles import AgentPhase
+from master.maintenance import MaintenanceError, parse_machines, parse_schedule
 from master.operator_events import agent_record, framework_record, task_message
 from master.read_model import AgentView, FrameworkView, TaskView
 from master.views import EMPTY, StateViews
@@ -150,10 +156,41 @@ class OperatorV1(StateViews):
         if t in (OT.LIST_FILES, OT.READ_FILE):
             return await self._files_call(call)
         if t in MAINTENANCE_CALLS:
-            from master.mesos_endpoints import MAINTENANCE_HINT
-
-            raise _Bad(f"Operator call {t.value} is not supported by this master: {MAINTENANCE_HINT}")
+            return await self._maintenance_call(call)
         raise _Bad(f"Operator call {t.value if t else None} is not supported by this master")
+
+    async def _maintenance_call(self, call: mesos.OperatorCall) -> mesos.OperatorResponse | None:
+        """Maintenance schedules and machine modes (``master.maintenance``): the reads, and the
+        writes checked (400 with Mesos' words) before the core applies them."""
+        st = self.svc.state
+        t = call.type
+        if t is OT.GET_MAINTENANCE_STATUS:
+            return mesos.OperatorResponse(
+                type=RT.GET_MAINTENANCE_STATUS,
+                get_maintenance_status=mesos.GetMaintenanceStatus(status=st.maintenance_status()),
+            )
+        if t is OT.GET_MAINTENANCE_SCHEDULE:
+            return mesos.OperatorResponse(
+                type=RT.GET_MAINTENANCE_SCHEDULE,
+                get_maintenance_schedule=mesos.GetMaintenanceSchedule(schedule=st.maintenance.schedule.to_mesos()),
+            )
+        ev: MaintenanceScheduleUpdated | MaintenanceStarted | MaintenanceStopped
+        try:
+            if call.update_maintenance_schedule is not None:
+                ev = MaintenanceScheduleUpdated(parse_schedule(call.update_maintenance_schedule.schedule))
+            elif call.start_maintenance is not None:
+                ev = MaintenanceStarted(parse_machines(call.start_maintenance.machines))
+            elif call.stop_maintenance is not None:
+                ev = MaintenanceStopped(parse_machines(call.stop_maintenance.machines))
+            else:  # (validate_operator_call requires the body)
+                raise _Bad(f"Expecting '{t.name.lower() if t else ''}' to be present")
+        except MaintenanceError as e:
+            raise _Bad(str(e)) from e
+        problem = st.maintenance_problem(ev)
+        if problem is not None:
+            raise _Bad(problem)
+        await self.svc.dispatch(ev)
+        return None
 
     @functools.cached_property
     def _logging(self) -> LoggingLevel:
@@ -276,7 +313,9 @@ class OperatorV1(StateViews):
         )
 
     def _framework_record(self, fw: FrameworkView) -> mesos.FrameworkRecord:
-        return framework_record(fw)
+        rec = framework_record(fw)
+        inverse = self.svc.state.inverse_offers_of(fw.framework_id) if self.svc.state.inverse.outstanding else ()
+        return attrs.evolve(rec, inverse_offers=inverse) if inverse else rec
 
     def _get_frameworks(self) -> mesos.GetFrameworks:
         st = self.svc.state

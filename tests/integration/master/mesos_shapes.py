@@ -105,6 +105,33 @@ MACHINE_ID = shape("", "hostname ip")
 # /maintenance/status: ClusterStatus
 CLUSTER_STATUS = shape("", "draining_machines down_machines")
 DRAINING_MACHINE = shape("id", "statuses")
+# each framework's answer in a draining machine's statuses (InverseOfferStatus)
+INVERSE_OFFER_STATUS = shape("status framework_id timestamp")
+# Unavailability (offers and inverse offers of a draining machine's agents; duration when set)
+UNAVAILABILITY = shape("start", "duration")
+# InverseOffer (v1 scheduler INVERSE_OFFERS event, GET_FRAMEWORKS); resources left out when empty
+# (they mean the whole agent)
+INVERSE_OFFER = shape("id framework_id unavailability", "url agent_id resources")
+
+
+def check_schedule(schedule: dict[str, Any]) -> None:
+    check(schedule, SCHEDULE, "Schedule")
+    for w in schedule.get("windows", []):
+        check(w, WINDOW, "Schedule.windows[]")
+        check(w["unavailability"], UNAVAILABILITY, "Window.unavailability")
+        for m in w["machine_ids"]:
+            check(m, MACHINE_ID, "Window.machine_ids[]")
+
+
+def check_cluster_status(status: dict[str, Any]) -> None:
+    check(status, CLUSTER_STATUS, "ClusterStatus")
+    for d in status.get("draining_machines", []):
+        check(d, DRAINING_MACHINE, "draining_machines[]")
+        check(d["id"], MACHINE_ID, "draining_machines[].id")
+        for st in d.get("statuses", []):
+            check(st, INVERSE_OFFER_STATUS, "draining_machines[].statuses[]")
+    for m in status.get("down_machines", []):
+        check(m, MACHINE_ID, "down_machines[]")
 
 
 def check_state(state: dict[str, Any]) -> None:

@@ -280,13 +280,8 @@ async def test_master_log_files_and_redirect(fast_master: MasterService, tmp_pat
         svc.operator_api._logging._back()  # (what the timer runs)
         assert (await v1({"type": "GET_LOGGING_LEVEL"}))[1]["get_logging_level"]["level"] == 0
         # what this master does not do is named
-        status, text = await v1({"type": "GET_MAINTENANCE_SCHEDULE"})
-        assert status == 400 and text.startswith(
-            "Operator call GET_MAINTENANCE_SCHEDULE is not supported by this master: maintenance schedules and "
-            "inverse offers are not supported by this master; drain an agent with the DRAIN_AGENT operator call")
-        for path in ("/maintenance/status", "/master/maintenance/schedule", "/machine/down"):
-            async with s.get(svc.url + path) as r:
-                assert r.status == 501 and "DRAIN_AGENT" in await r.text(), path
+        status, text = await v1({"type": "MARK_AGENT_GONE", "mark_agent_gone": {"agent_id": {"value": "a"}}})
+        assert status == 400 and text == "Operator call MARK_AGENT_GONE is not supported by this master"
 
 
 async def test_master_log_without_log_dir_is_404(master: MasterService) -> None:

@@ -1,0 +1,200 @@
+"""Mesos' maintenance endpoints and operator calls on a real in-process master with in-test fake
+agents and a native scheduler: ``/maintenance/schedule`` (GET/POST), ``/maintenance/status``,
+``/machine/down``, ``/machine/up`` and the v1 UPDATE_MAINTENANCE_SCHEDULE,
+GET_MAINTENANCE_SCHEDULE, GET_MAINTENANCE_STATUS, START_MAINTENANCE, STOP_MAINTENANCE, each body
+compared key by key with Mesos' shapes (``mesos_shapes``); their validation with Mesos' words;
+inverse offers and their answers; a DOWN machine's agent shut down and refused; the schedule and
+the modes kept across a master restart."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+
+from master.service import MasterService
+from master.testing import task
+from master.testing_agent import FakeAgent
+from protocol import codec, mesos
+from protocol.task_states import TaskState
+
+from ..cluster import master_config
+from . import mesos_shapes as ms
+from .test_native_msgpack import MsgpackScheduler
+
+ET = mesos.EventType
+H1 = {"hostname": "h1", "ip": "127.0.0.1"}
+H2 = {"hostname": "h2", "ip": "127.0.0.1"}
+START = 1_900_000_000_000_000_000
+SCHEDULE = {"windows": [
+    {"machine_ids": [H1], "unavailability": {"start": {"nanoseconds": START}, "duration": {"nanoseconds": 3_600_000_000_000}}},
+    {"machine_ids": [{"hostname": "h9"}], "unavailability": {"start": {"nanoseconds": START}}},
+]}
+
+
+@pytest.fixture
+async def master(tmp_path: Path) -> AsyncIterator[MasterService]:
+    svc = MasterService(master_config(tmp_path / "m", ping_interval=0.2, ping_timeout=2.0))
+    await svc.start()
+    try:
+        yield svc
+    finally:
+        await svc.stop()
+
+
+class Ops:
+    def __init__(self, url: str, s: aiohttp.ClientSession) -> None:
+        self.url, self.s = url, s
+
+    async def req(self, method: str, path: str, body: Any = None) -> tuple[int, Any]:
+        data = json.dumps(body) if body is not None else None
+        async with self.s.request(method, self.url + path, data=data,
+                                  headers={"Content-Type": "application/json"}) as r:
+            text = await r.text()
+            return r.status, (json.loads(text) if r.status == 200 and text else text)
+
+    async def v1(self, body: dict[str, Any]) -> tuple[int, Any]:
+        async with self.s.post(self.url + "/api/v1", data=json.dumps(body),
+                               headers={"Content-Type": "application/json", "Accept": "application/json"}) as r:
+            text = await r.text()
+            return r.status, (json.loads(text) if r.status == 200 and text else text)
+
+
+async def test_schedule_inverse_offers_down_and_up(master: MasterService) -> None:
+    svc = master
+    a1, a2 = FakeAgent(svc.url, "cpus:2;mem:1024", hostname="h1"), FakeAgent(svc.url, "cpus:2;mem:1024", hostname="h2")
+    aid1, aid2 = await a1.connect(), await a2.connect()
+    async with aiohttp.ClientSession() as s:
+        op = Ops(svc.url, s)
+        sched = MsgpackScheduler(svc.url, s)
+        try:
+            info = mesos.FrameworkInfo(user="u", name="maint", roles=("*",),
+                                       capabilities=(mesos.Capability(mesos.CapabilityType.MULTI_ROLE),))
+            fid = await sched.subscribe(info)
+            offers = (await sched.next(ET.OFFERS)).offers
+            assert offers is not None
+            offer = next(o for o in offers.offers if o.agent_id.value == aid1)
+            launch = mesos.Operation(type=mesos.OperationType.LAUNCH,
+                                     launch=mesos.Launch(task_infos=(task("t1", cmd="sleep 100"),)))
+            assert await sched.call(mesos.Call.make_accept(mesos.FrameworkID(fid), (offer.id,), (launch,))) == 202
+            await a1.wait_for(lambda: a1.state_of(fid, "t1") is TaskState.TASK_RUNNING)
+
+            # nothing scheduled yet: an empty schedule and status ({} as protobuf JSON)
+            assert await op.req("GET", "/maintenance/schedule") == (200, {})
+            assert await op.req("GET", "/master/maintenance/status") == (200, {})
+            assert await op.v1({"type": "GET_MAINTENANCE_SCHEDULE"}) == (
+                200, {"type": "GET_MAINTENANCE_SCHEDULE", "get_maintenance_schedule": {"schedule": {}}})
+
+            # validation, Mesos' words, nothing changes
+            dup = {"windows": [{"machine_ids": [H1, {"hostname": "H1", "ip": "127.0.0.1"}],
+                                "unavailability": {"start": {"nanoseconds": 1}}}]}
+            assert await op.req("POST", "/maintenance/schedule", dup) == (
+                400, "Machine '{\"hostname\":\"h1\",\"ip\":\"127.0.0.1\"}' appears more than once in the schedule")
+            assert await op.req("POST", "/maintenance/schedule", {"windows": [{"machine_ids": [],
+                                "unavailability": {"start": {"nanoseconds": 1}}}]}) == (
+                400, "List of machines in the maintenance window is empty")
+            status, text = await op.req("POST", "/maintenance/schedule", [1])
+            assert status == 400 and text.startswith("Failed to convert JSON into Schedule protobuf")
+            assert (await op.req("DELETE", "/maintenance/schedule"))[0] == 405
+            assert await op.req("POST", "/machine/down", [H1]) == (
+                400, "Machine '{\"hostname\":\"h1\",\"ip\":\"127.0.0.1\"}' is not part of a maintenance schedule")
+            assert await op.req("POST", "/machine/down", []) == (400, "List of machines is empty")
+            assert (await op.req("GET", "/machine/down"))[0] == 405
+
+            # the schedule: h1 DRAINING; the framework running t1 there gets an inverse offer
+            assert await op.req("POST", "/maintenance/schedule", SCHEDULE) == (200, "")
+            status, got = await op.req("GET", "/maintenance/schedule")
+            assert status == 200 and got == SCHEDULE
+            ms.check_schedule(got)
+            ev = await sched.next(ET.INVERSE_OFFERS)
+            assert ev.inverse_offers is not None
+            (io,) = ev.inverse_offers.inverse_offers
+            assert io.agent_id == mesos.AgentID(aid1) and io.framework_id.value == fid
+            assert codec.to_builtins(io.unavailability) == SCHEDULE["windows"][0]["unavailability"]
+            ms.check(codec.to_builtins(io), ms.INVERSE_OFFER, "InverseOffer")
+            _, frameworks = await op.v1({"type": "GET_FRAMEWORKS"})
+            (fw,) = frameworks["get_frameworks"]["frameworks"]
+            assert [x["id"]["value"] for x in fw["inverse_offers"]] == [io.id.value]
+
+            status, st = await op.req("GET", "/maintenance/status")
+            ms.check_cluster_status(st)
+            (h1, h9) = st["draining_machines"]
+            assert h1["id"] == H1 and h9 == {"id": {"hostname": "h9"}}
+            assert [(x["status"], x["framework_id"]["value"]) for x in h1["statuses"]] == [("UNKNOWN", fid)]
+            assert "down_machines" not in st
+
+            # the framework accepts: recorded, reported alike by the v1 call
+            accept = mesos.Call(type=mesos.CallType.ACCEPT_INVERSE_OFFERS, framework_id=mesos.FrameworkID(fid),
+                                accept_inverse_offers=mesos.AcceptInverseOffers((io.id,), mesos.Filters(3600.0)))
+            assert await sched.call(accept) == 202
+            await svc.wait_until(lambda: not svc.state.inverse.outstanding)
+            _, v1st = await op.v1({"type": "GET_MAINTENANCE_STATUS"})
+            status_body = v1st["get_maintenance_status"]["status"]
+            ms.check_cluster_status(status_body)
+            assert [x["status"] for x in status_body["draining_machines"][0]["statuses"]] == ["ACCEPT"]
+            assert (await op.req("GET", "/maintenance/status"))[1] == status_body
+
+            # h1 down: the agent is shut down (its task killed) and removed, the task LOST
+            assert await op.req("POST", "/machine/up", [H1]) == (
+                400, "Machine '{\"hostname\":\"h1\",\"ip\":\"127.0.0.1\"}' is not in DOWN mode and cannot be brought up")
+            assert await op.req("POST", "/master/machine/down", [H1]) == (200, "")
+            await a1.closed.wait()
+            assert a1.state_of(fid, "t1") is TaskState.TASK_KILLED
+            seen = []
+            while not seen or seen[-1] is not TaskState.TASK_LOST:
+                upd = await sched.next(ET.UPDATE)
+                assert upd.update is not None
+                seen.append(upd.update.status.state)
+            assert upd.update.status.reason is mesos.Reason.REASON_AGENT_REMOVED
+            _, st = await op.req("GET", "/maintenance/status")
+            ms.check_cluster_status(st)
+            assert st == {"draining_machines": [{"id": {"hostname": "h9"}}], "down_machines": [H1]}
+            assert (await op.req("POST", "/maintenance/schedule", {}))[0] == 400  # a DOWN machine stays
+            with pytest.raises(ConnectionError):
+                await a1.connect()  # refused while DOWN
+            _, agents = await op.v1({"type": "GET_AGENTS"})
+            assert [a["agent_info"]["id"]["value"] for a in agents["get_agents"]["agents"]] == [aid2]
+
+            # up: out of the schedule, the agent comes back
+            assert await op.v1({"type": "STOP_MAINTENANCE", "stop_maintenance": {"machines": [H1]}}) == (200, "")
+            assert await op.req("GET", "/maintenance/schedule") == (200, {"windows": [SCHEDULE["windows"][1]]})
+            assert await a1.connect() == aid1
+        finally:
+            await sched.close()
+            await a1.close()
+            await a2.close()
+
+
+async def test_the_schedule_and_modes_survive_a_master_restart(tmp_path: Path) -> None:
+    cfg = master_config(tmp_path / "m")
+    svc = MasterService(cfg)
+    await svc.start()
+    try:
+        async with aiohttp.ClientSession() as s:
+            op = Ops(svc.url, s)
+            body = {"type": "UPDATE_MAINTENANCE_SCHEDULE", "update_maintenance_schedule": {"schedule": SCHEDULE}}
+            assert await op.v1(body) == (200, "")
+            assert await op.v1({"type": "START_MAINTENANCE", "start_maintenance": {"machines": [{"hostname": "h9"}]}}) == (200, "")
+            _, before = await op.req("GET", "/maintenance/status")
+    finally:
+        await svc.stop()
+    svc = MasterService(master_config(tmp_path / "m"))
+    await svc.start()
+    try:
+        async with aiohttp.ClientSession() as s:
+            op = Ops(svc.url, s)
+            assert await op.req("GET", "/maintenance/schedule") == (200, SCHEDULE)
+            assert await op.req("GET", "/maintenance/status") == (200, before)
+            assert before == {"draining_machines": [{"id": H1}], "down_machines": [{"hostname": "h9"}]}
+            with pytest.raises(ConnectionError):
+                agent = FakeAgent(svc.url, hostname="h9")
+                try:
+                    await agent.connect()
+                finally:
+                    await agent.close()
+    finally:
+        await svc.stop()
