@@ -210,6 +210,7 @@ class AgentRules(CoreBase):
             # admitted; what it still runs is killed (the frameworks were told GONE/LOST)
             for fid in sorted({rt.framework_id.value for rt in reg.tasks if not is_terminal(rt.state)}):
                 fx.append(SendToAgent(conn_id, ac.ShutdownFramework(framework_id=mesos.FrameworkID(fid))))
+            self.maintenance_refused += 1
             fx.append(SendToAgent(conn_id, ac.Refused(message=f"Machine '{down.label()}' is DOWN for maintenance")))
             fx.append(CloseAgent(conn_id, "machine DOWN for maintenance"))
             return

@@ -172,6 +172,7 @@ class CoreBase(OperatorFeed):
         self.inverse = InverseOfferBook(prefix=f"{master_id}-io")
         self.agent_unavailability: dict[str, mesos.Unavailability] = {}
         self.inverse_due: float | None = None  # when to look for inverse offers to make
+        self.maintenance_refused = 0  # registrations refused because the agent's machine is DOWN
 
     # --- recovery -------------------------------------------------------------------------------
 
