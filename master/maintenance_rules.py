@@ -35,13 +35,13 @@ from master.events import (
 )
 from master.lifecycles import AgentPhase
 from master.maintenance import Machine
+from master.read_model import MaintenanceEvent
 from master.records import AgentRec, FrameworkRec
 from protocol import agent_channel as ac
 from protocol import mesos
 
 __pure__ = True
 
-MaintenanceEvent = MaintenanceScheduleUpdated | MaintenanceStarted | MaintenanceStopped
 
 
 class MaintenanceRules(AgentRules):
@@ -70,8 +70,13 @@ class MaintenanceRules(AgentRules):
                     per_machine.setdefault(hit[0], []).extend(self.inverse.agent_statuses(ag.agent_id))
         return book.status(sorted(per_machine.items()))
 
+    def maintenance_schedule(self) -> mesos.MaintenanceSchedule:
+        return self.maintenance.schedule.to_mesos()
+
     def inverse_offers_of(self, framework_id: str) -> tuple[mesos.InverseOffer, ...]:
         """The framework's outstanding inverse offers (GET_FRAMEWORKS)."""
+        if not self.inverse.outstanding:
+            return ()
         return tuple(
             self._mesos_inverse_offer(r.offer_id, r.framework_id, r.agent_id, r.unavailability)
             for r in self.inverse.outstanding.values()

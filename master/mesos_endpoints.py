@@ -215,7 +215,7 @@ class MesosEndpoints(StateViews):
         """GET: the schedule (``{}`` when none); POST: replace it (an empty one cancels it)."""
         self._method(request, "GET", "POST")
         if request.method == "GET":
-            return json_ok(codec.to_builtins(self.svc.state.maintenance.schedule.to_mesos()), request)
+            return json_ok(codec.to_builtins(self.svc.state.maintenance_schedule()), request)
         body = await self._body(request)
         try:
             raw = codec.loads_json(body)

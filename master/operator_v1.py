@@ -172,7 +172,7 @@ class OperatorV1(StateViews):
         if t is OT.GET_MAINTENANCE_SCHEDULE:
             return mesos.OperatorResponse(
                 type=RT.GET_MAINTENANCE_SCHEDULE,
-                get_maintenance_schedule=mesos.GetMaintenanceSchedule(schedule=st.maintenance.schedule.to_mesos()),
+                get_maintenance_schedule=mesos.GetMaintenanceSchedule(schedule=st.maintenance_schedule()),
             )
         ev: MaintenanceScheduleUpdated | MaintenanceStarted | MaintenanceStopped
         try:
@@ -314,7 +314,7 @@ class OperatorV1(StateViews):
 
     def _framework_record(self, fw: FrameworkView) -> mesos.FrameworkRecord:
         rec = framework_record(fw)
-        inverse = self.svc.state.inverse_offers_of(fw.framework_id) if self.svc.state.inverse.outstanding else ()
+        inverse = self.svc.state.inverse_offers_of(fw.framework_id)
         return attrs.evolve(rec, inverse_offers=inverse) if inverse else rec
 
     def _get_frameworks(self) -> mesos.GetFrameworks:

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence, Set
 from typing import Protocol
 
+from master.events import MaintenanceScheduleUpdated, MaintenanceStarted, MaintenanceStopped
 from master.lifecycles import AgentPhase, FrameworkPhase
 from master.records import DrainMode
 from protocol import mesos
@@ -21,6 +22,8 @@ from protocol.task_states import TaskState
 from protocol.usage import TaskUsage
 
 __pure__ = True
+
+MaintenanceEvent = MaintenanceScheduleUpdated | MaintenanceStarted | MaintenanceStopped
 
 
 class TaskView(Protocol):
@@ -175,3 +178,8 @@ class CoreView(Protocol):
     def used_resources(self) -> Resources: ...
     def update_framework_problem(self, fw: FrameworkView, info: mesos.FrameworkInfo) -> str | None: ...
     def reservation_problem(self, agent_id: str, resources: Resources, reserve: bool) -> str | None: ...
+    # maintenance (master.maintenance_rules)
+    def maintenance_schedule(self) -> mesos.MaintenanceSchedule: ...
+    def maintenance_status(self) -> mesos.ClusterStatus: ...
+    def maintenance_problem(self, ev: MaintenanceEvent) -> str | None: ...
+    def inverse_offers_of(self, framework_id: str) -> tuple[mesos.InverseOffer, ...]: ...

@@ -64,6 +64,7 @@ from protocol.mesos import (
     ExecutorInfo,
     Filters,
     FrameworkInfo,
+    InverseOffer,
     MasterInfo,
     Offer,
     Operation,
@@ -98,6 +99,14 @@ class Scheduler:
         return None
 
     def offer_rescinded(self, driver: SchedulerDriver, offer_id: str) -> Any:
+        return None
+
+    def inverse_offers(self, driver: SchedulerDriver, inverse_offers: list[InverseOffer]) -> Any:
+        """The master asks for agents back (maintenance: each names an agent and its
+        ``unavailability``); answer with ``accept_inverse_offers`` / ``decline_inverse_offers``."""
+        return None
+
+    def inverse_offer_rescinded(self, driver: SchedulerDriver, inverse_offer_id: str) -> Any:
         return None
 
     def update(self, driver: SchedulerDriver, status: TaskStatus) -> Any:
@@ -554,6 +563,14 @@ class SchedulerDriver(Service):
 
     async def decline(self, offer_ids: Iterable[str], refuse_seconds: float | None = None) -> None:
         await self.send(self.session.decline(offer_ids, refuse_seconds))
+
+    async def accept_inverse_offers(self, inverse_offer_ids: Iterable[str], refuse_seconds: float | None = None) -> None:
+        """Tell the master the agents of these inverse offers can be taken by the start of their
+        unavailability (recorded for the operator in ``/maintenance/status``)."""
+        await self.send(self.session.answer_inverse_offers(inverse_offer_ids, True, refuse_seconds))
+
+    async def decline_inverse_offers(self, inverse_offer_ids: Iterable[str], refuse_seconds: float | None = None) -> None:
+        await self.send(self.session.answer_inverse_offers(inverse_offer_ids, False, refuse_seconds))
 
     async def decline_idle(self, older_than: float, refuse_seconds: float | None = None) -> list[str]:
         """Give back offers nothing is claimed from and that have not changed for ``older_than``

@@ -46,9 +46,11 @@ from frameworks.client.errors import MasterUnavailable, NotConnected
 from frameworks.client.offers import CachedOffer, Claim, InsufficientResources, OfferCache, UnknownOffer
 from protocol import codec
 from protocol.mesos import (
+    AcceptInverseOffers,
     Call,
     CallType,
     CapabilityType,
+    DeclineInverseOffers,
     Event,
     EventType,
     ExecutorInfo,
@@ -328,6 +330,10 @@ class SchedulerSession:
             oid = ev.rescind.offer_id.value
             self.offers.rescind(oid)
             return [Deliver(ev, "offer_rescinded", (oid,))]
+        if t is EventType.INVERSE_OFFERS and ev.inverse_offers is not None:
+            return [Deliver(ev, "inverse_offers", (list(ev.inverse_offers.inverse_offers),))]
+        if t is EventType.RESCIND_INVERSE_OFFER and ev.rescind_inverse_offer is not None:
+            return [Deliver(ev, "inverse_offer_rescinded", (ev.rescind_inverse_offer.inverse_offer_id.value,))]
         if t is EventType.MESSAGE and ev.message is not None:
             m = ev.message
             return [Deliver(ev, "message", (m.agent_id.value, m.executor_id.value, m.data))]
@@ -498,6 +504,20 @@ class SchedulerSession:
             self.offers.rescind(oid)
         filters = Filters(refuse_seconds=refuse_seconds) if refuse_seconds is not None else None
         return Call.make_decline(fid, tuple(OfferID(o) for o in ids), filters)
+
+    def answer_inverse_offers(
+        self, inverse_offer_ids: Iterable[str], accept: bool, refuse_seconds: float | None = None
+    ) -> Call:
+        """ACCEPT_INVERSE_OFFERS (the framework can give the agent's resources back by the start
+        of the unavailability) or DECLINE_INVERSE_OFFERS; ``refuse_seconds``: not asked again
+        for that agent for so long (the master's default: 5 s)."""
+        ids = tuple(OfferID(o) for o in inverse_offer_ids)
+        filters = Filters(refuse_seconds=refuse_seconds) if refuse_seconds is not None else None
+        if accept:
+            return Call(type=CallType.ACCEPT_INVERSE_OFFERS, framework_id=self._fid(),
+                        accept_inverse_offers=AcceptInverseOffers(ids, filters))
+        return Call(type=CallType.DECLINE_INVERSE_OFFERS, framework_id=self._fid(),
+                    decline_inverse_offers=DeclineInverseOffers(ids, filters))
 
     def idle_offers(self, now: float, older_than: float) -> list[str]:
         """Offers nothing is claimed from that have not changed for ``older_than`` seconds."""

@@ -3,8 +3,8 @@ agents and a native scheduler: ``/maintenance/schedule`` (GET/POST), ``/maintena
 ``/machine/down``, ``/machine/up`` and the v1 UPDATE_MAINTENANCE_SCHEDULE,
 GET_MAINTENANCE_SCHEDULE, GET_MAINTENANCE_STATUS, START_MAINTENANCE, STOP_MAINTENANCE, each body
 compared key by key with Mesos' shapes (``mesos_shapes``); their validation with Mesos' words;
-inverse offers and their answers; a DOWN machine's agent shut down and refused; the schedule and
-the modes kept across a master restart."""
+inverse offers and their answers (also through the client library); a DOWN machine's agent shut
+down and refused; the schedule and the modes kept across a master restart."""
 
 from __future__ import annotations
 
@@ -16,6 +16,8 @@ from typing import Any
 import aiohttp
 import pytest
 
+from frameworks.client.driver import Scheduler, SchedulerDriver
+from frameworks.client.transport import HttpTransport
 from master.service import MasterService
 from master.testing import task
 from master.testing_agent import FakeAgent
@@ -198,3 +200,50 @@ async def test_the_schedule_and_modes_survive_a_master_restart(tmp_path: Path) -
                     await agent.close()
     finally:
         await svc.stop()
+
+
+class InverseRecorder(Scheduler):
+    def __init__(self) -> None:
+        self.inverse: list[mesos.InverseOffer] = []
+        self.rescinded: list[str] = []
+
+    def inverse_offers(self, driver: SchedulerDriver, inverse_offers: list[mesos.InverseOffer]) -> None:
+        self.inverse.extend(inverse_offers)
+
+    def inverse_offer_rescinded(self, driver: SchedulerDriver, inverse_offer_id: str) -> None:
+        self.rescinded.append(inverse_offer_id)
+
+
+async def test_the_client_library_gets_inverse_offers_and_declines_them(master: MasterService) -> None:
+    svc = master
+    a1 = FakeAgent(svc.url, "cpus:2;mem:1024", hostname="h1")
+    aid = await a1.connect()
+    rec = InverseRecorder()
+    info = mesos.FrameworkInfo(user="u", name="client", roles=("*",),
+                               capabilities=(mesos.Capability(mesos.CapabilityType.MULTI_ROLE),))
+    async with SchedulerDriver(info, HttpTransport(svc.url), scheduler=rec) as d, aiohttp.ClientSession() as s:
+        try:
+            await d.wait_for(lambda: len(d.offers) > 0)
+            offer = next(iter(d.offers))
+            await d.launch(offer.offer_id, [task("t1", cmd="sleep 100")])
+            await a1.wait_for(lambda: a1.state_of(d.framework_id or "", "t1") is TaskState.TASK_RUNNING)
+            op = Ops(svc.url, s)
+            assert await op.req("POST", "/maintenance/schedule", SCHEDULE) == (200, "")
+            await d.wait_for(lambda: rec.inverse)
+            (io,) = rec.inverse
+            assert io.agent_id == mesos.AgentID(aid) and io.unavailability is not None
+            await d.decline_inverse_offers([io.id.value], refuse_seconds=3600.0)
+            await svc.wait_until(lambda: not svc.state.inverse.outstanding)
+            _, st = await op.req("GET", "/maintenance/status")
+            assert [x["status"] for x in st["draining_machines"][0]["statuses"]] == ["DECLINE"]
+            # a new window: the answer is forgotten and the framework asked again
+            moved = {"windows": [{**SCHEDULE["windows"][0], "unavailability": {"start": {"nanoseconds": START + 1}}}]}
+            assert await op.req("POST", "/maintenance/schedule", moved) == (200, "")
+            await d.wait_for(lambda: len(rec.inverse) == 2)
+            assert rec.inverse[1].unavailability == mesos.Unavailability(mesos.TimeInfo(START + 1))
+            await d.accept_inverse_offers([rec.inverse[1].id.value])
+            await svc.wait_until(lambda: not svc.state.inverse.outstanding)
+            _, st = await op.req("GET", "/maintenance/status")
+            assert [x["status"] for x in st["draining_machines"][0]["statuses"]] == ["ACCEPT"]
+        finally:
+            await a1.close()
