@@ -70,6 +70,10 @@ class MaintenanceRules(AgentRules):
                     per_machine.setdefault(hit[0], []).extend(self.inverse.agent_statuses(ag.agent_id))
         return book.status(sorted(per_machine.items()))
 
+    def unavailability_of(self, agent_id: str) -> mesos.Unavailability | None:
+        """The agent's unavailability while its machine is DRAINING (its offers carry it)."""
+        return self.agent_unavailability.get(agent_id)
+
     def maintenance_schedule(self) -> mesos.MaintenanceSchedule:
         return self.maintenance.schedule.to_mesos()
 

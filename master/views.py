@@ -226,7 +226,8 @@ class StateViews:
     def _agent_json(self, ag: AgentView, offered: Resources, full: bool = False) -> dict[str, Any]:
         """An agent as Mesos' ``/state`` models it (``SlaveWriter``); ``full`` adds the
         ``*_resources_full`` lists of ``/slaves``. Agora additions: ``revocable_resources``,
-        ``draining``, ``drain_reason``, ``phase``."""
+        ``draining``, ``drain_reason``, ``phase``, ``unavailability`` (its machine is DRAINING for
+        maintenance: the window its offers carry)."""
         used = self._agent_used(ag)
         total = ag.effective_total
         reserved: dict[str, Any] = {}
@@ -270,6 +271,8 @@ class StateViews:
             "drain_reason": ag.drain_reason,
             "phase": ag.phase.value,
         }
+        if (unav := self.svc.state.unavailability_of(ag.agent_id)) is not None:
+            out["unavailability"] = codec.to_builtins(unav)
         return out
 
     # --- parts of /state, for callers that show one page of it (the web UI) ----------------------

@@ -50,7 +50,7 @@ AGENT = shape(
     "id hostname port attributes pid registered_time resources used_resources offered_resources "
     "reserved_resources unreserved_resources active deactivated version capabilities",
     "reregistered_time domain drain_info",
-    "revocable_resources draining drain_reason phase",
+    "revocable_resources draining drain_reason phase unavailability",
 )
 # /slaves adds the full Resource lists
 AGENT_FULL = attrs.evolve(AGENT, always=AGENT.always | frozenset(

@@ -122,6 +122,10 @@ async def test_schedule_inverse_offers_down_and_up(master: MasterService) -> Non
             (fw,) = frameworks["get_frameworks"]["frameworks"]
             assert [x["id"]["value"] for x in fw["inverse_offers"]] == [io.id.value]
 
+            _, state = await op.req("GET", "/state")
+            ms.check_state(state)
+            unav = {a["id"]: a.get("unavailability") for a in state["slaves"]}
+            assert unav == {aid1: SCHEDULE["windows"][0]["unavailability"], aid2: None}
             status, st = await op.req("GET", "/maintenance/status")
             ms.check_cluster_status(st)
             (h1, h9) = st["draining_machines"]

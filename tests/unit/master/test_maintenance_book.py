@@ -3,8 +3,11 @@ matching, the book's registry value, and the inverse offer book (pure, exact out
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
+from master import registry_ops as ops
 from master.maintenance import (
     InverseOfferBook,
     Machine,
@@ -16,6 +19,8 @@ from master.maintenance import (
     parse_machines,
     parse_schedule,
 )
+from master.registry import Registry
+from master.registry_zk import Mirror, fold, snapshot_of
 from protocol import codec, mesos
 
 IO = mesos.InverseOfferStatusValue
@@ -112,3 +117,17 @@ def test_inverse_offer_book() -> None:
     assert [s.framework_id.value for s in book.agent_statuses("a1")] == ["f1"]
     assert [r.offer_id for r in book.drop_agent("a1")] == ["io-3"]
     assert book.agent_statuses("a1") == [] and book.outstanding == {} and book.by_pair == {}
+
+
+async def test_the_book_is_one_registry_value_in_sqlite_and_zookeepers_mirror(tmp_path: Path) -> None:
+    book = MaintenanceBook(Schedule((Window((Machine("h1", "10.0.0.1"),), 5, None),)), {Machine("h1", "10.0.0.1")})
+    reg = await Registry.open(tmp_path)
+    assert reg.snapshot.maintenance == ""
+    await reg.apply([ops.MaintenanceSet(MaintenanceBook().encode()), ops.MaintenanceSet(book.encode())])
+    await reg.close()
+    reg = await Registry.open(tmp_path)
+    assert MaintenanceBook.decode(reg.snapshot.maintenance) == book
+    await reg.close()
+    mirror: Mirror = {}
+    assert fold(mirror, [ops.MaintenanceSet(book.encode())]) == {("maintenance", "state")}
+    assert MaintenanceBook.decode(snapshot_of(mirror, 1).maintenance) == book
