@@ -68,6 +68,10 @@ class Action(enum.Enum):
     DRAIN_AGENTS = "drain_agents"
     DEACTIVATE_AGENTS = "deactivate_agents"
     REACTIVATE_AGENTS = "reactivate_agents"
+    # maintenance (Mesos' names): the object is each machine named (its hostname, else its IP)
+    UPDATE_MAINTENANCE_SCHEDULES = "update_maintenance_schedules"
+    START_MAINTENANCES = "start_maintenances"
+    STOP_MAINTENANCES = "stop_maintenances"
     VIEW_FRAMEWORKS = "view_frameworks"
     VIEW_TASKS = "view_tasks"
     ACCESS_SANDBOXES = "access_sandboxes"
@@ -90,6 +94,9 @@ OBJECT_KEY: dict[Action, str] = {
     Action.DRAIN_AGENTS: "agents",
     Action.DEACTIVATE_AGENTS: "agents",
     Action.REACTIVATE_AGENTS: "agents",
+    Action.UPDATE_MAINTENANCE_SCHEDULES: "machines",
+    Action.START_MAINTENANCES: "machines",
+    Action.STOP_MAINTENANCES: "machines",
     Action.VIEW_FRAMEWORKS: "users",  # the framework's user (FrameworkInfo.user)
     Action.VIEW_TASKS: "users",  # the task's user (command, else executor, else framework)
     Action.ACCESS_SANDBOXES: "users",  # the user of the task whose sandbox is read
@@ -331,9 +338,23 @@ def operator_requests(
     if t is OT.UNRESERVE_RESOURCES and call.unreserve_resources is not None:
         who = {(_reservation_of(r) or mesos_common.ReservationInfo()).principal for r in call.unreserve_resources.resources}
         return [(Action.UNRESERVE_RESOURCES, p) for p in sorted(who, key=lambda p: p or "")]
+    if t is OT.UPDATE_MAINTENANCE_SCHEDULE and call.update_maintenance_schedule is not None:
+        machines = [m for w in call.update_maintenance_schedule.schedule.windows for m in w.machine_ids]
+        # an empty schedule (cancelling) still needs the action: checked without a machine
+        names = sorted({_machine_name(m) for m in machines}) if machines else [None]
+        return [(Action.UPDATE_MAINTENANCE_SCHEDULES, n) for n in names]
+    if t is OT.START_MAINTENANCE and call.start_maintenance is not None:
+        return [(Action.START_MAINTENANCES, n) for n in sorted({_machine_name(m) for m in call.start_maintenance.machines})]
+    if t is OT.STOP_MAINTENANCE and call.stop_maintenance is not None:
+        return [(Action.STOP_MAINTENANCES, n) for n in sorted({_machine_name(m) for m in call.stop_maintenance.machines})]
     if t is OT.TEARDOWN and call.teardown is not None:
         return [(Action.TEARDOWN_FRAMEWORKS, framework_principal(call.teardown.framework_id.value))]
     return []
+
+
+def _machine_name(m: mesos.MachineID) -> str:
+    """How a maintenance ACL names a machine: its hostname (lower-cased), else its IP."""
+    return (m.hostname or "").lower() or (m.ip or "")
 
 
 def operator_problem(

@@ -100,6 +100,9 @@ def acls_for(user: str, agents: tuple[str, ...] = (AGENT,)) -> dict[str, object]
         "drain_agents": [ops | {"agents": anything}],
         "deactivate_agents": [ops | {"agents": anything}],
         "reactivate_agents": [ops | {"agents": anything}],
+        "update_maintenance_schedules": [ops | {"machines": anything}],
+        "start_maintenances": [ops | {"machines": anything}],
+        "stop_maintenances": [ops | {"machines": anything}],
         # the framework services: the operator acts on anybody's jobs; a user only on their own
         "manage_jobs": [ops | {"users": anything}],
         "view_job_logs": [ops | {"users": anything}],

@@ -274,6 +274,20 @@ def test_operator_calls_map_to_mesos_actions() -> None:
         (mesos.OperatorCall(type=OT.UNRESERVE_RESOURCES, unreserve_resources=mesos.UnreserveResources(
             agent_id=mesos.AgentID("a1"), resources=(res("eng", "bob"),))), [(Action.UNRESERVE_RESOURCES, "bob")]),
         (mesos.OperatorCall(type=OT.GET_STATE), []),
+        # maintenance: one question per machine named (hostname, else IP); an empty schedule one
+        (mesos.OperatorCall(type=OT.UPDATE_MAINTENANCE_SCHEDULE, update_maintenance_schedule=mesos.UpdateMaintenanceSchedule(
+            mesos.MaintenanceSchedule((mesos.MaintenanceWindow(
+                (mesos.MachineID("H1", "10.0.0.1"), mesos.MachineID(ip="10.0.0.2")),
+                mesos.Unavailability(mesos.TimeInfo(1))),)))),
+         [(Action.UPDATE_MAINTENANCE_SCHEDULES, "10.0.0.2"), (Action.UPDATE_MAINTENANCE_SCHEDULES, "h1")]),
+        (mesos.OperatorCall(type=OT.UPDATE_MAINTENANCE_SCHEDULE,
+                            update_maintenance_schedule=mesos.UpdateMaintenanceSchedule(mesos.MaintenanceSchedule())),
+         [(Action.UPDATE_MAINTENANCE_SCHEDULES, None)]),
+        (mesos.OperatorCall(type=OT.START_MAINTENANCE, start_maintenance=mesos.StartMaintenance((mesos.MachineID("h1"),))),
+         [(Action.START_MAINTENANCES, "h1")]),
+        (mesos.OperatorCall(type=OT.STOP_MAINTENANCE, stop_maintenance=mesos.StopMaintenance((mesos.MachineID("h1"),))),
+         [(Action.STOP_MAINTENANCES, "h1")]),
+        (mesos.OperatorCall(type=OT.GET_MAINTENANCE_STATUS), []),
     ]
     for call, want in calls:
         assert operator_requests(call, owner) == want
