@@ -13,8 +13,8 @@ from frameworks.batch.core import BatchCore
 from frameworks.batch.fairshare import Usage
 from frameworks.batch.model import spec_from_dict
 from frameworks.batch.planner import OfferView
-from frameworks.batch.service import history_row, job_summary
 from frameworks.batch.store import AccountingQuery, JobStore
+from frameworks.batch.views import history_row, job_summary
 from protocol.resources import Resources
 from protocol.task_states import TaskState
 

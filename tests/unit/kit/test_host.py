@@ -1,0 +1,133 @@
+"""The framework host with a minimal framework on it, against the client library's in-memory fake
+master: the API it serves (and publishes as webui_url), the effects it carries to the master,
+and a loop that survives a failing round."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import aiohttp
+import pytest
+from aiohttp import web
+
+from frameworks.client.demand import Demand
+from frameworks.client.driver import SchedulerDriver
+from frameworks.client.fake import FakeMaster
+from frameworks.kit.effects import DeclareDemand, Decline, Kill, Persist, Revive, Suppress
+from frameworks.kit.host import BASE_CAPABILITIES, FrameworkHost
+from protocol.mesos import CallType, Offer
+from protocol.resources import Resources
+
+
+class Echo(FrameworkHost):
+    """A framework whose core is a list: each round carries out the effects queued for it."""
+
+    name = "echo"
+
+    def __init__(self, master: FakeMaster, work_dir: Path) -> None:
+        super().__init__("127.0.0.1:1", work_dir, framework_name="echo", roles=("*", "gpu"))
+        self.fake = master
+        self.queued: list[object] = []
+        self.not_master: list[object] = []
+        self.fail_next = False
+        self.held: list[str] = []
+        self.done = asyncio.Event()
+        self.failed = asyncio.Event()
+
+    async def _start(self) -> None:
+        await self.serve([web.get("/api/v1/ping", self._ping)])
+        driver = self.connect(None, transport=self.fake.transport())
+        await driver.start()
+        self.spawn(self.run_rounds(self._round, lambda: None), name="echo-loop")
+
+    async def _stop(self) -> None:
+        if self.driver is not None:
+            await self.driver.stop()
+        await self.close_api()
+
+    async def _ping(self, request: web.Request) -> web.Response:
+        return web.json_response({"pong": True})
+
+    async def _round(self) -> None:
+        self.rounds += 1
+        if self.fail_next:
+            self.fail_next = False
+            self.failed.set()
+            raise RuntimeError("a bug in a round")
+        effects, self.queued = self.queued, []
+        for e in effects:
+            if not await self.call_master(e):
+                self.not_master.append(e)
+        self.done.set()
+
+    def offers(self, driver: SchedulerDriver, offers: list[Offer]) -> None:
+        self.held += [o.id.value for o in offers]
+        self.poke()
+
+
+@pytest.fixture
+async def echo(tmp_path: Path) -> AsyncIterator[tuple[FakeMaster, Echo]]:
+    master = FakeMaster()
+    svc = Echo(master, tmp_path)
+    async with svc:
+        assert svc.driver is not None
+        await svc.driver.wait_subscribed(5)
+        yield master, svc
+
+
+async def run(svc: Echo, *effects: object) -> None:
+    svc.done.clear()
+    svc.queued += effects
+    svc.poke()
+    await asyncio.wait_for(svc.done.wait(), 5)
+
+
+async def test_serves_its_routes_and_subscribes_with_its_api_address(echo: tuple[FakeMaster, Echo]) -> None:
+    master, svc = echo
+    assert svc.port > 0 and svc.url == f"http://127.0.0.1:{svc.port}"
+    async with aiohttp.ClientSession() as http:
+        async with http.get(f"{svc.url}/api/v1/ping") as resp:
+            assert resp.status == 200 and await resp.json() == {"pong": True}
+        async with http.get(f"{svc.url}/nothing") as resp:
+            assert resp.status == 404
+    info = master.framework().info
+    assert info.name == "echo" and info.webui_url == svc.url and info.roles == ("*", "gpu")
+    assert tuple(c.type for c in info.capabilities) == BASE_CAPABILITIES
+    assert svc.master_ui() == "http://127.0.0.1:1"
+
+
+async def test_master_effects_are_calls_to_the_master_and_others_are_left_to_the_framework(
+    echo: tuple[FakeMaster, Echo],
+) -> None:
+    master, svc = echo
+    master.add_agent("cpus:2;mem:1024")
+    await master.wait_for(lambda: svc.held)
+    demand = (("job-1", Demand(shape=Resources.of(cpus=1.0), count=1)),)
+    kinds = (CallType.SUPPRESS, CallType.REVIVE, CallType.REQUEST, CallType.KILL)
+    before = {kind: len(master.calls_of(kind)) for kind in kinds}
+    await run(svc, Decline((svc.held[0],), 5.0), Suppress(), Revive(), DeclareDemand(demand),
+              Kill("t-1", None, "why"), Persist((1,)))  # fmt: skip
+    assert [c.decline.offer_ids[0].value for c in master.calls_of(CallType.DECLINE)] == [svc.held[0]]
+    assert {kind: len(master.calls_of(kind)) - before[kind] for kind in kinds} == dict.fromkeys(kinds, 1)
+    assert svc.driver is not None and svc.driver.demands.get("job-1") == demand[0][1]
+    assert master.calls_of(CallType.KILL)[0].kill.task_id.value == "t-1"
+    assert svc.not_master == [Persist((1,))]
+
+
+async def test_a_failing_round_is_logged_and_the_loop_goes_on(
+    echo: tuple[FakeMaster, Echo], caplog: pytest.LogCaptureFixture
+) -> None:
+    master, svc = echo
+    svc.fail_next = True
+    svc.poke()
+    await asyncio.wait_for(svc.failed.wait(), 5)
+    await run(svc, Revive())  # the failed round took nothing; the next carries the effect out
+    assert "echo: scheduling round failed" in caplog.text
+    assert len(master.calls_of(CallType.REVIVE)) == 1
+
+
+def test_reload_without_files_keeps_the_open_api(tmp_path: Path) -> None:
+    svc = Echo(FakeMaster(), tmp_path)
+    assert svc.reload() is True and svc.auth.enabled is False
