@@ -209,6 +209,10 @@ def test_machine_down_shuts_its_agent_down_removes_it_and_refuses_it_until_the_m
     fx = register(h, 4, "h1", "10.0.0.1", agent_id=c.a1, tasks=(rt,))
     assert [r.agent_id.value for r in to_agent(fx, ac.Registered)] == [c.a1]
     assert [k.task_id.value for k in to_agent(fx, ac.KillTask)] == ["t1"]
+    # the kill's update is acknowledged for the framework, which had its terminal update (LOST)
+    fx = h.status(4, c.fid, "t1", TaskState.TASK_KILLED, uuid=b"k" * 16)
+    assert updates(fx, c.sid) == []
+    assert [(a.task_id.value, a.uuid) for a in to_agent(fx, ac.AcknowledgeMsg)] == [("t1", b"k" * 16)]
     by_agent = {o.agent_id.value: o for o in offers(h.allocate(), c.sid)}
     assert c.a1 in by_agent and by_agent[c.a1].unavailability is None
 
