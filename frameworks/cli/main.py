@@ -17,6 +17,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "up": ("frameworks.cli.up:up", "Start a local cluster (master, agents, batch and elastic frameworks)."),
     "agents": ("frameworks.cli.cluster:agents", "List the cluster's agents."),
     "agent": ("frameworks.cli.agent:agent", "Agents: list (states, drain reasons), show, drain, reactivate."),
+    "maintenance": ("frameworks.cli.maintenance:maintenance",
+                    "Maintenance schedules (Mesos): schedule machines, inverse-offer answers, down, up."),
     "config": ("frameworks.cli.config:config", "Show or set the CLI's settings (master, batch, elastic...)."),
     "task": ("frameworks.cli.task:task", "Tasks: list, show, logs [-f], attach, download, kill."),
     "frameworks": ("frameworks.cli.cluster:frameworks", "List registered frameworks."),

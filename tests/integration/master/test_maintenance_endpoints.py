@@ -8,6 +8,7 @@ down and refused; the schedule and the modes kept across a master restart."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -29,6 +30,7 @@ from . import mesos_shapes as ms
 from .test_native_msgpack import MsgpackScheduler
 
 ET = mesos.EventType
+WAIT = 30.0  # bounds on waits (a loaded CI machine), never sleeps
 H1 = {"hostname": "h1", "ip": "127.0.0.1"}
 H2 = {"hostname": "h2", "ip": "127.0.0.1"}
 START = 1_900_000_000_000_000_000
@@ -83,7 +85,7 @@ async def test_schedule_inverse_offers_down_and_up(master: MasterService) -> Non
             launch = mesos.Operation(type=mesos.OperationType.LAUNCH,
                                      launch=mesos.Launch(task_infos=(task("t1", cmd="sleep 100"),)))
             assert await sched.call(mesos.Call.make_accept(mesos.FrameworkID(fid), (offer.id,), (launch,))) == 202
-            await a1.wait_for(lambda: a1.state_of(fid, "t1") is TaskState.TASK_RUNNING)
+            await a1.wait_for(lambda: a1.state_of(fid, "t1") is TaskState.TASK_RUNNING, within=WAIT)
 
             # nothing scheduled yet: an empty schedule and status ({} as protobuf JSON)
             assert await op.req("GET", "/maintenance/schedule") == (200, {})
@@ -112,7 +114,7 @@ async def test_schedule_inverse_offers_down_and_up(master: MasterService) -> Non
             status, got = await op.req("GET", "/maintenance/schedule")
             assert status == 200 and got == SCHEDULE
             ms.check_schedule(got)
-            ev = await sched.next(ET.INVERSE_OFFERS)
+            ev = await sched.next(ET.INVERSE_OFFERS, within=WAIT)
             assert ev.inverse_offers is not None
             (io,) = ev.inverse_offers.inverse_offers
             assert io.agent_id == mesos.AgentID(aid1) and io.framework_id.value == fid
@@ -137,7 +139,7 @@ async def test_schedule_inverse_offers_down_and_up(master: MasterService) -> Non
             accept = mesos.Call(type=mesos.CallType.ACCEPT_INVERSE_OFFERS, framework_id=mesos.FrameworkID(fid),
                                 accept_inverse_offers=mesos.AcceptInverseOffers((io.id,), mesos.Filters(3600.0)))
             assert await sched.call(accept) == 202
-            await svc.wait_until(lambda: not svc.state.inverse.outstanding)
+            await svc.wait_until(lambda: not svc.state.inverse.outstanding, within=WAIT)
             _, v1st = await op.v1({"type": "GET_MAINTENANCE_STATUS"})
             status_body = v1st["get_maintenance_status"]["status"]
             ms.check_cluster_status(status_body)
@@ -152,7 +154,7 @@ async def test_schedule_inverse_offers_down_and_up(master: MasterService) -> Non
             assert a1.state_of(fid, "t1") is TaskState.TASK_KILLED
             seen = []
             while not seen or seen[-1] is not TaskState.TASK_LOST:
-                upd = await sched.next(ET.UPDATE)
+                upd = await sched.next(ET.UPDATE, within=WAIT)
                 assert upd.update is not None
                 seen.append(upd.update.status.state)
             assert upd.update.status.reason is mesos.Reason.REASON_AGENT_REMOVED
@@ -173,6 +175,36 @@ async def test_schedule_inverse_offers_down_and_up(master: MasterService) -> Non
             await sched.close()
             await a1.close()
             await a2.close()
+
+
+async def test_the_cli_schedules_shows_downs_and_ups(master: MasterService) -> None:
+    from click.testing import CliRunner
+
+    from frameworks.cli.maintenance import maintenance
+
+    addr = f"127.0.0.1:{master.port}"
+
+    async def agora(*args: str) -> str:
+        r = await asyncio.to_thread(CliRunner().invoke, maintenance, [*args, "--master", addr])
+        assert r.exit_code == 0, r.output
+        return r.output
+
+    assert "scheduled: h1@127.0.0.1 h9" in await agora(
+        "schedule", "h1@127.0.0.1", "H9", "--start", "2030-03-17T17:46:40Z", "--duration", "1h")
+    await agora("schedule", "h2", "--start", "+1d")
+    assert master.state.maintenance_schedule().windows[0] == mesos.MaintenanceWindow(
+        (mesos.MachineID("h1", "127.0.0.1"), mesos.MachineID("h9")),
+        mesos.Unavailability(mesos.TimeInfo(1_900_000_000 * 10**9), mesos.DurationInfo(3600 * 10**9)))
+    await agora("down", "h9")
+    got = json.loads(await agora("status", "--json"))
+    assert [(r["machine"], r["mode"]) for r in got] == [("h1@127.0.0.1", "draining"), ("h2", "draining"), ("h9", "down")]
+    text = await agora("status")
+    assert "2030-03-17 17:46:40 UTC for 3600s" in text
+    await agora("unschedule", "h2")
+    await agora("up", "h9")
+    assert [(r["machine"], r["mode"]) for r in json.loads(await agora("status", "--json"))] == [("h1@127.0.0.1", "draining")]
+    r = await asyncio.to_thread(CliRunner().invoke, maintenance, ["up", "h1@127.0.0.1", "--master", addr])
+    assert r.exit_code == 1 and "is not in DOWN mode and cannot be brought up" in r.output
 
 
 async def test_the_schedule_and_modes_survive_a_master_restart(tmp_path: Path) -> None:
@@ -230,14 +262,14 @@ async def test_the_client_library_gets_inverse_offers_and_declines_them(master: 
             await d.wait_for(lambda: len(d.offers) > 0)
             offer = next(iter(d.offers))
             await d.launch(offer.offer_id, [task("t1", cmd="sleep 100")])
-            await a1.wait_for(lambda: a1.state_of(d.framework_id or "", "t1") is TaskState.TASK_RUNNING)
+            await a1.wait_for(lambda: a1.state_of(d.framework_id or "", "t1") is TaskState.TASK_RUNNING, within=WAIT)
             op = Ops(svc.url, s)
             assert await op.req("POST", "/maintenance/schedule", SCHEDULE) == (200, "")
             await d.wait_for(lambda: rec.inverse)
             (io,) = rec.inverse
             assert io.agent_id == mesos.AgentID(aid) and io.unavailability is not None
             await d.decline_inverse_offers([io.id.value], refuse_seconds=3600.0)
-            await svc.wait_until(lambda: not svc.state.inverse.outstanding)
+            await svc.wait_until(lambda: not svc.state.inverse.outstanding, within=WAIT)
             _, st = await op.req("GET", "/maintenance/status")
             assert [x["status"] for x in st["draining_machines"][0]["statuses"]] == ["DECLINE"]
             # a new window: the answer is forgotten and the framework asked again
@@ -246,7 +278,7 @@ async def test_the_client_library_gets_inverse_offers_and_declines_them(master: 
             await d.wait_for(lambda: len(rec.inverse) == 2)
             assert rec.inverse[1].unavailability == mesos.Unavailability(mesos.TimeInfo(START + 1))
             await d.accept_inverse_offers([rec.inverse[1].id.value])
-            await svc.wait_until(lambda: not svc.state.inverse.outstanding)
+            await svc.wait_until(lambda: not svc.state.inverse.outstanding, within=WAIT)
             _, st = await op.req("GET", "/maintenance/status")
             assert [x["status"] for x in st["draining_machines"][0]["statuses"]] == ["ACCEPT"]
         finally:
