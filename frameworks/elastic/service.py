@@ -5,7 +5,8 @@ Shell only: every decision is ``ElasticCore``'s (``service_core.py``). Driver ca
 requests become core calls; one loop (woken by offers, updates, requests, and a tick that polls
 the coordinators' progress) runs the scheduling round and executes the effects in order:
 start/stop coordinators, ACCEPT/LAUNCH worker tasks (persisted before they are sent), KILL,
-REQUEST (the standing demand), DECLINE, and job-file writes.
+REQUEST (the standing demand), DECLINE, and job-file writes. It runs on the framework host
+(``frameworks/kit/host.py``: connection, driver, HTTP server, the loop, the master calls).
 
 Workers get ``AGORA_ELASTIC_COORDINATOR``, ``AGORA_ELASTIC_WORKER_ID`` (= the task id) and
 ``AGORA_ELASTIC_JOB`` (plus ``AGORA_ELASTIC_DATASET``, ``AGORA_ELASTIC_NUM_SHARDS``) in their environment (plus ``PYTHONPATH`` = this checkout and
@@ -33,7 +34,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import getpass
 import logging
 import sys
 import time
@@ -46,24 +46,20 @@ from aiohttp import web
 from prometheus_client import CollectorRegistry
 
 from frameworks.client import api_auth, webui
-from frameworks.client.api_auth import ApiAuth, ApiAuthError, OwnerError, job_owner, principal_of
-from frameworks.client.driver import KnownTask, Scheduler, SchedulerDriver
+from frameworks.client.api_auth import OwnerError, job_owner, principal_of
+from frameworks.client.driver import KnownTask, SchedulerDriver
 from frameworks.client.offers import OfferCacheError
-from frameworks.client.options import ServiceConnection, advertised_host, stop_refused
-from frameworks.client.transport import Transport, TransportError, base_url
+from frameworks.client.transport import Transport, TransportError
 from frameworks.elastic import messages as m
 from frameworks.elastic import metrics, pages
 from frameworks.elastic.coordinator import Coordinator
 from frameworks.elastic.core import CoordinatorConfig, CoordinatorError
 from frameworks.elastic.effects import (
-    DeclareDemand,
-    Decline,
     Effect,
     Kill,
     Launch,
     OfferSlot,
     Persist,
-    Revive,
     StartCoordinator,
     StopCoordinator,
     WorkerGone,
@@ -84,40 +80,32 @@ from frameworks.elastic.service_core import (
 from frameworks.elastic.spec import JobSpec, SpecError, from_mapping, parse_toml
 from frameworks.elastic.state import JobState
 from frameworks.elastic.store import JobStore
+from frameworks.kit.host import BASE_CAPABILITIES, FrameworkHost
+from frameworks.kit.http import html as _html
 from protocol import codec
-from protocol.acls import Action, job_problem, submit_problem
-from protocol.lifecycle import Service
+from protocol.acls import Action, submit_problem
 from protocol.mesos import (
-    Capability,
     CapabilityType,
     CommandInfo,
     Environment,
-    FrameworkInfo,
     KillPolicy,
     Offer,
     TaskInfo,
     TaskStatus,
 )
-from protocol.mesos_common import DurationInfo, FrameworkID, TaskID
+from protocol.mesos_common import DurationInfo, TaskID
 from protocol.resources import Resources
 from protocol.task_states import TaskState
 
 log = logging.getLogger(__name__)
 
-MAX_BODY = 1024 * 1024
 REPO_ROOT = Path(__file__).resolve().parents[2]
-CAPABILITIES = (
-    CapabilityType.MULTI_ROLE,
-    CapabilityType.REUSABLE_OFFERS,
-    CapabilityType.REVOCABLE_RESOURCES,
-    CapabilityType.GPU_RESOURCES,
-    CapabilityType.TASK_KILLING_STATE,
-    CapabilityType.PARTITION_AWARE,
-)
+CAPABILITIES = (*BASE_CAPABILITIES, CapabilityType.PARTITION_AWARE)
 
 
-class ElasticService(Service, Scheduler):
+class ElasticService(FrameworkHost):
     name = "agora-elastic"
+    capabilities = CAPABILITIES
 
     def __init__(
         self,
@@ -150,51 +138,28 @@ class ElasticService(Service, Scheduler):
         credentials: str | Path | None = None,
         acls: str | Path | None = None,
     ) -> None:
-        Service.__init__(self)
-        self.master = master
-        # how the service reaches the master and agents (frameworks/client/options.py): TLS
-        # (``ca`` pins the cluster CA; the certificate and key make the API and its webui_url
-        # https; coordinators stay plain, worker traffic), the principal with its secret or token,
-        # the agents' --authenticate-http credential
-        self.conn = ServiceConnection.of(
-            master, ca=ca, tls_cert=tls_cert, tls_key=tls_key, principal=principal, secret=secret, token=token,
-            agent_http_credential=agent_http_credential, credentials=credentials, acls=acls,
-        )
-        self.auth = ApiAuth()  # who may call the API (--credentials/--acls), read at start
-        self.auth_failures: dict[str, int] = {}
-        self.principal = principal
-        self.work_dir = Path(work_dir)
-        self.host = host
-        self.port = port
-        self.roles = roles
-        self.framework_name = framework_name
-        self.failover_timeout = failover_timeout
+        FrameworkHost.__init__(
+            self, master, work_dir, host=host, port=port, roles=roles, framework_name=framework_name,
+            failover_timeout=failover_timeout, now=now, ca=ca, tls_cert=tls_cert, tls_key=tls_key,
+            principal=principal, secret=secret, token=token, agent_http_credential=agent_http_credential,
+            advertise_host=advertise_host, credentials=credentials, acls=acls,
+        )  # fmt: skip
+        # coordinators listen here (plain HTTP: worker traffic), published at ``advertise_host``
         self.coordinator_host = coordinator_host or host
-        # the address workers and the CLI are told (binding 0.0.0.0 needs a reachable name)
-        self.advertise_host = advertised_host(host, advertise_host)
         self.heartbeat_timeout = heartbeat_timeout
         self.lease_timeout = lease_timeout
         self.kill_grace = kill_grace
         self.tick = tick
         self.python = python
-        self.now = now
         self._transport = transport
         self.core = ElasticCore(max_worker_failures=max_worker_failures, backoff_initial=backoff_initial)
         self.store = JobStore(self.work_dir)
         self.meta: dict[str, Any] = {}
-        self.driver: SchedulerDriver | None = None
         self.coordinators: dict[int, Coordinator] = {}
-        self._wake = asyncio.Event()
         self._pending: list[Effect] = []
         self._dirty: set[int] = set()
         self._write_lock = asyncio.Lock()
-        self._http: aiohttp.ClientSession | None = None
-        self._agent_headers: dict[str, str] = {}
-        self._refused: asyncio.Task[None] | None = None
         self._registry: CollectorRegistry | None = None
-        self._runner: web.AppRunner | None = None
-        self.url = ""
-        self.rounds = 0
         self._waiters: list[asyncio.Future[None]] = []
         self.reconcile_interval = 30.0  # stale STAGING workers are reconciled this often
         self._last_reconcile = 0.0
@@ -206,11 +171,7 @@ class ElasticService(Service, Scheduler):
         for record in await asyncio.to_thread(self.store.load_jobs):
             self.core.restore(record)
         self.core.next_job_id = max(self.core.next_job_id, int(self.meta.get("next_job_id", 1)))
-        self.auth = self.conn.api_auth()
-        app = web.Application(
-            client_max_size=MAX_BODY, middlewares=[api_auth.middleware(lambda: self.auth, self.now, self.auth_failures)]
-        )
-        app.add_routes(
+        await self.serve(
             [
                 web.get("/health", self._health),
                 web.get("/", self._ui_jobs),
@@ -227,35 +188,15 @@ class ElasticService(Service, Scheduler):
                 web.get("/metrics", self._metrics),
             ]
         )
-        client_ssl, server_ssl = self.conn.client_ssl(), self.conn.server_ssl()
-        self._http = self.conn.agent_session(client_ssl)
-        self._agent_headers = self.conn.agent_headers()  # worker logs from agents' /files (--authenticate-http)
-        self._runner = web.AppRunner(app, access_log=None)
-        await self._runner.setup()
-        await web.TCPSite(self._runner, self.host, self.port, ssl_context=server_ssl).start()
-        self.port = int(self._runner.addresses[0][1])
-        self.url = f"{'https' if server_ssl is not None else 'http'}://{self.advertise_host}:{self.port}"
         # re-attach: the coordinators of jobs that had started come back on their old ports
         for job in self.core.jobs.values():
             if not job.terminal and job.coordinator_port is not None:
                 await self._start_coordinator(job)
-        fid = self.meta.get("framework_id")
-        info = FrameworkInfo(
-            user=getpass.getuser(),
-            name=self.framework_name,
-            principal=self.principal,
-            id=FrameworkID(fid) if fid else None,
-            failover_timeout=self.failover_timeout,
-            webui_url=self.url,
-            roles=self.roles,
-            capabilities=tuple(Capability(c) for c in CAPABILITIES),
-        )
-        transport = self._transport or self.conn.transport(client_ssl)
-        self.driver = SchedulerDriver(info, transport, scheduler=self)
+        self.driver = self.connect(self.meta.get("framework_id"), self._transport)
         for task_id, agent_id in self.core.known_tasks():  # reconciled explicitly on subscribe
             self.driver.tasks[task_id] = KnownTask(task_id, agent_id, TaskState.TASK_RUNNING)
         await self.driver.start()
-        self.spawn(self._loop(), name="elastic-schedule")
+        self.spawn(self.run_rounds(self.round, lambda: self.tick), name="elastic-schedule")
 
     async def _stop(self) -> None:
         if self.driver is not None:
@@ -264,20 +205,11 @@ class ElasticService(Service, Scheduler):
             with contextlib.suppress(Exception):
                 await coord.stop()
         self.coordinators.clear()
-        if self._runner is not None:
-            await self._runner.cleanup()
-            self._runner = None
-        if self._http is not None:
-            await self._http.close()
-            self._http = None
+        await self.close_api()
         with contextlib.suppress(Exception):
             await self._flush()
 
     # --- driver callbacks ----------------------------------------------------------------------------
-
-    def error(self, driver: SchedulerDriver, message: str) -> None:
-        """The master refused the subscription (401/403...): not transient, the service exits."""
-        self._refused = stop_refused(self, message)
 
     def subscribed(self, driver: SchedulerDriver, framework_id: str, master_info: object) -> None:
         self.core.forget_kills()  # a kill sent to an earlier subscription may be lost
@@ -310,16 +242,6 @@ class ElasticService(Service, Scheduler):
 
     # --- requests (the HTTP API calls these; so may tests and embedding code) -----------------------------
 
-    def reload(self) -> bool:
-        """SIGHUP: read ``--credentials`` and ``--acls`` again; a file that fails keeps the old set."""
-        try:
-            self.auth = self.auth.reloaded()
-        except ApiAuthError as exc:
-            log.error("reload: keeping the previous credentials and ACLs: %s", exc)
-            return False
-        log.info("reload: credentials and ACLs re-read")
-        return True
-
     def submit(self, spec: JobSpec, user: str | None = None) -> int:
         job_id, effects = self.core.submit(spec, self.now(), user=user)
         self._pending.extend(effects)
@@ -337,22 +259,6 @@ class ElasticService(Service, Scheduler):
         self._wake.set()
 
     # --- the loop ----------------------------------------------------------------------------------------
-
-    def poke(self) -> None:
-        self._wake.set()
-
-    async def _loop(self) -> None:
-        while True:
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(self.tick):
-                    await self._wake.wait()
-            self._wake.clear()
-            try:
-                await self.round()
-            except TransportError as exc:
-                log.warning("elastic: master call failed: %s", exc)
-            except Exception:  # a bug: log it and keep the service up
-                log.exception("elastic: scheduling round failed")
 
     async def round(self) -> None:
         """One round: progress from the coordinators, the core's decisions, their effects."""
@@ -434,22 +340,12 @@ class ElasticService(Service, Scheduler):
             elif isinstance(e, Launch):
                 await self._launch(driver, e)
             else:
+                if isinstance(e, Kill):
+                    log.info("elastic: killing %s (%s)", e.task_id, e.reason)
                 try:
-                    await self._call_master(driver, e)
+                    await self.call_master(e)
                 except TransportError as exc:  # kills are sent again later, the demand on resubscribe
                     log.warning("elastic: %s not sent: %s", type(e).__name__, exc)
-
-    async def _call_master(self, driver: SchedulerDriver, e: Effect) -> None:
-        if isinstance(e, Kill):
-            log.info("elastic: killing %s (%s)", e.task_id, e.reason)
-            await driver.kill(e.task_id, e.agent_id)
-        elif isinstance(e, DeclareDemand):
-            driver.demands.replace(e.demands)
-            await driver.send_demand()
-        elif isinstance(e, Decline):
-            await driver.decline(e.offer_ids, e.refuse_seconds)
-        elif isinstance(e, Revive):
-            await driver.revive()
 
     async def _launch(self, driver: SchedulerDriver, e: Launch) -> None:
         await self._flush()  # durable before the master hears of the tasks
@@ -563,15 +459,9 @@ class ElasticService(Service, Scheduler):
     async def _health(self, request: web.Request) -> web.Response:
         return web.json_response({"ok": True})
 
-    def _master_ui(self) -> str | None:
-        try:
-            return None if self.master.startswith("zk://") else base_url(self.master, "https" if self.conn.ca else "http")
-        except ValueError:
-            return None
-
     async def _ui_jobs(self, request: web.Request) -> web.Response:
         jobs = [job_summary(j) for j in self.core.jobs.values()]
-        return _html(pages.jobs_page(jobs, master=self._master_ui(), principal=principal_of(request)))
+        return _html(pages.jobs_page(jobs, master=self.master_ui(), principal=principal_of(request)))
 
     async def _ui_job(self, request: web.Request) -> web.Response:
         try:
@@ -585,7 +475,7 @@ class ElasticService(Service, Scheduler):
             return _html(webui.error_page(pages.SERVICE, 400, "worker must be an integer"), 400)
         if stream not in ("stdout", "stderr"):
             return _html(webui.error_page(pages.SERVICE, 400, "stream must be stdout or stderr"), 400)
-        return _html(pages.job_page(self._detail(job), worker=worker, stream=stream, master=self._master_ui(),
+        return _html(pages.job_page(self._detail(job), worker=worker, stream=stream, master=self.master_ui(),
                                     principal=principal_of(request)))
 
     async def _whoami(self, request: web.Request) -> web.Response:
@@ -593,7 +483,7 @@ class ElasticService(Service, Scheduler):
 
     def _denied(self, request: web.Request, job: Job, action: Action, what: str) -> web.Response | None:
         """``403`` unless the request's principal owns ``job`` or an ACL lets it (``action``)."""
-        problem = job_problem(self.auth.acls, action, principal_of(request), job.user, what)
+        problem = self.forbidden(request, job.user, action, what)
         return None if problem is None else api_auth.forbidden(problem)
 
     async def _metrics(self, request: web.Request) -> web.Response:
@@ -764,10 +654,6 @@ def error_status(exc: ServiceError) -> int:
     if isinstance(exc, JobConflict):
         return 409
     return 400
-
-
-def _html(markup: str, status: int = 200) -> web.Response:
-    return web.Response(text=markup, status=status, content_type="text/html")
 
 
 def _error(status: int, message: str) -> web.Response:
