@@ -71,6 +71,7 @@ SIGNALS = {"TERM": signal.SIGTERM, "KILL": signal.SIGKILL}
 
 
 _TICKS = os.sysconf("SC_CLK_TCK")
+_TICK_NS = 1_000_000_000 // _TICKS  # the kernel's nsec_to_clock_t divides by this
 
 
 def boot_time() -> float:
@@ -337,15 +338,29 @@ def spawn(
         actions += [(os.POSIX_SPAWN_DUP2, stdio[0], 1), (os.POSIX_SPAWN_DUP2, stdio[1], 2)]
         if keep is not None:
             actions += [(os.POSIX_SPAWN_DUP2, keep[0], 3), (os.POSIX_SPAWN_DUP2, keep[1], 4)]
+    before = time.clock_gettime_ns(time.CLOCK_BOOTTIME)
     try:
         pid = os.posix_spawn(SH, args, dict(env), file_actions=actions, setsid=True)
     except OSError as e:
         raise LaunchError(f"cannot start {argv[0]!r}: {e}") from e
+    return Proc(key, pid, _spawned_at(pid, before), exit_status, child=True)
+
+
+def _spawned_at(pid: int, before: int) -> float:
+    """The create time of a child just spawned, as ``start_time`` reads it, without reading
+    ``/proc`` when the clock says it: the kernel stamps a new process with CLOCK_BOOTTIME at the
+    fork (``start_boottime``), between ``before`` and now, and ``/proc/PID/stat`` gives it in
+    whole clock ticks; when both readings fall in the same tick, so does the fork, and the value
+    is the one ``/proc`` would give. Across a tick boundary (a spawn that took longer, or one
+    close to a tick) it is read: the pid-reuse guard compares these values for equality."""
+    after = time.clock_gettime_ns(time.CLOCK_BOOTTIME)
+    tick = before // _TICK_NS
+    if after // _TICK_NS == tick:
+        return float(tick) / _TICKS + boot_time()
     try:
-        create_time = start_time(pid)  # our unreaped child: the pid is stable
+        return start_time(pid)  # our unreaped child: the pid is stable
     except OSError:
-        create_time = 0.0
-    return Proc(key, pid, create_time, exit_status, child=True)
+        return 0.0
 
 
 def read_exit_status(path: Path) -> int | None:

@@ -155,6 +155,21 @@ def test_start_time_is_psutils_create_time() -> None:
         start_time(2**22 + 12345)  # above pid_max: no such process
 
 
+def test_a_spawned_process_create_time_is_what_proc_says(tmp_path: Path) -> None:
+    """``spawn`` takes the create time from the clock when the spawn stays within one clock tick
+    (no /proc read); whichever way, it equals what /proc/PID/stat (and psutil) say, which recovery
+    compares for equality."""
+    from agent.launcher import spawn
+
+    procs = []
+    for i in range(40):
+        p = spawn(f"t{i}", ["true"], {"PATH": os.environ["PATH"]}, tmp_path / f"sb{i}", tmp_path / f"{i}.exit")
+        procs.append(p)
+        assert p.create_time == start_time(p.pid) == psutil.Process(p.pid).create_time()
+    for p in procs:
+        os.waitpid(p.pid, 0)
+
+
 async def test_memory_limit_is_detected(env: tuple[Launcher, Exits, Path]) -> None:
     la, exits, base = env
     iso = MonitorIsolator()
