@@ -9,6 +9,7 @@ page builders (``master.webui.pages``, ``master.webui.sandbox``) and their tests
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from datetime import UTC, datetime
 from typing import Any
 
 import attrs
@@ -203,6 +204,17 @@ class MaintenanceRow:
     allocated: Mapping[str, Any]
     action: str  # "DRAIN_AGENT" or "REACTIVATE_AGENT"
     reason: str = ""  # why it drains, as the operator said (DRAIN_AGENT's Agora ``reason``)
+    window: str = ""  # its machine is scheduled for maintenance: when it will be unavailable
+
+
+def window_text(unavailability: Mapping[str, Any] | None) -> str:
+    """A maintenance window (Mesos' ``Unavailability``) in words, UTC."""
+    if not unavailability:
+        return ""
+    start = int((unavailability.get("start") or {}).get("nanoseconds", 0)) / 1e9
+    text = "from " + datetime.fromtimestamp(start, UTC).strftime("%Y-%m-%d %H:%M:%S") + " UTC"
+    duration = (unavailability.get("duration") or {}).get("nanoseconds")
+    return text + (f" for {int(duration) / 1e9:g} s" if duration is not None else "")
 
 
 def maintenance_rows(state: State) -> list[MaintenanceRow]:
@@ -231,6 +243,7 @@ def maintenance_rows(state: State) -> list[MaintenanceRow]:
             out_of_service=draining or deactivated, live_tasks=live.get(aid, 0),
             allocated=a.get("used_resources") or {}, action="REACTIVATE_AGENT" if draining else "DRAIN_AGENT",
             reason=str(a.get("drain_reason") or "") if draining else "",
+            window=window_text(a.get("unavailability")),
         ))
     return sorted(rows, key=lambda r: (not r.out_of_service, r.agent_id))
 

@@ -491,14 +491,17 @@ def maintenance_page(state: State) -> Html:
 
     def cells(r: Any) -> tuple[object, ...]:
         return (agent_link(r.agent_id), r.address, tag("span", r.state, cls="maint-state"), r.phase,
-                r.reason or "-", r.live_tasks, resources_text(r.allocated), operator_call_form(r.agent_id, r.action))
+                r.reason or "-", r.window or "-", r.live_tasks, resources_text(r.allocated),
+                operator_call_form(r.agent_id, r.action))
 
-    headers = ("agent", "address", "state", "phase", "reason", "live tasks", "allocated", "action")
+    headers = ("agent", "address", "state", "phase", "reason", "maintenance window", "live tasks", "allocated", "action")
     body = [
         tag("p", "Drain takes an agent out of service: no new offers, and every task on it is killed "
                  "(it is drained once they all ended); a deactivated agent only gets no offers. "
                  "Reactivate puts it back in service. The buttons send DRAIN_AGENT / "
-                 "REACTIVATE_AGENT to the operator API (POST /api/v1) and need JavaScript.", cls="note"),
+                 "REACTIVATE_AGENT to the operator API (POST /api/v1) and need JavaScript. An agent whose "
+                 "machine is in a maintenance schedule (agora maintenance, /maintenance/schedule) shows "
+                 "its window: its offers carry it and its frameworks are asked to give it back.", cls="note"),
         section(f"Out of service ({len(out)})", table(headers, [cells(r) for r in out],
                                                        empty="every agent is in service")),
         section(f"In service ({len(rows) - len(out)})",

@@ -255,7 +255,8 @@ def test_role_tree_nests_and_adds_up_subtrees() -> None:
 def test_maintenance_shows_out_of_service_agents_first_with_their_state() -> None:
     state = {
         "slaves": [
-            agent("a1"),
+            agent("a1", unavailability={"start": {"nanoseconds": 1_900_000_000_000_000_000},
+                                         "duration": {"nanoseconds": 3_600_000_000_000}}),
             agent("a2", phase="DRAINING", draining=True, drain_reason="kernel <upgrade>", drain_info={"state": "DRAINING", "config": {}}),
             agent("a3", active=False, deactivated=True, phase="UNREACHABLE"),
             agent("a4", active=False, deactivated=True, phase="UNREACHABLE", draining=True, drain_info={"state": "DRAINING", "config": {}}),
@@ -272,11 +273,13 @@ def test_maintenance_shows_out_of_service_agents_first_with_their_state() -> Non
     ]
     assert rows[0].live_tasks == 2  # the completed one does not count
     assert [r.reason for r in rows] == ["kernel <upgrade>", "", "", ""]
+    assert [r.window for r in rows] == ["", "", "", "from 2030-03-17 17:46:40 UTC for 3600 s"]
     page = maintenance_page(state)
     out, ok = Tables(page).tables_with_header("agent")
     assert [r[:3] for r in out] == [["a2", "10.0.0.7:5051", "draining"], ["a3", "10.0.0.7:5051",
                                     "deactivated (unreachable)"], ["a4", "10.0.0.7:5051", "draining (unreachable)"]]
     assert [r[-1] for r in ok] == ["drain"] and out[0][4] == "kernel <upgrade>"
+    assert ok[0][5] == "from 2030-03-17 17:46:40 UTC for 3600 s" and out[0][5] == "-"
     assert 'name="reason"' in page
     assert ('<form class="operator-call" method="post" action="/api/v1" data-call="REACTIVATE_AGENT" '
             'data-agent="a2">') in page
