@@ -256,3 +256,20 @@ def test_the_book_is_recovered_from_the_registry_and_down_machines_stay_refused(
     fx = st.handle(AgentConnected(8, reg2, ip="10.0.0.2"), 2000.0)
     aid = to_agent(fx, ac.Registered)[0].agent_id.value
     assert st.agent_unavailability == {aid: unavailability()}
+
+
+def test_outstanding_offers_of_a_newly_draining_agent_are_rescinded_and_made_again_with_the_unavailability() -> None:
+    c = Cluster()
+    h = c.h
+    held = [o for o in h.state.alloc.outstanding_offers() if o.agent_id == c.a2]
+    assert len(held) == 1  # the framework holds h2's offer
+    fx = h.feed(schedule(H2))
+    assert [ev.rescind.offer_id.value for ev in events(fx, c.sid, ET.RESCIND) if ev.rescind] == [held[0].offer_id]
+    assert inverse_offers(fx, c.sid) == []  # nothing of the framework runs on h2
+    (again,) = [o for o in offers(h.allocate(), c.sid) if o.agent_id.value == c.a2]
+    assert again.unavailability == unavailability()
+    # and back: rescinded again, offered without it
+    fx = h.feed(schedule())
+    assert len(events(fx, c.sid, ET.RESCIND)) == 1
+    (plain,) = [o for o in offers(h.allocate(), c.sid) if o.agent_id.value == c.a2]
+    assert plain.unavailability is None
