@@ -4,24 +4,25 @@ HTTP API (``agent.executor_api.ExecutorAPI``), and receive its updates as the AP
 from __future__ import annotations
 
 import logging
-import os
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import Any
 
 import attrs
 
 from agent import status_updates as su
 from agent import tasks as tk
 from agent import users
-from agent.checkpoint import CheckpointError
-from agent.environment import task_environment
-from agent.launcher import LaunchError
+from agent.checkpoint import Checkpoint, CheckpointError
+from agent.config import AgentConfig
+from agent.fetcher import Fetcher
+from agent.launcher import Launcher, LaunchError
+from agent.master_link import to_update
+from agent.ports import Identity, LinkRef, Spawn, Submit
 from agent.taskspec import SpecError, TaskSpec, command_spec
 from protocol.agent_channel import ExecutorMessageMsg
+from protocol.clock import Clock
 from protocol.mesos import ExecutorInfo, TaskStatus
 from protocol.mesos_common import AgentID, ExecutorID, FrameworkID
-
-if TYPE_CHECKING:
-    from agent.service import AgentService
 
 log = logging.getLogger(__name__)
 
@@ -30,11 +31,21 @@ def exec_key(fid: str, eid: str) -> str:
     return f"e/{fid}/{eid}"
 
 
+Environment = Callable[..., dict[str, str]]  # TaskProcesses.environment
+
+
 class ExecutorGlue:
     """The agent's side of custom executors; also the ``ExecutorHost`` the API calls back."""
 
-    def __init__(self, svc: AgentService) -> None:
-        self.svc = svc
+    def __init__(
+        self, config: AgentConfig, me: Identity, clock: Clock, checkpoint: Checkpoint, tracker: tk.TaskTracker,
+        updates: su.StatusUpdateManager, launcher: Launcher, fetcher: Fetcher, environment: Environment,
+        setpriv: str, link: LinkRef, submit: Submit, spawn: Spawn, running: Callable[[], bool],
+    ) -> None:
+        self.config, self.me, self.clock, self.checkpoint, self.tracker = config, me, clock, checkpoint, tracker
+        self.updates, self.launcher, self.fetcher, self.environment = updates, launcher, fetcher, environment
+        self.setpriv, self.link, self.submit, self._spawn, self.running = setpriv, link, submit, spawn, running
+        self.api: Any = None  # the executor API (agent/executor_api.py), once the agent listens
 
     def _executor_info(self, spec: TaskSpec) -> ExecutorInfo | None:
         if spec.info is not None and spec.info.executor is not None:
@@ -46,7 +57,7 @@ class ExecutorGlue:
         fetcher, as for command tasks; a failed fetch ends it before it starts)."""
         info = self._executor_info(eff.spec)
         if info is not None and info.command is not None and info.command.uris:
-            self.svc.spawn(self._fetch_then_start(eff, info), name=f"fetch-executor-{eff.executor_id}")
+            self._spawn(self._fetch_then_start(eff, info), f"fetch-executor-{eff.executor_id}")
             return
         self._start(eff)
 
@@ -56,18 +67,18 @@ class ExecutorGlue:
 
         fid, eid = eff.framework_id, eff.executor_id
         assert info.command is not None
-        fi = self.svc.frameworks.get(fid)
-        cfg = self.svc.config
+        fi = self.tracker.frameworks.get(fid)
+        cfg = self.config
         try:
             run_as = users.resolve_task(info.command.user, fi.user if fi else None, allow_root=cfg.allow_root_tasks,
                                         switch_user=cfg.switch_user)
-            sandbox = self.svc.checkpoint.sandbox(fid, eid)
+            sandbox = self.checkpoint.sandbox(fid, eid)
         except (users.UserError, CheckpointError) as e:
-            self.svc.submit(self.svc.tracker.handle(
-                tk.ExecutorTerminated(fid, eid, None, f"Executor failed to start: {e}"), self.svc.clock.now()))
+            self.submit(self.tracker.handle(
+                tk.ExecutorTerminated(fid, eid, None, f"Executor failed to start: {e}"), self.clock.now()))
             return
         owner = (run_as.uid, run_as.gid) if run_as is not None else None
-        result = await self.svc.fetcher.fetch(exec_key(fid, eid), eid, info.command.uris, sandbox, owner, lambda _m: None)
+        result = await self.fetcher.fetch(exec_key(fid, eid), eid, info.command.uris, sandbox, owner, lambda _m: None)
         if result is None:
             return  # the agent is stopping
         if isinstance(result, Fetched):
@@ -75,16 +86,16 @@ class ExecutorGlue:
             self._start(eff)
             return
         log.warning("executor %s/%s: %s", fid, eid, result.message)
-        self.svc.submit(self.svc.tracker.handle(
-            tk.ExecutorTerminated(fid, eid, None, failure(eid, result.message)), self.svc.clock.now()))
+        self.submit(self.tracker.handle(
+            tk.ExecutorTerminated(fid, eid, None, failure(eid, result.message)), self.clock.now()))
 
     def _start(self, eff: tk.StartExecutor) -> None:
         fid, eid = eff.framework_id, eff.executor_id
-        now = self.svc.clock.now()
+        now = self.clock.now()
         info = self._executor_info(eff.spec)
-        fi = self.svc.frameworks.get(fid)
-        if info is None or fi is None or self.svc.executor_api is None or info.command is None:
-            self.svc.submit(self.svc.tracker.handle(tk.ExecutorTerminated(fid, eid, None, "Executor could not be started"), now))
+        fi = self.tracker.frameworks.get(fid)
+        if info is None or fi is None or self.api is None or info.command is None:
+            self.submit(self.tracker.handle(tk.ExecutorTerminated(fid, eid, None, "Executor could not be started"), now))
             return
         key = exec_key(fid, eid)
         try:
@@ -92,33 +103,29 @@ class ExecutorGlue:
 
             if fi.id is None:
                 fi = attrs.evolve(fi, id=FrameworkID(fid))
-            self.svc.executor_api.register_executor(fi, info)
-            sandbox = self.svc.checkpoint.sandbox(fid, eid)
-            env = task_environment(
-                agent_id=self.svc.agent_id or "", framework_id=fid, task_id=eff.spec.task_id, executor_id=eid,
-                sandbox=str(sandbox), path=os.environ.get("PATH"),
-                extra=command_spec(info.command).environment,
-            )
-            env.update(self.svc.gpu_environment(eff.spec))  # the devices of the task it starts with
+            self.api.register_executor(fi, info)
+            sandbox = self.checkpoint.sandbox(fid, eid)
+            # with the devices of the task it starts with
+            env = self.environment(eff.spec, str(sandbox), executor_id=eid, extra=command_spec(info.command).environment)
             env.update(
                 executor_environment(
-                    fid, eid, self.svc.agent_id or "", str(sandbox), f"{self.svc.config.host}:{self.svc.port}",
-                    checkpoint=bool(fi.checkpoint), shutdown_grace_seconds=self.svc.config.executor_shutdown_grace,
+                    fid, eid, self.me.agent_id or "", str(sandbox), f"{self.config.host}:{self.me.port}",
+                    checkpoint=bool(fi.checkpoint), shutdown_grace_seconds=self.config.executor_shutdown_grace,
                 )
             )
-            exit_path = self.svc.checkpoint.executor_exit_path(fid, eid)
+            exit_path = self.checkpoint.executor_exit_path(fid, eid)
             exit_path.parent.mkdir(parents=True, exist_ok=True)
             argv = command_spec(info.command).argv
-            cfg = self.svc.config
+            cfg = self.config
             run_as = users.resolve_task(info.command.user, fi.user, allow_root=cfg.allow_root_tasks, switch_user=cfg.switch_user)
             if run_as is not None:  # the executor runs as the task's user, like a command task
-                argv = users.enter(run_as, sandbox, argv, self.svc.setpriv)
-            proc = self.svc.launcher.launch(key, argv, env, sandbox, exit_path)
+                argv = users.enter(run_as, sandbox, argv, self.setpriv)
+            proc = self.launcher.launch(key, argv, env, sandbox, exit_path)
         except (LaunchError, CheckpointError, SpecError, OSError, ValueError) as e:
             log.warning("executor %s/%s failed to start: %s", fid, eid, e)
-            self.svc.submit(self.svc.tracker.handle(tk.ExecutorTerminated(fid, eid, None, f"Executor failed to start: {e}"), now))
+            self.submit(self.tracker.handle(tk.ExecutorTerminated(fid, eid, None, f"Executor failed to start: {e}"), now))
             return
-        self.svc.submit(self.svc.tracker.handle(tk.ExecutorStarted(fid, eid, proc.pid), now))
+        self.submit(self.tracker.handle(tk.ExecutorStarted(fid, eid, proc.pid), now))
 
     def hand(self, eff: tk.HandToExecutor) -> None:
         fid, eid = eff.framework_id, eff.executor_id
@@ -126,77 +133,78 @@ class ExecutorGlue:
         for tid in eff.task_ids:
             if tid in done:
                 continue
-            first = self.svc.tracker.get(fid, tid)
+            first = self.tracker.get(fid, tid)
             group = first.launch_group if first is not None else ()
             if group:
                 infos = []
                 for g in group:
-                    rec = self.svc.tracker.get(fid, g)
+                    rec = self.tracker.get(fid, g)
                     if rec is not None and rec.spec.info is not None and not rec.terminal:
                         infos.append(rec.spec.info)
                     done.add(g)
                 if infos:
                     self.call("launch_group", fid, eid, infos)
             else:
-                rec = self.svc.tracker.get(fid, tid)
+                rec = self.tracker.get(fid, tid)
                 done.add(tid)
                 if rec is not None and rec.spec.info is not None and not rec.terminal:
                     info = rec.spec.info
                     self.call("launch", fid, eid, info)
 
     def call(self, method: str, *args: Any) -> None:
-        if self.svc.executor_api is None:
+        if self.api is None:
             return
 
         async def call() -> None:
             try:
-                await getattr(self.svc.executor_api, method)(*args)
+                await getattr(self.api, method)(*args)
             except Exception as e:
                 log.info("executor API %s%r failed: %s", method, args[:2], e)
 
-        if self.svc.running:
-            self.svc.spawn(call(), name=f"executor-{method}")
+        if self.running():
+            self._spawn(call(), f"executor-{method}")
 
     def shutdown(self, fid: str, eid: str, grace: float) -> None:
         self.call("shutdown", fid, eid)
         key = exec_key(fid, eid)
-        if key in self.svc.launcher:
-            self.svc.launcher.signal(key, "TERM")
+        if key in self.launcher:
+            self.launcher.signal(key, "TERM")
 
             async def escalate() -> None:
-                await self.svc.clock.sleep(grace)
-                self.svc.launcher.signal(key, "KILL")
+                await self.clock.sleep(grace)
+                self.launcher.signal(key, "KILL")
 
-            if self.svc.running:
-                self.svc.spawn(escalate(), name="executor-shutdown")
+            if self.running():
+                self._spawn(escalate(), "executor-shutdown")
 
     # ExecutorHost (called by agent.executor_api)
 
     def on_executor_update(self, framework_id: str, executor_id: str, status: TaskStatus) -> None:
-        now = self.svc.clock.now()
+        now = self.clock.now()
         tid = status.task_id.value
         try:
-            effects = self.svc.tracker.handle(tk.ExecutorStatus(framework_id, executor_id, tid, status.state), now)
+            effects = self.tracker.handle(tk.ExecutorStatus(framework_id, executor_id, tid, status.state), now)
         except (tk.UnknownTask, ValueError) as e:
             log.warning("executor %s/%s update refused: %s", framework_id, executor_id, e)
             return
         if status.uuid:
-            self.svc.tracker.executor_uuids[status.uuid] = executor_id
-        if status.agent_id is None and self.svc.agent_id:
-            status = attrs.evolve(status, agent_id=AgentID(self.svc.agent_id))
-        self.svc.submit(self.svc.updates.handle(su.UpdateGenerated(self.svc.to_update(framework_id, status)), now))
-        self.svc.submit(effects)
+            self.tracker.executor_uuids[status.uuid] = executor_id
+        if status.agent_id is None and self.me.agent_id:
+            status = attrs.evolve(status, agent_id=AgentID(self.me.agent_id))
+        self.submit(self.updates.handle(su.UpdateGenerated(to_update(framework_id, status)), now))
+        self.submit(effects)
 
     def on_executor_message(self, framework_id: str, executor_id: str, data: bytes) -> None:
-        if self.svc.channel is not None:
-            self.svc.channel.send(ExecutorMessageMsg(FrameworkID(framework_id), ExecutorID(executor_id), data))
+        link = self.link()
+        if link is not None:
+            link.send(ExecutorMessageMsg(FrameworkID(framework_id), ExecutorID(executor_id), data))
 
     def on_executor_subscribed(self, framework_id: str, executor_id: str) -> None:
         log.info("executor %s/%s subscribed", framework_id, executor_id)
-        api = self.svc.executor_api
+        api = self.api
         known = api.reported_tasks(framework_id, executor_id) if api is not None else frozenset()
         # a no-op unless the executor was re-attached after an agent restart and awaited
-        self.svc.submit(self.svc.tracker.handle(tk.ExecutorReregistered(framework_id, executor_id, known), self.svc.clock.now()))
+        self.submit(self.tracker.handle(tk.ExecutorReregistered(framework_id, executor_id, known), self.clock.now()))
 
     def on_executor_disconnected(self, framework_id: str, executor_id: str) -> None:
         log.info("executor %s/%s disconnected", framework_id, executor_id)

@@ -176,6 +176,10 @@ class GpuBook:
 
     # queries
 
+    def environment(self, indices: tuple[int, ...]) -> dict[str, str]:
+        """A task's GPU variables for its devices ``indices`` (``gpu_environment``)."""
+        return gpu_environment(tuple(self.devices[i] for i in indices if i in self.devices), bool(self.devices))
+
     def __contains__(self, key: Hashable) -> bool:
         return key in self._held
 

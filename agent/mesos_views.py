@@ -26,7 +26,7 @@ from protocol.resources import Resources
 from protocol.task_states import is_terminal
 
 if TYPE_CHECKING:
-    from agent.service import AgentService
+    from agent.ports import AgentView
     from agent.tasks import TaskRecord
     from agent.taskspec import TaskSpec
 
@@ -50,7 +50,7 @@ def _legacy(resources: Any) -> dict[str, float | str]:
         return {}
 
 
-def executors(svc: AgentService) -> list[ExecutorView]:
+def executors(svc: AgentView) -> list[ExecutorView]:
     """Every executor with a task the agent still tracks, with its tasks (and those of its tasks
     the agent forgot but keeps in its book of finished work)."""
     groups: dict[tuple[str, str], list[TaskRecord]] = {}
@@ -69,7 +69,7 @@ def executors(svc: AgentService) -> list[ExecutorView]:
             for (fid, eid), tasks in sorted(groups.items())]
 
 
-def _view(svc: AgentService, fid: str, eid: str, info: ExecutorInfo | None, tasks: list[TaskRecord]) -> ExecutorView:
+def _view(svc: AgentView, fid: str, eid: str, info: ExecutorInfo | None, tasks: list[TaskRecord]) -> ExecutorView:
     first = tasks[0]
     if first.spec.executor_id is None:
         kind, directory = "COMMAND", svc.checkpoint.sandboxes / fid / first.spec.task_id
@@ -80,25 +80,25 @@ def _view(svc: AgentService, fid: str, eid: str, info: ExecutorInfo | None, task
     return ExecutorView(fid, eid, info, kind, str(directory), tuple(tasks))
 
 
-def completed_executors(svc: AgentService, fid: str, live: set[tuple[str, str]]) -> list[ExecutorView]:
+def completed_executors(svc: AgentView, fid: str, live: set[tuple[str, str]]) -> list[ExecutorView]:
     """The framework's executors the agent keeps only in its book of finished work (none of their
     tasks is tracked any more: not in ``live``), oldest first."""
     return [_view(svc, fid, c.executor_id, c.info, list(c.tasks))
             for c in svc.tracker.completed.executors(fid) if (fid, c.executor_id) not in live]
 
 
-def completed_framework_ids(svc: AgentService, execs: list[ExecutorView]) -> list[str]:
+def completed_framework_ids(svc: AgentView, execs: list[ExecutorView]) -> list[str]:
     """Frameworks with finished work in the book and no task the agent still tracks."""
     active = {e.framework_id for e in execs}
     return [fid for fid in svc.tracker.completed.frameworks() if fid not in active]
 
 
-def forgotten_tasks(svc: AgentService) -> list[TaskRecord]:
+def forgotten_tasks(svc: AgentView) -> list[TaskRecord]:
     """Every task in the book of finished work, framework by framework, oldest first."""
     return [t for fid in svc.tracker.completed.frameworks() for c in svc.tracker.completed.executors(fid) for t in c.tasks]
 
 
-def sandbox_path(svc: AgentService, spec: TaskSpec) -> Path:
+def sandbox_path(svc: AgentView, spec: TaskSpec) -> Path:
     """Where the task's sandbox is (``Checkpoint.task_sandbox``'s layout, unchecked: for views)."""
     root = svc.checkpoint.sandboxes / spec.framework_id
     if spec.pod_executor is not None:
@@ -106,11 +106,11 @@ def sandbox_path(svc: AgentService, spec: TaskSpec) -> Path:
     return root / spec.task_id
 
 
-def _container(svc: AgentService, fid: str, eid: str) -> str:
-    return container_id(svc.agent_id or "", fid, eid)
+def _container(svc: AgentView, fid: str, eid: str) -> str:
+    return container_id(svc.me.agent_id or "", fid, eid)
 
 
-def task_json(svc: AgentService, t: TaskRecord) -> dict[str, Any]:
+def task_json(svc: AgentView, t: TaskRecord) -> dict[str, Any]:
     """A task as Mesos' agent ``/state`` writes it (``json(Task)``) plus Agora's ``sandbox``."""
     fid, tid = t.key
     eid = t.spec.executor_id or tid
@@ -125,10 +125,10 @@ def task_json(svc: AgentService, t: TaskRecord) -> dict[str, Any]:
         "name": t.spec.name,
         "framework_id": fid,
         "executor_id": t.spec.executor_id or "",
-        "slave_id": svc.agent_id or "",
+        "slave_id": svc.me.agent_id or "",
         "state": t.state.name,
         "resources": _legacy(info.resources) if info is not None else {},
-        "role": _role(svc.frameworks.get(fid)),
+        "role": _role(svc.tracker.frameworks.get(fid)),
         "statuses": [status],
         "sandbox": str(sandbox_path(svc, t.spec)),  # Agora addition
     }
@@ -149,7 +149,7 @@ def _role(fi: FrameworkInfo | None) -> str:
     return roles[0] if roles else "*"
 
 
-def executor_json(svc: AgentService, ex: ExecutorView) -> dict[str, Any]:
+def executor_json(svc: AgentView, ex: ExecutorView) -> dict[str, Any]:
     """An executor as Mesos' agent writes it (``ExecutorWriter``)."""
     live = [t for t in ex.tasks if not is_terminal(t.state)]
     done = [t for t in ex.tasks if is_terminal(t.state)]
@@ -168,7 +168,7 @@ def executor_json(svc: AgentService, ex: ExecutorView) -> dict[str, Any]:
         "container": _container(svc, ex.framework_id, ex.executor_id),
         "directory": ex.directory,
         "resources": resources,
-        "role": _role(svc.frameworks.get(ex.framework_id)),
+        "role": _role(svc.tracker.frameworks.get(ex.framework_id)),
         "type": "CUSTOM" if ex.kind == "COMMAND" else ex.kind,
         "tasks": [task_json(svc, t) for t in live],
         "queued_tasks": [],
@@ -179,8 +179,8 @@ def executor_json(svc: AgentService, ex: ExecutorView) -> dict[str, Any]:
     return out
 
 
-def framework_json(svc: AgentService, fid: str, execs: list[ExecutorView]) -> dict[str, Any]:
-    fi = svc.frameworks.get(fid)
+def framework_json(svc: AgentView, fid: str, execs: list[ExecutorView]) -> dict[str, Any]:
+    fi = svc.tracker.frameworks.get(fid)
     out: dict[str, Any] = {
         "id": fid,
         "name": fi.name if fi is not None else "",
@@ -202,7 +202,7 @@ def framework_json(svc: AgentService, fid: str, execs: list[ExecutorView]) -> di
     return out
 
 
-def flags(svc: AgentService) -> dict[str, str]:
+def flags(svc: AgentView) -> dict[str, str]:
     """The settings the agent runs with (flags and ``--config`` file merged) by name, values as
     strings, unset ones and secrets left out, and the port it listens on."""
     out: dict[str, str] = {}
@@ -213,47 +213,47 @@ def flags(svc: AgentService) -> dict[str, str]:
         if value is None:
             continue
         out[f.name] = ("true" if value else "false") if isinstance(value, bool) else str(value)
-    out["port"] = str(svc.port)
+    out["port"] = str(svc.me.port)
     return dict(sorted(out.items()))
 
 
-def state_json(svc: AgentService, additions: dict[str, Any]) -> dict[str, Any]:
+def state_json(svc: AgentView, additions: dict[str, Any]) -> dict[str, Any]:
     """``/state`` as Mesos' agent writes it, plus Agora's ``additions`` (documented in
     ``agent/README.md``)."""
     execs = executors(svc)
     done = completed_framework_ids(svc, execs)
-    fids = sorted({*svc.frameworks, *(e.framework_id for e in execs)} - set(done))
-    resources = svc.resources.to_legacy_dict()
+    fids = sorted({*svc.tracker.frameworks, *(e.framework_id for e in execs)} - set(done))
+    resources = svc.me.resources.to_legacy_dict()
     out: dict[str, Any] = {
-        "version": svc.version,
+        "version": svc.me.version,
         "build_date": "",
         "build_time": 0.0,
         "build_user": "",
-        "start_time": svc.start_time,
-        "id": svc.agent_id or "",
-        "pid": f"slave(1)@{svc.config.advertised_host}:{svc.port}",
+        "start_time": svc.me.start_time,
+        "id": svc.me.agent_id or "",
+        "pid": f"slave(1)@{svc.config.advertised_host}:{svc.me.port}",
         "hostname": svc.config.advertised_host,
         "capabilities": ["MULTI_ROLE", "HIERARCHICAL_ROLE", "TASK_KILLING_STATE"],
         "resources": resources,
-        "attributes": svc.attributes,
+        "attributes": svc.me.attributes,
         "flags": flags(svc),
         "frameworks": [framework_json(svc, fid, execs) for fid in fids],
         "completed_frameworks": [framework_json(svc, fid, []) for fid in done],
         "reserved_resources": {},
         "reserved_resources_full": {},
         "unreserved_resources": resources,
-        "unreserved_resources_full": codec.to_builtins(svc.resources.to_mesos()),
+        "unreserved_resources_full": codec.to_builtins(svc.me.resources.to_mesos()),
         "reserved_resources_allocated": {},
         "unreserved_resources_allocated": _allocated(svc),
     }
-    master = svc.channel.master if svc.channel else None
+    master = link.master if (link := svc.link()) else None
     if master:
         out["master_hostname"] = master.split("://")[-1].rsplit(":", 1)[0].strip("[]")
     out.update(additions)
     return out
 
 
-def _allocated(svc: AgentService) -> dict[str, float | str]:
+def _allocated(svc: AgentView) -> dict[str, float | str]:
     total = Resources()
     for t in svc.tracker.tasks.values():
         if not is_terminal(t.state) and t.spec.info is not None:

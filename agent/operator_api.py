@@ -27,7 +27,7 @@ from protocol.task_states import is_terminal
 
 if TYPE_CHECKING:
     from agent.files import SandboxFiles
-    from agent.service import AgentService
+    from agent.ports import AgentView
 
 READ_LIMIT = 16 << 20  # READ_FILE without a length: at most this many bytes
 
@@ -50,13 +50,13 @@ class _Bad(Exception):
         self.message = message
 
 
-def add_routes(app: web.Application, svc: AgentService, files: SandboxFiles | None) -> None:
+def add_routes(app: web.Application, svc: AgentView, files: SandboxFiles | None) -> None:
     handler = functools.partial(call, svc, files)
     app.router.add_post("/api/v1", handler)
     app.router.add_post("/slave(1)/api/v1", handler)
 
 
-async def call(svc: AgentService, files: SandboxFiles | None, request: web.Request) -> web.Response:
+async def call(svc: AgentView, files: SandboxFiles | None, request: web.Request) -> web.Response:
     ctype = (request.headers.get("Content-Type") or "").split(";")[0].strip().lower()
     if ctype != "application/json":
         return web.Response(status=415, text=f"Unsupported media type '{ctype}' (this agent's operator API speaks application/json)")
@@ -76,13 +76,13 @@ async def call(svc: AgentService, files: SandboxFiles | None, request: web.Reque
     return web.json_response({"type": t, t.lower(): result})
 
 
-async def _answer(svc: AgentService, files: SandboxFiles | None, t: str, body: dict[str, Any]) -> dict[str, Any] | None:
+async def _answer(svc: AgentView, files: SandboxFiles | None, t: str, body: dict[str, Any]) -> dict[str, Any] | None:
     if t == "GET_HEALTH":
         return {"healthy": True}
     if t == "GET_FLAGS":
         return {"flags": [{"name": k, "value": v} for k, v in mesos_views.flags(svc).items()]}
     if t == "GET_VERSION":
-        return {"version_info": {"version": svc.version, "build_date": "", "build_time": 0.0, "build_user": ""}}
+        return {"version_info": {"version": svc.me.version, "build_date": "", "build_time": 0.0, "build_user": ""}}
     if t == "GET_METRICS":
         return {"metrics": metrics(svc)}
     if t == "GET_FRAMEWORKS":
@@ -192,21 +192,21 @@ def _read_file(files: SandboxFiles, path: str, offset: int, length: int | None) 
         os.close(fd)
 
 
-def metrics(svc: AgentService) -> list[dict[str, Any]]:
+def metrics(svc: AgentView) -> list[dict[str, Any]]:
     """The agent's Prometheus samples as Mesos' ``Metric`` list (name, value)."""
     from prometheus_client import generate_latest
 
-    svc.m_running.set(len(svc.tracker.active()))
+    svc.metrics.running.set(len(svc.tracker.active()))
     out = []
-    for family in text_string_to_metric_families(generate_latest(svc.registry).decode()):
+    for family in text_string_to_metric_families(generate_latest(svc.metrics.registry).decode()):
         for s in family.samples:
             labels = ",".join(f"{k}={v}" for k, v in sorted(s.labels.items()))
             out.append({"name": f"{s.name}{{{labels}}}" if labels else s.name, "value": float(s.value)})
     return out
 
 
-def _framework_info(svc: AgentService, fid: str) -> dict[str, Any]:
-    fi = svc.frameworks.get(fid)
+def _framework_info(svc: AgentView, fid: str) -> dict[str, Any]:
+    fi = svc.tracker.frameworks.get(fid)
     if fi is None:
         return {"id": {"value": fid}, "name": "", "user": ""}
     out: dict[str, Any] = codec.to_builtins(fi)
@@ -214,14 +214,14 @@ def _framework_info(svc: AgentService, fid: str) -> dict[str, Any]:
     return out
 
 
-def get_frameworks(svc: AgentService) -> dict[str, Any]:
+def get_frameworks(svc: AgentView) -> dict[str, Any]:
     done = mesos_views.completed_framework_ids(svc, mesos_views.executors(svc))
-    fids = sorted({*svc.frameworks, *(k[0] for k in svc.tracker.tasks)} - set(done))
+    fids = sorted({*svc.tracker.frameworks, *(k[0] for k in svc.tracker.tasks)} - set(done))
     return {"frameworks": [{"framework_info": _framework_info(svc, f)} for f in fids],
             "completed_frameworks": [{"framework_info": _framework_info(svc, f)} for f in done]}
 
 
-def _executor_info(svc: AgentService, ex: mesos_views.ExecutorView) -> dict[str, Any]:
+def _executor_info(svc: AgentView, ex: mesos_views.ExecutorView) -> dict[str, Any]:
     if ex.info is not None:
         out: dict[str, Any] = codec.to_builtins(ex.info)
         out.setdefault("framework_id", {"value": ex.framework_id})
@@ -231,7 +231,7 @@ def _executor_info(svc: AgentService, ex: mesos_views.ExecutorView) -> dict[str,
             "type": "CUSTOM", "command": codec.to_builtins(cmd) if cmd is not None else {}}
 
 
-def get_executors(svc: AgentService) -> dict[str, Any]:
+def get_executors(svc: AgentView) -> dict[str, Any]:
     execs = mesos_views.executors(svc)
     live = {(e.framework_id, e.executor_id) for e in execs}
     done = [e for fid in svc.tracker.completed.frameworks() for e in mesos_views.completed_executors(svc, fid, live)]
@@ -239,14 +239,14 @@ def get_executors(svc: AgentService) -> dict[str, Any]:
             "completed_executors": [{"executor_info": _executor_info(svc, e)} for e in done]}
 
 
-def _task(svc: AgentService, t: Any) -> dict[str, Any]:
+def _task(svc: AgentView, t: Any) -> dict[str, Any]:
     fid, tid = t.key
     info = t.spec.info
     out: dict[str, Any] = {
         "name": t.spec.name,
         "task_id": {"value": tid},
         "framework_id": {"value": fid},
-        "agent_id": {"value": svc.agent_id or ""},
+        "agent_id": {"value": svc.me.agent_id or ""},
         "state": t.state.name,
         "resources": codec.to_builtins(info.resources) if info is not None else [],
         "statuses": [{"task_id": {"value": tid}, "state": t.state.name,
@@ -263,7 +263,7 @@ def _task(svc: AgentService, t: Any) -> dict[str, Any]:
     return out
 
 
-def get_tasks(svc: AgentService) -> dict[str, Any]:
+def get_tasks(svc: AgentView) -> dict[str, Any]:
     launched: list[dict[str, Any]] = []
     terminated: list[dict[str, Any]] = []
     for t in svc.tracker.tasks.values():
@@ -273,7 +273,7 @@ def get_tasks(svc: AgentService) -> dict[str, Any]:
             "completed_tasks": [_task(svc, t) for t in mesos_views.forgotten_tasks(svc)]}
 
 
-def containers(svc: AgentService) -> list[dict[str, Any]]:
+def containers(svc: AgentView) -> list[dict[str, Any]]:
     """One entry per executor container with a live task: ids, and the usage the agent measured."""
     out = []
     for ex in mesos_views.executors(svc):

@@ -53,7 +53,6 @@ class RecoveryHost(Protocol):
     config: AgentConfig
     clock: Clock
     checkpoint: Checkpoint
-    boot_id: str
     agent_id: str | None
     tracker: tk.TaskTracker
     updates: su.StatusUpdateManager
@@ -61,8 +60,11 @@ class RecoveryHost(Protocol):
     launcher: Launcher
     isolator: Isolator
     logs: LogWriterClient | None
-    recovery_report: list[str]
 
+    @property
+    def boot_id(self) -> str: ...
+    @property
+    def recovery_report(self) -> list[str]: ...
     @property
     def executor_registry(self) -> ExecutorRegistry | None: ...
     def resources_identity(self) -> str: ...

@@ -72,7 +72,7 @@ async def test_finished_sandboxes_go_at_once_when_the_disk_is_past_the_headroom(
     await master.wait_terminal("b")
     kept = roomy.checkpoint.sandbox("fw1", "b")
     await master.wait_for(lambda: roomy.sandbox_gc and len(roomy.sandbox_gc) == 1)  # scheduled after the ack
-    assert kept.exists() and roomy.gc_max_age() > 0
+    assert kept.exists() and roomy.monitor.gc_max_age() > 0
 
 
 async def test_a_full_work_dir_keeps_checkpoints_and_updates_going(master: Any, make_agent: Any, tmp_path: Path,

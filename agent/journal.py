@@ -1,0 +1,141 @@
+"""The agent's checkpoint writer (shell): runs a batch of disk effects from the work queue
+(``agent/effects.py``) with group commit — every write and drop of the batch in queue order, the
+batch's spawns (their task records are written by then), then one ``commit`` (each file with a
+new durable update fdatasync'd once). A terminal update is durable before it is sent, any update
+is written before it is sent. Finished tasks' logs are removed later, off this thread."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import contextlib
+import errno
+import logging
+import threading
+from collections.abc import Callable
+
+from agent import status_updates as su
+from agent import tasks as tk
+from agent.checkpoint import Checkpoint, CheckpointError, PidRecord, TaskRecordFile
+from agent.diskwatch import Reserve
+from agent.effects import WriteFramework, WriteKill, WritePid
+from agent.processes import SpawnResult
+from agent.taskspec import TaskSpec
+
+log = logging.getLogger(__name__)
+
+
+class Journal:
+    def __init__(
+        self,
+        checkpoint: Checkpoint,
+        tracker: tk.TaskTracker,
+        reserve: Reserve,
+        boot_id: str,
+        spawn: Callable[[TaskSpec], SpawnResult],
+        spawners: concurrent.futures.ThreadPoolExecutor,
+    ) -> None:
+        self.checkpoint, self.tracker, self.reserve, self.boot_id = checkpoint, tracker, reserve, boot_id
+        self._spawn, self._spawners = spawn, spawners
+        self._drops: dict[tuple[str, str], None] = {}  # finished tasks whose logs are to be removed
+        self._drops_lock = threading.Lock()
+
+    @property
+    def drops_pending(self) -> bool:
+        return bool(self._drops)
+
+    def run(self, batch: list[object]) -> list[SpawnResult]:
+        """Runs in the checkpoint thread (or inline on the loop for a batch of plain appends,
+        see ``effects.needs_thread``)."""
+        cp = self.checkpoint
+        spawns = [e for e in batch if isinstance(e, tk.SpawnTask)]
+        for w in batch:  # writes and drops in queue order (an ack may precede its task's drop)
+            if isinstance(w, tk.SpawnTask):
+                continue
+            if isinstance(w, tk.DropTask):
+                with contextlib.suppress(CheckpointError, OSError):
+                    cp.release(w.framework_id, w.task_id)
+                # unlinking is slow on this kind of file system: it happens later, off this
+                # thread (``reap_dropped``); a finished log left behind is harmless on recovery
+                with self._drops_lock:
+                    self._drops[(w.framework_id, w.task_id)] = None
+                continue
+            for attempt in (0, 1):
+                try:
+                    self._write(w)
+                except OSError as e:
+                    if e.errno == errno.ENOSPC and attempt == 0 and self.reserve.release():
+                        continue  # the work dir is full: the reserve makes room for this
+                    log.exception("checkpoint write failed: %r", w)
+                except CheckpointError:
+                    log.exception("checkpoint write failed: %r", w)
+                break
+        # Task records need only be *written* before their spawn (they become durable with the
+        # task's first update), so spawning does not wait for this batch's fdatasyncs.
+        specs = [sp.spec for sp in spawns]
+        if len(specs) > 1:  # spawns are independent: a few at a time (file creation is slow here)
+            spawned = list(self._spawners.map(self._spawn, specs))
+        else:
+            spawned = [self._spawn(sp) for sp in specs]
+        for r in spawned:
+            if r.proc is not None:
+                try:
+                    cp.write_pid(r.spec.framework_id, r.spec.task_id, PidRecord(r.proc.pid, r.proc.create_time, self.boot_id))
+                except (OSError, CheckpointError):
+                    log.exception("pid checkpoint failed for %s", r.proc.key)
+        try:
+            cp.commit()
+        except OSError as e:
+            if e.errno == errno.ENOSPC and self.reserve.release():
+                with contextlib.suppress(OSError):
+                    cp.commit()
+            else:
+                log.exception("checkpoint commit failed")
+        return spawned
+
+    def _write(self, eff: object) -> None:
+        cp, tracker = self.checkpoint, self.tracker
+        if isinstance(eff, tk.CheckpointTask):
+            s = eff.spec
+            with self._drops_lock:  # a task id reused before its old log was removed
+                if self._drops.pop((s.framework_id, s.task_id), 0) is None:
+                    cp.remove_task(s.framework_id, s.task_id)
+            fi = tracker.frameworks.get(s.framework_id)
+            if fi is not None and not cp.has_framework(s.framework_id):
+                cp.write_framework(s.framework_id, fi)
+            assert s.info is not None
+            cp.write_task(TaskRecordFile(s.framework_id, s.info, s.group_executor, s.killing_state, s.gpu_devices,
+                                         s.group if len(s.group) > 1 else ()))
+        elif isinstance(eff, su.CheckpointUpdate):
+            u = eff.update
+            if (u.framework_id, u.task_id) not in tracker.ephemeral:
+                cp.append_update(u.framework_id, u.task_id, u.status, sync=eff.durable)
+        elif isinstance(eff, su.CheckpointAck):
+            if (eff.framework_id, eff.task_id) not in tracker.ephemeral:
+                cp.append_ack(eff.framework_id, eff.task_id, eff.uuid)
+        elif isinstance(eff, WritePid):
+            cp.write_pid(eff.framework_id, eff.task_id, eff.record)
+        elif isinstance(eff, WriteKill):
+            cp.write_kill(eff.framework_id, eff.task_id, eff.reason, eff.deadline)
+        elif isinstance(eff, WriteFramework):
+            info = tracker.frameworks.get(eff.framework_id)
+            if info is not None:
+                cp.write_framework(eff.framework_id, info)
+
+    def reap_dropped(self) -> None:
+        """Worker thread: remove the logs of finished tasks, then empty framework directories."""
+        frameworks: set[str] = set()
+        while True:
+            with self._drops_lock:
+                if not self._drops:
+                    break
+                key = next(iter(self._drops))
+                del self._drops[key]
+                try:
+                    self.checkpoint.unlink_task(*key)
+                    frameworks.add(key[0])
+                except (OSError, CheckpointError):
+                    log.exception("checkpoint removal failed for %s/%s", *key)
+        for fid in frameworks:
+            with contextlib.suppress(OSError, CheckpointError):
+                if not any(t.spec.framework_id == fid for t in list(self.tracker.tasks.values())):
+                    self.checkpoint.remove_framework_if_empty(fid)
