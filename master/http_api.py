@@ -309,7 +309,8 @@ class SchedulerApi:
         assert call.type is not None
         if call.type is mesos.CallType.UPDATE_FRAMEWORK:
             assert call.update_framework is not None
-            bad = svc.state.update_framework_problem(fw, call.update_framework.framework_info)
+            bad = svc.state.update_framework_problem(
+                fw, call.update_framework.framework_info, call.update_framework.offer_constraints)
             if bad is not None:
                 return text(400, f"Failed to validate scheduler::Call: {bad}")
         log.log(logging.INFO if call.type is mesos.CallType.TEARDOWN else logging.DEBUG,

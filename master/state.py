@@ -32,6 +32,7 @@ import attrs
 from master import registry_ops as ops
 from master.accept import AcceptRules
 from master.allocator import events as ae
+from master.allocator.constraints import ConstraintError
 from master.core_base import CT, EMPTY, TS, R, S, StateConfig, _attrs_from_string, _sane_refuse
 from master.events import (
     AclsReplaced,
@@ -63,12 +64,14 @@ from master.events import (
 from master.lifecycles import AgentPhase, FrameworkPhase
 from master.maintenance import MaintenanceBook
 from master.maintenance_rules import MaintenanceRules
+from master.offer_constraints import offer_constraints
 from master.read_model import FrameworkView
 from master.records import AgentRec, DrainMode, FrameworkRec, TaskRec
 from protocol import agent_channel as ac
 from protocol import codec, mesos
 from protocol.acls import subscribe_problem
 from protocol.ids import new_framework_id, role_error
+from protocol.mesos.scheduler import OfferConstraints
 from protocol.resources import ResourceError, Resources
 from protocol.task_states import for_framework
 
@@ -263,6 +266,11 @@ class MasterState(MaintenanceRules, AcceptRules):
         if fw is not None and fw.principal != info.principal and fw.phase is not FrameworkPhase.RECOVERED:
             self._subscribe_error(ev.stream_id, "Framework principal changed on re-subscription", fx)
             return
+        try:
+            constraints = offer_constraints(ev.subscribe.offer_constraints, self._roles_of(info))
+        except ConstraintError as e:
+            self._subscribe_error(ev.stream_id, str(e), fx)
+            return
         if fid is None:
             fid = new_framework_id(self.master_id, self.framework_seq)
             self.framework_seq += 1
@@ -310,6 +318,7 @@ class MasterState(MaintenanceRules, AcceptRules):
                 capabilities=fw.capabilities,
                 active=True,
                 suppressed_roles=frozenset(ev.subscribe.suppressed_roles),
+                offer_constraints=constraints,
             ),
             now,
             fx,
@@ -503,12 +512,19 @@ class MasterState(MaintenanceRules, AcceptRules):
                 # shell: master/unsupported.py)
                 pass
 
-    def update_framework_problem(self, fw: FrameworkView, info: mesos.FrameworkInfo) -> str | None:
-        """Why an UPDATE_FRAMEWORK cannot apply ``info`` (Mesos' rules: a valid FrameworkInfo whose
-        principal, user and checkpoint are the ones it subscribed with), or None."""
+    def update_framework_problem(
+        self, fw: FrameworkView, info: mesos.FrameworkInfo, constraints: OfferConstraints | None = None
+    ) -> str | None:
+        """Why an UPDATE_FRAMEWORK cannot apply ``info`` and ``constraints`` (Mesos' rules: a valid
+        FrameworkInfo whose principal, user and checkpoint are the ones it subscribed with, offer
+        constraints the allocator can evaluate for its roles), or None."""
         err = self._check_framework_info(info)
         if err:
             return err
+        try:
+            offer_constraints(constraints, self._roles_of(info))
+        except ConstraintError as e:
+            return str(e)
         old = fw.info
         for name in ("principal", "user", "checkpoint"):
             if getattr(info, name) != getattr(old, name):
@@ -526,6 +542,10 @@ class MasterState(MaintenanceRules, AcceptRules):
         ``update_framework_problem``)."""
         fid = fw.framework_id
         info = attrs.evolve(uf.framework_info, id=mesos.FrameworkID(fid))
+        try:
+            constraints = offer_constraints(uf.offer_constraints, self._roles_of(info))
+        except ConstraintError:
+            return  # the shell refuses such a call (``update_framework_problem``)
         fresh = self._new_framework(fid, info, FrameworkPhase.SUBSCRIBED, fw.registered_time)
         fw.info, fw.roles, fw.capabilities = fresh.info, fresh.roles, fresh.capabilities
         fx.append(Persist((ops.FrameworkAdded(fid, codec.encode_msgpack(info), float(info.failover_timeout or 0.0), now),)))
@@ -534,6 +554,7 @@ class MasterState(MaintenanceRules, AcceptRules):
             ae.FrameworkAdded(
                 framework_id=fid, roles=fw.roles, capabilities=fw.capabilities, active=True,
                 suppressed_roles=frozenset(uf.suppressed_roles),
+                offer_constraints=constraints,
             ),
             now,
             fx,

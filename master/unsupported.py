@@ -46,16 +46,8 @@ def unsupported(call: mesos.Call) -> str | None:
         assert t is not None
         return f"Call {t.value} is not supported: {UNSUPPORTED_CALLS[t]}"
     if t is CT.SUBSCRIBE and call.subscribe is not None:
-        oc = call.subscribe.offer_constraints
-        if oc is not None and oc.role_constraints:
-            roles = ", ".join(sorted(oc.role_constraints))
-            return f"SUBSCRIBE: 'offer_constraints' (roles {roles}) are not supported by this master"
         return _framework_info(call.subscribe.framework_info, "SUBSCRIBE")
     if t is CT.UPDATE_FRAMEWORK and call.update_framework is not None:
-        oc = call.update_framework.offer_constraints
-        if oc is not None and oc.role_constraints:
-            roles = ", ".join(sorted(oc.role_constraints))
-            return f"UPDATE_FRAMEWORK: 'offer_constraints' (roles {roles}) are not supported by this master"
         return _framework_info(call.update_framework.framework_info, "UPDATE_FRAMEWORK")
     if t is CT.ACCEPT and call.accept is not None:
         for i, op in enumerate(call.accept.operations):

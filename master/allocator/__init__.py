@@ -2,6 +2,13 @@
 
 from master.allocator.allocator import Allocator, AllocatorError
 from master.allocator.config import AllocatorConfig
+from master.allocator.constraints import (
+    AttributeConstraint,
+    ConstraintError,
+    Predicate,
+    Pseudo,
+    RoleConstraints,
+)
 from master.allocator.decisions import (
     Accepted,
     AcceptResult,
@@ -61,6 +68,8 @@ __all__ = [
     "Allocator",
     "AllocatorConfig",
     "AllocatorError",
+    "AttributeConstraint",
+    "ConstraintError",
     "Decision",
     "Demand",
     "DemandDeclared",
@@ -80,6 +89,8 @@ __all__ = [
     "OffersDeclined",
     "Operation",
     "PassStats",
+    "Predicate",
+    "Pseudo",
     "QuotaSet",
     "RejectCode",
     "Rejected",
@@ -87,6 +98,7 @@ __all__ = [
     "ResourcesRecovered",
     "Revived",
     "Revoke",
+    "RoleConstraints",
     "RoleError",
     "Suppressed",
     "TaskView",

@@ -12,7 +12,15 @@ from master.allocator.accept import accept as accept_offers
 from master.allocator.config import AllocatorConfig
 from master.allocator.decisions import AcceptResult, Decision, Offer
 from master.allocator.demand import demand_stage, fairness_rescind
-from master.allocator.eligibility import GPU_REASON, fully_filtered, gpu_blocked, refresh_all, refresh_some
+from master.allocator.eligibility import (
+    CONSTRAINT_REASON,
+    GPU_REASON,
+    excluded,
+    fully_filtered,
+    gpu_blocked,
+    refresh_all,
+    refresh_some,
+)
 from master.allocator.errors import AllocatorError
 from master.allocator.events import Event, OffersAccepted
 from master.allocator.handlers import HANDLERS
@@ -288,6 +296,9 @@ class Allocator:
             a for a in l_.agents.values()
             if a.active and any((a.free.allocatable_to(r) if a.has_reserved else a.free) for r in open_roles)
         ]
+        active = [a for a in l_.agents.values() if a.active]
+        if fw.excluded and active and all(excluded(fw, r, a.agent_id) for a in active for r in open_roles):
+            return f"every agent is excluded: {CONSTRAINT_REASON} (offer_constraints)"
         if usable and all(gpu_blocked(fw, a) for a in usable):
             return f"every agent with free resources is excluded: {GPU_REASON} (Mesos semantics)"
         if not usable:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from master.allocator.decisions import Decision
-from master.allocator.eligibility import GPU_REASON, available_to, filtered, gpu_blocked
+from master.allocator.eligibility import GPU_REASON, available_to, excluded, filtered, gpu_blocked
 from master.allocator.ledger import Ledger
 from master.allocator.offering import give, take_back
 from master.allocator.passes import Headroom
@@ -70,6 +70,8 @@ def demand_stage(
                 continue
             if gpu_blocked(fw, agent):
                 gpu_skipped += 1
+                continue
+            if excluded(fw, d.role, agent.agent_id):
                 continue
             avail = available_to(agent, d.role)
             if not avail:

@@ -3,6 +3,9 @@ candidate (framework, role, agent) must pass."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
+from master.allocator.constraints import agent_matches
 from master.allocator.ledger import Ledger
 from master.allocator.state import AgentState, FrameworkState
 from protocol.resources import Resources
@@ -57,6 +60,32 @@ def gpu_blocked(fw: FrameworkState, agent: AgentState) -> bool:
     that cannot use the GPUs could otherwise hold the rest of the agent and starve GPU work).
     Every stage skips such a (framework, agent) pair; the hot loops inline this test."""
     return agent.has_gpus and not fw.gpu_ok
+
+
+CONSTRAINT_REASON = "the agent does not satisfy the framework's offer constraints for the role"
+
+
+def excluded(fw: FrameworkState, role: str, agent_id: str) -> bool:
+    """Mesos' offer constraints: the agent satisfies none of the framework's groups for ``role``
+    (``FrameworkState.excluded``, kept current by the handlers). Every stage skips such a
+    (framework, role, agent); a cluster without constraints skips this test in its DRF fast path."""
+    ex = fw.excluded
+    if not ex:
+        return False
+    agents = ex.get(role)
+    return agents is not None and agent_id in agents
+
+
+def refresh_exclusions(ledger: Ledger, fw: FrameworkState, agents: Iterable[AgentState]) -> None:
+    """Re-evaluate the framework's offer constraints on ``agents`` (all of them when its
+    constraints change, one when an agent (re-)registers)."""
+    for role, groups in fw.constraints.items():
+        out = fw.excluded.setdefault(role, set())
+        for agent in agents:
+            if agent_matches(groups, agent.hostname, agent.attributes):
+                out.discard(agent.agent_id)
+            else:
+                out.add(agent.agent_id)
 
 
 def available_to(agent: AgentState, role: str) -> Resources:

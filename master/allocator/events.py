@@ -7,8 +7,11 @@ allocator's ``handle(event, now)`` dispatches on the class.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import attrs
 
+from master.allocator.constraints import RoleConstraints
 from protocol.resources import Resources
 
 __pure__ = True
@@ -83,6 +86,9 @@ class FrameworkAdded:
     capabilities: frozenset[str] = frozenset()
     active: bool = True
     suppressed_roles: frozenset[str] = frozenset()
+    # offer constraints by role (``constraints.py``): agents that satisfy none of a role's groups
+    # are not offered to the framework in that role; replaced by each FrameworkAdded
+    offer_constraints: Mapping[str, RoleConstraints] = attrs.field(factory=dict)
 
 
 @attrs.frozen

@@ -11,7 +11,14 @@ from typing import Any
 
 from master.allocator.accept import accept as accept_offers
 from master.allocator.decisions import Decision, OfferRescinded, OfferUpdated
-from master.allocator.eligibility import GPU_REASON, gpu_blocked, refresh_activity
+from master.allocator.eligibility import (
+    CONSTRAINT_REASON,
+    GPU_REASON,
+    excluded,
+    gpu_blocked,
+    refresh_activity,
+    refresh_exclusions,
+)
 from master.allocator.errors import AllocatorError
 from master.allocator.events import (
     AgentAdded,
@@ -52,6 +59,9 @@ def _agent_added(ledger: Ledger, ev: AgentAdded, now: float) -> list[Decision]:
         agent.hostname = ev.hostname
         agent.attributes = dict(ev.attributes)
         out = _agent_updated(ledger, AgentUpdated(ev.agent_id, ev.total), now)
+        if l_.constrained:  # its attributes may have changed: constraints are evaluated again
+            _constraints_on(l_, agent)
+            out.extend(_take_back_excluded(l_, agent.offers))
         if not agent.active:
             agent.active = True
             l_.active_agents += 1
@@ -59,6 +69,8 @@ def _agent_added(ledger: Ledger, ev: AgentAdded, now: float) -> list[Decision]:
         return out
     agent = AgentState(ev.agent_id, ev.hostname, ev.total, dict(ev.attributes), l_.next_agent_seq())
     l_.agents[ev.agent_id] = agent
+    if l_.constrained:
+        _constraints_on(l_, agent)
     l_.active_agents += 1
     l_.totals.add(agent.total_scalars)
     l_.mark_dirty(ev.agent_id)
@@ -77,6 +89,9 @@ def _agent_removed(ledger: Ledger, ev: AgentRemoved, now: float) -> list[Decisio
             l_.task_end(task)
     l_.filters.remove_agent(ev.agent_id)
     l_.lenders.pop(ev.agent_id, None)
+    for fid in l_.constrained:
+        for agents in l_.frameworks[fid].excluded.values():
+            agents.discard(ev.agent_id)
     l_.totals.add(agent.total_scalars, -1.0)
     if agent.active:
         l_.active_agents -= 1
@@ -152,6 +167,14 @@ def _framework_added(ledger: Ledger, ev: FrameworkAdded, now: float) -> list[Dec
         fw.set_capabilities(ev.capabilities)
         fw.active = ev.active
     fw.suppressed = set(ev.suppressed_roles)
+    if ev.offer_constraints or fw.constraints:
+        fw.constraints = dict(ev.offer_constraints)
+        fw.excluded = {}
+        refresh_exclusions(l_, fw, l_.agents.values())
+        if fw.constraints:
+            l_.constrained[fw.framework_id] = None
+        else:
+            l_.constrained.pop(fw.framework_id, None)
     for role in fw.roles:
         l_.roles.add_framework(role, fw.framework_id)
     if fw.revocable_ok:
@@ -160,6 +183,9 @@ def _framework_added(ledger: Ledger, ev: FrameworkAdded, now: float) -> list[Dec
     ledger.full_pass = True
     # re-subscribed without GPU_RESOURCES: what it holds on agents with GPUs goes back
     out = [] if fw.gpu_ok else _take_back_gpu_blocked(l_, fw.offers)
+    # new offer constraints: what it holds on agents they exclude goes back
+    if fw.excluded:
+        out.extend(_take_back_excluded(l_, fw.offers))
     # re-subscribed or updated (UPDATE_FRAMEWORK) without a role: its offers in that role go back,
     # as Mesos rescinds them
     for oid in list(fw.offers):
@@ -183,6 +209,25 @@ def _take_back_gpu_blocked(ledger: Ledger, offer_ids: dict[str, None]) -> list[D
                 out.append(d)
     return out
 
+def _constraints_on(ledger: Ledger, agent: AgentState) -> None:
+    """Evaluate every constrained framework's offer constraints on a (re-)registered agent."""
+    for fid in ledger.constrained:
+        refresh_exclusions(ledger, ledger.frameworks[fid], (agent,))
+
+
+def _take_back_excluded(ledger: Ledger, offer_ids: dict[str, None]) -> list[Decision]:
+    """Take back the idle parts of those offers whose agent the holder's offer constraints now
+    exclude in the offer's role (tasks running there stay: constraints decide offers only)."""
+    out: list[Decision] = []
+    for oid in list(offer_ids):
+        o = ledger.offers[oid]
+        if excluded(ledger.frameworks[o.framework_id], o.role, o.agent_id):
+            d = take_back(ledger, o, CONSTRAINT_REASON)
+            if d is not None:
+                out.append(d)
+    return out
+
+
 def _framework_removed(ledger: Ledger, ev: FrameworkRemoved, now: float) -> list[Decision]:
     l_ = ledger
     fw = l_.frameworks.get(ev.framework_id)
@@ -200,6 +245,7 @@ def _framework_removed(ledger: Ledger, ev: FrameworkRemoved, now: float) -> list
     for role in fw.roles:
         l_.roles.remove_framework(role, fw.framework_id)
     l_.rev_sorter.remove(fw.framework_id)
+    l_.constrained.pop(fw.framework_id, None)
     for agent_id in l_.filters.clear(fw.framework_id):
         l_.mark_dirty(agent_id)
     del l_.frameworks[fw.framework_id]
@@ -265,6 +311,7 @@ def _recovered(ledger: Ledger, ev: ResourcesRecovered, now: float) -> list[Decis
         or lease.framework_id != fw.framework_id
         or lease.role in fw.suppressed
         or gpu_blocked(fw, agent)
+        or excluded(fw, lease.role, agent.agent_id)
     ):
         return []
     back = EMPTY

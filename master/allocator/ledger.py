@@ -55,6 +55,7 @@ class Ledger:
         self.activity_dirty = False
         self.activity_of: dict[str, None] = {}
         self.lenders: dict[str, None] = {}  # agents whose ``lent`` is not empty
+        self.constrained: dict[str, None] = {}  # frameworks with offer constraints
         self._offer_prefix = f"{config.offer_id_prefix}-O"
         self._offer_timeout = config.offer_timeout
         self.active_agents = 0

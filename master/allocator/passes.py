@@ -11,7 +11,7 @@ import heapq
 from collections.abc import Iterable
 
 from master.allocator.decisions import Decision, OfferCreated
-from master.allocator.eligibility import available_to, filtered, gpu_blocked
+from master.allocator.eligibility import available_to, excluded, filtered, gpu_blocked
 from master.allocator.filters import Filter
 from master.allocator.ledger import Ledger
 from master.allocator.offering import give
@@ -139,7 +139,8 @@ def quota_stage(ledger: Ledger, agents: Iterable[AgentState], now: float, out: l
             chosen = None
             for fw_role, fid in roles.iter_frameworks(node):  # the role's subtree, in DRF order
                 fw = ledger.frameworks[fid]
-                if not gpu_blocked(fw, agent) and not filtered(ledger, fw, fw_role, agent, candidate):
+                if (not gpu_blocked(fw, agent) and not excluded(fw, fw_role, agent.agent_id)
+                        and not filtered(ledger, fw, fw_role, agent, candidate)):
                     chosen = (fw_role, fw)
                     break
             if chosen is None:
@@ -169,14 +170,18 @@ def regular_stage(
     hr_active = headroom.active
     shaping = bool(ledger.roles.limited_roles) or hr_active
     single = roles.single_leaf()
-    if single is not None and not shaping and ledger.config.fast_paths:
+    # (frameworks with offer constraints take the general path: the fast one never tests them)
+    if single is not None and not shaping and ledger.config.fast_paths and not ledger.constrained:
         _regular_one_role(ledger, single.name, agents, now, out)
         return
     held = False
 
     def try_offer(agent: AgentState, role: str, fid: str) -> bool:
         nonlocal held
-        if agent.has_gpus and not frameworks[fid].gpu_ok:
+        fw = frameworks[fid]
+        if agent.has_gpus and not fw.gpu_ok:
+            return False
+        if fw.excluded and excluded(fw, role, agent.agent_id):
             return False
         avail = agent.free.allocatable_to(role) if agent.has_reserved else agent.free
         if not avail:
@@ -202,7 +207,7 @@ def regular_stage(
         if not meets_minimum(scal, minimum):
             return False
         deficit = headroom.own_deficit(role) if hr_active else {}
-        out.append(give(ledger, frameworks[fid], role, agent, candidate, EMPTY, now, _DRF_REASON, scalars=scal))
+        out.append(give(ledger, fw, role, agent, candidate, EMPTY, now, _DRF_REASON, scalars=scal))
         if hr_active:
             headroom.consume(candidate.unreserved().scalars(), deficit)
         return True

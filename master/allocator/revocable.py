@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from master.allocator.decisions import Decision, Revoke
-from master.allocator.eligibility import available_to, filtered, gpu_blocked
+from master.allocator.eligibility import available_to, excluded, filtered, gpu_blocked
 from master.allocator.ledger import Ledger
 from master.allocator.offering import give, take_back
 from master.allocator.quantities import meets_minimum, port_count, shrink, take, take_ports, units_that_fit
@@ -57,7 +57,7 @@ def revocable_stage(ledger: Ledger, agents: Iterable[AgentState], now: float, ou
             if gpu_blocked(fw, agent):
                 continue
             role = next((r for r in fw.offer_roles if r not in fw.suppressed), None)
-            if role is None:
+            if role is None or excluded(fw, role, agent.agent_id):
                 continue
             if filtered(ledger, fw, role, agent, capacity.as_revocable()) or ledger.filters.expires_at(
                 fw.framework_id, role, agent.agent_id

@@ -19,7 +19,7 @@ is never taken here: taking one of a gang's offers would leave the gang partly p
 
 from __future__ import annotations
 
-from master.allocator.eligibility import filtered, fully_filtered, gpu_blocked, regular_eligible
+from master.allocator.eligibility import excluded, filtered, fully_filtered, gpu_blocked, regular_eligible
 from master.allocator.ledger import Ledger
 from master.allocator.state import FrameworkState, OfferState
 
@@ -44,7 +44,7 @@ def _usable_by(ledger: Ledger, o: OfferState, hungry: list[tuple[FrameworkState,
     if agent is None or not agent.active:
         return None
     for fw, role in hungry:
-        if fw.framework_id == o.framework_id or gpu_blocked(fw, agent):
+        if fw.framework_id == o.framework_id or gpu_blocked(fw, agent) or excluded(fw, role, agent.agent_id):
             continue
         candidate = o.regular.allocatable_to(role) if agent.has_reserved else o.regular
         if candidate and not filtered(ledger, fw, role, agent, candidate):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import enum
 
+from master.allocator.constraints import RoleConstraints
 from protocol.resources import Resources
 from protocol.transitions import Lifecycle
 
@@ -134,7 +135,9 @@ class FrameworkState:
     __slots__ = (
         "active",
         "capabilities",
+        "constraints",
         "demands",
+        "excluded",
         "framework_id",
         "gpu_ok",
         "offer_roles",
@@ -166,6 +169,10 @@ class FrameworkState:
         self.tasks: dict[str, None] = {}
         self.demands: list[DemandState] = []
         self.uses_demand = False
+        # offer constraints by role (``constraints.py``), and per constrained role the agents
+        # they exclude (kept current as agents and constraints change; empty: no constraints)
+        self.constraints: dict[str, RoleConstraints] = {}
+        self.excluded: dict[str, set[str]] = {}
 
     def set_capabilities(self, capabilities: frozenset[str]) -> None:
         self.capabilities = capabilities

@@ -53,21 +53,81 @@ class CallType(enum.Enum):
     ACKNOWLEDGE_MANY = "ACKNOWLEDGE_MANY"
 
 
+class PseudoattributeType(enum.Enum):
+    UNKNOWN = "UNKNOWN"
+    HOSTNAME = "HOSTNAME"
+    REGION = "REGION"
+    ZONE = "ZONE"
+
+
+@attrs.frozen
+class AttributeConstraintSelector:
+    """Mesos' ``AttributeConstraint.Selector`` (a oneof: exactly one is set)."""
+
+    pseudoattribute_type: PseudoattributeType | None = None
+    attribute_name: str | None = None
+
+
+@attrs.frozen
+class PredicateExists:
+    pass
+
+
+@attrs.frozen
+class PredicateTextValue:
+    """``TextEquals`` / ``TextNotEquals``."""
+
+    value: str | None = None
+
+
+@attrs.frozen
+class PredicateTextRegex:
+    """``TextMatches`` / ``TextNotMatches``."""
+
+    regex: str | None = None
+
+
+@attrs.frozen
+class AttributeConstraintPredicate:
+    """Mesos' ``AttributeConstraint.Predicate`` (a oneof: exactly one is set)."""
+
+    exists: PredicateExists | None = None
+    not_exists: PredicateExists | None = None
+    text_equals: PredicateTextValue | None = None
+    text_not_equals: PredicateTextValue | None = None
+    text_matches: PredicateTextRegex | None = None
+    text_not_matches: PredicateTextRegex | None = None
+
+
+@attrs.frozen
+class AttributeConstraint:
+    selector: AttributeConstraintSelector | None = None
+    predicate: AttributeConstraintPredicate | None = None
+
+
+@attrs.frozen
+class OfferConstraintsGroup:
+    attribute_constraints: tuple[AttributeConstraint, ...] = ()
+
+
 @attrs.frozen
 class RoleOfferConstraints:
-    """One role's entry of Mesos' ``OfferConstraints`` (its groups are not read: the master
-    refuses offer constraints, see ``master/unsupported.py``)."""
+    """One role's entry of Mesos' ``OfferConstraints``: an agent must satisfy one of the groups."""
+
+    groups: tuple[OfferConstraintsGroup, ...] = ()
 
 
 @attrs.frozen
 class OfferConstraints:
+    """Mesos 1.11's ``scheduler.OfferConstraints`` (SUBSCRIBE and UPDATE_FRAMEWORK), applied by
+    the allocator (``master/allocator/constraints.py``)."""
+
     role_constraints: dict[str, RoleOfferConstraints] = attrs.field(factory=dict)
 
 
 @attrs.frozen
 class Subscribe:
-    """SUBSCRIBE body (mesoshttp's ``credentials`` are ignored; ``offer_constraints`` are
-    decoded so that the master can refuse them)."""
+    """SUBSCRIBE body (mesoshttp's ``credentials`` are ignored)."""
 
     framework_info: FrameworkInfo
     suppressed_roles: tuple[str, ...] = ()

@@ -1,6 +1,6 @@
 """UPDATE_FRAMEWORK applied without re-subscribing (pymesos 0.3.15, unchanged, sends it through its
 own connection), and what this master does not do answered 400 with the reason instead of being
-accepted and ignored: operation feedback, persistent volumes, offer constraints, offer filters."""
+accepted and ignored: operation feedback, persistent volumes, offer filters (offer constraints: test_offer_constraints.py)."""
 
 from __future__ import annotations
 
@@ -94,12 +94,6 @@ async def test_what_is_not_supported_is_refused(master: MasterService) -> None:
     url = master.url + "/api/v1/scheduler"
     try:
         async with aiohttp.ClientSession() as s:
-            sub = {"type": "SUBSCRIBE", "subscribe": {
-                "framework_info": {"user": "nobody", "name": "x"},
-                "offer_constraints": {"role_constraints": {"*": {"groups": []}}}}}
-            async with s.post(url, data=json.dumps(sub), headers=JSON_HEADERS) as r:
-                assert r.status == 400
-                assert await r.text() == "SUBSCRIBE: 'offer_constraints' (roles *) are not supported by this master"
             sub = {"type": "SUBSCRIBE", "subscribe": {"framework_info": {
                 "user": "nobody", "name": "x", "offer_filters": {"*": {"min_allocatable_resources": {}}}}}}
             async with s.post(url, data=json.dumps(sub), headers=JSON_HEADERS) as r:

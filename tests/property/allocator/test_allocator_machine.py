@@ -27,6 +27,7 @@ from master.allocator import (
     Allocator,
     AllocatorConfig,
     AllocatorError,
+    AttributeConstraint,
     Demand,
     DemandDeclared,
     FrameworkActivated,
@@ -38,6 +39,8 @@ from master.allocator import (
     OffersAccepted,
     OffersDeclined,
     OfferUpdated,
+    Predicate,
+    Pseudo,
     QuotaSet,
     Rejected,
     Reserve,
@@ -46,6 +49,8 @@ from master.allocator import (
     Suppressed,
     Unreserve,
 )
+from master.allocator.constraints import RoleConstraints, agent_matches
+from master.allocator.eligibility import excluded
 from protocol.resources import Resources
 
 ROLES = ["*", "a", "b", "a/x"]
@@ -55,6 +60,17 @@ EMPTY = Resources()
 def _scal_eq(a: dict[str, float], b: dict[str, float]) -> bool:
     names = set(a) | set(b)
     return all(abs(a.get(n, 0.0) - b.get(n, 0.0)) < 1e-6 for n in names)
+
+
+def _rack(role: str, rack: str | None) -> dict[str, RoleConstraints]:
+    """Offer constraints for ``role``: agents of ``rack``, or without a rack on hosts h0-h4."""
+    if rack is None:
+        return {}
+    return {role: (
+        (AttributeConstraint.make(Predicate.TEXT_EQUALS, attribute="rack", text=rack),),
+        (AttributeConstraint.make(Predicate.NOT_EXISTS, attribute="rack"),
+         AttributeConstraint.make(Predicate.TEXT_MATCHES, pseudo=Pseudo.HOSTNAME, text="h[0-4]")),
+    )}
 
 
 class AllocatorMachine(RuleBasedStateMachine):
@@ -100,7 +116,8 @@ class AllocatorMachine(RuleBasedStateMachine):
         text = f"cpus:{cpus};mem:{mem};gpus:{gpus};ports:[1000-1010]"
         if reserved:
             text += f";cpus({reserved}):2;mem({reserved}):128"
-        self.alloc.handle(AgentAdded(f"a{self.n_agents}", f"h{self.n_agents}", Resources.parse(text)), self.now)
+        rack = {"rack": f"r{self.n_agents % 3}"} if self.n_agents % 3 else {}
+        self.alloc.handle(AgentAdded(f"a{self.n_agents}", f"h{self.n_agents}", Resources.parse(text), rack), self.now)
 
     @precondition(lambda self: bool(self.ledger.agents))
     @rule(data=st.data(), kind=st.sampled_from(["remove", "deactivate", "reactivate", "slack"]))
@@ -124,8 +141,9 @@ class AllocatorMachine(RuleBasedStateMachine):
         reusable=st.booleans(),
         revocable=st.booleans(),
         gpu=st.booleans(),
+        rack=st.sampled_from([None, None, "r1", "r2"]),
     )
-    def add_framework(self, roles: list[str], reusable: bool, revocable: bool, gpu: bool) -> None:
+    def add_framework(self, roles: list[str], reusable: bool, revocable: bool, gpu: bool, rack: str | None) -> None:
         self.n_fws += 1
         caps = set()
         if reusable:
@@ -134,13 +152,15 @@ class AllocatorMachine(RuleBasedStateMachine):
             caps.add("REVOCABLE_RESOURCES")
         if gpu:
             caps.add("GPU_RESOURCES")
-        self.alloc.handle(FrameworkAdded(f"f{self.n_fws}", tuple(roles), frozenset(caps)), self.now)
+        self.alloc.handle(
+            FrameworkAdded(f"f{self.n_fws}", tuple(roles), frozenset(caps), offer_constraints=_rack(roles[0], rack)),
+            self.now)
 
     @precondition(lambda self: bool(self.ledger.frameworks))
     @rule(
         data=st.data(),
         kind=st.sampled_from(
-            ["remove", "deactivate", "activate", "suppress", "revive", "demand", "quota", "toggle_gpu"]
+            ["remove", "deactivate", "activate", "suppress", "revive", "demand", "quota", "toggle_gpu", "constrain"]
         ),
     )
     def framework_event(self, data: st.DataObject, kind: str) -> None:
@@ -157,6 +177,12 @@ class AllocatorMachine(RuleBasedStateMachine):
             out = self.alloc.handle(Suppressed(fid), self.now)
         elif kind == "revive":
             out = self.alloc.handle(Revived(fid), self.now)
+        elif kind == "constrain":  # UPDATE_FRAMEWORK setting, changing or dropping offer constraints
+            rack = data.draw(st.sampled_from([None, "r1", "r2"]))
+            roles = fw.offer_roles or fw.roles
+            out = self.alloc.handle(
+                FrameworkAdded(fid, roles, fw.capabilities, fw.active, offer_constraints=_rack(roles[0], rack)),
+                self.now)
         elif kind == "toggle_gpu":  # re-subscription gaining or losing GPU_RESOURCES
             caps = fw.capabilities ^ {"GPU_RESOURCES"}
             out = self.alloc.handle(
@@ -396,8 +422,15 @@ class AllocatorMachine(RuleBasedStateMachine):
             assert not o.revocable or fw.revocable_ok
             # an agent with GPUs: only GPU_RESOURCES frameworks hold (non-empty) offers on it
             assert o.is_empty() or not l_.agents[o.agent_id].has_gpus or fw.gpu_ok, f"GPU agent offer {oid}"
+            # offer constraints: nothing (idle) offered where they exclude the agent for the role
+            assert o.is_empty() or not excluded(fw, o.role, o.agent_id), f"offer {oid} on an excluded agent"
             if not o.reusable:
                 assert not o.is_empty(), f"empty classic offer {oid}"
+        for fid in l_.constrained:  # the exclusions kept are what the constraints say now
+            fw = l_.frameworks[fid]
+            for role, groups in fw.constraints.items():
+                want = {a.agent_id for a in l_.agents.values() if not agent_matches(groups, a.hostname, a.attributes)}
+                assert fw.excluded[role] == want, (fid, role)
 
 
 AllocatorMachine.TestCase.settings = settings(

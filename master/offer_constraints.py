@@ -1,0 +1,86 @@
+"""SUBSCRIBE's and UPDATE_FRAMEWORK's ``offer_constraints`` checked and turned into the
+allocator's (pure; the allocator evaluates them: ``master/allocator/constraints.py``).
+
+A constraint the allocator could not evaluate refuses the call with Mesos' words: a role that is
+not one of the framework's, a role without groups, an empty group, a selector or predicate not
+set, an unknown pseudoattribute, a regular expression RE2 rejects or finds too complex.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from master.allocator.constraints import (
+    AttributeConstraint,
+    ConstraintError,
+    Predicate,
+    Pseudo,
+    RoleConstraints,
+    check_groups,
+)
+from protocol.mesos.scheduler import AttributeConstraint as MesosConstraint
+from protocol.mesos.scheduler import OfferConstraints, PseudoattributeType
+
+__pure__ = True
+
+
+def offer_constraints(oc: OfferConstraints | None, roles: Iterable[str]) -> dict[str, RoleConstraints]:
+    """The allocator's constraints by role, or ``ConstraintError`` with the reason the call is
+    refused. No constraints (absent, or no role) is an empty dict."""
+    if oc is None or not oc.role_constraints:
+        return {}
+    valid = set(roles)
+    for role in sorted(oc.role_constraints):
+        if role not in valid:
+            raise ConstraintError(
+                f"Offer constraints specify `role_constraints` for a role '{role}' not contained in the set of roles")
+    out: dict[str, RoleConstraints] = {}
+    for role, rc in sorted(oc.role_constraints.items()):
+        try:
+            groups = tuple(tuple(_constraint(c) for c in g.attribute_constraints) for g in rc.groups)
+            check_groups(role, groups)
+        except ConstraintError as e:
+            raise ConstraintError(f"Offer constraints are not valid: {_in_role(role, str(e))}") from None
+        out[role] = groups
+    return out
+
+
+def _in_role(role: str, reason: str) -> str:
+    if reason.startswith("'OfferConstraints::"):
+        return reason
+    return f"A role {role} has an invalid 'AttributeConstraint': {reason}"
+
+
+def _constraint(c: MesosConstraint) -> AttributeConstraint:
+    sel = c.selector
+    attribute: str | None = None
+    pseudo: Pseudo | None = None
+    if sel is not None and sel.pseudoattribute_type is not None and sel.attribute_name is None:
+        if sel.pseudoattribute_type is PseudoattributeType.UNKNOWN:
+            raise ConstraintError("Unknown pseudoattribute type")
+        pseudo = Pseudo(sel.pseudoattribute_type.value)
+    elif sel is not None and sel.attribute_name is not None and sel.pseudoattribute_type is None:
+        attribute = sel.attribute_name
+    else:
+        raise ConstraintError(
+            "Exactly one of 'AttributeConstraint::Selector::name' or "
+            "'AttributeConstraint::Selector::pseudoattribute_type' must be set")
+    p = c.predicate
+    chosen: list[tuple[Predicate, str]] = []
+    if p is not None:
+        if p.exists is not None:
+            chosen.append((Predicate.EXISTS, ""))
+        if p.not_exists is not None:
+            chosen.append((Predicate.NOT_EXISTS, ""))
+        if p.text_equals is not None:
+            chosen.append((Predicate.TEXT_EQUALS, p.text_equals.value or ""))
+        if p.text_not_equals is not None:
+            chosen.append((Predicate.TEXT_NOT_EQUALS, p.text_not_equals.value or ""))
+        if p.text_matches is not None:
+            chosen.append((Predicate.TEXT_MATCHES, p.text_matches.regex or ""))
+        if p.text_not_matches is not None:
+            chosen.append((Predicate.TEXT_NOT_MATCHES, p.text_not_matches.regex or ""))
+    if len(chosen) != 1:
+        raise ConstraintError("Unknown predicate type" if not chosen else "Exactly one predicate must be set")
+    kind, text = chosen[0]
+    return AttributeConstraint.make(kind, attribute=attribute, pseudo=pseudo, text=text)
