@@ -1,5 +1,6 @@
-"""SUBSCRIBE's and UPDATE_FRAMEWORK's ``offer_constraints`` checked and turned into the
-allocator's (pure; the allocator evaluates them: ``master/allocator/constraints.py``).
+"""SUBSCRIBE's and UPDATE_FRAMEWORK's ``offer_constraints`` and ``FrameworkInfo.offer_filters``
+checked and turned into the allocator's (pure; the allocator applies them:
+``master/allocator/constraints.py``, ``eligibility.minimum_for``).
 
 A constraint the allocator could not evaluate refuses the call with Mesos' words: a role that is
 not one of the framework's, a role without groups, an empty group, a selector or predicate not
@@ -8,7 +9,8 @@ set, an unknown pseudoattribute, a regular expression RE2 rejects or finds too c
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import math
+from collections.abc import Iterable, Mapping
 
 from master.allocator.constraints import (
     AttributeConstraint,
@@ -18,6 +20,7 @@ from master.allocator.constraints import (
     RoleConstraints,
     check_groups,
 )
+from protocol.mesos.common import OfferFilters
 from protocol.mesos.scheduler import AttributeConstraint as MesosConstraint
 from protocol.mesos.scheduler import OfferConstraints, PseudoattributeType
 
@@ -42,6 +45,31 @@ def offer_constraints(oc: OfferConstraints | None, roles: Iterable[str]) -> dict
         except ConstraintError as e:
             raise ConstraintError(f"Offer constraints are not valid: {_in_role(role, str(e))}") from None
         out[role] = groups
+    return out
+
+
+def min_allocatable(offer_filters: Mapping[str, OfferFilters]) -> dict[str, tuple[dict[str, float], ...]]:
+    """``FrameworkInfo.offer_filters`` as the allocator's minimum allocatable alternatives by role
+    (a role whose filters set no ``min_allocatable_resources`` keeps the master's minimum), or
+    ``ValueError`` with Mesos' reason."""
+    out: dict[str, tuple[dict[str, float], ...]] = {}
+    for role, filters in sorted(offer_filters.items()):
+        mar = filters.min_allocatable_resources
+        if mar is None:
+            continue
+        alternatives: list[dict[str, float]] = []
+        for q in mar.quantities:
+            if not q.quantities:
+                raise ValueError("Resource quantities must contain at least one quantity")
+            alt: dict[str, float] = {}
+            for name, scalar in sorted(q.quantities.items()):
+                v = scalar.value
+                why = ("NaN" if math.isnan(v) else "Infinity" if math.isinf(v) else "Negative values" if v < 0 else None)
+                if why is not None:
+                    raise ValueError(f"Invalid resource quantity for '{name}': {why} not supported")
+                alt[name] = v
+            alternatives.append(alt)
+        out[role] = tuple(alternatives)
     return out
 
 

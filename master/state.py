@@ -64,7 +64,7 @@ from master.events import (
 from master.lifecycles import AgentPhase, FrameworkPhase
 from master.maintenance import MaintenanceBook
 from master.maintenance_rules import MaintenanceRules
-from master.offer_constraints import offer_constraints
+from master.offer_constraints import min_allocatable, offer_constraints
 from master.read_model import FrameworkView
 from master.records import AgentRec, DrainMode, FrameworkRec, TaskRec
 from protocol import agent_channel as ac
@@ -319,6 +319,7 @@ class MasterState(MaintenanceRules, AcceptRules):
                 active=True,
                 suppressed_roles=frozenset(ev.subscribe.suppressed_roles),
                 offer_constraints=constraints,
+                min_allocatable=min_allocatable(info.offer_filters),
             ),
             now,
             fx,
@@ -336,6 +337,10 @@ class MasterState(MaintenanceRules, AcceptRules):
                 return f"invalid role: {err}"
         if len(set(info.roles)) != len(info.roles):
             return "'FrameworkInfo.roles' contains duplicates"
+        try:
+            min_allocatable(info.offer_filters)
+        except ValueError as e:
+            return f"'FrameworkInfo.offer_filters': {e}"
         ft = info.failover_timeout
         if ft is not None and (not math.isfinite(ft) or ft < 0):
             return "'FrameworkInfo.failover_timeout' must be a finite non-negative number"
@@ -555,6 +560,7 @@ class MasterState(MaintenanceRules, AcceptRules):
                 framework_id=fid, roles=fw.roles, capabilities=fw.capabilities, active=True,
                 suppressed_roles=frozenset(uf.suppressed_roles),
                 offer_constraints=constraints,
+                min_allocatable=min_allocatable(info.offer_filters),
             ),
             now,
             fx,

@@ -32,23 +32,12 @@ UNSUPPORTED_CALLS: dict[CT, str] = {
 }
 
 
-def _framework_info(info: mesos.FrameworkInfo, what: str) -> str | None:
-    if info.offer_filters:
-        roles = ", ".join(sorted(info.offer_filters))
-        return f"{what}: 'FrameworkInfo.offer_filters' (roles {roles}) are not supported by this master"
-    return None
-
-
 def unsupported(call: mesos.Call) -> str | None:
     """Why this master refuses ``call`` (structurally valid), or None."""
     t = call.type
     if t in UNSUPPORTED_CALLS:
         assert t is not None
         return f"Call {t.value} is not supported: {UNSUPPORTED_CALLS[t]}"
-    if t is CT.SUBSCRIBE and call.subscribe is not None:
-        return _framework_info(call.subscribe.framework_info, "SUBSCRIBE")
-    if t is CT.UPDATE_FRAMEWORK and call.update_framework is not None:
-        return _framework_info(call.update_framework.framework_info, "UPDATE_FRAMEWORK")
     if t is CT.ACCEPT and call.accept is not None:
         for i, op in enumerate(call.accept.operations):
             if op.type in UNSUPPORTED_OPERATIONS:

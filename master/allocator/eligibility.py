@@ -3,7 +3,7 @@ candidate (framework, role, agent) must pass."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 from master.allocator.constraints import agent_matches
 from master.allocator.ledger import Ledger
@@ -86,6 +86,17 @@ def refresh_exclusions(ledger: Ledger, fw: FrameworkState, agents: Iterable[Agen
                 out.discard(agent.agent_id)
             else:
                 out.add(agent.agent_id)
+
+
+def minimum_for(ledger: Ledger, fw: FrameworkState, role: str) -> Iterable[Mapping[str, float]]:
+    """The minimum allocatable alternatives for the framework in ``role``: its own (Mesos'
+    ``FrameworkInfo.offer_filters``, an empty one admitting anything) or the allocator's."""
+    own = fw.min_allocatable
+    if own:
+        alternatives = own.get(role)
+        if alternatives is not None:
+            return alternatives
+    return ledger.config.min_allocatable
 
 
 def available_to(agent: AgentState, role: str) -> Resources:

@@ -89,6 +89,9 @@ class FrameworkAdded:
     # offer constraints by role (``constraints.py``): agents that satisfy none of a role's groups
     # are not offered to the framework in that role; replaced by each FrameworkAdded
     offer_constraints: Mapping[str, RoleConstraints] = attrs.field(factory=dict)
+    # Mesos' ``FrameworkInfo.offer_filters``: by role, the minimum allocatable alternatives that
+    # replace the allocator's ``min_allocatable`` for this framework (an empty tuple: none)
+    min_allocatable: Mapping[str, tuple[Mapping[str, float], ...]] = attrs.field(factory=dict)
 
 
 @attrs.frozen

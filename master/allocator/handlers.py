@@ -175,6 +175,11 @@ def _framework_added(ledger: Ledger, ev: FrameworkAdded, now: float) -> list[Dec
             l_.constrained[fw.framework_id] = None
         else:
             l_.constrained.pop(fw.framework_id, None)
+    fw.min_allocatable = dict(ev.min_allocatable)
+    if fw.min_allocatable:
+        l_.own_minimum[fw.framework_id] = None
+    else:
+        l_.own_minimum.pop(fw.framework_id, None)
     for role in fw.roles:
         l_.roles.add_framework(role, fw.framework_id)
     if fw.revocable_ok:
@@ -246,6 +251,7 @@ def _framework_removed(ledger: Ledger, ev: FrameworkRemoved, now: float) -> list
         l_.roles.remove_framework(role, fw.framework_id)
     l_.rev_sorter.remove(fw.framework_id)
     l_.constrained.pop(fw.framework_id, None)
+    l_.own_minimum.pop(fw.framework_id, None)
     for agent_id in l_.filters.clear(fw.framework_id):
         l_.mark_dirty(agent_id)
     del l_.frameworks[fw.framework_id]

@@ -56,6 +56,7 @@ class Ledger:
         self.activity_of: dict[str, None] = {}
         self.lenders: dict[str, None] = {}  # agents whose ``lent`` is not empty
         self.constrained: dict[str, None] = {}  # frameworks with offer constraints
+        self.own_minimum: dict[str, None] = {}  # frameworks with offer filters (their own minimum)
         self._offer_prefix = f"{config.offer_id_prefix}-O"
         self._offer_timeout = config.offer_timeout
         self.active_agents = 0

@@ -11,7 +11,7 @@ import heapq
 from collections.abc import Iterable
 
 from master.allocator.decisions import Decision, OfferCreated
-from master.allocator.eligibility import available_to, excluded, filtered, gpu_blocked
+from master.allocator.eligibility import available_to, excluded, filtered, gpu_blocked, minimum_for
 from master.allocator.filters import Filter
 from master.allocator.ledger import Ledger
 from master.allocator.offering import give
@@ -113,6 +113,7 @@ def quota_stage(ledger: Ledger, agents: Iterable[AgentState], now: float, out: l
         return
     heapq.heapify(heap)
     minimum = ledger.config.min_allocatable
+    own = bool(ledger.own_minimum)  # then each framework's minimum is checked when it is chosen
     unmet_names = set(roles.unmet_guarantees())
     for agent in agents:
         if not heap:
@@ -133,14 +134,15 @@ def quota_stage(ledger: Ledger, agents: Iterable[AgentState], now: float, out: l
                 avail = avail.without(*others)
             candidate = _limit(ledger, role, shrink(avail, deficit))
             scal = candidate.scalars()
-            if not candidate or not meets_minimum(scal, minimum) or not any(n in deficit for n in scal):
+            if not candidate or (not own and not meets_minimum(scal, minimum)) or not any(n in deficit for n in scal):
                 deferred.append(entry)
                 continue
             chosen = None
             for fw_role, fid in roles.iter_frameworks(node):  # the role's subtree, in DRF order
                 fw = ledger.frameworks[fid]
                 if (not gpu_blocked(fw, agent) and not excluded(fw, fw_role, agent.agent_id)
-                        and not filtered(ledger, fw, fw_role, agent, candidate)):
+                        and not filtered(ledger, fw, fw_role, agent, candidate)
+                        and (not own or meets_minimum(scal, minimum_for(ledger, fw, fw_role)))):
                     chosen = (fw_role, fw)
                     break
             if chosen is None:
@@ -170,8 +172,10 @@ def regular_stage(
     hr_active = headroom.active
     shaping = bool(ledger.roles.limited_roles) or hr_active
     single = roles.single_leaf()
-    # (frameworks with offer constraints take the general path: the fast one never tests them)
-    if single is not None and not shaping and ledger.config.fast_paths and not ledger.constrained:
+    # (frameworks with offer constraints or offer filters take the general path: the fast one
+    # never tests them)
+    if (single is not None and not shaping and ledger.config.fast_paths and not ledger.constrained
+            and not ledger.own_minimum):
         _regular_one_role(ledger, single.name, agents, now, out)
         return
     held = False
@@ -204,7 +208,7 @@ def regular_stage(
             candidate = avail
         cache = agent.free_scalars
         scal = cache[1] if cache is not None and cache[0] is candidate else candidate.scalars()
-        if not meets_minimum(scal, minimum):
+        if not meets_minimum(scal, minimum_for(ledger, fw, role) if fw.min_allocatable else minimum):
             return False
         deficit = headroom.own_deficit(role) if hr_active else {}
         out.append(give(ledger, fw, role, agent, candidate, EMPTY, now, _DRF_REASON, scalars=scal))

@@ -8,6 +8,7 @@ tagged revocable only when shown in an offer.
 from __future__ import annotations
 
 import enum
+from collections.abc import Mapping
 
 from master.allocator.constraints import RoleConstraints
 from protocol.resources import Resources
@@ -140,6 +141,7 @@ class FrameworkState:
         "excluded",
         "framework_id",
         "gpu_ok",
+        "min_allocatable",
         "offer_roles",
         "offers",
         "reusable",
@@ -173,6 +175,8 @@ class FrameworkState:
         # they exclude (kept current as agents and constraints change; empty: no constraints)
         self.constraints: dict[str, RoleConstraints] = {}
         self.excluded: dict[str, set[str]] = {}
+        # offer filters by role: its own minimum allocatable alternatives (Mesos' offer_filters)
+        self.min_allocatable: dict[str, tuple[Mapping[str, float], ...]] = {}
 
     def set_capabilities(self, capabilities: frozenset[str]) -> None:
         self.capabilities = capabilities

@@ -1,7 +1,8 @@
 """Mesos 1.11's offer constraints end to end: a real master and two real agents (in-process) with
 different attributes; a framework subscribed through pymesos 0.3.15 (unchanged) gets offers from
 both, then only from the agents its constraints admit once UPDATE_FRAMEWORK sets them (the same
-subscription), and from the other agent when an update changes them; a SUBSCRIBE with
+subscription), and from the other agent when an update changes them (offer filters, the
+framework's own minimum per role, likewise); a SUBSCRIBE with
 constraints (raw HTTP: pymesos sends none) is offered only matching agents; constraints the
 allocator cannot evaluate refuse the call with Mesos' words."""
 
@@ -152,6 +153,22 @@ async def test_update_framework_sets_and_changes_offer_constraints_through_pymes
         # constraints dropped: every agent again
         seq = await update({})
         assert await offered(sched, seq, 2, distinct=2) == set(agent_of.values())
+
+        # offer filters (FrameworkInfo.offer_filters): the framework's own minimum in the role
+        def minimum(cpus: float) -> dict[str, Any]:
+            return {"web": {"min_allocatable_resources": {"quantities": [{"quantities": {"cpus": {"value": cpus}}}]}}}
+
+        new = {**new, "offer_filters": minimum(3)}  # more than an agent has
+        await update({})
+        assert master.allocator.ledger.frameworks[sched.fid].min_allocatable == {"web": ({"cpus": 3.0},)}
+        new = {**new, "offer_filters": minimum(1)}
+        seq = await update({})
+        assert await offered(sched, seq, 2, distinct=2) == set(agent_of.values())
+        new = {**new, "offer_filters": minimum(-1)}
+        with pytest.raises(RuntimeError) as refused:
+            await update({})
+        assert ("'FrameworkInfo.offer_filters': Invalid resource quantity for 'cpus': Negative values not "
+                "supported") in str(refused.value)
     finally:
         await asyncio.to_thread(driver.stop)
         await asyncio.to_thread(driver.join)

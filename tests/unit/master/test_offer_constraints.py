@@ -80,3 +80,24 @@ def test_refused_with_mesos_reason(raw: dict[str, Any], why: str) -> None:
     with pytest.raises(ConstraintError) as e:
         offer_constraints(oc(raw), ["web"])
     assert str(e.value) == why
+
+
+def test_offer_filters_become_minimum_alternatives_by_role() -> None:
+    from master.offer_constraints import min_allocatable
+    from protocol.mesos import FrameworkInfo
+
+    def info(filters: dict[str, Any]) -> FrameworkInfo:
+        return codec.from_builtins(FrameworkInfo, {"user": "u", "name": "n", "offer_filters": filters})
+
+    got = min_allocatable(info({
+        "web": {"min_allocatable_resources": {"quantities": [
+            {"quantities": {"cpus": {"value": 2}, "mem": {"value": 64}}}, {"quantities": {"gpus": {"value": 1}}}]}},
+        "batch": {"min_allocatable_resources": {}},  # no alternatives: any amount
+        "other": {},  # nothing set: the master's minimum
+    }).offer_filters)
+    assert got == {"web": ({"cpus": 2.0, "mem": 64.0}, {"gpus": 1.0}), "batch": ()}
+    with pytest.raises(ValueError, match=r"^Resource quantities must contain at least one quantity$"):
+        min_allocatable(info({"web": {"min_allocatable_resources": {"quantities": [{}]}}}).offer_filters)
+    with pytest.raises(ValueError, match=r"^Invalid resource quantity for 'cpus': Negative values not supported$"):
+        min_allocatable(info({"web": {"min_allocatable_resources": {"quantities": [
+            {"quantities": {"cpus": {"value": -1}}}]}}}).offer_filters)
