@@ -42,6 +42,15 @@ def valid_path_id(value: str) -> bool:
 valid_task_id = valid_path_id
 
 
+def sandbox_path(framework_id: str, task_id: str, executor_id: str = "") -> str:
+    """Where a task's sandbox is under an agent's sandbox root (the path ``/files/*`` knows it
+    by): ``<framework>/<task>``, or for a task of a task group run under its executor's id,
+    ``<framework>/<executor>/tasks/<task>`` (nested under the executor's, as Mesos nests them)."""
+    if executor_id and executor_id != task_id:
+        return f"{framework_id}/{executor_id}/tasks/{task_id}"
+    return f"{framework_id}/{task_id}"
+
+
 def role_error(role: str) -> str | None:
     """Why ``role`` is not a valid role name (Mesos docs/roles.md), or None.
 

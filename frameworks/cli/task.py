@@ -39,6 +39,7 @@ from frameworks.cli.common import (
 )
 from frameworks.cli.follow import Chunk, LineBuffer, LogStream, follow, json_lines, last_lines
 from protocol.agent_channel import AGENT_HTTPS
+from protocol.ids import sandbox_path
 from protocol.usage import usage_from_json, usage_text
 
 TERMINAL_TASK_STATES = frozenset(
@@ -122,9 +123,10 @@ def agent_url(state: dict[str, Any], agent_id: str) -> str | None:
     return None
 
 
-def sandbox_file(framework_id: str, task_id: str, name: str) -> str:
-    """The path the agent's ``/files/*`` endpoints know a task's file by."""
-    return f"{framework_id}/{task_id}/{name}"
+def sandbox_file(framework_id: str, task_id: str, name: str, executor_id: str = "") -> str:
+    """The path the agent's ``/files/*`` endpoints know a task's file by: a task of a task group
+    (run under its executor's id) has its sandbox under the executor's, as Mesos nests them."""
+    return f"{sandbox_path(framework_id, task_id, executor_id)}/{name}"
 
 
 def batch_task(task_id: str) -> tuple[int, int] | None:
@@ -174,7 +176,7 @@ def _reader(row: Row, stream: str, must_exist: bool) -> Callable[[int], Chunk]:
     agent = row.get("agent_url")
     if not agent:
         raise CliError(f"task {row['id']}: its agent {row['agent_id'] or '?'} is not registered with the master")
-    path = sandbox_file(row["framework_id"], row["id"], stream)
+    path = sandbox_file(row["framework_id"], row["id"], stream, row.get("executor_id") or "")
 
     def read(offset: int) -> Chunk:
         got = files_read(agent, path, offset)
@@ -189,7 +191,8 @@ def _reader(row: Row, stream: str, must_exist: bool) -> Callable[[int], Chunk]:
 
 def _tail_offset(row: Row, stream: str, n: int) -> tuple[str, int]:
     """The last ``n`` lines of a task's ``stream`` and the file size they end at."""
-    agent, path = str(row["agent_url"]), sandbox_file(row["framework_id"], row["id"], stream)
+    agent = str(row["agent_url"])
+    path = sandbox_file(row["framework_id"], row["id"], stream, row.get("executor_id") or "")
     end = files_read(agent, path, -1)
     if end is None:
         return "", 0
@@ -265,7 +268,7 @@ def show(task_id: str, master: str | None, as_json: bool, framework: str | None)
 
     def go() -> None:
         _, _, row = _locate(master, task_id, framework)
-        row["sandbox"] = sandbox_file(row["framework_id"], row["id"], "")
+        row["sandbox"] = sandbox_file(row["framework_id"], row["id"], "", row.get("executor_id") or "")
         if as_json:
             click.echo(json.dumps(row, indent=2, sort_keys=True))
             return
@@ -386,7 +389,8 @@ def download(task_id: str, stderr: bool, output: str | None, master: str | None,
         _, _, row = _locate(master, task_id, framework)
         if not row.get("agent_url"):
             raise CliError(f"task {task_id}: its agent {row['agent_id'] or '?'} is not registered with the master")
-        q = urllib.parse.urlencode({"path": sandbox_file(row["framework_id"], task_id, stream)})
+        path = sandbox_file(row["framework_id"], task_id, stream, row.get("executor_id") or "")
+        q = urllib.parse.urlencode({"path": path})
         url = f"{row['agent_url']}/files/download?{q}"
         try:
             with open_url(urllib.request.Request(url), timeout=30.0) as resp:

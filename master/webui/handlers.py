@@ -32,6 +32,7 @@ from master.webui.html import Html, error_page
 from protocol import codec, tls
 from protocol.acls import TASK_LISTS
 from protocol.agent_channel import AGENT_HTTPS
+from protocol.ids import sandbox_path
 from protocol.resources import Resources
 
 if TYPE_CHECKING:
@@ -324,7 +325,7 @@ class WebUI:
 
     @staticmethod
     def _agent_path(task: dict[str, Any], sub: str) -> str:
-        base = f"{task.get('framework_id')}/{task.get('id')}"
+        base = sandbox_path(str(task.get("framework_id")), str(task.get("id")), str(task.get("executor_id") or ""))
         return f"{base}/{sub}" if sub else base
 
     async def browse(self, request: web.Request) -> web.Response:

@@ -30,6 +30,7 @@ from master.webui.html import (
 )
 from master.webui.model import task_outcome
 from master.webui.pages import logs_links, task_url
+from protocol.ids import sandbox_path
 from protocol.usage import usage_from_json, usage_text
 
 __pure__ = True
@@ -108,7 +109,7 @@ def browse_page(task: Mapping[str, Any], agent: Mapping[str, Any] | None, sub: s
     """A sandbox directory listing; ``entries`` are the agent's ``/files/browse`` FileInfo objects
     (their ``path`` relative to the agent's sandbox root, i.e. ``<fid>/<tid>/...``)."""
     fid, tid = str(task.get("framework_id", "")), str(task.get("id", ""))
-    prefix = f"{fid}/{tid}/"
+    prefix = sandbox_path(fid, tid, str(task.get("executor_id") or "")) + "/"
     crumbs = [link(task_url(fid, tid, "files"), "sandbox")]
     acc = ""
     for part in [p for p in sub.split("/") if p]:

@@ -45,6 +45,9 @@ def test_find_task_prefers_the_running_copy_and_knows_completed_frameworks() -> 
     assert tk.find_task(s, "nope") is None
     assert tk.agent_url(s, "m-S1") == "http://h1:5052" and tk.agent_url(s, "m-S9") is None
     assert tk.sandbox_file("f1", "t1", "stderr") == "f1/t1/stderr"
+    # a task of a task group: under its executor's sandbox (the agent's layout)
+    assert tk.sandbox_file("f1", "t1", "stdout", "pod") == "f1/pod/tasks/t1/stdout"
+    assert tk.sandbox_file("f1", "t1", "stdout", "t1") == "f1/t1/stdout"
     assert tk.batch_task("j12-3-1") == (12, 3)
     assert tk.batch_task("web-1") is None and tk.batch_task("jx-1-2") is None
 
