@@ -362,3 +362,16 @@ def test_framework_page_says_why_it_gets_no_offers() -> None:
     assert page is not None and "why no offers" in page and why in page
     plain = framework_page({"frameworks": [framework()]}, "f1")
     assert plain is not None and "why no offers" not in plain
+
+
+def test_a_task_group_task_is_browsed_under_its_executor_sandbox() -> None:
+    """The agent nests a DEFAULT-executor task's sandbox under the executor's: the UI asks for
+    that path and lists the entries relative to it."""
+    from master.webui.handlers import WebUI
+
+    pod = task("t1", executor_id="pod")
+    assert WebUI._agent_path(pod, "") == "f1/pod/tasks/t1"
+    assert WebUI._agent_path(pod, "logs/x") == "f1/pod/tasks/t1/logs/x"
+    assert WebUI._agent_path(task("t2", executor_id=""), "") == "f1/t2"
+    page = browse_page(pod, agent(), "", [{"path": "f1/pod/tasks/t1/stdout", "mode": "-rw-r--r--"}], None)
+    assert ">stdout<" in page and "pod/tasks" not in page
