@@ -21,11 +21,13 @@ from agent import status_updates as su
 from agent import tasks as tk
 from agent.checkpoint import AgentMeta, Checkpoint, CheckpointError, CorruptCheckpoint, PidRecord, Recovery
 from agent.config import AgentConfig
+from agent.effects import WritePid
 from agent.executors import exec_key
 from agent.gpus import GpuBook
 from agent.isolation import Isolator
 from agent.launcher import Launcher, find_wrappers, kill_leftovers
 from agent.logs import LogWriterClient, uses_log_pipes
+from agent.ports import Identity, Spawn, Submit
 from agent.taskspec import TaskSpec
 from protocol.clock import Clock
 from protocol.mesos import ExecutorInfo, FrameworkInfo
@@ -47,40 +49,42 @@ class ExecutorRegistry(Protocol):
     def register_executor(self, framework: FrameworkInfo, info: ExecutorInfo) -> None: ...
 
 
-class RecoveryHost(Protocol):
+@attrs.frozen
+class RecoveryParts:
     """What recovery reads and drives: the agent's parts, never the service itself."""
 
     config: AgentConfig
     clock: Clock
     checkpoint: Checkpoint
-    agent_id: str | None
+    me: Identity  # its agent id is set here; its report lines go to ``recovery_report``
     tracker: tk.TaskTracker
     updates: su.StatusUpdateManager
     gpus: GpuBook
     launcher: Launcher
     isolator: Isolator
     logs: LogWriterClient | None
+    executor_registry: ExecutorRegistry | None
+    resources_identity: Callable[[], str]
+    submit: Submit
+    spawn: Spawn
+    watch_oom: Callable[[str], None]
+    sweep_sandboxes: Callable[[Callable[[str, str], bool]], int]
+    drain: Callable[[], Coroutine[Any, Any, None]]
 
     @property
-    def boot_id(self) -> str: ...
+    def boot_id(self) -> str:
+        return self.me.boot_id
+
     @property
-    def recovery_report(self) -> list[str]: ...
-    @property
-    def executor_registry(self) -> ExecutorRegistry | None: ...
-    def resources_identity(self) -> str: ...
-    def submit(self, effects: list[Any]) -> None: ...
-    def spawn(self, coro: Coroutine[Any, Any, Any], name: str | None = None) -> Any: ...
-    def watch_oom(self, key: str) -> None: ...
-    def write_pid_effect(self, fid: str, tid: str, rec: PidRecord) -> object: ...
-    def sweep_sandboxes(self, keep: Callable[[str, str], bool]) -> int: ...
-    async def drain(self) -> None: ...
+    def recovery_report(self) -> list[str]:
+        return self.me.recovery_report
 
 
 def task_key(fid: str, tid: str) -> str:
     return f"t/{fid}/{tid}"
 
 
-async def recover(svc: RecoveryHost) -> None:
+async def recover(svc: RecoveryParts) -> None:
     """Read the checkpoint back, re-attach live tasks and queue what must be reported."""
     api = svc.executor_registry
     if api is not None:  # executors that outlived the agent may SUBSCRIBE before we know them
@@ -92,7 +96,7 @@ async def recover(svc: RecoveryHost) -> None:
             api.recovering = False
 
 
-async def _recover(svc: RecoveryHost) -> None:
+async def _recover(svc: RecoveryParts) -> None:
     cfg = svc.config
     try:
         rec = await asyncio.to_thread(svc.checkpoint.recover)
@@ -112,10 +116,10 @@ async def _recover(svc: RecoveryHost) -> None:
         svc.recovery_report.append(st.discard)
         await discard_old_tasks(svc.checkpoint, st.discard_pids)
         rec = Recovery(None, {}, (), ())
-    svc.agent_id = st.agent_id
+    svc.me.agent_id = st.agent_id
     await asyncio.to_thread(
         svc.checkpoint.write_agent,
-        AgentMeta(svc.agent_id, svc.boot_id, svc.resources_identity(), cfg.attributes or "", cfg.hostname),
+        AgentMeta(svc.me.agent_id, svc.boot_id, svc.resources_identity(), cfg.attributes or "", cfg.hostname),
     )
     svc.tracker.frameworks.update(rec.frameworks)
     found = await _look(svc, rec, rp.probes(rec, st, boot))
@@ -123,7 +127,7 @@ async def _recover(svc: RecoveryHost) -> None:
     await svc.drain()
 
 
-async def _look(svc: RecoveryHost, rec: Recovery, probes: Iterable[rp.Probe]) -> rp.Found:
+async def _look(svc: RecoveryParts, rec: Recovery, probes: Iterable[rp.Probe]) -> rp.Found:
     """Run the planner's probes: adopt the wrappers found (the launcher watches them from now on)
     and register the re-attached executors; then read the exit codes of the wrappers not found."""
     found = rp.Found()
@@ -151,7 +155,7 @@ async def _look(svc: RecoveryHost, rec: Recovery, probes: Iterable[rp.Probe]) ->
     return found
 
 
-async def run(svc: RecoveryHost, plan: list[rp.Effect]) -> None:
+async def run(svc: RecoveryParts, plan: list[rp.Effect]) -> None:
     """The plan's effects, in order (the slow ones off the event loop)."""
     now = svc.clock.now()
     for e in plan:
@@ -164,7 +168,7 @@ async def run(svc: RecoveryHost, plan: list[rp.Effect]) -> None:
         elif isinstance(e, rp.Reattach):
             _reattach(svc, e.framework_id, e.task_id, e.pid, e.spec)
         elif isinstance(e, rp.WritePid):
-            svc.submit([svc.write_pid_effect(e.framework_id, e.task_id, e.record)])
+            svc.submit([WritePid(e.framework_id, e.task_id, e.record)])
         elif isinstance(e, rp.RestoreGpus):
             problem = svc.gpus.restore((e.framework_id, e.task_id), e.devices, e.amount)
             if problem:
@@ -190,12 +194,12 @@ async def run(svc: RecoveryHost, plan: list[rp.Effect]) -> None:
         elif isinstance(e, rp.KillOrphanExecutors):
             await asyncio.to_thread(kill_orphan_executors, svc.checkpoint.meta, e.keep)
         elif isinstance(e, rp.AwaitReregistration):
-            svc.spawn(await_reregistration(svc, list(e.executors)), name="executor-reregister")
+            svc.spawn(await_reregistration(svc, list(e.executors)), "executor-reregister")
         elif isinstance(e, rp.Cleanup):
             await _cleanup(svc)
 
 
-def _reattach(svc: RecoveryHost, fid: str, tid: str, pid: int, spec: TaskSpec) -> None:
+def _reattach(svc: RecoveryParts, fid: str, tid: str, pid: int, spec: TaskSpec) -> None:
     key = task_key(fid, tid)
     svc.isolator.recover(key, pid, spec.mem_limit, spec.cpus)
     svc.watch_oom(key)
@@ -204,7 +208,7 @@ def _reattach(svc: RecoveryHost, fid: str, tid: str, pid: int, spec: TaskSpec) -
             svc.logs.track(key, str(svc.checkpoint.task_sandbox(fid, tid, spec.pod_executor)), pid)
 
 
-async def _cleanup(svc: RecoveryHost) -> None:
+async def _cleanup(svc: RecoveryParts) -> None:
     known = set(svc.tracker.tasks)
     live_keys = {task_key(*k) for k in known if task_key(*k) in svc.launcher}
     stale = await asyncio.to_thread(svc.isolator.cleanup, live_keys)
@@ -216,7 +220,7 @@ async def _cleanup(svc: RecoveryHost) -> None:
         svc.recovery_report.append(f"removed {swept} stale sandboxes")
 
 
-async def reattach_executor(svc: RecoveryHost, p: rp.FindExecutor, fi: FrameworkInfo) -> int | None:
+async def reattach_executor(svc: RecoveryParts, p: rp.FindExecutor, fi: FrameworkInfo) -> int | None:
     """Re-attach a custom executor that outlived the agent (Mesos agent recovery): its wrapper is
     found by its marker and adopted (pid and create time), and it is registered with the executor
     API again, so it can SUBSCRIBE within ``--executor-reregister-timeout``. Returns the wrapper's
@@ -237,7 +241,7 @@ async def reattach_executor(svc: RecoveryHost, p: rp.FindExecutor, fi: Framework
     return None
 
 
-async def await_reregistration(svc: RecoveryHost, executors: list[tuple[str, str]]) -> None:
+async def await_reregistration(svc: RecoveryParts, executors: list[tuple[str, str]]) -> None:
     """After ``--executor-reregister-timeout``, the re-attached executors that have not
     SUBSCRIBEd are killed and their tasks reported LOST (a no-op for those that did)."""
     timeout = svc.config.executor_reregister_timeout
@@ -261,7 +265,7 @@ def kill_orphan_executors(meta: Path, keep: frozenset[int] | set[int] = frozense
                 os.killpg(p.pid, 9)
 
 
-def report_broken(svc: RecoveryHost, e: rp.ReportBroken) -> None:
+def report_broken(svc: RecoveryParts, e: rp.ReportBroken) -> None:
     fid, tid = e.framework_id, e.task_id
     log.error("task %s/%s: %s; reporting it LOST", fid, tid, e.why)
     svc.recovery_report.append(f"task {fid}/{tid}: {e.why}")

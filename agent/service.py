@@ -32,10 +32,10 @@ from agent import http_api, plugins, recovery, task_fetch
 from agent import status_updates as su
 from agent import tasks as tk
 from agent.channel import AgentChannel
-from agent.checkpoint import Checkpoint, CheckpointError, PidRecord
+from agent.checkpoint import Checkpoint, CheckpointError
 from agent.config import AgentConfig
 from agent.diskwatch import Reserve
-from agent.effects import EffectRunner, Signal, WriteKill, WritePid
+from agent.effects import EffectRunner, Signal, WriteKill
 from agent.executors import ExecutorGlue
 from agent.fetcher import Fetcher, default_cache_dir
 from agent.gc import SandboxGC
@@ -184,7 +184,11 @@ class AgentService(Service):
         self._runner, self.executor_api = await http_api.serve(self.view, self.executors, self.agent_info,
                                                                self._server_ssl)
         self.executors.api = self.executor_api
-        await recovery.recover(self)
+        await recovery.recover(recovery.RecoveryParts(
+            cfg, self.clock, self.checkpoint, self.me, self.tracker, self.updates, self.gpus, self.launcher, self.isolator,
+            self.logs, self.executor_api, self.resources_identity, self.submit, self.spawn, self.processes.watch_oom,
+            self.sweep_sandboxes, self.drain,
+        ))
         if self.logs is not None and self.logs.live:  # re-attached tasks: make sure a writer has their pipes
             await asyncio.to_thread(self.logs.revive)
         ml = self.master_link
@@ -299,24 +303,13 @@ class AgentService(Service):
         if self.executor_api is not None:
             self.executor_api.unregister_executor(eff.framework_id, eff.executor_id)
 
-    # --- the work queue and what recovery and tools use --------------------------------------------
+    # --- the work queue and what recovery uses -----------------------------------------------------
 
     def submit(self, effects: list[Any]) -> None:
         self.work.submit(effects)
 
     async def drain(self) -> None:
         await self.work.drain()
-
-    def watch_oom(self, key: str) -> None:
-        self.processes.watch_oom(key)
-
-    @staticmethod
-    def write_pid_effect(fid: str, tid: str, rec: PidRecord) -> object:
-        return WritePid(fid, tid, rec)
-
-    @property
-    def executor_registry(self) -> Any:
-        return self.executor_api
 
     def sweep_sandboxes(self, keep: Callable[[str, str], bool]) -> int:
         """Blocking: remove the sandboxes ``keep(framework, task or executor)`` does not keep."""
