@@ -114,6 +114,12 @@ async def test_schedule_inverse_offers_down_and_up(master: MasterService) -> Non
             status, got = await op.req("GET", "/maintenance/schedule")
             assert status == 200 and got == SCHEDULE
             ms.check_schedule(got)
+            _, v1_schedule = await op.v1({"type": "GET_MAINTENANCE_SCHEDULE"})
+            assert v1_schedule == {"type": "GET_MAINTENANCE_SCHEDULE", "get_maintenance_schedule": {"schedule": SCHEDULE}}
+            assert await op.v1({"type": "START_MAINTENANCE", "start_maintenance": {"machines": [{"ip": "1.2.3"}]}}) == (
+                400, "Failed to parse IP address '1.2.3' of a machine: not an IPv4 address")
+            assert await op.v1({"type": "STOP_MAINTENANCE"}) == (
+                400, "Failed to validate master::Call: Expecting 'stop_maintenance' to be present")
             ev = await sched.next(ET.INVERSE_OFFERS, within=WAIT)
             assert ev.inverse_offers is not None
             (io,) = ev.inverse_offers.inverse_offers
