@@ -40,11 +40,14 @@ from master.allocator import (
     AllocationRecovered,
     Allocator,
     AllocatorConfig,
+    AttributeConstraint,
     FrameworkAdded,
     OfferCreated,
     OffersDeclined,
     OfferUpdated,
+    Predicate,
     QuotaSet,
+    RoleConstraints,
 )
 from protocol.resources import Resources
 
@@ -62,13 +65,19 @@ def _config() -> AllocatorConfig:
     return AllocatorConfig(offer_id_prefix="b", sweep_interval=1e12)
 
 
-def decline_offers(agents: int, frameworks: int, rounds: int, profile: bool, freeze: bool = False) -> dict[str, float]:
+def decline_offers(agents: int, frameworks: int, rounds: int, profile: bool, freeze: bool = False,
+                   constrained: int = 0) -> dict[str, float]:
+    """``constrained``: that many frameworks subscribe with offer constraints (one rack of four,
+    the agents spread over the racks), which puts the pass on the general DRF loop."""
     alloc = Allocator(_config())
     now = 0.0
     for f in range(frameworks):
-        alloc.handle(FrameworkAdded(f"f{f}", ("*",)), now)
+        oc: dict[str, RoleConstraints] = {}
+        if f < constrained:
+            oc = {"*": ((AttributeConstraint.make(Predicate.TEXT_EQUALS, attribute="rack", text=f"r{f % 4}"),),)}
+        alloc.handle(FrameworkAdded(f"f{f}", ("*",), offer_constraints=oc), now)
     for a in range(agents):
-        alloc.handle(AgentAdded(f"a{a}", f"host{a}", AGENT), now)
+        alloc.handle(AgentAdded(f"a{a}", f"host{a}", AGENT, {"rack": f"r{a % 4}"} if constrained else {}), now)
         alloc.handle(AllocationRecovered(f"f{a % frameworks}", f"a{a}", f"t{a}", USED), now)
     if freeze:  # what a long-running service can do after recovery: keep the heap out of GC scans
         gc.collect()
@@ -211,11 +220,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--only", choices=["decline", "quota", "add"], action="append")
     p.add_argument("--profile", action="store_true", help="print a cProfile summary of the timed passes")
     p.add_argument("--gc-freeze", action="store_true", help="gc.freeze() after the DeclineOffers setup")
+    p.add_argument("--constrained", type=int, default=0,
+                   help="DeclineOffers frameworks with offer constraints (one rack of four; the general DRF loop)")
     args = p.parse_args(argv)
     which = set(args.only or ["decline", "quota", "add"])
     results: dict[str, float] = {}
     runs: list[tuple[str, Callable[[], dict[str, float]]]] = [
-        ("decline", lambda: decline_offers(args.agents, args.frameworks, args.rounds, args.profile, args.gc_freeze)),
+        ("decline", lambda: decline_offers(args.agents, args.frameworks, args.rounds, args.profile, args.gc_freeze,
+                                           args.constrained)),
         ("quota", lambda: large_and_small_quota(
             args.quota_agents, args.small_roles, args.large_roles, args.repeat, args.profile)),
         ("add", lambda: add_agents(args.add_agents, args.frameworks, args.repeat)),
@@ -229,6 +241,7 @@ def main(argv: list[str] | None = None) -> int:
         "frameworks": args.frameworks,
         "rounds": args.rounds,
         "gc_freeze": args.gc_freeze,
+        "constrained": args.constrained,
         "quota_agents": args.quota_agents,
         "small_roles": args.small_roles,
         "large_roles": args.large_roles,
