@@ -10,6 +10,7 @@ offers, ``Persist`` changed records, ``Suppress``/``Revive`` offers, ``DeclareDe
 | --- | --- |
 | ``records.py`` | the job, task and attempt records; task ids |
 | ``book.py`` | every state move of a task or job (transition tables, indexes, usage); dependents cancelled |
+| ``queue.py`` | the queue as the planner sees it: what each job may place now, or why not |
 | ``planner.py`` | where pending tasks go on held offers: queue order, gang holds, backfill, limits |
 | ``fairshare.py`` | multifactor priorities (``priorities``) |
 | ``gangs.py`` | whole gangs (policy abort or restart) and their rendezvous environment |
@@ -71,12 +72,12 @@ from frameworks.batch.periodic import decide, next_after, stamp
 from frameworks.batch.planner import (
     DEFAULT_GANG_TIMEOUT,
     AgentCapacity,
-    JobView,
     OfferView,
     Placement,
     need_of,
     plan,
 )
+from frameworks.batch.queue import job_views
 from frameworks.batch.records import (
     ACTIVE,
     MAX_FREE_RELAUNCHES,
@@ -590,61 +591,8 @@ class BatchCore:
     def schedule(self, offers: Sequence[OfferView], now: float) -> list[Effect]:
         """Plan pending tasks onto ``offers``; launch, hold or decline; refresh every reason."""
         self._round_at = now
-        states = self.book.states()
-        views: list[JobView] = []
-        singles = self.book.singletons()
         ranks = {i: f.total for i, f in self.priorities(now).items()}
-        for job in self.live.values():
-            if job.periodic:
-                job.reason = (
-                    f"held by {job.held}"
-                    if job.held is not None
-                    else f"periodic: next run {stamp(job.next_run)}"
-                    if job.next_run is not None
-                    else None
-                )
-                continue
-            if not job.pending:
-                job.reason = job.aborting  # (an aborting gang says why until its last rank is gone)
-                continue
-            later: list[float] = []
-            if job.backoff:
-                for i in list(job.backoff):
-                    not_before = job.tasks[i].not_before
-                    if not_before > now:
-                        later.append(not_before)
-                    else:
-                        job.backoff.discard(i)  # due: an ordinary pending task from now on
-            pending = tuple(sorted(job.pending - job.backoff if job.backoff else job.pending))
-            ready, why = dependency_status(job.spec, states)
-            blocked = None if ready else why
-            if blocked is None and job.regrouping is not None:
-                blocked = f"{job.regrouping}; waiting for {len(job.active)} task(s) to end"
-            if job.held is not None and job.regrouping is None:
-                blocked = f"held by {job.held}"
-            if blocked is None and job.spec.singleton:
-                first = singles.get((job.spec.name, job.user))
-                if first is not None and first != job.job_id:
-                    blocked = f"singleton: job {first} of the same name and user has not ended"
-            if blocked is None and not pending:
-                blocked = f"retry in {min(later) - now:.1f}s"
-            if blocked is None and job.hold_cooldown_until > now:
-                blocked = "gang hold released; waiting before holding again"
-            active = len(job.active)
-            views.append(
-                JobView(
-                    job_id=job.job_id,
-                    spec=job.spec,
-                    submitted_at=job.submitted_at,
-                    pending=pending,
-                    active=active,
-                    gang_started=job.gang_started,
-                    blocked=blocked,
-                    hold_since=job.hold_since,
-                    rank=ranks.get(job.job_id, 0.0),
-                    user=job.user or "",
-                )
-            )
+        views = job_views(self.book, now, ranks)
         capacity = self.cluster
         book = self.limit_book()
         releases = releases_of(self.book, offers, now)

@@ -5,6 +5,7 @@ and a loop that survives a failing round."""
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -17,6 +18,8 @@ from frameworks.client.driver import SchedulerDriver
 from frameworks.client.fake import FakeMaster
 from frameworks.kit.effects import DeclareDemand, Decline, Kill, Persist, Revive, Suppress
 from frameworks.kit.host import BASE_CAPABILITIES, FrameworkHost
+from protocol.acls import Action
+from protocol.authn import basic_header
 from protocol.mesos import CallType, Offer
 from protocol.resources import Resources
 
@@ -26,8 +29,10 @@ class Echo(FrameworkHost):
 
     name = "echo"
 
-    def __init__(self, master: FakeMaster, work_dir: Path) -> None:
-        super().__init__("127.0.0.1:1", work_dir, framework_name="echo", roles=("*", "gpu"))
+    def __init__(self, master: FakeMaster, work_dir: Path, credentials: Path | None = None) -> None:
+        super().__init__(
+            "127.0.0.1:1", work_dir, framework_name="echo", roles=("*", "gpu"), credentials=credentials
+        )
         self.fake = master
         self.queued: list[object] = []
         self.not_master: list[object] = []
@@ -48,6 +53,9 @@ class Echo(FrameworkHost):
         await self.close_api()
 
     async def _ping(self, request: web.Request) -> web.Response:
+        owner = request.query.get("owner")
+        if owner is not None and (problem := self.forbidden(request, owner, Action.MANAGE_JOBS, "cancel")):
+            return web.json_response({"error": problem}, status=403)
         return web.json_response({"pong": True})
 
     async def _round(self) -> None:
@@ -131,3 +139,26 @@ async def test_a_failing_round_is_logged_and_the_loop_goes_on(
 def test_reload_without_files_keeps_the_open_api(tmp_path: Path) -> None:
     svc = Echo(FakeMaster(), tmp_path)
     assert svc.reload() is True and svc.auth.enabled is False
+
+
+async def test_every_route_is_behind_the_api_authentication_and_reload_keeps_a_good_set(
+    tmp_path: Path,
+) -> None:
+    creds = tmp_path / "credentials.json"
+    creds.write_text(json.dumps({"credentials": [{"principal": "alice", "secret": "alice-pw"}]}))
+    svc = Echo(FakeMaster(), tmp_path, credentials=creds)
+    async with svc, aiohttp.ClientSession() as http:
+        ping = f"{svc.url}/api/v1/ping"
+        async with http.get(ping) as resp:
+            assert resp.status == 401 and "WWW-Authenticate" in resp.headers
+        alice = {"Authorization": basic_header("alice", "alice-pw")}
+        async with http.get(ping, headers=alice) as resp:
+            assert resp.status == 200
+        async with http.get(ping, params={"owner": "alice"}, headers=alice) as resp:
+            assert resp.status == 200  # its own job
+        async with http.get(ping, params={"owner": "bob"}, headers=alice) as resp:
+            assert resp.status == 403  # another's, and no ACL lets it (default deny)
+        creds.write_text('{"credentials": 5}')
+        assert svc.reload() is False
+        async with http.get(ping, headers=alice) as resp:
+            assert resp.status == 200  # the previous set stands
