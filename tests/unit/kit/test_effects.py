@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import ast
+from pathlib import Path
+
 import attrs
 import pytest
 
@@ -33,3 +36,17 @@ def test_effects_are_values() -> None:
     assert demand.demands[0][1].count == 2
     assert kit.Revive() == kit.Revive() and kit.Suppress() == kit.Suppress()
     assert kit.Kill("t", None, "why") != kit.Kill("t", "a", "why")
+
+
+def test_no_framework_defines_its_own_copy() -> None:
+    """The shared effects are defined once, in frameworks/kit/effects.py."""
+    root = Path(__file__).resolve().parents[3] / "frameworks"
+    home = root / "kit" / "effects.py"
+    copies = [
+        f"{path.relative_to(root)}: {node.name}"
+        for path in sorted(root.rglob("*.py"))
+        if path != home
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.ClassDef) and node.name in (*SHARED, "Suppress")
+    ]
+    assert copies == []
