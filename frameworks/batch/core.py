@@ -132,6 +132,11 @@ class BatchCore:
         self.cluster: tuple[AgentCapacity, ...] = ()
 
     @property
+    def suppressed(self) -> bool:
+        """Whether offers are suppressed: none will come until a REVIVE."""
+        return self._suppressed
+
+    @property
     def next_id(self) -> int:
         return self.book.next_id
 

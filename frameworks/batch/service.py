@@ -372,10 +372,11 @@ class BatchService(FrameworkHost):
         if driver.connected:
             effects += self.core.schedule(views, now)
         await self._execute(effects)
-        if (views or not driver.connected) and any(i in self._unsaved for i in planned):
+        if (views or not driver.connected or self.core.suppressed) and any(i in self._unsaved for i in planned):
             # Submissions this round could not launch (a launch writes them with its attempt):
-            # written now, so their answers do not wait. With no offer in view (a REVIVE on its
-            # way) they wait for the round with the offers, at most ``submit_hold``.
+            # written now, so their answers do not wait (nor do they when no offers will come:
+            # suppressed, say for a periodic job's submission). With no offer in view and a
+            # REVIVE on its way they wait for the round with the offers, at most ``submit_hold``.
             await self._flush()
 
     def _offer_views(self) -> list[OfferView]:

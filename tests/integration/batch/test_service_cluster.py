@@ -3,6 +3,7 @@ what a docs writer saw on a real cluster."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
@@ -122,3 +123,11 @@ async def test_a_submission_and_its_launch_share_one_durable_write(master: Maste
             finally:
                 reader.close()
             assert stored.tasks[0].current is None and batch.core.job(big).state is JobState.PENDING
+
+            # a periodic job revives nothing: with offers suppressed none are coming, so the round
+            # writes it at once (the answer does not wait out the 10 s hold)
+            await http.post(f"{batch.url}/api/v1/jobs/{big}/cancel")
+            await until(batch, lambda: batch.core.suppressed)
+            async with asyncio.timeout(5):
+                r = await http.post(f"{batch.url}/api/v1/jobs", json={"shell": "true", "schedule": "@hourly"})
+            assert r.status == 201, await r.text()
