@@ -292,7 +292,7 @@ class AgentRules(CoreBase):
         if ag.draining:
             ag.move(AgentPhase.DRAINING)
             self._alloc_event(ae.AgentDeactivated(agent_id=aid, reason="agent draining (maintenance)"), now, fx)
-        self._op_agent_added(ag, fx)
+        self.feed.agent_added(ag, fx)
         self._merge_tasks(ag, reg, was_unreachable, same_conn, now, fx)
         if ag.drain is not None:  # draining: what it still runs is killed now
             self._drain_kill(ag, fx)
@@ -327,7 +327,7 @@ class AgentRules(CoreBase):
                 deadline = now + max(float(info.failover_timeout or 0.0), self.cfg.agent_reregister_timeout)
                 fw = self._new_framework(fid, info, FrameworkPhase.RECOVERED, now, deadline)
                 self.frameworks[fid] = fw
-                self._op_framework_added(fw, fx)
+                self.feed.framework_added(fw, fx)
             try:
                 res = Resources.from_mesos(rt.resources)
             except (ResourceError, TypeError, ValueError):
@@ -359,12 +359,12 @@ class AgentRules(CoreBase):
                     self._master_update(
                         fw, tid, rt.state, R.REASON_AGENT_REREGISTERED, "Agent re-registered", now, fx, ag.agent_id, task.executor_id
                     )
-                self._op_task_updated(task, rt.state, rt.status, now, fx)
+                self.feed.task_updated(task, rt.state, rt.status, now, fx)
             else:
                 moved = task.state is not rt.state
                 task.resync(rt.state)
                 if moved:
-                    self._op_task_updated(task, rt.state, rt.status, now, fx)
+                    self.feed.task_updated(task, rt.state, rt.status, now, fx)
             if rt.status is not None:
                 task.statuses.append(rt.status)
             elif not task.statuses:
@@ -375,7 +375,7 @@ class AgentRules(CoreBase):
                     agent_id=mesos.AgentID(ag.agent_id), executor_id=rt.executor_id, timestamp=now,
                 ))
             if added:
-                self._op_task_added(task, fx)
+                self.feed.task_added(task, fx)
             if rt.executor_id is not None:
                 fw.executors.setdefault(
                     (ag.agent_id, rt.executor_id.value), mesos.ExecutorInfo(executor_id=rt.executor_id)
@@ -506,7 +506,7 @@ class AgentRules(CoreBase):
             )
             fw.tasks[tid] = task
             ag.tasks.add((fid, tid))
-            self._op_task_added(task, fx)
+            self.feed.task_added(task, fx)
         if task.task_id in fw.tasks and task.state is not new_state:
             if can_transition(task.state, new_state):
                 self.counters["valid_status_updates"] += 1
@@ -515,7 +515,7 @@ class AgentRules(CoreBase):
                     self._finish_task(fw, task, new_state, now, fx, recover=True, status=status)
                 else:
                     task.move(new_state)
-                    self._op_task_updated(task, new_state, status, now, fx)
+                    self.feed.task_updated(task, new_state, status, now, fx)
             else:
                 self.counters["invalid_status_updates"] += 1
         else:
@@ -552,7 +552,7 @@ class AgentRules(CoreBase):
         fx.append(Persist((ops.AgentRemoved(ag.agent_id),)))
         self._inverse_agent_gone(ag.agent_id, fx)
         if ag.phase is not AgentPhase.UNREACHABLE:  # (its unreachability was published already)
-            self._op_agent_removed(ag.agent_id, fx)
+            self.feed.agent_removed(ag.agent_id, fx)
         ag.move(AgentPhase.REMOVED)
         for fid, tid in sorted(ag.tasks):
             fw = self.frameworks.get(fid)
@@ -571,7 +571,7 @@ class AgentRules(CoreBase):
         ag.unreachable_since = now
         self._touch(now + self.cfg.unreachable_gc)
         self.counters["slave_removals"] += 1
-        self._op_agent_removed(ag.agent_id, fx)
+        self.feed.agent_removed(ag.agent_id, fx)
         if ag.conn_id is not None:
             self.conns.pop(ag.conn_id, None)
             fx.append(CloseAgent(ag.conn_id, reason))
@@ -587,7 +587,7 @@ class AgentRules(CoreBase):
             task.move(TS.TASK_UNREACHABLE)
             task.lost_reported = not fw.partition_aware  # it sees TASK_LOST: its one terminal update
             status = self._master_update(fw, tid, TS.TASK_UNREACHABLE, R.REASON_AGENT_REMOVED, f"Agent {ag.agent_id} is unreachable: {reason}", now, fx, ag.agent_id, task.executor_id)
-            self._op_task_updated(task, TS.TASK_UNREACHABLE, status, now, fx)
+            self.feed.task_updated(task, TS.TASK_UNREACHABLE, status, now, fx)
         for fw in self.frameworks.values():
             if fw.connected:
                 self._send(fw, mesos.Event.make_failure(mesos.AgentID(ag.agent_id)), fx)

@@ -102,7 +102,7 @@ def _attrs_from_string(text: str) -> tuple[mesos.Attribute, ...]:
 
 
 
-class CoreBase(OperatorFeed):
+class CoreBase:
     """Frameworks, agents, tasks and the allocator; the helpers the rules share."""
 
     def __init__(
@@ -163,8 +163,7 @@ class CoreBase(OperatorFeed):
         self.unauthorized = 0  # refusals by the ACLs or an agent id's bound principal
         self.allocator_errors: list[str] = []
         self.finished_counts: dict[TaskState, int] = {}
-        self.operator_streams: set[str] = set()  # open operator event streams (master.operator_events)
-        self.operator_seq = 0
+        self.feed = OperatorFeed(self.frameworks)  # the operator event feed (master.operator_events)
         # maintenance (master.maintenance, master.maintenance_rules): the schedule and DOWN
         # machines, the inverse offers, and the unavailability of each agent on a DRAINING machine
         # (carried by its offers; the agents inverse offers are made for)
@@ -173,6 +172,11 @@ class CoreBase(OperatorFeed):
         self.agent_unavailability: dict[str, mesos.Unavailability] = {}
         self.inverse_due: float | None = None  # when to look for inverse offers to make
         self.maintenance_refused = 0  # registrations refused because the agent's machine is DOWN
+
+    @property
+    def operator_seq(self) -> int:
+        """The seq of the last operator event published (a new subscriber's snapshot is at it)."""
+        return self.feed.seq
 
     # --- recovery -------------------------------------------------------------------------------
 
@@ -459,7 +463,7 @@ class CoreBase(OperatorFeed):
             self._inverse_soon(now)  # a framework newly on a DRAINING machine: an inverse offer
         if executor is not None:
             fw.executors[(ag.agent_id, executor.executor_id.value)] = executor
-        self._op_task_added(rec, fx)
+        self.feed.task_added(rec, fx)
 
     def _finish_task(
         self,
@@ -487,7 +491,7 @@ class CoreBase(OperatorFeed):
                 timestamp=now,
             )
             task.statuses.append(status)
-        self._op_task_updated(task, state, status, now, fx)
+        self.feed.task_updated(task, state, status, now, fx)
         fw.tasks.pop(task.task_id, None)
         fw.completed[task.task_id] = task
         while len(fw.completed) > self.cfg.completed_tasks_per_framework:

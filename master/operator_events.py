@@ -2,13 +2,13 @@
 
 The core says what changed as it changes it: where a rule adds a task, moves it to a new state,
 admits or loses an agent, or adds, updates or removes a framework, it calls one of the
-``_op_*`` methods here, which append a ``PublishOperatorEvent`` effect carrying the Mesos
+emitters of ``OperatorFeed`` here (the core's ``feed``), which append a ``PublishOperatorEvent`` effect carrying the Mesos
 ``master.Event`` (``protocol.mesos.OperatorEvent``). Nothing scans the state to diff it.
 
-Events are built only while an operator stream is open (``operator_streams``, kept by the
+Events are built only while an operator stream is open (``OperatorFeed.streams``, kept by the
 ``OperatorStreamOpened`` / ``OperatorStreamClosed`` facts), so a master nobody watches pays one
 set test per change. Every event carries ``seq`` (1, 2, ...): a new subscriber's ``SUBSCRIBED``
-snapshot is taken at some ``operator_seq`` and the shell delivers it only the events after that
+snapshot is taken at some ``seq`` (the core's ``operator_seq``) and the shell delivers it only the events after that
 (the effects of facts handled before the snapshot may still be queued behind a registry write;
 their changes are already in the snapshot).
 
@@ -18,10 +18,11 @@ The record builders (``task_message``, ``agent_record``, ``framework_record``) a
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from master.events import Effect, PublishOperatorEvent
 from master.lifecycles import FrameworkPhase
 from master.read_model import AgentView, FrameworkView, TaskView
-from master.records import AgentRec, FrameworkRec, TaskRec
 from protocol import mesos
 from protocol.resources import Resources
 from protocol.task_states import TaskState
@@ -92,33 +93,37 @@ def framework_record(fw: FrameworkView) -> mesos.FrameworkRecord:
 
 
 class OperatorFeed:
-    """Mixin of the core (``CoreBase``): the ``_op_*`` emitters. The core sets
-    ``operator_streams`` and ``operator_seq`` in its ``__init__``."""
+    """The operator event feed, one component of the core (``CoreBase.feed``): the open operator
+    streams, the last ``seq`` published, and one emitter per kind of change. It reads the
+    frameworks (for an agent's allocated resources) and writes nothing of the core's."""
 
-    operator_streams: set[str]  # open operator SUBSCRIBE streams (events are built only if any)
-    operator_seq: int  # the seq of the last event published
-    frameworks: dict[str, FrameworkRec]
+    __slots__ = ("_frameworks", "seq", "streams")
 
-    def _operator_stream(self, stream_id: str, opened: bool) -> None:
+    def __init__(self, frameworks: Mapping[str, FrameworkView]) -> None:
+        self._frameworks = frameworks
+        self.streams: set[str] = set()  # open operator SUBSCRIBE streams (events are built only if any)
+        self.seq = 0  # the seq of the last event published
+
+    def stream(self, stream_id: str, opened: bool) -> None:
         if opened:
-            self.operator_streams.add(stream_id)
+            self.streams.add(stream_id)
         else:
-            self.operator_streams.discard(stream_id)
+            self.streams.discard(stream_id)
 
-    def _op_publish(self, event: mesos.OperatorEvent, fx: list[Effect]) -> None:
-        self.operator_seq += 1
-        fx.append(PublishOperatorEvent(self.operator_seq, event))
+    def publish(self, event: mesos.OperatorEvent, fx: list[Effect]) -> None:
+        self.seq += 1
+        fx.append(PublishOperatorEvent(self.seq, event))
 
-    def _op_task_added(self, task: TaskRec, fx: list[Effect]) -> None:
-        if self.operator_streams:
-            self._op_publish(mesos.OperatorEvent.make_task_added(task_message(task)), fx)
+    def task_added(self, task: TaskView, fx: list[Effect]) -> None:
+        if self.streams:
+            self.publish(mesos.OperatorEvent.make_task_added(task_message(task)), fx)
 
-    def _op_task_updated(
-        self, task: TaskRec, state: TaskState, status: mesos.TaskStatus | None, now: float, fx: list[Effect]
+    def task_updated(
+        self, task: TaskView, state: TaskState, status: mesos.TaskStatus | None, now: float, fx: list[Effect]
     ) -> None:
         """``task`` moved to ``state``; ``status`` is the update that moved it (None: the master's
         own change without one; a status is made up)."""
-        if not self.operator_streams:
+        if not self.streams:
             return
         if status is None:
             status = mesos.TaskStatus(
@@ -128,34 +133,32 @@ class OperatorFeed:
                 agent_id=mesos.AgentID(task.agent_id),
                 timestamp=now,
             )
-        self._op_publish(
-            mesos.OperatorEvent.make_task_updated(mesos.FrameworkID(task.framework_id), status, state), fx
-        )
+        self.publish(mesos.OperatorEvent.make_task_updated(mesos.FrameworkID(task.framework_id), status, state), fx)
 
-    def _op_agent_added(self, ag: AgentRec, fx: list[Effect]) -> None:
-        if not self.operator_streams:
+    def agent_added(self, ag: AgentView, fx: list[Effect]) -> None:
+        if not self.streams:
             return
         used = EMPTY
         if ag.tasks:
             used = Resources.sum(
                 t.resources
                 for (fid, tid) in ag.tasks
-                if (fw := self.frameworks.get(fid)) is not None and (t := fw.tasks.get(tid)) is not None
+                if (fw := self._frameworks.get(fid)) is not None and (t := fw.tasks.get(tid)) is not None
             )
-        self._op_publish(mesos.OperatorEvent.make_agent_added(agent_record(ag, used)), fx)
+        self.publish(mesos.OperatorEvent.make_agent_added(agent_record(ag, used)), fx)
 
-    def _op_agent_removed(self, agent_id: str, fx: list[Effect]) -> None:
-        if self.operator_streams:
-            self._op_publish(mesos.OperatorEvent.make_agent_removed(mesos.AgentID(agent_id)), fx)
+    def agent_removed(self, agent_id: str, fx: list[Effect]) -> None:
+        if self.streams:
+            self.publish(mesos.OperatorEvent.make_agent_removed(mesos.AgentID(agent_id)), fx)
 
-    def _op_framework_added(self, fw: FrameworkRec, fx: list[Effect]) -> None:
-        if self.operator_streams:
-            self._op_publish(mesos.OperatorEvent.make_framework_added(framework_record(fw)), fx)
+    def framework_added(self, fw: FrameworkView, fx: list[Effect]) -> None:
+        if self.streams:
+            self.publish(mesos.OperatorEvent.make_framework_added(framework_record(fw)), fx)
 
-    def _op_framework_updated(self, fw: FrameworkRec, fx: list[Effect]) -> None:
-        if self.operator_streams:
-            self._op_publish(mesos.OperatorEvent.make_framework_updated(framework_record(fw)), fx)
+    def framework_updated(self, fw: FrameworkView, fx: list[Effect]) -> None:
+        if self.streams:
+            self.publish(mesos.OperatorEvent.make_framework_updated(framework_record(fw)), fx)
 
-    def _op_framework_removed(self, fw: FrameworkRec, fx: list[Effect]) -> None:
-        if self.operator_streams:
-            self._op_publish(mesos.OperatorEvent.make_framework_removed(fw.info), fx)
+    def framework_removed(self, fw: FrameworkView, fx: list[Effect]) -> None:
+        if self.streams:
+            self.publish(mesos.OperatorEvent.make_framework_removed(fw.info), fx)

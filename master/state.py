@@ -189,7 +189,7 @@ class MasterState(MaintenanceRules, AcceptRules):
                 if fw is not None:
                     self._remove_framework(fw, now, "Framework torn down by the operator", fx)
             case OperatorStreamOpened() | OperatorStreamClosed():
-                self._operator_stream(event.stream_id, isinstance(event, OperatorStreamOpened))
+                self.feed.stream(event.stream_id, isinstance(event, OperatorStreamOpened))
             case AclsReplaced():
                 self.cfg = attrs.evolve(self.cfg, acls=event.acls)
             case MaintenanceScheduleUpdated() | MaintenanceStarted() | MaintenanceStopped():
@@ -299,9 +299,9 @@ class MasterState(MaintenanceRules, AcceptRules):
             self._inverse_framework_gone(fw, forget=False)
             self._inverse_soon(now)
         if added:
-            self._op_framework_added(fw, fx)
+            self.feed.framework_added(fw, fx)
         else:
-            self._op_framework_updated(fw, fx)
+            self.feed.framework_updated(fw, fx)
         fx.append(
             SendEvent(
                 ev.stream_id,
@@ -365,7 +365,7 @@ class MasterState(MaintenanceRules, AcceptRules):
         self._inverse_framework_gone(fw, forget=False)
         self._touch(fw.deadline)
         fx.append(Persist((ops.FrameworkDisconnected(fid, fw.deadline),)))
-        self._op_framework_updated(fw, fx)
+        self.feed.framework_updated(fw, fx)
         self._alloc_event(ae.FrameworkDeactivated(framework_id=fid), now, fx)
         if _never_ran(fw):
             self._trim_abandoned(fw.principal, now, fx)
@@ -413,7 +413,7 @@ class MasterState(MaintenanceRules, AcceptRules):
         self.removed_framework_ids.add(fid)
         self.completed_frameworks.append(fw)
         self.counters["frameworks_removed"] += 1
-        self._op_framework_removed(fw, fx)
+        self.feed.framework_removed(fw, fx)
         self._drain_check_all(now, fx)  # its tasks ended: a draining agent may be drained now
 
     # --- scheduler calls ------------------------------------------------------------------------
@@ -554,7 +554,7 @@ class MasterState(MaintenanceRules, AcceptRules):
         fresh = self._new_framework(fid, info, FrameworkPhase.SUBSCRIBED, fw.registered_time)
         fw.info, fw.roles, fw.capabilities = fresh.info, fresh.roles, fresh.capabilities
         fx.append(Persist((ops.FrameworkAdded(fid, codec.encode_msgpack(info), float(info.failover_timeout or 0.0), now),)))
-        self._op_framework_updated(fw, fx)
+        self.feed.framework_updated(fw, fx)
         self._alloc_event(
             ae.FrameworkAdded(
                 framework_id=fid, roles=fw.roles, capabilities=fw.capabilities, active=True,

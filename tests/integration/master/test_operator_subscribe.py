@@ -167,7 +167,7 @@ async def test_subscribers_see_agent_framework_and_task_events_in_order(master: 
         fin = next(e for e in js.seen if task_update("t1", TS.TASK_FINISHED)(e))
         assert fin.task_updated is not None and fin.task_updated.framework_id.value == driver.framework_id
 
-    await master.wait_until(lambda: not master.operator_streams.subscribers and not master.state.operator_streams)
+    await master.wait_until(lambda: not master.operator_streams.subscribers and not master.state.feed.streams)
 
 
 async def test_agora_events_follows_a_real_master(master: MasterService) -> None:

@@ -188,4 +188,4 @@ def test_closing_the_last_stream_stops_publishing() -> None:
     h.feed(OperatorStreamClosed("op2"))  # idempotent
     h.subscribe()
     assert kinds(h.effects) == [ET.FRAMEWORK_ADDED]
-    assert h.state.operator_streams == set()
+    assert h.state.feed.streams == set()
