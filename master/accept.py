@@ -5,6 +5,9 @@ launches go to the allocator and become RUN_TASKS to the agent."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Protocol
+
 import attrs
 
 from master import registry_ops as ops
@@ -18,42 +21,77 @@ from master.accept_checks import (
     fits,
     group_problem,
     offers_problem,
+    sane_refuse,
     task_refused,
     user_problem,
 )
+from master.alloc_port import AllocatorPort
 from master.allocator import decisions as ad
 from master.allocator import events as ae
-from master.core_base import EMPTY, CoreBase, _sane_refuse
 from master.events import (
     Effect,
     Persist,
 )
-from master.records import AgentRec, FrameworkRec
+from master.records import EMPTY, AgentRec, FrameworkRec
 from master.validation import parse_resources, task_resources
 from protocol import agent_channel as ac
 from protocol import mesos
 from protocol.resources import ResourceError, Resources
+from protocol.task_states import TaskState
 
 __pure__ = True
+
+if TYPE_CHECKING:
+    from master.core_base import StateConfig
 
 OT = mesos.OperationType
 # the tasks of one LAUNCH or LAUNCH_GROUP that passed the checks: (tasks, group executor, group?)
 Launch = tuple[list[mesos.TaskInfo], "mesos.ExecutorInfo | None", bool]
 
 
-class AcceptRules(CoreBase):
-    def _accept(self, fw: FrameworkRec, accept: mesos.Accept, now: float, fx: list[Effect]) -> None:
+class AcceptHost(Protocol):
+    """What ACCEPT needs of the core (``MasterState``): the allocator, the agents, the settings
+    and counters, and the core's own ways to report an update, launch a task, act on allocator
+    decisions and reach an agent."""
+
+    alloc: AllocatorPort
+    agents: dict[str, AgentRec]
+    cfg: StateConfig
+    counters: dict[str, int]
+    unauthorized: int
+
+    def _master_update(
+        self, fw: FrameworkRec, task_id: str, state: TaskState, reason: mesos.Reason | None, message: str, now: float,
+        fx: list[Effect], agent_id: str | None = None, executor_id: str | None = None,
+    ) -> mesos.TaskStatus: ...
+    def _decisions(self, decisions: Iterable[ad.Decision], now: float, fx: list[Effect]) -> None: ...
+    def _add_task(
+        self, fw: FrameworkRec, ag: AgentRec, tk: mesos.TaskInfo, group_executor: mesos.ExecutorInfo | None, now: float,
+        fx: list[Effect], resources: Resources | None = None,
+    ) -> None: ...
+    def _to_agent(self, agent_id: str, body: ac.Body, fx: list[Effect]) -> bool: ...
+
+
+class AcceptBook:
+    """The ACCEPT component of the core (``MasterState.accepts``), over an ``AcceptHost``."""
+
+    __slots__ = ("core",)
+
+    def __init__(self, core: AcceptHost) -> None:
+        self.core = core
+
+    def accept(self, fw: FrameworkRec, accept: mesos.Accept, now: float, fx: list[Effect]) -> None:
         """1. the offers, 2./3. each operation's checks, 4. the allocator, then launch."""
         fid = fw.framework_id
         offer_ids = tuple(o.value for o in accept.offer_ids)
-        refuse = _sane_refuse(accept.filters.refuse_seconds if accept.filters else None)
-        book = [self.alloc.offer(oid) for oid in offer_ids]
+        refuse = sane_refuse(accept.filters.refuse_seconds if accept.filters else None)
+        book = [self.core.alloc.offer(oid) for oid in offer_ids]
         refused = offers_problem(book, fid)
         ag: AgentRec | None = None
         if refused is None:
             first = book[0]
             assert first is not None
-            ag = self.agents.get(first.agent_id)
+            ag = self.core.agents.get(first.agent_id)
             refused = agent_problem(ag is not None and ag.reachable, ag is not None and ag.conn_id is not None)
         if refused is not None or ag is None:
             self._reject_offers(fw, accept, offer_ids, refuse, now, fx)
@@ -61,11 +99,11 @@ class AcceptRules(CoreBase):
         offer_agent = ag.agent_id
         offered = Resources.sum(o.resources for o in book if o is not None)
         launches, alloc_ops = self._check_operations(fw, accept, offer_agent, offered, now, fx)
-        result = self.alloc.accept(
+        result = self.core.alloc.accept(
             ae.OffersAccepted(framework_id=fid, offer_ids=offer_ids, operations=tuple(alloc_ops), refuse_seconds=refuse),
             now,
         )
-        self._decisions(result.decisions, now, fx)
+        self.core._decisions(result.decisions, now, fx)
         if isinstance(result, ad.Rejected):
             refused = Refused(allocator_rejection(result.code), result.reason)
             for tasks, _, _ in launches:
@@ -78,7 +116,7 @@ class AcceptRules(CoreBase):
                 agent_id: str | None) -> None:
         """The one place a rejection becomes a task update (``accept_checks.OUTCOME``)."""
         state, reason = OUTCOME[refused.code]
-        self._master_update(fw, task_id, state, reason, refused.message, now, fx, agent_id)
+        self.core._master_update(fw, task_id, state, reason, refused.message, now, fx, agent_id)
 
     def _reject_offers(
         self, fw: FrameworkRec, accept: mesos.Accept, offer_ids: tuple[str, ...], refuse: float | None, now: float,
@@ -87,13 +125,13 @@ class AcceptRules(CoreBase):
         """Invalid, stale, foreign, duplicate or mixed offers (or their agent is gone): the
         allocator rejects the whole ACCEPT (and returns the resources); every task is DROPPED
         (LOST if not partition-aware)."""
-        result = self.alloc.accept(
+        result = self.core.alloc.accept(
             ae.OffersAccepted(framework_id=fw.framework_id, offer_ids=offer_ids, operations=(), refuse_seconds=refuse),
             now,
         )
         reason = result.reason if isinstance(result, ad.Rejected) else "Offer is no longer valid"
-        self._decisions(result.decisions, now, fx)
-        self.counters["invalid_offers"] += 1
+        self.core._decisions(result.decisions, now, fx)
+        self.core.counters["invalid_offers"] += 1
         refused = Refused(Rejection.INVALID_OFFERS, f"Invalid offers: {reason}")
         for op in accept.operations:
             if op.type is OT.LAUNCH and op.launch is not None:
@@ -207,9 +245,9 @@ class AcceptRules(CoreBase):
             if not tasks:
                 continue
             for tk in tasks:
-                self._add_task(fw, ag, tk, executor, now, fx, res_of.get(tk.task_id.value))
+                self.core._add_task(fw, ag, tk, executor, now, fx, res_of.get(tk.task_id.value))
             # the agent is connected (checked above, nothing in between can disconnect it)
-            self._to_agent(
+            self.core._to_agent(
                 offer_agent,
                 ac.RunTasks(
                     framework_id=mesos.FrameworkID(fw.framework_id),
@@ -225,9 +263,9 @@ class AcceptRules(CoreBase):
         self, fw: FrameworkRec, task: mesos.TaskInfo, group_executor: mesos.ExecutorInfo | None, code: Rejection
     ) -> Refused | None:
         """``run_tasks`` for the framework's principal (counted in ``unauthorized``)."""
-        refused = user_problem(self.cfg.acls, fw.principal, task, fw.info.user, group_executor, code)
+        refused = user_problem(self.core.cfg.acls, fw.principal, task, fw.info.user, group_executor, code)
         if refused is not None:
-            self.unauthorized += 1
+            self.core.unauthorized += 1
         return refused
 
     def _need(self, fw: FrameworkRec, agent_id: str | None, task: mesos.TaskInfo, started: set[str]) -> Resources:

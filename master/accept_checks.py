@@ -20,6 +20,7 @@ Order, for one ACCEPT (``master/accept.py``):
 from __future__ import annotations
 
 import enum
+import math
 from collections.abc import Callable, Container, Mapping, Sequence
 from typing import NamedTuple
 
@@ -200,6 +201,14 @@ def fits(need: Resources, remaining: Resources, what: str = "Task") -> Refused |
 
 
 # --- 4. the allocator ----------------------------------------------------------------------------
+
+
+def sane_refuse(value: float | None) -> float | None:
+    """An ACCEPT's or DECLINE's ``refuse_seconds`` as the allocator takes it: None (the
+    default) for a missing, negative or non-finite value, at most a year."""
+    if value is None or not math.isfinite(value) or value < 0:
+        return None
+    return min(value, 365 * 24 * 3600.0)
 
 
 def allocator_rejection(code: ad.RejectCode) -> Rejection:

@@ -5,12 +5,12 @@ task bookkeeping every rule needs."""
 
 from __future__ import annotations
 
-import math
 from collections import deque
 from collections.abc import Iterable
 
 import attrs
 
+from master.accept import AcceptBook
 from master.alloc_port import AllocatorPort
 from master.allocator import decisions as ad
 from master.allocator import events as ae
@@ -172,6 +172,7 @@ class CoreBase:
         self.agent_unavailability: dict[str, mesos.Unavailability] = {}
         self.inverse_due: float | None = None  # when to look for inverse offers to make
         self.maintenance_refused = 0  # registrations refused because the agent's machine is DOWN
+        self.accepts = AcceptBook(self)  # ACCEPT (master/accept.py)
 
     @property
     def operator_seq(self) -> int:
@@ -539,9 +540,4 @@ class CoreBase:
         return Resources.sum(t.resources for fw in self.frameworks.values() for t in fw.tasks.values() if t.state is not TS.TASK_UNREACHABLE)
 
 
-def _sane_refuse(value: float | None) -> float | None:
-    if value is None:
-        return None
-    if not math.isfinite(value) or value < 0:
-        return None
-    return min(value, 365 * 24 * 3600.0)
+

@@ -21,9 +21,9 @@ back UP, inverse offers and the frameworks' answers (the data and the validation
 from __future__ import annotations
 
 from master import registry_ops as ops
+from master.accept_checks import sane_refuse
 from master.agents import AgentRules
 from master.allocator import events as ae
-from master.core_base import _sane_refuse
 from master.events import (
     CloseAgent,
     Effect,
@@ -218,7 +218,7 @@ class MaintenanceRules(AgentRules):
         """ACCEPT/DECLINE_INVERSE_OFFERS: the answer is recorded (a hint for the operator) and no
         new inverse offer for that agent is made for ``refuse_seconds`` (default 5 s); unknown or
         foreign ids are ignored."""
-        refuse = _sane_refuse((filters or mesos.Filters()).effective_refuse_seconds())
+        refuse = sane_refuse((filters or mesos.Filters()).effective_refuse_seconds())
         status = mesos.InverseOfferStatusValue.ACCEPT if accept else mesos.InverseOfferStatusValue.DECLINE
         self.inverse.answer(fw.framework_id, (i.value for i in ids), status, refuse, now)
         self._inverse_soon(self.inverse.next_deadline(now))

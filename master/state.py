@@ -30,10 +30,10 @@ from collections.abc import Iterable
 import attrs
 
 from master import registry_ops as ops
-from master.accept import AcceptRules
+from master.accept_checks import sane_refuse
 from master.allocator import events as ae
 from master.allocator.constraints import ConstraintError
-from master.core_base import CT, EMPTY, TS, R, S, StateConfig, _attrs_from_string, _sane_refuse
+from master.core_base import CT, EMPTY, TS, R, S, StateConfig, _attrs_from_string
 from master.events import (
     AclsReplaced,
     AgentConnected,
@@ -82,7 +82,7 @@ PING_BATCH = 0.1  # agents whose ping is due within this fraction of ping_interv
 __all__ = ["MasterState", "StateConfig"]
 
 
-class MasterState(MaintenanceRules, AcceptRules):
+class MasterState(MaintenanceRules):
     """The master's frameworks, agents and tasks, and the rules that change them."""
 
     def recover(self, snap: ops.RegistrySnapshot, now: float) -> list[Effect]:
@@ -447,7 +447,7 @@ class MasterState(MaintenanceRules, AcceptRules):
                 self._remove_framework(fw, now, "Framework torn down", fx)
             case CT.ACCEPT:
                 assert call.accept is not None
-                self._accept(fw, call.accept, now, fx)
+                self.accepts.accept(fw, call.accept, now, fx)
             case CT.DECLINE:
                 assert call.decline is not None
                 refuse = call.decline.filters.refuse_seconds if call.decline.filters else None
@@ -455,7 +455,7 @@ class MasterState(MaintenanceRules, AcceptRules):
                     ae.OffersDeclined(
                         framework_id=fw.framework_id,
                         offer_ids=tuple(dict.fromkeys(o.value for o in call.decline.offer_ids)),
-                        refuse_seconds=_sane_refuse(refuse),
+                        refuse_seconds=sane_refuse(refuse),
                     ),
                     now,
                     fx,

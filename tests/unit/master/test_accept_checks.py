@@ -19,6 +19,7 @@ from master.accept_checks import (
     held_roles,
     offers_problem,
     on_offer_agent,
+    sane_refuse,
     task_refused,
     unique_id,
     user_problem,
@@ -166,3 +167,9 @@ def test_allocator_rejection(code: ad.RejectCode) -> None:
     }  # fmt: skip
     want = Rejection.ALLOCATOR_OFFERS if code in offers else Rejection.ALLOCATOR_INVALID
     assert allocator_rejection(code) is want
+
+
+def test_sane_refuse() -> None:
+    assert [sane_refuse(v) for v in (None, -1.0, float("nan"), float("inf"), 0.0, 5.0, 1e12)] == [
+        None, None, None, None, 0.0, 5.0, 365 * 24 * 3600.0,
+    ]
