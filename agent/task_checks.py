@@ -19,7 +19,7 @@ from protocol.mesos import CheckStatusCommand, CheckStatusHttp, CheckStatusInfo,
 
 log = logging.getLogger(__name__)
 
-Environment = Callable[[TaskSpec, str], dict[str, str]]  # the task's environment in its sandbox
+Environment = Callable[..., dict[str, str]]  # TaskProcesses.environment: the task's, in its sandbox
 
 
 class TaskChecks:
@@ -36,7 +36,7 @@ class TaskChecks:
         if self.checkers.running(fid, tid):
             return
         sandbox = self.checkpoint.task_sandbox(fid, tid, spec.pod_executor)
-        env = self.environment(spec, str(sandbox))
+        env = self.environment(spec, str(sandbox), extra=spec.command.environment if spec.command else ())
         run_as = spec.run_as
         setpriv = self.setpriv
 

@@ -15,11 +15,13 @@ from protocol.mesos import (
     CheckInfo,
     CheckType,
     CommandInfo,
+    Environment,
     HealthCheck,
     HealthCheckType,
     HTTPCheckInfo,
     TaskInfo,
     TcpCheck,
+    Variable,
 )
 from protocol.mesos_common import TaskID
 from protocol.resources import Resources
@@ -96,3 +98,17 @@ async def test_a_task_with_a_bad_health_check_is_task_error(master: Any, make_ag
     await master.run_many([task("bad", "true", health_check=HealthCheck(type=HealthCheckType.TCP))])
     st = await master.wait_terminal("bad")
     assert st.state is S.TASK_ERROR and st.message is not None and "health check of type TCP needs 'tcp'" in st.message
+
+
+async def test_a_command_health_check_runs_with_the_tasks_own_environment(master: Any, make_agent: Any) -> None:
+    env = Environment(variables=(Variable(name="PROBE_FILE", value="alive"),))
+    hc = HealthCheck(type=HealthCheckType.COMMAND, command=CommandInfo(value='test -f "$PROBE_FILE"'), delay_seconds=0,
+                     interval_seconds=0.1, timeout_seconds=5, grace_period_seconds=30, consecutive_failures=1)
+    await make_agent()
+    await master.wait_connected()
+    command = CommandInfo(value="touch alive; exec sleep 30", environment=env)
+    await master.run_many([TaskInfo(name="e", task_id=TaskID("e"), resources=Resources.of(cpus=0.1, mem=64).to_mesos(),
+                                    command=command, health_check=hc)])
+    await master.wait_for(lambda: any(s.healthy is True for s in master.statuses("e")))
+    await master.kill("e")
+    assert (await master.wait_terminal("e")).state is S.TASK_KILLED
