@@ -118,8 +118,6 @@ class BatchService(FrameworkHost):
         self.flush_interval = flush_interval  # group commit: changes within it share one write
         self.core = BatchCore(gang_timeout=gang_timeout, config=self.config, preempt_queues=preempt_queues)
         self.store = JobStoreRef(work_dir)
-        self._dirty: set[int] = set()
-        self._flush_lock = asyncio.Lock()
         self._persist = asyncio.Event()  # set when a job turns dirty: the flusher writes it
         # submitted jobs not yet durable -> the futures their submit answers wait on (``_submit``)
         self._unsaved: dict[int, asyncio.Future[None]] = {}
@@ -531,24 +529,15 @@ class BatchService(FrameworkHost):
         if self._dirty:
             self._persist.set()
 
-    async def _flush(self) -> None:
-        """Write changed jobs. A write interrupted by a stop still completes on its thread, and
-        its ids stay dirty so the final flush in ``_stop`` writes them again: nothing is lost."""
-        async with self._flush_lock:
-            if not self._dirty:
-                return
-            ids = sorted(self._dirty)
-            self._dirty.clear()
-            jobs = [self.core.jobs[i] for i in ids if i in self.core.jobs]
-            self.flushes += 1
-            try:
-                await asyncio.shield(self.store.open().awrite(jobs))
-            except BaseException:
-                self._dirty.update(ids)
-                raise
-            for i in ids:
-                if (saved := self._unsaved.pop(i, None)) is not None and not saved.done():
-                    saved.set_result(None)
+    async def _write_jobs(self, job_ids: list[int]) -> None:
+        jobs = [self.core.jobs[i] for i in job_ids if i in self.core.jobs]
+        self.flushes += 1
+        await self.store.open().awrite(jobs)
+
+    def _jobs_written(self, job_ids: list[int]) -> None:
+        for i in job_ids:  # the submissions waiting for their write (``_save_submitted``)
+            if (saved := self._unsaved.pop(i, None)) is not None and not saved.done():
+                saved.set_result(None)
 
     async def _save_submitted(self, ids: list[int], effects: list[Effect]) -> None:
         """Make the submitted jobs durable before the answer (the ids we return are never lost),

@@ -157,8 +157,6 @@ class ElasticService(FrameworkHost):
         self.meta: dict[str, Any] = {}
         self.coordinators: dict[int, Coordinator] = {}
         self._pending: list[Effect] = []
-        self._dirty: set[int] = set()
-        self._write_lock = asyncio.Lock()
         self._registry: CollectorRegistry | None = None
         self._waiters: list[asyncio.Future[None]] = []
         self.reconcile_interval = 30.0  # stale STAGING workers are reconciled this often
@@ -366,20 +364,16 @@ class ElasticService(FrameworkHost):
                 )
             self._wake.set()
 
-    async def _flush(self) -> None:
-        async with self._write_lock:  # one writer at a time (the loop and HTTP requests both flush)
-            if not self._dirty:
-                return
-            ids, self._dirty = sorted(self._dirty), set()
-            records = [job_to_dict(self.core.jobs[i]) for i in ids if i in self.core.jobs]
-            self.meta["next_job_id"] = self.core.next_job_id
-            meta = dict(self.meta)
+    async def _write_jobs(self, job_ids: list[int]) -> None:
+        records = [job_to_dict(self.core.jobs[i]) for i in job_ids if i in self.core.jobs]
+        self.meta["next_job_id"] = self.core.next_job_id
+        meta = dict(self.meta)
 
-            def write() -> None:
-                self.store.save_jobs(records)
-                self.store.save_meta(meta)
+        def write() -> None:
+            self.store.save_jobs(records)
+            self.store.save_meta(meta)
 
-            await asyncio.to_thread(write)
+        await asyncio.to_thread(write)
 
     async def _start_coordinator(self, job: Job) -> None:
         spec = job.spec

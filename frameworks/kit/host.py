@@ -10,6 +10,8 @@ this shell. The host owns what every service does the same way:
   its address published as ``FrameworkInfo.webui_url``, where the CLI finds it;
 - the **driver** (``connect``): ``FrameworkInfo`` from the service's name, roles, failover
   timeout and capabilities; a refused subscription stops the service (``error``);
+- the **store's group commit** (``_flush``): the jobs marked changed (``_dirty``, a ``Persist``
+  effect's ids) written together, one writer at a time, by the framework's ``_write_jobs``;
 - the **effect loop** (``run_rounds``): one loop, woken by ``poke`` (offers, updates, requests)
   or by the framework's next deadline, runs a round of the framework's and logs, never raises;
   ``call_master`` carries out the effects that are calls to the master (``Kill``, ``Decline``,
@@ -118,6 +120,8 @@ class FrameworkHost(Service, Scheduler):
         self._agent_headers: dict[str, str] = {}
         self._client_ssl: Any = None
         self._refused: asyncio.Task[None] | None = None
+        self._dirty: set[int] = set()  # jobs changed since the store last wrote them
+        self._flush_lock = asyncio.Lock()
 
     # --- the HTTP API ------------------------------------------------------------------------------
 
@@ -220,6 +224,32 @@ class FrameworkHost(Service, Scheduler):
         else:
             return False
         return True
+
+    # --- the store ----------------------------------------------------------------------------------
+
+    async def _flush(self) -> None:
+        """Write the jobs marked changed, one writer at a time (the loop and HTTP requests both
+        flush). A write interrupted by a stop still completes on its thread, and a failed or
+        interrupted write leaves its ids dirty, so the final flush writes them again: nothing is
+        lost."""
+        async with self._flush_lock:
+            if not self._dirty:
+                return
+            ids = sorted(self._dirty)
+            self._dirty.clear()
+            try:
+                await asyncio.shield(self._write_jobs(ids))
+            except BaseException:
+                self._dirty.update(ids)
+                raise
+            self._jobs_written(ids)
+
+    async def _write_jobs(self, job_ids: list[int]) -> None:
+        """Write these jobs (those the core still has) in one transaction: the framework's store."""
+        raise NotImplementedError
+
+    def _jobs_written(self, job_ids: list[int]) -> None:
+        """These jobs are durable now (a hook; nothing by default)."""
 
     # --- the effect loop ---------------------------------------------------------------------------
 

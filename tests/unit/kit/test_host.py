@@ -40,6 +40,9 @@ class Echo(FrameworkHost):
         self.held: list[str] = []
         self.done = asyncio.Event()
         self.failed = asyncio.Event()
+        self.fail_write = False
+        self.written: list[list[int]] = []
+        self.durable: set[int] = set()
 
     async def _start(self) -> None:
         await self.serve([web.get("/api/v1/ping", self._ping)])
@@ -69,6 +72,15 @@ class Echo(FrameworkHost):
             if not await self.call_master(e):
                 self.not_master.append(e)
         self.done.set()
+
+    async def _write_jobs(self, job_ids: list[int]) -> None:
+        if self.fail_write:
+            self.fail_write = False
+            raise OSError("disk full")
+        self.written.append(job_ids)
+
+    def _jobs_written(self, job_ids: list[int]) -> None:
+        self.durable.update(job_ids)
 
     def offers(self, driver: SchedulerDriver, offers: list[Offer]) -> None:
         self.held += [o.id.value for o in offers]
@@ -162,3 +174,16 @@ async def test_every_route_is_behind_the_api_authentication_and_reload_keeps_a_g
         assert svc.reload() is False
         async with http.get(ping, headers=alice) as resp:
             assert resp.status == 200  # the previous set stands
+
+
+async def test_the_store_writes_changed_jobs_together_and_a_failed_write_loses_none(tmp_path: Path) -> None:
+    svc = Echo(FakeMaster(), tmp_path)
+    svc._dirty.update({3, 1})
+    svc.fail_write = True
+    with pytest.raises(OSError):
+        await svc._flush()
+    assert svc.written == [] and svc._dirty == {1, 3} and not svc.durable  # still to be written
+    svc._dirty.add(2)
+    await svc._flush()
+    await svc._flush()  # nothing changed since: no write
+    assert svc.written == [[1, 2, 3]] and svc.durable == {1, 2, 3} and not svc._dirty
