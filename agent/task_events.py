@@ -9,7 +9,7 @@ import enum
 
 import attrs
 
-from agent.health import Verdict
+from agent.health import Outcome, Verdict
 from agent.taskspec import TaskSpec
 from protocol.mesos import CheckStatusInfo
 from protocol.task_states import TaskState
@@ -89,6 +89,17 @@ class FetchProgress:
     framework_id: str
     task_id: str
     message: str
+
+
+@attrs.frozen
+class CheckOutcome:
+    """One probe's result for a running command task: of its health check (``health``) or of
+    its general check; the tracker keeps each task's checking state (``agent/health.py``)."""
+
+    framework_id: str
+    task_id: str
+    health: bool
+    outcome: Outcome
 
 
 @attrs.frozen
@@ -249,6 +260,7 @@ class RecoveredTask:
 
 Event = (
     LaunchTask
+    | CheckOutcome
     | LaunchRejected
     | Fetched
     | FetchFailed

@@ -24,12 +24,13 @@ import attrs
 
 from agent.completed import CompletedBook
 from agent.fetch_plan import starting
-from agent.health import CHECK_REASON, HEALTH_REASON
+from agent.health import CHECK_REASON, HEALTH_REASON, CheckState, HealthState, Outcome, Policy
 from agent.task_events import (  # the vocabulary (events, effects), re-exported: tk.LaunchTask
     DEFAULT_GRACE,
     MASTER_KILL_REASONS,
     CancelFetch,
     CheckChanged,
+    CheckOutcome,
     CheckpointTask,
     DropTask,
     Effect,
@@ -71,7 +72,15 @@ from agent.task_events import (  # the vocabulary (events, effects), re-exported
     master_kill,
 )
 from agent.taskspec import TaskSpec
-from protocol.mesos import CheckStatusInfo, CheckType, ExecutorInfo, FrameworkInfo
+from protocol.mesos import (
+    CheckStatusCommand,
+    CheckStatusHttp,
+    CheckStatusInfo,
+    CheckStatusTcp,
+    CheckType,
+    ExecutorInfo,
+    FrameworkInfo,
+)
 from protocol.task_states import TaskState, check_transition, is_terminal
 
 __pure__ = True
@@ -83,6 +92,7 @@ __all__ = [
     "MASTER_KILL_REASONS",
     "CancelFetch",
     "CheckChanged",
+    "CheckOutcome",
     "CheckpointTask",
     "DropTask",
     "Effect",
@@ -166,6 +176,8 @@ class TaskRecord:
     completion_deadline: float | None = None  # max_completion_time: failed if still running then
     started_at: float | None = None  # when its process started (or the agent re-attached it); None once terminal
     launch_group: tuple[str, ...] = ()  # launched with its task group (LAUNCH_GROUP): handed over together
+    health_state: HealthState | None = None  # its health checking, while it runs (agent/health.py)
+    check_state: CheckState | None = None  # its general check, while it runs
 
     @property
     def key(self) -> TaskKey:
@@ -289,6 +301,17 @@ class TaskTracker:
                     return []
                 t.fetching = False
                 return self._finish(t, S.TASK_FAILED, "REASON_CONTAINER_LAUNCH_FAILED", message, "SOURCE_AGENT")
+            case CheckOutcome(fid, tid, health, outcome):
+                t = self.tasks.get((fid, tid))
+                if t is None:
+                    return []
+                if health:
+                    verdict = t.health_state.result(outcome, now) if t.health_state is not None else None
+                    return self._handle(HealthChecked(fid, tid, verdict), now) if verdict is not None else []
+                cs = t.check_state
+                if cs is None or not cs.result(outcome):
+                    return []
+                return self._handle(CheckChanged(fid, tid, _check_status(cs.policy, outcome)), now)
             case HealthChecked(fid, tid, verdict):
                 t = self.tasks.get((fid, tid))
                 if t is None or t.terminal or t.state is not S.TASK_RUNNING or t.kill_reason is not None:
@@ -428,7 +451,7 @@ class TaskTracker:
             note = f" ({t.launch_note})" if t.launch_note else ""
             out.append(EmitStatus(fid, tid, S.TASK_RUNNING, message=f"pid {pid}{note}", check_status=_no_check_yet(t.spec)))
             if t.spec.health is not None or t.spec.check is not None:
-                out.append(StartChecks(t.spec))
+                out.append(self._start_checks(t, now))
         if t.kill_reason is not None:  # killed while launching: signal now
             out.extend(self._signal_kill(t, now))
         return out
@@ -447,12 +470,23 @@ class TaskTracker:
         state, reason, msg = exit_outcome(code)
         return self._finish(t, state, reason, message or msg, "SOURCE_EXECUTOR")
 
+    @staticmethod
+    def _start_checks(t: TaskRecord, now: float) -> StartChecks:
+        for policy in (t.spec.health, t.spec.check):
+            if policy is None:
+                continue
+            if policy.health:
+                t.health_state = HealthState(policy, now)
+            else:
+                t.check_state = CheckState(policy)
+        return StartChecks(t.spec)
+
     def _finish(
         self, t: TaskRecord, state: TaskState, reason: str | None, message: str | None, source: str
     ) -> list[Effect]:
         self._move(t, state)
         t.kill_deadline = None
-        t.started_at = None
+        t.started_at = t.health_state = t.check_state = None
         fid, tid = t.key
         if t.spec.pod:
             self._ended_pods.append(t)
@@ -671,7 +705,7 @@ class TaskTracker:
             if r.kill_reason is None and spec.max_completion is not None:
                 t.completion_deadline = now + spec.max_completion  # the clock starts over
             if r.kill_reason is None and (spec.health is not None or spec.check is not None):
-                out.append(StartChecks(spec))  # checking starts over (grace period included)
+                out.append(self._start_checks(t, now))  # checking starts over (grace period included)
             if r.kill_reason is not None:
                 # the kill's escalation timer died with the agent: resume it (SIGTERM again,
                 # SIGKILL when the original deadline comes)
@@ -711,3 +745,14 @@ def _no_check_yet(spec: TaskSpec) -> CheckStatusInfo | None:
     if spec.check is None:
         return None
     return CheckStatusInfo(type=CheckType(spec.check.probe.kind))
+
+
+def _check_status(policy: Policy, outcome: Outcome) -> CheckStatusInfo:
+    """A general check's result as Mesos reports it (``TaskStatus.check_status``)."""
+    kind = policy.probe.kind
+    return CheckStatusInfo(
+        type=CheckType(kind),
+        command=CheckStatusCommand(outcome.value) if kind == "COMMAND" else None,
+        http=CheckStatusHttp(outcome.value) if kind == "HTTP" else None,
+        tcp=CheckStatusTcp(None if outcome.value is None else bool(outcome.value)) if kind == "TCP" else None,
+    )

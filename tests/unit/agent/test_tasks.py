@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import attrs
 import pytest
 
 from agent.tasks import (
@@ -375,3 +376,27 @@ def test_a_launched_group_is_remembered_for_handing_over_and_a_recovered_one_is_
     assert tr.get("f1", "a").launch_group == ("a", "b")
     tr.handle(RecoveredTask(spec("r", executor="ex2"), S.TASK_RUNNING, True, True, pid=7), 1.0)
     assert tr.get("f1", "r").launch_group == () and tr.get("f1", "r").started_at == 1.0
+
+
+def test_the_tracker_keeps_each_tasks_checking_state_and_decides_on_each_outcome() -> None:
+    from agent.health import Outcome, Policy, Probe
+    from agent.tasks import CheckOutcome, StartChecks
+    from protocol.mesos import CheckStatusInfo, CheckStatusTcp, CheckType
+
+    health = Policy(Probe("TCP", port=1), delay=0, interval=1, timeout=1, grace=0, consecutive_failures=2)
+    check = Policy(Probe("TCP", port=2), delay=0, interval=1, timeout=1, health=False)
+    tr = TaskTracker()
+    s = attrs.evolve(spec(), health=health, check=check)
+    tr.handle(LaunchTask(s), 1.0)
+    assert StartChecks(s) in tr.handle(Spawned("f1", "t1", 42), 2.0)
+    up = tr.handle(CheckOutcome("f1", "t1", True, Outcome(True)), 3.0)
+    assert [(e.state, e.reason, e.healthy) for e in up if isinstance(e, EmitStatus)] == [
+        (S.TASK_RUNNING, "REASON_TASK_HEALTH_CHECK_STATUS_UPDATED", True)]
+    assert tr.handle(CheckOutcome("f1", "t1", True, Outcome(True)), 4.0) == []  # a repeated success: nothing
+    tcp = CheckStatusInfo(type=CheckType.TCP, tcp=CheckStatusTcp(True))
+    changed = tr.handle(CheckOutcome("f1", "t1", False, Outcome(True, 1)), 4.0)
+    assert [e.check_status for e in changed if isinstance(e, EmitStatus)] == [tcp]
+    assert tr.handle(CheckOutcome("f1", "t1", False, Outcome(True, 1)), 5.0) == []  # unchanged
+    tr.handle(Exited("f1", "t1", 0), 6.0)
+    assert tr.get("f1", "t1").health_state is None and tr.get("f1", "t1").check_state is None
+    assert tr.handle(CheckOutcome("f1", "t1", True, Outcome(False, why="x")), 7.0) == []
