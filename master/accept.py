@@ -5,6 +5,7 @@ launches go to the allocator and become RUN_TASKS to the agent."""
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Protocol
 
@@ -47,6 +48,18 @@ if TYPE_CHECKING:
 OT = mesos.OperationType
 # the tasks of one LAUNCH or LAUNCH_GROUP that passed the checks: (tasks, group executor, group?)
 Launch = tuple[list[mesos.TaskInfo], "mesos.ExecutorInfo | None", bool]
+
+
+@attrs.define(slots=True, eq=False)
+class _Plan:
+    """One ACCEPT's operations as the checks go: what passed so far and what the offers still hold."""
+
+    scope: LaunchScope
+    reserving: bool  # it also (un)reserves: the allocator checks the resources
+    remaining: Resources
+    new_execs: set[str] = attrs.field(factory=set)  # executors started by this ACCEPT (counted once)
+    launches: list[Launch] = attrs.field(factory=list)
+    alloc_ops: list[ae.Operation] = attrs.field(factory=list)
 
 
 class AcceptHost(Protocol):
@@ -149,77 +162,83 @@ class AcceptBook:
     ) -> tuple[list[Launch], list[ae.Operation]]:
         """Run each operation's checks (refused tasks are reported here); what passed, as
         launches for the agent and operations for the allocator."""
-        reserving = any(op.type is OT.RESERVE or op.type is OT.UNRESERVE for op in accept.operations)
-        scope = LaunchScope(offer_agent, fw.roles, fw.tasks, fw.finished)
-        new_execs: set[str] = set()  # executors started by this ACCEPT (their resources count once)
-        alloc_ops: list[ae.Operation] = []
-        launches: list[Launch] = []
-        remaining = offered
+        plan = _Plan(
+            LaunchScope(offer_agent, fw.roles, fw.tasks, fw.finished),
+            any(op.type is OT.RESERVE or op.type is OT.UNRESERVE for op in accept.operations),
+            offered,
+        )
         for op in accept.operations:
             t = op.type
             if t is OT.LAUNCH and op.launch is not None:
-                good: list[mesos.TaskInfo] = []
-                for task in op.launch.task_infos:
-                    refused = self._user_refused(fw, task, None, Rejection.UNAUTHORIZED)
-                    if refused is None:
-                        refused = task_refused(scope, task, False)
-                    if refused is None and not reserving:
-                        need = self._need(fw, offer_agent, task, new_execs)
-                        refused = fits(need, remaining)
-                        if refused is None:
-                            remaining = remaining - need
-                    if refused is not None:
-                        self._refuse(fw, task.task_id.value, refused, now, fx, offer_agent)
-                        continue
-                    scope.seen.add(task.task_id.value)
-                    good.append(task)
-                if good:
-                    launches.append((good, None, False))
-                    counted: set[str] = set()
-                    alloc_ops.extend(
-                        ae.Launch(task_id=tk.task_id.value, resources=self._need(fw, offer_agent, tk, counted))
-                        for tk in good
-                    )
+                self._check_launch(fw, plan, op.launch.task_infos, now, fx)
             elif t is OT.LAUNCH_GROUP and op.launch_group is not None:
-                lg = op.launch_group
-                tasks = list(lg.task_group.tasks)
-                refused = next(
-                    (r for tk in tasks if (r := self._user_refused(fw, tk, lg.executor, Rejection.GROUP_UNAUTHORIZED))),
-                    None,
-                )
-                if refused is None:
-                    refused = group_problem(lg.executor, tasks)
-                for task in tasks:
-                    if refused is not None:
-                        break
-                    refused = task_refused(scope, task, True)
-                    scope.seen.add(task.task_id.value)
-                if refused is None and not reserving:
-                    need = Resources.sum(task_resources(tk) for tk in tasks) + Resources.from_mesos(lg.executor.resources)
-                    refused = fits(need, remaining, "Task group")
-                    if refused is None:
-                        remaining = remaining - need
-                if refused is not None:
-                    for task in tasks:
-                        self._refuse(fw, task.task_id.value, refused, now, fx, offer_agent)
-                    continue
-                launches.append((tasks, lg.executor, True))
-                ex_res = Resources.from_mesos(lg.executor.resources)
-                for i, tk in enumerate(tasks):
-                    res = task_resources(tk) + (ex_res if i == 0 else EMPTY)
-                    alloc_ops.append(ae.Launch(task_id=tk.task_id.value, resources=res))
+                self._check_group(fw, plan, op.launch_group, now, fx)
             elif t is OT.RESERVE and op.reserve is not None:
-                try:
-                    alloc_ops.append(ae.Reserve(resources=Resources.from_mesos(op.reserve.resources)))
-                except (ResourceError, TypeError, ValueError):
-                    continue
+                with contextlib.suppress(ResourceError, TypeError, ValueError):
+                    plan.alloc_ops.append(ae.Reserve(resources=Resources.from_mesos(op.reserve.resources)))
             elif t is OT.UNRESERVE and op.unreserve is not None:
-                try:
-                    alloc_ops.append(ae.Unreserve(resources=Resources.from_mesos(op.unreserve.resources)))
-                except (ResourceError, TypeError, ValueError):
-                    continue
+                with contextlib.suppress(ResourceError, TypeError, ValueError):
+                    plan.alloc_ops.append(ae.Unreserve(resources=Resources.from_mesos(op.unreserve.resources)))
             # CREATE/DESTROY and others: not supported, ignored
-        return launches, alloc_ops
+        return plan.launches, plan.alloc_ops
+
+    def _check_launch(
+        self, fw: FrameworkRec, plan: _Plan, tasks: tuple[mesos.TaskInfo, ...], now: float, fx: list[Effect]
+    ) -> None:
+        """LAUNCH: each task alone (user, ``TASK_CHECKS``, then ``fits`` the running sum)."""
+        scope = plan.scope
+        offer_agent = scope.offer_agent
+        good: list[mesos.TaskInfo] = []
+        for task in tasks:
+            refused = self._user_refused(fw, task, None, Rejection.UNAUTHORIZED)
+            if refused is None:
+                refused = task_refused(scope, task, False)
+            if refused is None and not plan.reserving:
+                need = self._need(fw, offer_agent, task, plan.new_execs)
+                refused = fits(need, plan.remaining)
+                if refused is None:
+                    plan.remaining = plan.remaining - need
+            if refused is not None:
+                self._refuse(fw, task.task_id.value, refused, now, fx, offer_agent)
+                continue
+            scope.seen.add(task.task_id.value)
+            good.append(task)
+        if good:
+            plan.launches.append((good, None, False))
+            counted: set[str] = set()
+            plan.alloc_ops.extend(
+                ae.Launch(task_id=tk.task_id.value, resources=self._need(fw, offer_agent, tk, counted)) for tk in good
+            )
+
+    def _check_group(self, fw: FrameworkRec, plan: _Plan, lg: mesos.LaunchGroup, now: float, fx: list[Effect]) -> None:
+        """LAUNCH_GROUP: all or nothing (every task's user, the executor, ``TASK_CHECKS`` for each
+        task, then ``fits`` for the whole group)."""
+        scope = plan.scope
+        tasks = list(lg.task_group.tasks)
+        refused = next(
+            (r for tk in tasks if (r := self._user_refused(fw, tk, lg.executor, Rejection.GROUP_UNAUTHORIZED))), None
+        )
+        if refused is None:
+            refused = group_problem(lg.executor, tasks)
+        for task in tasks:
+            if refused is not None:
+                break
+            refused = task_refused(scope, task, True)
+            scope.seen.add(task.task_id.value)
+        if refused is None and not plan.reserving:
+            need = Resources.sum(task_resources(tk) for tk in tasks) + Resources.from_mesos(lg.executor.resources)
+            refused = fits(need, plan.remaining, "Task group")
+            if refused is None:
+                plan.remaining = plan.remaining - need
+        if refused is not None:
+            for task in tasks:
+                self._refuse(fw, task.task_id.value, refused, now, fx, scope.offer_agent)
+            return
+        plan.launches.append((tasks, lg.executor, True))
+        ex_res = Resources.from_mesos(lg.executor.resources)
+        for i, tk in enumerate(tasks):
+            res = task_resources(tk) + (ex_res if i == 0 else EMPTY)
+            plan.alloc_ops.append(ae.Launch(task_id=tk.task_id.value, resources=res))
 
     def _launch(
         self, fw: FrameworkRec, ag: AgentRec, result: ad.Accepted, launches: list[Launch], now: float, fx: list[Effect]
