@@ -9,8 +9,6 @@ import contextlib
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Protocol
 
-import attrs
-
 from master import registry_ops as ops
 from master.accept_checks import (
     OUTCOME,
@@ -37,6 +35,7 @@ from master.records import EMPTY, AgentRec, FrameworkRec
 from master.validation import parse_resources, task_resources
 from protocol import agent_channel as ac
 from protocol import mesos
+from protocol.evolve import evolve
 from protocol.resources import ResourceError, Resources
 from protocol.task_states import TaskState
 
@@ -257,7 +256,7 @@ class AcceptBook:
         agent_ref = mesos.AgentID(offer_agent)
         for tasks, executor, group in launches:
             tasks = [
-                tk if tk.agent_id is not None else attrs.evolve(tk, agent_id=agent_ref)
+                tk if tk.agent_id is not None else evolve(tk, agent_id=agent_ref)
                 for tk in tasks
                 if tk.task_id.value in res_of
             ]

@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import ipaddress
 
-import attrs
-
 from master import registry_ops as ops
 from master.allocator import events as ae
 from master.core_base import EMPTY, TS, CoreBase, R, _attr_dict, _attrs_string
@@ -23,6 +21,7 @@ from master.records import AgentRec, DrainMode, TaskRec
 from protocol import agent_channel as ac
 from protocol import mesos
 from protocol.acls import agent_problem
+from protocol.evolve import evolve
 from protocol.ids import new_agent_id
 from protocol.resources import ResourceError, Resources
 from protocol.task_states import can_transition, for_framework, is_terminal
@@ -481,7 +480,7 @@ class AgentRules(CoreBase):
         fid = upd.framework_id.value
         status = upd.status
         if status.agent_id is None or status.agent_id.value != ag.agent_id:
-            status = attrs.evolve(status, agent_id=mesos.AgentID(ag.agent_id))
+            status = evolve(status, agent_id=mesos.AgentID(ag.agent_id))
         tid = status.task_id.value
         fw = self.frameworks.get(fid)
         if fw is None:
@@ -541,7 +540,7 @@ class AgentRules(CoreBase):
                 self._to_agent(ag.agent_id, ac.AcknowledgeMsg(framework_id=upd.framework_id, task_id=status.task_id, uuid=status.uuid), fx)
             return
         if shown is not status.state:
-            status = attrs.evolve(status, state=shown)
+            status = evolve(status, state=shown)
         self._send(fw, mesos.Event.make_update(status), fx)
         if ag.drain is not None:
             self._drain_progress(ag, now, fx)

@@ -30,6 +30,7 @@ from protocol import agent_channel as ac
 from protocol import mesos, mesos_common
 from protocol.acls import Acls
 from protocol.agent_channel import AGENT_HTTPS
+from protocol.evolve import evolve
 from protocol.resources import Resources, parse_attributes
 from protocol.task_states import TaskState, for_framework
 
@@ -456,7 +457,7 @@ class CoreBase:
             resources=resources if resources is not None else task_resources(tk),
             role=role,
             executor_id=executor.executor_id.value if executor else None,
-            info=tk if tk.agent_id is not None else attrs.evolve(tk, agent_id=mesos.AgentID(ag.agent_id)),
+            info=tk if tk.agent_id is not None else evolve(tk, agent_id=mesos.AgentID(ag.agent_id)),
         )
         fw.tasks[rec.task_id] = rec
         ag.tasks.add((fw.framework_id, rec.task_id))

@@ -43,7 +43,10 @@ def parse_resources(resources: tuple[mesos.Resource, ...]) -> Resources:
 
 
 def _nul(*values: str | None) -> bool:
-    return any(v is not None and "\x00" in v for v in values)
+    for v in values:  # noqa: SIM110 (a plain loop is faster than any() over a generator)
+        if v is not None and "\x00" in v:
+            return True
+    return False
 
 
 def check_resources(resources: tuple[mesos.Resource, ...], what: str) -> tuple[Resources | None, str | None]:

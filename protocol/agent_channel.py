@@ -29,7 +29,6 @@ from collections.abc import Sequence
 from typing import Any
 
 import attrs
-import msgpack
 
 from protocol import codec
 from protocol.mesos import ExecutorInfo, FrameworkInfo, TaskInfo, TaskStatus
@@ -362,7 +361,7 @@ def encode_frame(bodies: Sequence[Body], epoch: int = 0) -> bytes:
     out: dict[str, Any] = {"messages": messages} if messages else {}
     out["epoch"] = epoch
     try:
-        return typing.cast(bytes, msgpack.packb(out, use_bin_type=True))
+        return codec.packb(out)
     except (TypeError, ValueError, OverflowError) as e:
         raise codec.EncodeError(f"cannot encode Frame as msgpack: {e}") from e
 

@@ -368,6 +368,9 @@ def _compile_decoder(tp: Any, binary: bool, limits: Limits) -> _Decoder:
         if len(args) != 2 or args[1] is not Ellipsis:
             raise SchemaError(f"unsupported tuple form {tp!r}: use tuple[X, ...]")
         item = _decoder(args[0], binary, limits)
+        # only an enum item can be dropped (an unknown name); other items decode or fail
+        item_type, _ = _split_optional(args[0])
+        drops = isinstance(item_type, type) and issubclass(item_type, enum.Enum)
 
         def dec_tuple(v: Any, depth: int) -> Any:
             if v.__class__ is not list:
@@ -377,6 +380,16 @@ def _compile_decoder(tp: Any, binary: bool, limits: Limits) -> _Decoder:
             if depth >= max_depth:
                 raise _Fail(f"nesting deeper than {max_depth}")
             depth += 1
+            out: list[Any]
+            if not drops:
+                out = []
+                append = out.append
+                try:
+                    for x in v:
+                        append(item(x, depth))
+                    return tuple(out)
+                except _Fail:
+                    pass  # decoded again below, one by one, to name the failing item
             out = []
             i = 0
             try:
@@ -644,7 +657,12 @@ def _id_decoder(cls: type, generic: _Decoder, limits: Limits) -> _Decoder:
             if s.__class__ is str and len(s) <= max_str:
                 o = cache.get(s)
                 if o is None:
-                    if checked and (problem := id_problem(s)) is not None:
+                    # (short printable ASCII, the usual id, has no problem: no regex for it)
+                    if (
+                        checked
+                        and (len(s) > ID_MAX_LEN or not (s.isascii() and s.isprintable()))
+                        and (problem := id_problem(s)) is not None
+                    ):
                         raise _fail_at("value", problem)
                     if len(cache) >= ID_CACHE_SIZE:
                         cache.clear()
@@ -738,6 +756,14 @@ def _compile_encoder(tp: Any, binary: bool) -> _Encoder:
     raise SchemaError(f"unsupported field type {tp!r}")
 
 
+def _is_id_message(tp: Any) -> bool:
+    """A message class whose one field is ``value: str`` (ids: ``TaskID``, ``AgentID``, ...)."""
+    if not _is_message(tp):
+        return False
+    fields = attrs.fields(tp)
+    return len(fields) == 1 and fields[0].name == "value" and _hints(tp).get("value") is str
+
+
 def _compile_message_encoder(cls: type, binary: bool) -> _Encoder:
     """Generate an encoder function for ``cls``: None and empty repeated/map fields are left out."""
     hints = _hints(cls)
@@ -767,6 +793,9 @@ def _compile_message_encoder(cls: type, binary: bool) -> _Encoder:
             else:
                 ns[f"E{i}"] = item
                 value = f"[E{i}(y) for y in x]"
+        elif _is_id_message(inner):
+            # an id ({"value": str}: TaskID, AgentID, ...), the most frequent message: inlined
+            value = "{'value': x.value} if x.value is not None else {}"
         else:
             ns[f"E{i}"] = _encoder(inner, binary)
             value = f"E{i}(x)"
@@ -780,16 +809,33 @@ def _compile_message_encoder(cls: type, binary: bool) -> _Encoder:
 # --- public API -----------------------------------------------------------------------------
 
 
+# message class -> its compiled encoder, per encoding (a lookup without building a key tuple)
+_enc_of_class: tuple[dict[type, _Encoder], dict[type, _Encoder]] = ({}, {})
+
+
 def to_builtins(obj: Any, binary: bool = False) -> Any:
     """A message (or a tuple/list of messages) as dicts, lists and scalars for JSON/msgpack."""
+    enc = _enc_of_class[binary].get(obj.__class__)
+    if enc is not None:
+        try:
+            return enc(obj)
+        except (AttributeError, TypeError, ValueError, OverflowError) as e:
+            raise EncodeError(f"cannot encode {type(obj).__name__}: {e}") from e
     try:
         if isinstance(obj, (tuple, list)):
             return [_encoder(type(x), binary)(x) for x in obj]
-        return _encoder(type(obj), binary)(obj)
+        enc = _encoder(type(obj), binary)
+        if _is_message(type(obj)):
+            _enc_of_class[binary][type(obj)] = enc
+        return enc(obj)
     except SchemaError:
         raise
     except (AttributeError, TypeError, ValueError, OverflowError) as e:
         raise EncodeError(f"cannot encode {type(obj).__name__}: {e}") from e
+
+
+# the decoders of the default limits by class, per encoding (no Limits hash per call)
+_dec_default: tuple[dict[Any, _Decoder], dict[Any, _Decoder]] = ({}, {})
 
 
 def from_builtins(
@@ -797,7 +843,11 @@ def from_builtins(
 ) -> T:
     """Build ``cls`` (a message class or a form like ``tuple[X, ...]``) from parsed data.
     ``depth``: how deep ``value`` sits in an enclosing message (for the nesting limit)."""
-    dec = _decoder(cls, binary, limits)
+    dec = _dec_default[binary].get(cls) if limits is DEFAULT_LIMITS else None
+    if dec is None:
+        dec = _decoder(cls, binary, limits)
+        if limits is DEFAULT_LIMITS:
+            _dec_default[binary][cls] = dec
     try:
         out = dec(value, depth)
     except _Fail as e:
@@ -894,10 +944,27 @@ def decode_json(
     return from_builtins(cls, loads_json(data, limits), False, limits)
 
 
+# Idle msgpack packers (``msgpack.packb`` builds a new ``Packer`` per call). ``list.pop`` and
+# ``list.append`` are atomic, so a packer is never shared by two threads at once; a packer that
+# raised is dropped (a fresh one replaces it).
+_packers: list[msgpack.Packer] = []
+
+
+def packb(value: Any) -> bytes:
+    """``msgpack.packb(value, use_bin_type=True)``, with a reused packer."""
+    try:
+        packer = _packers.pop()
+    except IndexError:
+        packer = msgpack.Packer(use_bin_type=True)
+    out = typing.cast(bytes, packer.pack(value))
+    _packers.append(packer)
+    return out
+
+
 def encode_msgpack(obj: Any) -> bytes:
     """Native msgpack: the JSON structure with raw bytes."""
     try:
-        return typing.cast(bytes, msgpack.packb(to_builtins(obj, True), use_bin_type=True))
+        return packb(to_builtins(obj, True))
     except (TypeError, ValueError, OverflowError) as e:
         if isinstance(e, EncodeError):
             raise

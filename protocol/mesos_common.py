@@ -97,6 +97,8 @@ class ValueType(enum.Enum):
     SET = "SET"
     TEXT = "TEXT"
 
+    __hash__ = object.__hash__  # members are singletons (Enum's own hash is a Python call)
+
 
 @attrs.frozen
 class Scalar:
@@ -182,7 +184,9 @@ class DiskInfo:
     volume: Volume | None = None
 
 
-@attrs.frozen
+# The codec shares one decoded object per resource form (``__codec_memo_key__`` below) and the
+# master looks tasks' resource lists up in memos: the hash is kept once computed.
+@attrs.frozen(cache_hash=True)
 class Resource:
     name: str
     type: ValueType

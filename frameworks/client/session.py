@@ -45,6 +45,7 @@ from frameworks.client.demand import Demand, DemandBook
 from frameworks.client.errors import MasterUnavailable, NotConnected
 from frameworks.client.offers import CachedOffer, Claim, InsufficientResources, OfferCache, UnknownOffer
 from protocol import codec
+from protocol.evolve import evolve
 from protocol.mesos import (
     AcceptInverseOffers,
     Call,
@@ -432,7 +433,7 @@ class SchedulerSession:
         offer = self._cached_offer(offer_id, claims)
         if claims is None:
             claims = self._claim_tasks(offer_id, [task_resources(t) for t in tasks])
-        tasks = [t if t.agent_id is not None else attrs.evolve(t, agent_id=AgentID(offer.agent_id)) for t in tasks]
+        tasks = [t if t.agent_id is not None else evolve(t, agent_id=AgentID(offer.agent_id)) for t in tasks]
         self._commit(claims, offer_id, tasks, now)
         return Call.make_accept(fid, (OfferID(offer_id),), (Operation.make_launch(*tasks),), filters)
 
@@ -451,7 +452,7 @@ class SchedulerSession:
             res = [task_resources(t) for t in tasks]
             res.append(Resources.from_mesos(executor.resources))
             claims = self._claim_tasks(offer_id, [r for r in res if r])
-        tasks = [t if t.agent_id is not None else attrs.evolve(t, agent_id=AgentID(offer.agent_id)) for t in tasks]
+        tasks = [t if t.agent_id is not None else evolve(t, agent_id=AgentID(offer.agent_id)) for t in tasks]
         if executor.framework_id is None:
             executor = attrs.evolve(executor, framework_id=fid)
         self._commit(claims, offer_id, tasks, now)

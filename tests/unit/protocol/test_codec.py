@@ -21,6 +21,7 @@ from protocol.mesos_common import (
     Resource,
     RevocableInfo,
     Scalar,
+    TaskID,
     ValueType,
 )
 
@@ -413,3 +414,25 @@ def test_plain_scalar_resources_decode_once_and_are_shared() -> None:
                 c.from_builtins(Resource, bad, True, c.Limits(max_str_len=40))
     many = c.from_builtins(tuple[Resource, ...], [raw] * 3, True)
     assert many[0] is many[1] is many[2]
+
+
+def test_encode_after_an_encode_error_gives_clean_bytes() -> None:
+    # the reused msgpack packer must not carry a failed message's partial bytes into the next one
+    with pytest.raises(codec.EncodeError):
+        encode_msgpack(Range(begin=2**70, end=1))
+    r = Range(begin=1, end=2)
+    assert encode_msgpack(r) == msgpack.packb({"begin": 1, "end": 2}, use_bin_type=True)
+    assert codec.packb([1, "x", b"y"]) == msgpack.packb([1, "x", b"y"], use_bin_type=True)
+
+
+@attrs.frozen
+class HasId:
+    task_id: TaskID | None = None
+
+
+def test_id_fields_encode_as_value_objects() -> None:
+    assert codec.to_builtins(HasId(TaskID("t1")), binary=True) == {"task_id": {"value": "t1"}}
+    assert codec.to_builtins(HasId(TaskID("t1"))) == {"task_id": {"value": "t1"}}
+    assert codec.to_builtins(HasId()) == {}
+    with pytest.raises(codec.EncodeError):
+        codec.to_builtins(HasId(task_id="not an id"))  # type: ignore[arg-type]
