@@ -9,6 +9,8 @@ import contextlib
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Protocol
 
+import attrs
+
 from master import registry_ops as ops
 from master.accept_checks import (
     OUTCOME,
