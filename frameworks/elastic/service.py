@@ -6,24 +6,13 @@ requests become core calls; one loop (woken by offers, updates, requests, and a 
 the coordinators' progress) runs the scheduling round and executes the effects in order:
 start/stop coordinators, ACCEPT/LAUNCH worker tasks (persisted before they are sent), KILL,
 REQUEST (the standing demand), DECLINE, and job-file writes. It runs on the framework host
-(``frameworks/kit/host.py``: connection, driver, HTTP server, the loop, the master calls).
+(``frameworks/kit/host.py``: connection, driver, HTTP server, the loop, the master calls); its
+HTTP API's handlers are ``api.py``.
 
 Workers get ``AGORA_ELASTIC_COORDINATOR``, ``AGORA_ELASTIC_WORKER_ID`` (= the task id) and
 ``AGORA_ELASTIC_JOB`` (plus ``AGORA_ELASTIC_DATASET``, ``AGORA_ELASTIC_NUM_SHARDS``) in their environment (plus ``PYTHONPATH`` = this checkout and
 ``OMP_NUM_THREADS=1`` unless the spec sets them); a ``{python}`` argument in the worker command is
 replaced by this interpreter.
-
-HTTP API (JSON):
-
-- ``POST /api/v1/jobs`` — a job spec: TOML text (``Content-Type: application/toml`` or
-  ``{"toml": "..."}``) or the spec as a JSON object -> ``201 {"id": N, "state": ...}``
-- ``GET /api/v1/jobs`` -> ``{"jobs": [summary, ...]}``
-- ``GET /api/v1/jobs/{id}`` -> workers, generation, progress, the reason it is not at its maximum
-- ``POST /api/v1/jobs/{id}/scale`` ``{"max_workers": N, "min_workers": M?}``
-- ``POST /api/v1/jobs/{id}/cancel``
-- ``GET /api/v1/jobs/{id}/logs?worker=N&stream=stdout|stderr&offset=O&length=L`` — a worker's
-  output from its agent's sandbox (default: the first live worker, else the last one that ended)
-- ``GET /health``, ``GET /api/v1/framework``, ``GET /metrics`` (Prometheus)
 
 A restart re-attaches: the framework id is kept in the work dir (failover under the same id, the
 master keeps the tasks for ``failover_timeout``), the coordinators come back on their old ports
@@ -41,17 +30,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import aiohttp
-from aiohttp import web
-from prometheus_client import CollectorRegistry
-
-from frameworks.client import api_auth, webui
-from frameworks.client.api_auth import OwnerError, job_owner, principal_of
 from frameworks.client.driver import KnownTask, SchedulerDriver
 from frameworks.client.offers import OfferCacheError
 from frameworks.client.transport import Transport, TransportError
 from frameworks.elastic import messages as m
-from frameworks.elastic import metrics, pages
+from frameworks.elastic.api import ElasticApi
 from frameworks.elastic.coordinator import Coordinator
 from frameworks.elastic.core import CoordinatorConfig, CoordinatorError
 from frameworks.elastic.effects import (
@@ -67,23 +50,14 @@ from frameworks.elastic.effects import (
 )
 from frameworks.elastic.jobs import (
     Job,
-    JobConflict,
-    NoSuchJob,
-    ServiceError,
-    job_detail,
-    job_summary,
     job_to_dict,
 )
 from frameworks.elastic.service_core import (
     ElasticCore,
 )
-from frameworks.elastic.spec import JobSpec, SpecError, from_mapping, parse_toml
-from frameworks.elastic.state import JobState
+from frameworks.elastic.spec import JobSpec
 from frameworks.elastic.store import JobStore
 from frameworks.kit.host import BASE_CAPABILITIES, FrameworkHost
-from frameworks.kit.http import html as _html
-from protocol import codec
-from protocol.acls import Action, submit_problem
 from protocol.mesos import (
     CapabilityType,
     CommandInfo,
@@ -154,10 +128,10 @@ class ElasticService(FrameworkHost):
         self._transport = transport
         self.core = ElasticCore(max_worker_failures=max_worker_failures, backoff_initial=backoff_initial)
         self.store = JobStore(self.work_dir)
+        self.api = ElasticApi(self)
         self.meta: dict[str, Any] = {}
         self.coordinators: dict[int, Coordinator] = {}
         self._pending: list[Effect] = []
-        self._registry: CollectorRegistry | None = None
         self._waiters: list[asyncio.Future[None]] = []
         self.reconcile_interval = 30.0  # stale STAGING workers are reconciled this often
         self._last_reconcile = 0.0
@@ -169,23 +143,7 @@ class ElasticService(FrameworkHost):
         for record in await asyncio.to_thread(self.store.load_jobs):
             self.core.restore(record)
         self.core.next_job_id = max(self.core.next_job_id, int(self.meta.get("next_job_id", 1)))
-        await self.serve(
-            [
-                web.get("/health", self._health),
-                web.get("/", self._ui_jobs),
-                web.get("/ui", self._ui_jobs),
-                web.get("/ui/jobs/{id}", self._ui_job),
-                web.get("/api/v1/whoami", self._whoami),
-                web.get("/api/v1/framework", self._framework),
-                web.post("/api/v1/jobs", self._submit),
-                web.get("/api/v1/jobs", self._list),
-                web.get("/api/v1/jobs/{id}", self._show),
-                web.post("/api/v1/jobs/{id}/scale", self._scale),
-                web.post("/api/v1/jobs/{id}/cancel", self._cancel),
-                web.get("/api/v1/jobs/{id}/logs", self._logs),
-                web.get("/metrics", self._metrics),
-            ]
-        )
+        await self.serve(self.api.routes())
         # re-attach: the coordinators of jobs that had started come back on their old ports
         for job in self.core.jobs.values():
             if not job.terminal and job.coordinator_port is not None:
@@ -450,205 +408,4 @@ class ElasticService(FrameworkHost):
 
     # --- HTTP API ----------------------------------------------------------------------------------------
 
-    async def _health(self, request: web.Request) -> web.Response:
-        return web.json_response({"ok": True})
 
-    async def _ui_jobs(self, request: web.Request) -> web.Response:
-        jobs = [job_summary(j) for j in self.core.jobs.values()]
-        return _html(pages.jobs_page(jobs, master=self.master_ui(), principal=principal_of(request)))
-
-    async def _ui_job(self, request: web.Request) -> web.Response:
-        try:
-            job = self.core.job(_job_id(request))
-        except ServiceError as exc:
-            return _html(webui.error_page(pages.SERVICE, error_status(exc), exc.reason), error_status(exc))
-        stream = request.query.get("stream", "stdout")
-        try:
-            worker = int(request.query["worker"]) if "worker" in request.query else None
-        except ValueError:
-            return _html(webui.error_page(pages.SERVICE, 400, "worker must be an integer"), 400)
-        if stream not in ("stdout", "stderr"):
-            return _html(webui.error_page(pages.SERVICE, 400, "stream must be stdout or stderr"), 400)
-        return _html(pages.job_page(self._detail(job), worker=worker, stream=stream, master=self.master_ui(),
-                                    principal=principal_of(request)))
-
-    async def _whoami(self, request: web.Request) -> web.Response:
-        return web.json_response(api_auth.whoami(request, self.auth))
-
-    def _denied(self, request: web.Request, job: Job, action: Action, what: str) -> web.Response | None:
-        """``403`` unless the request's principal owns ``job`` or an ACL lets it (``action``)."""
-        problem = self.forbidden(request, job.user, action, what)
-        return None if problem is None else api_auth.forbidden(problem)
-
-    async def _metrics(self, request: web.Request) -> web.Response:
-        if self._registry is None:
-            self._registry = metrics.registry(self)
-        return web.Response(
-            body=metrics.render(self._registry), headers={"Content-Type": metrics.CONTENT_TYPE}
-        )
-
-    async def _framework(self, request: web.Request) -> web.Response:
-        d = self.driver
-        counts: dict[str, int] = {}
-        for job in self.core.jobs.values():
-            counts[job.state.value] = counts.get(job.state.value, 0) + 1
-        return web.json_response(
-            {
-                "framework_id": d.framework_id if d else None,
-                "connected": bool(d and d.connected),
-                "master": self.master,
-                "jobs": counts,
-                "offers": len(d.offers) if d else 0,
-                "coordinators": {str(k): self._coordinator_url(c) for k, c in self.coordinators.items()},
-            }
-        )
-
-    async def _submit(self, request: web.Request) -> web.Response:
-        raw = await request.read()
-        claimed: Any = None
-        try:
-            if request.content_type in ("application/toml", "text/plain", "text/x-toml"):
-                spec = parse_toml(raw.decode("utf-8", "replace"))
-            else:
-                try:
-                    body = codec.loads_json(raw or b"{}")
-                except ValueError as exc:
-                    return _error(400, f"body is not valid JSON: {exc}")
-                if not isinstance(body, dict):
-                    return _error(400, 'the spec must be a JSON object (or {"toml": "..."})')
-                claimed = body.pop("user", None)  # the owner it claims: checked against the principal
-                spec = parse_toml(str(body["toml"])) if "toml" in body else from_mapping(body)
-        except SpecError as exc:
-            return _error(400, f"invalid job spec: {exc}")
-        try:
-            owner = job_owner(principal_of(request), claimed)
-        except OwnerError as exc:
-            return _error(exc.status, str(exc))
-        if spec.role not in self.roles and "*" not in self.roles:
-            return _error(400, f"role {spec.role!r} is not one of the framework's roles {list(self.roles)}")
-        if (problem := submit_problem(self.auth.acls, principal_of(request), spec.role)) is not None:
-            return api_auth.forbidden(problem)
-        job_id = self.submit(spec, owner)
-        self._dirty.add(job_id)
-        await self._flush()  # durable before we answer
-        return web.json_response({"id": job_id, "state": self.core.jobs[job_id].state.value}, status=201)
-
-    async def _list(self, request: web.Request) -> web.Response:
-        want = request.query.get("state")
-        if want is not None and want.upper() not in JobState.__members__:
-            return _error(400, f"state: unknown job state {want!r} (one of {', '.join(JobState.__members__)})")
-        jobs = [
-            job_summary(j)
-            for j in sorted(self.core.jobs.values(), key=lambda j: j.job_id)
-            if want is None or j.state.value == want.upper()
-        ]
-        return web.json_response({"jobs": jobs})
-
-    async def _show(self, request: web.Request) -> web.Response:
-        try:
-            job = self.core.job(_job_id(request))
-        except ServiceError as exc:
-            return _error(error_status(exc), exc.reason)
-        return web.json_response(self._detail(job))
-
-    def _detail(self, job: Job) -> dict[str, Any]:
-        """``job_detail`` with its coordinator's status (generation, workers, shards, recent log)."""
-        out = job_detail(job)
-        coord = self.coordinators.get(job.job_id)
-        if coord is not None:
-            st = coord.core.status(coord.clock.now())
-            out["coordinator_status"] = {
-                "generation": st["generation"],
-                "world_size": st["world_size"],
-                "workers": st["workers"],
-                "shards": {k: v for k, v in st["shards"].items() if k != "set_aside_detail"},
-                "log": st["log"][-15:],
-            }
-        return out
-
-    async def _scale(self, request: web.Request) -> web.Response:
-        try:
-            body = codec.loads_json(await request.read() or b"{}")
-            if not isinstance(body, dict):
-                raise ValueError("expected a JSON object")
-            hi = body.get("max_workers", body.get("max"))
-            lo = body.get("min_workers", body.get("min"))
-            for v in (hi, lo):
-                if v is not None and (not isinstance(v, int) or isinstance(v, bool)):
-                    raise ValueError(f"worker counts must be integers, got {v!r}")
-            if hi is None and lo is None:
-                raise ValueError("give max_workers and/or min_workers")
-            if (denied := self._denied(request, self.core.job(_job_id(request)), Action.MANAGE_JOBS, "scale")):
-                return denied
-            self.scale(_job_id(request), max_workers=hi, min_workers=lo)
-        except ServiceError as exc:
-            return _error(error_status(exc), exc.reason)
-        except ValueError as exc:
-            return _error(400, str(exc))
-        return web.json_response(job_summary(self.core.jobs[_job_id(request)]))
-
-    async def _cancel(self, request: web.Request) -> web.Response:
-        try:
-            if (denied := self._denied(request, self.core.job(_job_id(request)), Action.MANAGE_JOBS, "cancel")):
-                return denied
-            self.cancel(_job_id(request))
-        except ServiceError as exc:
-            return _error(error_status(exc), exc.reason)
-        return web.json_response(job_summary(self.core.jobs[_job_id(request)]))
-
-    async def _logs(self, request: web.Request) -> web.Response:
-        """A worker's stdout/stderr, read from its agent's sandbox (``/files/read``)."""
-        try:
-            job = self.core.job(_job_id(request))
-            offset = int(request.query.get("offset", "0"))
-            length = int(request.query.get("length", str(64 * 1024)))
-            index = int(request.query["worker"]) if "worker" in request.query else None
-        except ServiceError as exc:
-            return _error(error_status(exc), exc.reason)
-        except ValueError:
-            return _error(400, "worker, offset and length must be integers")
-        stream = request.query.get("stream", "stdout")
-        if stream not in ("stdout", "stderr"):
-            return _error(400, "stream must be stdout or stderr")
-        if (denied := self._denied(request, job, Action.VIEW_JOB_LOGS, "read the logs of")):
-            return denied
-        workers = sorted(job.workers.values(), key=lambda w: w.index) + sorted(
-            job.ended, key=lambda w: -w.index
-        )
-        chosen = [w for w in workers if index is None or w.index == index]
-        if not chosen:
-            return _error(404, f"job {job.job_id} has no worker {index}")
-        w = chosen[0]
-        agent = self.driver.offers.agent_urls.get(w.agent_id) if self.driver else None
-        fid = self.driver.framework_id if self.driver else None
-        if agent is None or fid is None or self._http is None:
-            return _error(503, f"agent {w.agent_id} of worker {w.task_id} is not reachable from here")
-        params = {"path": f"{fid}/{w.task_id}/{stream}", "offset": str(offset), "length": str(length)}
-        try:
-            async with self._http.get(f"{agent}/files/read", params=params, headers=self._agent_headers) as resp:
-                if resp.status != 200:
-                    return _error(resp.status, await resp.text())
-                data = await resp.json()
-        except (aiohttp.ClientError, TimeoutError) as exc:
-            return _error(503, f"agent {w.agent_id}: {exc}")
-        return web.json_response({"worker": w.index, "task_id": w.task_id, "stream": stream, **data})
-
-
-def _job_id(request: web.Request) -> int:
-    try:
-        return int(request.match_info["id"])
-    except ValueError:
-        raise NoSuchJob(f"no elastic job {request.match_info['id']!r}") from None
-
-
-def error_status(exc: ServiceError) -> int:
-    """The HTTP status for a request the core refused."""
-    if isinstance(exc, NoSuchJob):
-        return 404
-    if isinstance(exc, JobConflict):
-        return 409
-    return 400
-
-
-def _error(status: int, message: str) -> web.Response:
-    return web.json_response({"error": message}, status=status)
