@@ -52,7 +52,6 @@ from agent.ports import AgentView, Identity, Metrics
 from agent.processes import SpawnResult, TaskProcesses, task_key
 from agent.recovery import StartupError
 from agent.task_checks import TaskChecks
-from agent.taskspec import TaskSpec
 from agent.usage import UsageBook
 from protocol.agent_channel import ExecutorExited
 from protocol.clock import Clock, SystemClock
@@ -314,10 +313,6 @@ class AgentService(Service):
     def sweep_sandboxes(self, keep: Callable[[str, str], bool]) -> int:
         """Blocking: remove the sandboxes ``keep(framework, task or executor)`` does not keep."""
         return self.sandbox_gc.sweep(keep, None, self.monitor.gc_max_age())
-
-    def gpu_environment(self, spec: TaskSpec) -> dict[str, str]:
-        """The task's GPU variables (``agent/gpus.py``): its devices, or none on a GPU agent."""
-        return self.gpus.environment(spec.gpu_devices)
 
     def resources_identity(self) -> str:
         """What recovery compares: the operator's ``--resources`` (canonical), or ``probed``
