@@ -60,8 +60,9 @@ class AgentConn:
 
     def push(self, body: ac.Body) -> None:
         if self.closing is None:
+            if not self.pending:  # (bodies already pending have woken the writer)
+                self.wake.set()
             self.pending.append(body)
-            self.wake.set()
 
     def close(self, reason: str) -> None:
         if self.closing is None:

@@ -101,8 +101,9 @@ class EventStream:
             if self.transport is not None:
                 self.transport.abort()
             return
+        if not self.queue:  # (a queue with events in it has woken the writer already)
+            self.wake.set()
         self.queue.append(event)
-        self.wake.set()
 
     def close(self, reason: str = "") -> None:
         if not self.closed:

@@ -17,6 +17,7 @@ import math
 import resource
 import socket
 import struct
+import typing
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -402,7 +403,17 @@ class MasterService(Service):
         effect is a bug: logged with the effect, the others still run."""
         for e in fx:
             try:
-                self._act_one(e)
+                # the two effects of every task (updates to a framework, messages to an agent)
+                # first, without the match below
+                cls = e.__class__
+                if cls is SendToAgent:
+                    to_agent = typing.cast(SendToAgent, e)
+                    self.agent_server.send(to_agent.conn_id, to_agent.body)
+                elif cls is SendEvent:
+                    event = typing.cast(SendEvent, e)
+                    self.scheduler_api.send(event.stream_id, event.event)
+                else:
+                    self._act_one(e)
             except Exception:
                 self.counters["errors_total"] += 1
                 log.exception("effect failed: %r", e)

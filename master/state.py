@@ -626,7 +626,7 @@ class MasterState(MaintenanceRules):
             fw.awaiting_ack.pop(tid, None)
         self._to_agent(
             task.agent_id,
-            ac.AcknowledgeMsg(framework_id=mesos.FrameworkID(fw.framework_id), task_id=ack.task_id, uuid=ack.uuid),
+            ac.AcknowledgeMsg(framework_id=fw.info.id or mesos.FrameworkID(fw.framework_id), task_id=ack.task_id, uuid=ack.uuid),
             fx,
         )
         self._drain_check(task.agent_id, now, fx)  # a draining agent waits for its acknowledgements

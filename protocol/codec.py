@@ -543,6 +543,20 @@ def _compile_message_decoder(cls: type, binary: bool, limits: Limits) -> _Decode
             fast = "x.__class__ is float" if inner is float else "x.__class__ is int and -0x8000000000000000 <= x <= 0xFFFFFFFFFFFFFFFF"
             body += [f"        if {fast}:", f"            {f} = x", "        else:"]
             body += ["    " + line for line in generic]
+        elif (id_cache := getattr(_decoder(inner, binary, limits), "id_cache", None)) is not None:
+            # an id ({"value": str}, most of the messages decoded): one already seen is taken
+            # from its decoder's table here; anything else goes through that decoder
+            ns[f"D{i}"] = _decoder(inner, binary, limits)
+            ns[f"IDC{i}"] = id_cache.get
+            body += [
+                "        if (",
+                "            x.__class__ is dict and len(x) == 1 and depth < MAX_DEPTH",
+                f"            and (s := x.get('value')).__class__ is str and (o := IDC{i}(s)) is not None",
+                "        ):",
+                f"            {f} = o",
+                "        else:",
+            ]
+            body += ["    " + line for line in generic]
         else:
             ns[f"D{i}"] = _decoder(inner, binary, limits)
             body += generic
@@ -673,6 +687,7 @@ def _id_decoder(cls: type, generic: _Decoder, limits: Limits) -> _Decoder:
             raise _fail_at("value", problem)
         return o
 
+    dec_id.id_cache = cache  # type: ignore[attr-defined]  # read by the message decoders
     return dec_id
 
 
@@ -722,7 +737,7 @@ def _enc_b64(v: Any) -> Any:
 
 
 def _enc_enum(v: Any) -> Any:
-    return v.name
+    return v._name_  # (``name`` is a Python-level property; ``_name_`` the attribute behind it)
 
 
 def _compile_encoder(tp: Any, binary: bool) -> _Encoder:
@@ -785,7 +800,7 @@ def _compile_message_encoder(cls: type, binary: bool) -> _Encoder:
         elif inner is bytes:
             value = "x" if binary else "B64(x).decode('ascii')"
         elif isinstance(inner, type) and issubclass(inner, enum.Enum):
-            value = "x.name"
+            value = "x._name_"  # the member's name (``.name`` is a Python-level property)
         elif origin is tuple:
             item = _encoder(typing.get_args(inner)[0], binary)
             if item is _identity:

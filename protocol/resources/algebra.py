@@ -566,6 +566,8 @@ class Resources:
         return self.filter(ok)
 
     def revocable(self) -> Resources:
+        if self._no_head_has("{REV}"):  # (the usual case: nothing revocable)
+            return EMPTY
         return self.filter(lambda k: k[2])
 
     def non_revocable(self) -> Resources:
@@ -597,6 +599,8 @@ class Resources:
 
     def flatten(self) -> Resources:
         """Drop reservations and revocability (merging entries)."""
+        if not self._d:
+            return self
         return self._rekey(lambda k: ResourceKey(k[0]) if (k[1] or k[2]) else k)
 
     def reserve(

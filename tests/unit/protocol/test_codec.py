@@ -436,3 +436,16 @@ def test_id_fields_encode_as_value_objects() -> None:
     assert codec.to_builtins(HasId()) == {}
     with pytest.raises(codec.EncodeError):
         codec.to_builtins(HasId(task_id="not an id"))  # type: ignore[arg-type]
+
+
+def test_id_fields_decode_the_same_from_the_id_table() -> None:
+    # an id already seen comes from its decoder's table, inside the message decoder; a second
+    # decoding gives the same object, and a bad or over-deep id still fails with its path
+    raw = {"task_id": {"value": "t-table"}}
+    first = codec.from_builtins(HasId, raw, binary=True)
+    again = codec.from_builtins(HasId, {"task_id": {"value": "t-table"}}, binary=True)
+    assert first == again == HasId(TaskID("t-table")) and first.task_id is again.task_id
+    assert err(codec.from_builtins, HasId, {"task_id": {"value": ["t"]}}, True).path == "task_id.value"
+    assert err(codec.from_builtins, HasId, {"task_id": {"value": "t-table", "x": 1}}, True).path == "task_id"
+    e = err(codec.from_builtins, HasId, {"task_id": {"value": "t-table"}}, True, Limits(max_depth=1))
+    assert "nesting deeper" in e.reason
