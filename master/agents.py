@@ -558,7 +558,11 @@ class AgentRules(CoreBase):
             task = fw.tasks.get(tid) if fw else None
             if fw is None or task is None:
                 continue
-            self._master_update(fw, tid, TS.TASK_GONE, R.REASON_AGENT_REMOVED, "Agent removed", now, fx, ag.agent_id)
+            if not task.lost_reported:  # (else the framework had its one terminal update: LOST)
+                self._master_update(fw, tid, TS.TASK_GONE, R.REASON_AGENT_REMOVED, "Agent removed", now, fx, ag.agent_id)
+                # its terminal update is this GONE (LOST): what the agent reports of it if it comes
+                # back (the kill) is acknowledged on the framework's behalf, not sent
+                task.lost_reported = True
             self._finish_task(fw, task, TS.TASK_GONE, now, fx, recover=False)
         del self.agents[ag.agent_id]
         self.removed_agent_ids.add(ag.agent_id)
@@ -584,8 +588,14 @@ class AgentRules(CoreBase):
             if fw is None or task is None or task.state is TS.TASK_UNREACHABLE:
                 continue
             task.move(TS.TASK_UNREACHABLE)
-            task.lost_reported = not fw.partition_aware  # it sees TASK_LOST: its one terminal update
-            status = self._master_update(fw, tid, TS.TASK_UNREACHABLE, R.REASON_AGENT_REMOVED, f"Agent {ag.agent_id} is unreachable: {reason}", now, fx, ag.agent_id, task.executor_id)
+            message = f"Agent {ag.agent_id} is unreachable: {reason}"
+            if task.lost_reported:
+                # unreachable again before the kill on its return landed: the framework had its
+                # one terminal update (LOST) the first time; only the operator feed hears of it
+                status = self._master_status(tid, TS.TASK_UNREACHABLE, R.REASON_AGENT_REMOVED, message, now, ag.agent_id, task.executor_id)
+            else:
+                task.lost_reported = not fw.partition_aware  # it sees TASK_LOST: its one terminal update
+                status = self._master_update(fw, tid, TS.TASK_UNREACHABLE, R.REASON_AGENT_REMOVED, message, now, fx, ag.agent_id, task.executor_id)
             self.feed.task_updated(task, TS.TASK_UNREACHABLE, status, now, fx)
         for fw in self.frameworks.values():
             if fw.connected:

@@ -254,7 +254,28 @@ class CoreBase:
     ) -> mesos.TaskStatus:
         """A master-generated update: SOURCE_MASTER, no uuid (never acknowledged)."""
         shown = for_framework(state, fw.partition_aware)
-        status = mesos.TaskStatus(
+        status = self._master_status(task_id, shown, reason, message, now, agent_id, executor_id)
+        if shown is TS.TASK_ERROR:
+            self.counters["tasks_error"] += 1
+        elif shown is TS.TASK_DROPPED:
+            self.counters["tasks_dropped"] += 1
+        elif shown is TS.TASK_LOST:
+            self.counters["tasks_lost"] += 1
+        self._send(fw, mesos.Event.make_update(status), fx)
+        return status
+
+    @staticmethod
+    def _master_status(
+        task_id: str,
+        shown: TaskState,
+        reason: mesos.Reason | None,
+        message: str,
+        now: float,
+        agent_id: str | None = None,
+        executor_id: str | None = None,
+    ) -> mesos.TaskStatus:
+        """The status the master writes for a task (SOURCE_MASTER, no uuid), sent or not."""
+        return mesos.TaskStatus(
             task_id=mesos.TaskID(task_id),
             state=shown,
             message=message or None,
@@ -265,14 +286,6 @@ class CoreBase:
             timestamp=now,
             unreachable_time=mesos.TimeInfo(nanoseconds=int(now * 1e9)) if shown is TS.TASK_UNREACHABLE else None,
         )
-        if shown is TS.TASK_ERROR:
-            self.counters["tasks_error"] += 1
-        elif shown is TS.TASK_DROPPED:
-            self.counters["tasks_dropped"] += 1
-        elif shown is TS.TASK_LOST:
-            self.counters["tasks_lost"] += 1
-        self._send(fw, mesos.Event.make_update(status), fx)
-        return status
 
     def _decisions(self, decisions: Iterable[ad.Decision], now: float, fx: list[Effect]) -> None:
         batch = self._offer_batch

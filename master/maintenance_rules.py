@@ -153,13 +153,6 @@ class MaintenanceRules(AgentRules):
             fw = self.frameworks[fid]
             for key in [k for k in fw.executors if k[0] == aid]:
                 del fw.executors[key]
-        for fid, tid in ag.tasks:
-            owner = self.frameworks.get(fid)
-            task = owner.tasks.get(tid) if owner is not None else None
-            if task is not None:
-                # its terminal update is the GONE/LOST sent now: what the agent reports of it if
-                # it comes back (the kill) is acknowledged on the framework's behalf, not sent
-                task.lost_reported = True
         was_listed = ag.phase is not AgentPhase.UNREACHABLE
         self.counters["slave_removals"] += 1
         self._remove_agent(ag, now, fx)

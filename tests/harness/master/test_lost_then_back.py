@@ -45,3 +45,25 @@ def test_a_task_that_ended_while_away_is_not_reported_again() -> None:
     fx = h.status(conn, fid, "t1", TS.TASK_FINISHED, uuid=b"f" * 16)
     assert updates(fx, sid) == []
     assert "t1" not in h.state.frameworks[fid].tasks
+
+
+def test_a_second_partition_before_the_kill_lands_is_not_a_second_lost() -> None:
+    h = Harness()
+    aid, fid, sid = _running_then_lost(h)
+    running = ac.RunningTask(framework_id=mesos.FrameworkID(fid), task_id=mesos.TaskID("t1"), state=TS.TASK_RUNNING)
+    _, conn = h.agent(agent_id=aid, tasks=(running,))  # back, the kill sent; then cut off again
+    h.feed(AgentConnectionLost(conn))
+    fx = h.advance(60.0)
+    assert updates(fx, sid) == []  # the framework had its one terminal update (LOST)
+    _, conn = h.agent(agent_id=aid, tasks=(running,))
+    fx = h.status(conn, fid, "t1", TS.TASK_KILLED, uuid=b"k" * 16)
+    assert updates(fx, sid) == []
+    assert "t1" not in h.state.frameworks[fid].tasks
+
+
+def test_an_agent_removed_after_the_lost_is_not_a_second_terminal_update() -> None:
+    h = Harness(unreachable_gc=100.0)
+    aid, _fid, sid = _running_then_lost(h)
+    fx = h.advance(500.0)  # past the unreachable agents' GC: removed
+    assert aid not in h.state.agents
+    assert updates(fx, sid) == []
