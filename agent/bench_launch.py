@@ -118,7 +118,9 @@ async def drive(n: int, batch: int, lone: int) -> dict[str, Any]:
 
     app = web.Application()
     app.router.add_get(PATH, handle)
-    runner = web.AppRunner(app, handle_signals=False)
+    # the agent keeps its channel open: close it at once when the run is over, not after aiohttp's
+    # default 60 s graceful shutdown
+    runner = web.AppRunner(app, handle_signals=False, shutdown_timeout=0.5)
     await runner.setup()
     await web.TCPSite(runner, "127.0.0.1", 0).start()
     print(int(runner.addresses[0][1]), flush=True)
@@ -160,6 +162,9 @@ async def drive(n: int, batch: int, lone: int) -> dict[str, Any]:
         out["latency_lone"] = sorted(latencies["lone"])
         return out
     finally:
+        if ws_ready.done() and not ws_ready.cancelled():
+            with contextlib.suppress(Exception):
+                await ws_ready.result().close()
         with contextlib.suppress(Exception):
             await runner.cleanup()
 

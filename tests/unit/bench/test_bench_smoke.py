@@ -175,3 +175,12 @@ def test_e2e_and_reuse_complete_on_a_machine_with_gpus(tmp_path: Path) -> None:
     data = _run("reuse.py", "--agent", "real", "--tasks", "10", "--runs", "1", "--mesos-interval", "0",
                 "--within", "30", within=90, env=env)
     assert data["bench"] == "reuse" and set(data["modes"]) == {"reusable", "classic"}
+
+
+@pytest.mark.slow
+def test_agent_launch_bench_smoke() -> None:
+    # it ends as soon as its tasks are done (its minimal master closes the agent's channel at once)
+    proc = subprocess.run([sys.executable, "-m", "agent.bench_launch", "--tasks", "5", "--batch", "5", "--lone", "2"],
+                          cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "agora agent pipeline:" in proc.stdout and "lone tasks (2, one at a time)" in proc.stdout
