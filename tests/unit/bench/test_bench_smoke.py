@@ -136,6 +136,12 @@ def test_master_smoke() -> None:
     assert data["scale"]["rss_peak_mb"]["median"] > 0
 
 
+def test_master_stages_smoke() -> None:
+    data = _run("master_stages.py", "--agents", "5", "--tasks", "80", "--warm", "40", "--runs", "1", within=60)
+    assert data["bench"] == "master_stages"
+    assert data["total_us_per_task"]["median"] > 0 and data["us_per_task"]["status.core"]["median"] > 0
+
+
 @pytest.mark.slow
 def test_allocator_smoke() -> None:
     data = _run(
