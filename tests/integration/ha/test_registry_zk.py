@@ -81,7 +81,9 @@ async def test_operations_read_back_like_sqlite(zk: tuple[KazooClient, str], tmp
     assert a2.unreachable_since == 10.0
     assert (a2.drain_kill, a2.drain_max_grace, a2.drain_mark_gone, a2.drained) == (True, 2.5, True, True)
     assert snap.agent_principals == (("a1", "agent-principal"),)
-    assert snap.maintenance == expected.maintenance == BATCH[-1].state  # type: ignore[union-attr]  # (the last one)
+    last = BATCH[-1]
+    assert isinstance(last, ops.MaintenanceSet)
+    assert snap.maintenance == expected.maintenance == last.state
 
     # re-admission clears unreachable and keeps registered_at; reconnect clears the deadline
     await again.apply([ops.AgentAdmitted("a2", "h2b", 5052, "cpus:3", registered_at=99.0), ops.FrameworkReconnected("f1")])

@@ -3,6 +3,8 @@ and message, and the one mapping from a rejection to the task state and reason."
 
 from __future__ import annotations
 
+from typing import Any
+
 import attrs
 import pytest
 
@@ -44,12 +46,11 @@ def offer(oid: str, fid: str = "f1", agent: str = "a1") -> ad.Offer:
                     revocable=Resources(), reusable=False)
 
 
-def scope(**kw: object) -> LaunchScope:
+def scope(**kw: Any) -> LaunchScope:
     finished = {"done"}
-    args: dict[str, object] = {"offer_agent": "a1", "roles": ("*", "web"), "live": {"live"},
-                               "ran": lambda tid: tid if tid in finished else None}
-    args.update(kw)
-    return LaunchScope(**args)  # type: ignore[arg-type]
+    base = LaunchScope(offer_agent="a1", roles=("*", "web"), live={"live"},
+                       ran=lambda tid: tid if tid in finished else None)
+    return attrs.evolve(base, **kw)
 
 
 def test_every_rejection_has_one_outcome() -> None:
