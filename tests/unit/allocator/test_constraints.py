@@ -71,9 +71,9 @@ def test_an_agent_matches_when_it_satisfies_every_constraint_of_one_group() -> N
 
 
 def test_a_selector_names_exactly_one_thing() -> None:
-    for kw in ({}, {"attribute": "rack", "pseudo": Pseudo.ZONE}):
+    for attribute, pseudo in ((None, None), ("rack", Pseudo.ZONE)):
         with pytest.raises(ConstraintError, match=r"^Exactly one of 'AttributeConstraint::Selector::name' or "):
-            AttributeConstraint.make(P.EXISTS, **kw)  # type: ignore[arg-type]
+            AttributeConstraint.make(P.EXISTS, attribute=attribute, pseudo=pseudo)
 
 
 def test_regular_expressions_are_re2_with_mesos_limits() -> None:
