@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import attrs
 
+from master.allocator.sorter import DRFSorter, SorterFactory
+
 __pure__ = True
 
 
@@ -28,6 +30,10 @@ class AllocatorConfig:
     - ``revocation_grace_seconds``: grace given to evicted revocable tasks.
     - ``sweep_interval``: a full pass over every agent at least this often (safety net).
     - ``batch_window``: how long the shell may coalesce events before calling ``allocate``.
+    - ``role_sorter``, ``framework_sorter``: factories (given the shared ``sorter.Totals``) of
+      the ``sorter.Sorter`` ordering a node's child roles, and a role's frameworks (and the
+      revocable stage's frameworks); weighted DRF by default, as Mesos' ``--role_sorter`` /
+      ``--framework_sorter``. ``sorter.AgeSorter`` serves first come, first served.
     - ``fast_paths``: run the one-role DRF stage as its tight loop (``passes._regular_one_role``);
       False runs the general loop instead. Both decide exactly alike (the differential test
       ``tests/property/allocator/test_fast_path_differential.py``); only the speed differs.
@@ -45,4 +51,6 @@ class AllocatorConfig:
     sweep_interval: float = 60.0
     batch_window: float = 0.005
     idle_rescind_for_fairness: bool = True
+    role_sorter: SorterFactory = DRFSorter
+    framework_sorter: SorterFactory = DRFSorter
     fast_paths: bool = True

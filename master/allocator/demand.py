@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from master.allocator.decisions import Decision
-from master.allocator.eligibility import GPU_REASON, available_to, excluded, filtered, gpu_blocked
+from master.allocator.eligibility import DEMAND, GPU_REASON, available_to, why_not
 from master.allocator.ledger import Ledger
 from master.allocator.offering import give, take_back
 from master.allocator.passes import Headroom
@@ -68,10 +68,10 @@ def demand_stage(
         for agent in agents if planned < need else ():
             if not agent.active or not agent.free:
                 continue
-            if gpu_blocked(fw, agent):
-                gpu_skipped += 1
-                continue
-            if excluded(fw, d.role, agent.agent_id):
+            reason = why_not(DEMAND, ledger, fw, d.role, agent)  # the triple's checks
+            if reason is not None:
+                if reason is GPU_REASON:
+                    gpu_skipped += 1
                 continue
             avail = available_to(agent, d.role)
             if not avail:
@@ -91,7 +91,7 @@ def demand_stage(
                 k = min(k, port_count(avail) // d.ports)
                 if k <= 0:
                     continue
-            if filtered(ledger, fw, d.role, agent, _shaped(avail, d, k)):
+            if why_not(DEMAND, ledger, fw, d.role, agent, _shaped(avail, d, k), triple=False) is not None:
                 continue
             plan.append((agent, k))
             planned += k

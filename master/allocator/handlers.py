@@ -14,10 +14,12 @@ from master.allocator.decisions import Decision, OfferRescinded, OfferUpdated
 from master.allocator.eligibility import (
     CONSTRAINT_REASON,
     GPU_REASON,
+    LEASE,
     excluded,
     gpu_blocked,
     refresh_activity,
     refresh_exclusions,
+    why_not,
 )
 from master.allocator.errors import AllocatorError
 from master.allocator.events import (
@@ -311,13 +313,9 @@ def _recovered(ledger: Ledger, ev: ResourcesRecovered, now: float) -> list[Decis
     if (
         lease is None
         or fw is None
-        or not fw.active
         or agent is None
-        or not agent.active
         or lease.framework_id != fw.framework_id
-        or lease.role in fw.suppressed
-        or gpu_blocked(fw, agent)
-        or excluded(fw, lease.role, agent.agent_id)
+        or why_not(LEASE, l_, fw, lease.role, agent) is not None
     ):
         return []
     back = EMPTY

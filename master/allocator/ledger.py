@@ -17,7 +17,7 @@ from master.allocator.decisions import Offer
 from master.allocator.filters import FilterIndex
 from master.allocator.quantities import take
 from master.allocator.roles import RoleTree
-from master.allocator.sorter import DRFSorter, Totals
+from master.allocator.sorter import Sorter, Totals
 from master.allocator.state import (
     EMPTY,
     OFFER,
@@ -39,8 +39,8 @@ class Ledger:
     def __init__(self, config: AllocatorConfig) -> None:
         self.config = config
         self.totals = Totals(config.fairness_excluded)
-        self.roles = RoleTree(self.totals)
-        self.rev_sorter = DRFSorter(self.totals)
+        self.roles = RoleTree(self.totals, config.role_sorter, config.framework_sorter)
+        self.rev_sorter: Sorter = config.framework_sorter(self.totals)
         self.filters = FilterIndex()
         self.agents: dict[str, AgentState] = {}
         self.frameworks: dict[str, FrameworkState] = {}

@@ -11,14 +11,24 @@ import heapq
 from collections.abc import Iterable
 
 from master.allocator.decisions import Decision, OfferCreated
-from master.allocator.eligibility import available_to, excluded, filtered, gpu_blocked, minimum_for
+from master.allocator.eligibility import (
+    DRF,
+    DRF_UNSHAPED,
+    QUOTA,
+    available_to,
+    excluded,
+    filtered,
+    gpu_blocked,
+    minimum_for,
+    why_not,
+)
 from master.allocator.filters import Filter
 from master.allocator.ledger import Ledger
 from master.allocator.offering import give
 from master.allocator.quantities import meets_minimum, shrink
 from master.allocator.roles import ancestors
 from master.allocator.sorter import Scalars
-from master.allocator.state import EMPTY, AgentState
+from master.allocator.state import EMPTY, AgentState, FrameworkState
 from protocol.resources import Resources
 
 __pure__ = True
@@ -114,6 +124,7 @@ def quota_stage(ledger: Ledger, agents: Iterable[AgentState], now: float, out: l
     heapq.heapify(heap)
     minimum = ledger.config.min_allocatable
     own = bool(ledger.own_minimum)  # then each framework's minimum is checked when it is chosen
+    fast = ledger.config.fast_paths
     unmet_names = set(roles.unmet_guarantees())
     for agent in agents:
         if not heap:
@@ -140,6 +151,13 @@ def quota_stage(ledger: Ledger, agents: Iterable[AgentState], now: float, out: l
             chosen = None
             for fw_role, fid in roles.iter_frameworks(node):  # the role's subtree, in DRF order
                 fw = ledger.frameworks[fid]
+                if not fast:  # the eligibility chain, as written
+                    if why_not(QUOTA, ledger, fw, fw_role, agent, candidate) is None:
+                        chosen = (fw_role, fw)
+                        break
+                    continue
+                # the chain compiled: the sorter lists only active frameworks of an offered,
+                # unsuppressed role without demand, and the role's candidate is not empty
                 if (not gpu_blocked(fw, agent) and not excluded(fw, fw_role, agent.agent_id)
                         and not filtered(ledger, fw, fw_role, agent, candidate)
                         and (not own or meets_minimum(scal, minimum_for(ledger, fw, fw_role)))):
@@ -179,10 +197,13 @@ def regular_stage(
         _regular_one_role(ledger, single.name, agents, now, out)
         return
     held = False
+    chained = not ledger.config.fast_paths
 
     def try_offer(agent: AgentState, role: str, fid: str) -> bool:
         nonlocal held
         fw = frameworks[fid]
+        if chained:
+            return try_chain(agent, role, fw)
         if agent.has_gpus and not fw.gpu_ok:
             return False
         if fw.excluded and excluded(fw, role, agent.agent_id):
@@ -210,6 +231,27 @@ def regular_stage(
         scal = cache[1] if cache is not None and cache[0] is candidate else candidate.scalars()
         if not meets_minimum(scal, minimum_for(ledger, fw, role) if fw.min_allocatable else minimum):
             return False
+        deficit = headroom.own_deficit(role) if hr_active else {}
+        out.append(give(ledger, fw, role, agent, candidate, EMPTY, now, _DRF_REASON, scalars=scal))
+        if hr_active:
+            headroom.consume(candidate.unreserved().scalars(), deficit)
+        return True
+
+    def try_chain(agent: AgentState, role: str, fw: FrameworkState) -> bool:
+        """``try_offer`` through the eligibility chain: what the role may get here, then the
+        candidate shaped by quota limits and headroom."""
+        nonlocal held
+        avail = available_to(agent, role)
+        if why_not(DRF_UNSHAPED, ledger, fw, role, agent, avail) is not None:
+            return False  # (the minimum is judged on the shaped candidate)
+        candidate = avail
+        if shaping:
+            candidate, was_held = _shape(ledger, headroom, role, agent, avail)
+            held = held or was_held
+        if why_not(DRF, ledger, fw, role, agent, candidate, triple=False) is not None:
+            return False
+        cache = agent.free_scalars
+        scal = cache[1] if cache is not None and cache[0] is candidate else candidate.scalars()
         deficit = headroom.own_deficit(role) if hr_active else {}
         out.append(give(ledger, fw, role, agent, candidate, EMPTY, now, _DRF_REASON, scalars=scal))
         if hr_active:

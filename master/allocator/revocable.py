@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from master.allocator.decisions import Decision, Revoke
-from master.allocator.eligibility import available_to, excluded, filtered, gpu_blocked, minimum_for
+from master.allocator.eligibility import REVOCABLE, available_to, gpu_blocked, why_not
 from master.allocator.ledger import Ledger
 from master.allocator.offering import give, take_back
 from master.allocator.quantities import meets_minimum, port_count, shrink, take, take_ports, units_that_fit
@@ -55,16 +55,8 @@ def revocable_stage(ledger: Ledger, agents: Iterable[AgentState], now: float, ou
             continue
         for key in sorter.first_keys():
             fw = ledger.frameworks[key[2]]
-            if gpu_blocked(fw, agent):
-                continue
             role = next((r for r in fw.offer_roles if r not in fw.suppressed), None)
-            if role is None or excluded(fw, role, agent.agent_id):
-                continue
-            if own and not meets_minimum(capacity.scalars(), minimum_for(ledger, fw, role)):
-                continue
-            if filtered(ledger, fw, role, agent, capacity.as_revocable()) or ledger.filters.expires_at(
-                fw.framework_id, role, agent.agent_id
-            ) is not None:
+            if role is None or why_not(REVOCABLE, ledger, fw, role, agent, capacity) is not None:
                 continue
             offer, regular, demand, units = capacity, EMPTY, None, 0
             if fw.uses_demand:  # shaped to its first unmet demand that accepts revocable resources

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 
 from master.allocator.errors import AllocatorError
-from master.allocator.sorter import DRFSorter, Scalars, Totals
+from master.allocator.sorter import DRFSorter, Scalars, SorterFactory, Totals
 
 __pure__ = True
 
@@ -56,18 +56,26 @@ class RoleNode:
         "weight",
     )
 
-    def __init__(self, name: str, short: str, parent: RoleNode | None, totals: Totals) -> None:
+    def __init__(
+        self,
+        name: str,
+        short: str,
+        parent: RoleNode | None,
+        totals: Totals,
+        role_sorter: SorterFactory = DRFSorter,
+        framework_sorter: SorterFactory = DRFSorter,
+    ) -> None:
         self.name = name
         self.short = short
         self.parent = parent
         self.weight = 1.0
         self.alloc: Scalars = {}
-        self.children = DRFSorter(totals)
+        self.children = role_sorter(totals)
         self.fanout = 0  # clients of ``children``
         if parent is not None:  # the root holds no frameworks of its own
             self.children.add(SELF)
             self.fanout = 1
-        self.frameworks = DRFSorter(totals)
+        self.frameworks = framework_sorter(totals)
         self.guarantee: Scalars = {}
         self.limit: Scalars | None = None
         self.nested = False  # has child roles (then its "." entry counts its own frameworks)
@@ -84,9 +92,16 @@ class RoleNode:
 
 
 class RoleTree:
-    def __init__(self, totals: Totals) -> None:
+    """The roles and their sorters: ``role_sorter`` orders the children of each node,
+    ``framework_sorter`` the frameworks of a role (both DRF unless configured otherwise)."""
+
+    def __init__(
+        self, totals: Totals, role_sorter: SorterFactory = DRFSorter, framework_sorter: SorterFactory = DRFSorter
+    ) -> None:
         self.totals = totals
-        self.root = RoleNode("", "", None, totals)
+        self.role_sorter = role_sorter
+        self.framework_sorter = framework_sorter
+        self.root = RoleNode("", "", None, totals, role_sorter, framework_sorter)
         self.nodes: dict[str, RoleNode] = {}
         self.quota_roles: set[str] = set()
         self.limited_roles: set[str] = set()
@@ -100,7 +115,7 @@ class RoleTree:
             existing = self.nodes.get(path)
             if existing is None:
                 short = path.rsplit("/", 1)[-1]
-                existing = RoleNode(path, short, parent, self.totals)
+                existing = RoleNode(path, short, parent, self.totals, self.role_sorter, self.framework_sorter)
                 self.nodes[path] = existing
                 if parent is not self.root and not parent.nested:
                     # first child role: the "." entry starts counting the node's own frameworks

@@ -1,4 +1,9 @@
-"""Weighted DRF sorters, kept ordered incrementally.
+"""Sorters: the ``Sorter`` interface every allocation stage orders clients through, the weighted
+DRF sorter behind it (the default), and a first-come sorter (``AgeSorter``) that shows the seam.
+
+The role tree (``roles.py``), the ledger's revocable sorter and every stage use only the
+``Sorter`` methods; which class is built is ``AllocatorConfig.sorter`` (a factory taking the
+shared ``Totals``), so another ordering policy plugs in without touching a stage.
 
 ``DRFSorter`` orders named clients by dominant share (allocation over cluster total, maximum
 over the resource names that count for fairness) divided by weight, ties broken by age (the
@@ -11,11 +16,13 @@ client (inactive framework, fully suppressed or fully filtered) costs nothing to
 from __future__ import annotations
 
 from bisect import bisect_left, insort
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Protocol
 
 __pure__ = True
 
 Scalars = dict[str, float]
+SortKey = tuple[float, int, str]  # (weighted share or other rank, age, client name)
 
 
 class Totals:
@@ -77,6 +84,53 @@ class _Client:
         self.alloc: Scalars = {}
         self.active = True
         self.key: tuple[float, int, str] = (0.0, seq, name)
+
+
+class Sorter(Protocol):
+    """An ordering of named clients (frameworks of a role, child roles of a role, revocable
+    frameworks) that the allocation stages serve first to last.
+
+    Allocations are kept per client (``update``/``grow``, or ``moved`` after a caller-owned
+    ``alloc`` dict passed to ``add`` changed); only *active* clients are ordered. ``first_keys``
+    is the live ordered list of ``(rank, age, name)`` keys: callers read ``key[2]`` and read the
+    list again after any update (the order may have changed)."""
+
+    def __contains__(self, name: object) -> bool: ...
+
+    def __len__(self) -> int: ...
+
+    def names(self) -> list[str]: ...
+
+    def add(self, name: str, weight: float = 1.0, alloc: Scalars | None = None) -> None: ...
+
+    def remove(self, name: str) -> None: ...
+
+    def set_weight(self, name: str, weight: float) -> None: ...
+
+    def activate(self, name: str) -> None: ...
+
+    def deactivate(self, name: str) -> None: ...
+
+    def is_active(self, name: str) -> bool: ...
+
+    def allocation(self, name: str) -> Scalars: ...
+
+    def share(self, name: str) -> float: ...
+
+    def update(
+        self, name: str, scalars: Mapping[str, float], sign: float = 1.0, also: Scalars | None = None
+    ) -> None: ...
+
+    def grow(self, name: str, quantities: Mapping[str, float], also: Scalars) -> None: ...
+
+    def moved(self, name: str, scalars: Mapping[str, float], sign: float = 1.0) -> None: ...
+
+    def sorted(self) -> list[str]: ...
+
+    def first_keys(self) -> Sequence[SortKey]: ...
+
+
+SorterFactory = Callable[[Totals], Sorter]
 
 
 class DRFSorter:
@@ -279,7 +333,7 @@ class DRFSorter:
         self._refresh()
         return [key[2] for key in self._keys]
 
-    def first_keys(self) -> list[tuple[float, int, str]]:
+    def first_keys(self) -> list[SortKey]:
         """The live ordered key list (do not mutate); callers must re-read after updates."""
         if self._lazy or self._version != self._totals.version:
             self._refresh()
@@ -333,3 +387,93 @@ class DRFSorter:
         for client in self._clients.values():
             client.key = self._key(client)
         self._keys = sorted(c.key for c in self._clients.values() if c.active)
+
+
+class AgeSorter:
+    """First come, first served: active clients in the order they were added, whatever they
+    hold (no fairness). Allocations are still kept (``allocation``, ``share``) so views and
+    quota see the same numbers as under DRF; only the order differs."""
+
+    __slots__ = ("_active", "_allocs", "_keys", "_seq", "_totals", "_weights")
+
+    def __init__(self, totals: Totals) -> None:
+        self._totals = totals
+        self._allocs: dict[str, Scalars] = {}
+        self._weights: dict[str, float] = {}
+        self._active: dict[str, SortKey] = {}  # name -> key, for the active clients
+        self._keys: list[SortKey] = []
+        self._seq = 0
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._allocs
+
+    def __len__(self) -> int:
+        return len(self._allocs)
+
+    def names(self) -> list[str]:
+        return list(self._allocs)
+
+    def add(self, name: str, weight: float = 1.0, alloc: Scalars | None = None) -> None:
+        if name in self._allocs:
+            return
+        self._seq += 1
+        self._allocs[name] = alloc if alloc is not None else {}
+        self._weights[name] = weight
+        key = (0.0, self._seq, name)
+        self._active[name] = key
+        insort(self._keys, key)
+
+    def remove(self, name: str) -> None:
+        if self._allocs.pop(name, None) is not None:
+            self._weights.pop(name, None)
+            self.deactivate(name)
+
+    def set_weight(self, name: str, weight: float) -> None:
+        if name in self._weights:
+            self._weights[name] = weight
+
+    def activate(self, name: str) -> None:
+        if name in self._allocs and name not in self._active:
+            self._seq += 1  # back in line at the end, as a queue would take it
+            key = (0.0, self._seq, name)
+            self._active[name] = key
+            insort(self._keys, key)
+
+    def deactivate(self, name: str) -> None:
+        key = self._active.pop(name, None)
+        if key is not None:
+            del self._keys[bisect_left(self._keys, key)]
+
+    def is_active(self, name: str) -> bool:
+        return name in self._active
+
+    def allocation(self, name: str) -> Scalars:
+        return dict(self._allocs.get(name, {}))
+
+    def share(self, name: str) -> float:
+        alloc = self._allocs.get(name)
+        if alloc is None:
+            return 0.0
+        weight = self._weights.get(name, 1.0)
+        return self._totals.share(alloc) / weight if weight > 0 else float("inf")
+
+    def update(
+        self, name: str, scalars: Mapping[str, float], sign: float = 1.0, also: Scalars | None = None
+    ) -> None:
+        if also is not None:
+            _add_into(also, scalars, sign)
+        alloc = self._allocs.get(name)
+        if alloc is not None:
+            _add_into(alloc, scalars, sign)
+
+    def grow(self, name: str, quantities: Mapping[str, float], also: Scalars) -> None:
+        self.update(name, quantities, 1.0, also)
+
+    def moved(self, name: str, scalars: Mapping[str, float], sign: float = 1.0) -> None:
+        return  # the order does not depend on allocations
+
+    def sorted(self) -> list[str]:
+        return [key[2] for key in self._keys]
+
+    def first_keys(self) -> list[SortKey]:
+        return self._keys

@@ -19,7 +19,7 @@ is never taken here: taking one of a gang's offers would leave the gang partly p
 
 from __future__ import annotations
 
-from master.allocator.eligibility import excluded, filtered, fully_filtered, gpu_blocked, regular_eligible
+from master.allocator.eligibility import STARVATION, fully_filtered, regular_eligible, why_not
 from master.allocator.ledger import Ledger
 from master.allocator.state import FrameworkState, OfferState
 
@@ -44,10 +44,10 @@ def _usable_by(ledger: Ledger, o: OfferState, hungry: list[tuple[FrameworkState,
     if agent is None or not agent.active:
         return None
     for fw, role in hungry:
-        if fw.framework_id == o.framework_id or gpu_blocked(fw, agent) or excluded(fw, role, agent.agent_id):
+        if fw.framework_id == o.framework_id:
             continue
         candidate = o.regular.allocatable_to(role) if agent.has_reserved else o.regular
-        if candidate and not filtered(ledger, fw, role, agent, candidate):
+        if why_not(STARVATION, ledger, fw, role, agent, candidate) is None:
             return fw.framework_id
     return None
 
