@@ -6,7 +6,6 @@ launches go to the allocator and become RUN_TASKS to the agent."""
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterable
 from typing import TYPE_CHECKING, Protocol
 
 import attrs
@@ -39,12 +38,13 @@ from protocol import agent_channel as ac
 from protocol import mesos
 from protocol.evolve import evolve
 from protocol.resources import ResourceError, Resources
-from protocol.task_states import TaskState
 
 __pure__ = True
 
 if TYPE_CHECKING:
     from master.core_base import StateConfig
+    from master.offer_book import OfferBook
+    from master.task_book import TaskBook
 
 OT = mesos.OperationType
 # the tasks of one LAUNCH or LAUNCH_GROUP that passed the checks: (tasks, group executor, group?)
@@ -65,24 +65,17 @@ class _Plan:
 
 class AcceptHost(Protocol):
     """What ACCEPT needs of the core (``MasterState``): the allocator, the agents, the settings
-    and counters, and the core's own ways to report an update, launch a task, act on allocator
-    decisions and reach an agent."""
+    and counters, the task book (report an update, launch a task), the offer book (act on
+    allocator decisions) and the core's way to reach an agent."""
 
     alloc: AllocatorPort
     agents: dict[str, AgentRec]
     cfg: StateConfig
     counters: dict[str, int]
     unauthorized: int
+    task_book: TaskBook
+    offer_book: OfferBook
 
-    def _master_update(
-        self, fw: FrameworkRec, task_id: str, state: TaskState, reason: mesos.Reason | None, message: str, now: float,
-        fx: list[Effect], agent_id: str | None = None, executor_id: str | None = None,
-    ) -> mesos.TaskStatus: ...
-    def _decisions(self, decisions: Iterable[ad.Decision], now: float, fx: list[Effect]) -> None: ...
-    def _add_task(
-        self, fw: FrameworkRec, ag: AgentRec, tk: mesos.TaskInfo, group_executor: mesos.ExecutorInfo | None, now: float,
-        fx: list[Effect], resources: Resources | None = None,
-    ) -> None: ...
     def _to_agent(self, agent_id: str, body: ac.Body, fx: list[Effect]) -> bool: ...
 
 
@@ -117,7 +110,7 @@ class AcceptBook:
             ae.OffersAccepted(framework_id=fid, offer_ids=offer_ids, operations=tuple(alloc_ops), refuse_seconds=refuse),
             now,
         )
-        self.core._decisions(result.decisions, now, fx)
+        self.core.offer_book.decisions(result.decisions, now, fx)
         if isinstance(result, ad.Rejected):
             refused = Refused(allocator_rejection(result.code), result.reason)
             for tasks, _, _ in launches:
@@ -130,7 +123,7 @@ class AcceptBook:
                 agent_id: str | None) -> None:
         """The one place a rejection becomes a task update (``accept_checks.OUTCOME``)."""
         state, reason = OUTCOME[refused.code]
-        self.core._master_update(fw, task_id, state, reason, refused.message, now, fx, agent_id)
+        self.core.task_book.master_update(fw, task_id, state, reason, refused.message, now, fx, agent_id)
 
     def _reject_offers(
         self, fw: FrameworkRec, accept: mesos.Accept, offer_ids: tuple[str, ...], refuse: float | None, now: float,
@@ -144,7 +137,7 @@ class AcceptBook:
             now,
         )
         reason = result.reason if isinstance(result, ad.Rejected) else "Offer is no longer valid"
-        self.core._decisions(result.decisions, now, fx)
+        self.core.offer_book.decisions(result.decisions, now, fx)
         self.core.counters["invalid_offers"] += 1
         refused = Refused(Rejection.INVALID_OFFERS, f"Invalid offers: {reason}")
         for op in accept.operations:
@@ -264,8 +257,9 @@ class AcceptBook:
             ]
             if not tasks:
                 continue
+            add = self.core.task_book.add
             for tk in tasks:
-                self.core._add_task(fw, ag, tk, executor, now, fx, res_of.get(tk.task_id.value))
+                add(fw, ag, tk, executor, now, fx, res_of.get(tk.task_id.value))
             # the agent is connected (checked above, nothing in between can disconnect it)
             self.core._to_agent(
                 offer_agent,

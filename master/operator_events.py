@@ -93,7 +93,7 @@ def framework_record(fw: FrameworkView) -> mesos.FrameworkRecord:
 
 
 class OperatorFeed:
-    """The operator event feed, one component of the core (``CoreBase.feed``): the open operator
+    """The operator event feed, one component of the core (``MasterState.feed``): the open operator
     streams, the last ``seq`` published, and one emitter per kind of change. It reads the
     frameworks (for an agent's allocated resources) and writes nothing of the core's."""
 

@@ -84,22 +84,22 @@ def test_updated_then_rescinded_in_one_fact_is_rescinded() -> None:
     book = st.alloc.offer(o.id.value)
     assert book is not None
     fx: list = []
-    st._offer_batch = {}
-    st._decisions([ad.OfferUpdated(offer=book, reason="regrew"),
-                   ad.OfferRescinded(offer_id=book.offer_id, framework_id=fid, agent_id=book.agent_id, reason="x")], 0.0, fx)
-    batch, st._offer_batch = st._offer_batch, None
-    st._flush_offers(batch, fx)
+    st.offer_book.batch = {}
+    st.offer_book.decisions([ad.OfferUpdated(offer=book, reason="regrew"),
+                             ad.OfferRescinded(offer_id=book.offer_id, framework_id=fid, agent_id=book.agent_id, reason="x")], 0.0, fx)
+    batch, st.offer_book.batch = st.offer_book.batch, None
+    st.offer_book.flush(batch, fx)
     evs = events(fx, sid)
     assert [e.type for e in evs] == [mesos.EventType.RESCIND]
     # created and rescinded within one fact: nothing at all
     fx = []
-    st._decisions([ad.OfferCreated(offer=book, reason="new"),
-                   ad.OfferRescinded(offer_id=book.offer_id, framework_id=fid, agent_id=book.agent_id, reason="x")], 0.0, fx)
+    st.offer_book.decisions([ad.OfferCreated(offer=book, reason="new"),
+                             ad.OfferRescinded(offer_id=book.offer_id, framework_id=fid, agent_id=book.agent_id, reason="x")], 0.0, fx)
     assert events(fx, sid) == []
 
 
 def test_offers_for_many_agents_are_split_into_bounded_events() -> None:
-    from master.core_base import OFFERS_PER_EVENT
+    from master.offer_book import OFFERS_PER_EVENT
 
     h = Harness(ping_interval=1e9, ping_timeout=1e9)
     n = OFFERS_PER_EVENT + 7
