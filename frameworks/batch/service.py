@@ -25,6 +25,7 @@ from frameworks.batch.api import BatchApi
 from frameworks.batch.config import BatchConfig
 from frameworks.batch.core import (
     BatchCore,
+    DeclareDemand,
     Effect,
     JobEvent,
     JobRecord,
@@ -43,7 +44,7 @@ from frameworks.batch.warm import WarmServices
 from frameworks.client.driver import KnownTask, SchedulerDriver
 from frameworks.client.offers import OfferCacheError
 from frameworks.client.placement import attribute_text
-from frameworks.client.transport import HttpTransport
+from frameworks.client.transport import HttpTransport, TransportError
 from frameworks.kit.host import FrameworkHost
 from protocol.mesos import (
     CommandInfo,
@@ -126,6 +127,7 @@ class BatchService(FrameworkHost):
         self._commands: dict[int, tuple[Variable, ...]] = {}
         self._mesos_resources: dict[tuple[Resources, str], tuple[Resource, ...]] = {}
         self._queued: list[Effect] = []  # effects from callbacks, run by the one scheduling loop
+        self._demand_sender: asyncio.Task[None] | None = None  # sends the demand book off the loop
         self.metrics = BatchMetrics(self)  # /metrics; the wait-time histogram is observed in update()
         self.events = EventBus()
         self.notify_delay = 1.0  # first backoff between webhook tries (doubling, at most 60 s)
@@ -436,10 +438,34 @@ class BatchService(FrameworkHost):
             elif isinstance(e, Launch):
                 launches.append(e)  # sent together with the launches next to it
                 continue
+            elif isinstance(e, DeclareDemand):
+                driver.demands.replace(e.demands)
+                self._send_demand_soon()
+                continue
             await self._launch_all(launches)
             launches = []
             await self.call_master(e)
         await self._launch_all(launches)
+
+    def _send_demand_soon(self) -> None:
+        """Send the demand book (``REQUEST``) without the scheduling loop waiting for the answer.
+
+        The REQUEST only informs the allocator (what the framework would place); nothing this
+        framework decides waits on it, so a round that sent a REVIVE starts the round with the
+        offers as soon as they come, not after the REQUEST's round trip as well. One sender at a
+        time, always sending the latest book (``send_demand`` sends nothing when it is unchanged),
+        so the master never sees an older book after a newer one."""
+        if self._demand_sender is None or self._demand_sender.done():
+            with contextlib.suppress(RuntimeError):  # (stopping)
+                self._demand_sender = self.spawn(self._send_demands(), name="batch-demand")
+
+    async def _send_demands(self) -> None:
+        driver = self.driver
+        try:
+            while driver is not None and driver.connected and await driver.send_demand():
+                pass
+        except TransportError as exc:  # left unsent: the next change or subscription sends it
+            log.warning("%s: REQUEST failed: %s", self.framework_name, exc)
 
     async def _launch_all(self, launches: list[Launch]) -> None:
         """ACCEPT on several offers at once (each on its own agent; one call each): a round waits

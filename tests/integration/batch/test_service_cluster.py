@@ -131,3 +131,29 @@ async def test_a_submission_and_its_launch_share_one_durable_write(master: Maste
             async with asyncio.timeout(5):
                 r = await http.post(f"{batch.url}/api/v1/jobs", json={"shell": "true", "schedule": "@hourly"})
             assert r.status == 201, await r.text()
+
+
+async def test_a_waiting_job_s_demand_reaches_the_master_and_is_withdrawn(
+    master: MasterService, tmp_path: Path
+) -> None:
+    """The REQUEST is sent off the scheduling loop's path (nothing in a round waits for its
+    answer); the master still gets the latest demand book: declared while a job waits behind a
+    busy agent, withdrawn (an empty REQUEST) once it is cancelled."""
+    async with SimAgent(master.url, "cpus:2;mem:1024", hostname="sim-1") as agent:
+        await agent.wait_registered()
+        async with BatchService(master.url, tmp_path / "batch") as batch:
+            busy = submit(batch, cpus=2, mem=16)
+            await agent.wait_for(lambda: len(agent.running_tasks()) == 1, 20)
+            assert master.allocator is not None and batch.driver is not None
+            alloc, fid = master.allocator, batch.driver.framework_id
+
+            def uses_demand() -> bool | None:
+                view = alloc.framework_view(fid) if fid else None
+                return None if view is None else view.uses_demand
+
+            waiting = submit(batch, cpus=1, mem=16, count=2)
+            await until(batch, lambda: uses_demand() is True)
+            assert batch.core.job(waiting).state is JobState.PENDING
+            batch._absorb(batch.core.cancel(waiting, batch.now()))
+            await until(batch, lambda: uses_demand() is False)
+            assert batch.core.job(busy).state is JobState.RUNNING
