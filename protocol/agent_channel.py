@@ -373,7 +373,16 @@ def decode_frame(
     gives as ``(frame.epoch, [m.body() for m in frame.messages])``, and the same DecodeError.
     Well-formed envelopes (``type`` and its body) take a short path; anything else is decoded
     the generic way."""
-    raw = codec.unpack_msgpack(data, limits)
+    raw = codec.unpack_fast(data, limits)
+    if raw is not codec.UNPACK_FAILED:
+        try:
+            return _decode_raw(raw, limits)
+        except codec.DecodeError:
+            pass  # decided again from the strict unpacker's value (``codec.unpack_fast``)
+    return _decode_raw(codec.unpack_msgpack(data, limits), limits)
+
+
+def _decode_raw(raw: Any, limits: codec.Limits) -> tuple[int, list[Body | None]]:
     fast = _decode_fast(raw, limits)
     if fast is not None:
         return fast

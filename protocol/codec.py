@@ -53,6 +53,7 @@ import typing
 from typing import Any, TypeVar
 
 import msgpack
+import msgspec
 
 from protocol.codec_base import (
     _DROP,
@@ -97,6 +98,7 @@ __all__ = [
     "DEFAULT_LIMITS",
     "JSON",
     "MSGPACK",
+    "UNPACK_FAILED",
     "DecodeError",
     "EncodeError",
     "Limits",
@@ -113,6 +115,7 @@ __all__ = [
     "id_problem",
     "loads_json",
     "to_builtins",
+    "unpack_fast",
     "unpack_msgpack",
 ]
 
@@ -259,21 +262,35 @@ def decode_json(
     return from_builtins(cls, loads_json(data, limits), False, limits)
 
 
-# Idle msgpack packers (``msgpack.packb`` builds a new ``Packer`` per call). ``list.pop`` and
-# ``list.append`` are atomic, so a packer is never shared by two threads at once; a packer that
-# raised is dropped (a fresh one replaces it).
-_packers: list[msgpack.Packer] = []
+# msgpack bytes are written and read by msgspec's C encoder and decoder (with a cache of the
+# short map keys that recur in every message, about twice as fast as ``msgpack``'s on the
+# master's messages), under the rules of ``msgpack``'s strict unpacker, which stays the reference:
+#
+# * ``packb`` only ever gets what ``to_builtins`` makes (dicts, lists, str, bytes, int, float,
+#   bool, None), for which the two write the same bytes (ints in their shortest form, floats as
+#   64-bit, str as str, bytes as bin); an int out of range is an ``OverflowError`` and text
+#   with a lone surrogate a ``UnicodeEncodeError`` (a ``ValueError``) from either.
+# * On decoding, msgspec is used only where the size alone keeps the value within ``limits``
+#   (a string, bin or array of N needs more than N bytes, a map of N entries more than 2N), and
+#   any error it raises (truncated or malformed data, an extension type) sends the data to
+#   ``msgpack.unpackb`` for its verdict in its words. What msgspec accepts and the strict unpacker
+#   refuses (a map key that is not a string, the timestamp extension) turns into a value no
+#   message decoder takes, so ``decode_msgpack`` (and ``agent_channel.decode_frame``) decode such
+#   data again the strict way: the caller gets the same value or the same error as before.
+
+
+def _no_extension(code: int, data: memoryview) -> Any:
+    raise ValueError(f"msgpack extension type {code}")
+
+
+_encode_fast = msgspec.msgpack.Encoder().encode
+_decode_fast = msgspec.msgpack.Decoder(ext_hook=_no_extension).decode
+_UNPACK_FAILED: Any = object()
 
 
 def packb(value: Any) -> bytes:
-    """``msgpack.packb(value, use_bin_type=True)``, with a reused packer."""
-    try:
-        packer = _packers.pop()
-    except IndexError:
-        packer = msgpack.Packer(use_bin_type=True)
-    out = typing.cast(bytes, packer.pack(value))
-    _packers.append(packer)
-    return out
+    """``msgpack.packb(value, use_bin_type=True)`` of builtins (what ``to_builtins`` returns)."""
+    return _encode_fast(value)
 
 
 def encode_msgpack(obj: Any) -> bytes:
@@ -288,11 +305,34 @@ def encode_msgpack(obj: Any) -> bytes:
 
 def decode_msgpack(cls: type[T], data: bytes | bytearray | memoryview, limits: Limits = DEFAULT_LIMITS) -> T:
     """Parse msgpack into ``cls``; unknown keys are an error. Raises only :class:`DecodeError`."""
+    value = unpack_fast(data, limits)
+    if value is not _UNPACK_FAILED:
+        try:
+            return from_builtins(cls, value, True, limits)
+        except DecodeError:
+            pass  # decided again from the strict unpacker's value: the same error, or its own
     return from_builtins(cls, unpack_msgpack(data, limits), True, limits)
 
 
+def unpack_fast(data: bytes | bytearray | memoryview, limits: Limits = DEFAULT_LIMITS) -> Any:
+    """msgpack to builtins by the fast decoder, or ``UNPACK_FAILED`` where only
+    :func:`unpack_msgpack` can say (too large to be within ``limits`` by its size, or refused).
+    A value that no message decoder takes is decoded again by :func:`unpack_msgpack` (see above)."""
+    n = len(data)
+    if n <= limits.max_list_len and n <= limits.max_str_len and n <= 2 * limits.max_map_len and n <= limits.max_bytes:
+        try:
+            return _decode_fast(data)
+        except Exception:  # msgspec's DecodeError, the extension hook's ValueError, RecursionError
+            pass
+    return _UNPACK_FAILED
+
+
+UNPACK_FAILED = _UNPACK_FAILED
+
+
 def unpack_msgpack(data: bytes | bytearray | memoryview, limits: Limits = DEFAULT_LIMITS) -> Any:
-    """The first half of :func:`decode_msgpack`: msgpack to builtins, within ``limits``."""
+    """The first half of :func:`decode_msgpack`: msgpack to builtins, within ``limits``, by the
+    strict unpacker (the reference: its errors are the codec's ``ParseError``)."""
     if len(data) > limits.max_bytes:
         raise ParseError("", f"message of {len(data)} bytes exceeds the limit of {limits.max_bytes}")
     try:
