@@ -47,13 +47,49 @@ Also not synced, on purpose: pid and kill records (after a reboot no task surviv
 id differs; within one boot the page cache survives an agent ``kill -9``), acks (a lost ack only
 makes the update be sent again, which at-least-once allows), exit files (written by ``/bin/sh``;
 a missing one is reported LOST).
+
+Recycled files (``DIR/meta/free/<n>``). Creating a file costs far more than renaming one on the
+kind of file system agents run on (ext4 without a journal scans recently deleted inodes on every
+allocation, and an agent that unlinks two files per task keeps tens of thousands of them recent),
+so a finished task's files are not unlinked: the sweep (``recycle_task``, after the task's
+terminal acknowledgement, in the sweep thread) *truncates* its log and its exit file, then
+*renames* each into the pool; a new task's log and exit file are *renamed* out of the pool
+(``write_task``: the log with ``RENAME_NOREPLACE``, so a log that exists is still refused; the
+exit file over whatever stale one its id left). Nothing is created or deleted per task once the
+pool holds files. What recovery may find after a crash at each step (an agent ``kill -9``: the
+page cache holds every completed step, in program order):
+
+* before the truncate: the finished, fully acknowledged ``tasks/<tid>.log`` (and its exit file):
+  removed at recovery as before;
+* after the truncate, before the rename: an empty ``tasks/<tid>.log``: "created but never
+  written", removed at recovery; the task's terminal update was acknowledged, so the master and
+  the framework already have its end: nothing is lost and nothing is reported again;
+* after the rename: an empty file in the pool: the pool is never read; ``init`` unlinks
+  whatever it holds (unlinks, never truncates: see the next case);
+* renaming out (``renameat2``, one atomic step): the file is either an empty pool entry or the
+  new task's empty log/exit file, which is the state of a fresh ``O_CREAT`` (an empty log is a
+  task never launched; an empty exit file is "no exit recorded"). Where ``renameat2`` is missing
+  the move is ``link`` + ``unlink``: a crash between them leaves the same inode under both
+  names, which is why ``init`` unlinks pool entries instead of truncating them;
+* the task record written: exactly the situation of a freshly created log.
+
+So a recycled file enters a task's name only empty, and leaves it only after the task's
+terminal acknowledgement: nothing acknowledged is resurrected and nothing unacknowledged is
+lost. After a *power loss*, a journaling file system (ext4's default ``data=ordered``) commits
+metadata in order, so a rename out of the pool is never durable without the truncate before it;
+without a journal no order holds for unsynced metadata (a freshly created file can show blocks
+of a deleted one there too): a reused log that then shows another task's records is reported as
+corrupt (moved to ``meta/corrupt``, the task ``TASK_LOST``: it died with the machine).
 """
 
 from __future__ import annotations
 
+import collections
 import concurrent.futures
 import contextlib
+import ctypes
 import errno
+import itertools
 import json
 import os
 import shutil
@@ -85,6 +121,7 @@ MAX_RECORD = 4 * 1024 * 1024
 __all__ = ["AgentMeta", "Checkpoint", "CheckpointError", "CorruptCheckpoint", "PidRecord", "RecoveredTaskFiles", "Recovery", "TaskRecordFile", "UpdateLog"]
 
 OPEN_LOGS = 256  # task logs kept open between batches (a task appends ~5 records in its life)
+FREE_POOL = 1024  # emptied checkpoint files kept in ``meta/free`` for new tasks (beyond: unlinked)
 
 
 # --- low-level file helpers -----------------------------------------------------------------
@@ -111,6 +148,29 @@ def atomic_write(path: Path, data: bytes, fsync: bool = True) -> None:
     os.replace(tmp, path)
     if fsync:
         fsync_dir(path.parent)
+
+
+_AT_FDCWD = -100
+_RENAME_NOREPLACE = 1
+try:
+    _renameat2: Any = ctypes.CDLL(None, use_errno=True).renameat2
+    _renameat2.argtypes = (ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint)
+    _renameat2.restype = ctypes.c_int
+except (AttributeError, OSError):  # a libc without it (glibc < 2.28, musl < 1.2.5)
+    _renameat2 = None
+
+
+def rename_noreplace(src: str, dst: str) -> None:
+    """Move ``src`` to ``dst`` unless ``dst`` exists (``FileExistsError``): ``renameat2`` with
+    ``RENAME_NOREPLACE`` (one atomic step), else ``link`` + ``unlink``."""
+    if _renameat2 is not None:
+        if _renameat2(_AT_FDCWD, os.fsencode(src), _AT_FDCWD, os.fsencode(dst), _RENAME_NOREPLACE) == 0:
+            return
+        e = ctypes.get_errno()
+        if e not in (errno.EINVAL, errno.ENOSYS, errno.ENOTSUP):  # EINVAL: a file system without it
+            raise OSError(e, os.strerror(e), dst)
+    os.link(src, dst)
+    os.unlink(src)
 
 
 def _canonical(data: Any) -> bytes:
@@ -233,11 +293,30 @@ class Checkpoint:
         self._sync: set[str] = set()  # files that must be fdatasync'd at commit
         self._dirs: set[str] = set()  # directories that got new entries
         self._syncers = concurrent.futures.ThreadPoolExecutor(max_workers=8, thread_name_prefix="ckpt-sync")
+        # the pool of emptied files (see "Recycled files" above): filled by the sweep thread,
+        # taken by the checkpoint thread (deque appends and pops are atomic)
+        self._free_root = str(self.meta / "free")
+        self._free: collections.deque[str] = collections.deque()
+        self._free_seq = itertools.count()
+        self.recycled = 0  # files put in the pool
+        self.reused = 0  # files taken from it
 
     def init(self) -> None:
         self._frameworks.clear()
         for d in (self.meta / "frameworks", self.sandboxes):
             d.mkdir(parents=True, exist_ok=True)
+        self.clear_pool()
+
+    def clear_pool(self) -> None:
+        """Unlink whatever the pool holds (left by an earlier run: never read, never truncated,
+        since a crash between ``link`` and ``unlink`` may have left a task's live file there too)."""
+        self._free.clear()
+        shutil.rmtree(self._free_root, ignore_errors=True)
+        os.makedirs(self._free_root, exist_ok=True)
+
+    @property
+    def pool_size(self) -> int:
+        return len(self._free)
 
     # paths (every id must be path-safe; the resolved path must stay under the root)
 
@@ -344,20 +423,15 @@ class Checkpoint:
             elif fd is not None:
                 self._pending[path] = fd
         if fd is None:
-            flags = os.O_WRONLY | os.O_APPEND | (os.O_CREAT | os.O_EXCL if create else 0)
-            try:
-                fd = os.open(path, flags, 0o644)
-            except FileNotFoundError:
-                if create:
-                    parent = os.path.dirname(path)
-                    os.makedirs(parent, exist_ok=True)
-                    self._dirs.add(os.path.dirname(parent))
-                    fd = os.open(path, flags, 0o644)
-                else:
+            if create:
+                fd = self._create(path)
+                self._dirs.add(os.path.dirname(path))
+            else:
+                try:
+                    fd = os.open(path, os.O_WRONLY | os.O_APPEND)
+                except FileNotFoundError:
                     raise CheckpointError(path, "task log missing") from None
             self._pending[path] = fd
-            if create:
-                self._dirs.add(os.path.dirname(path))
         data = encode_record(payload)
         n = os.write(fd, data)
         if n != len(data):  # a full file system cut the record: take the piece back, the log stays whole
@@ -366,6 +440,50 @@ class Checkpoint:
             raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), path)
         if sync:
             self._sync.add(path)
+
+    def _take(self) -> str | None:
+        try:
+            return self._free.popleft()
+        except IndexError:
+            return None
+
+    def _place(self, path: str, replace: bool) -> bool:
+        """Move an emptied file from the pool to ``path`` (the parent made if missing); False
+        when the pool is empty. ``FileExistsError`` (``replace`` False) when ``path`` exists."""
+        src = self._take()
+        if src is None:
+            return False
+        for attempt in (0, 1):
+            try:
+                if replace:
+                    os.rename(src, path)
+                else:
+                    rename_noreplace(src, path)
+                self.reused += 1
+                return True
+            except FileExistsError:
+                self._free.appendleft(src)
+                raise
+            except FileNotFoundError:
+                parent = os.path.dirname(path)
+                if attempt == 1 or os.path.isdir(parent):
+                    return False  # the pool file is gone (not ours to explain): create instead
+                os.makedirs(parent, exist_ok=True)
+                self._dirs.add(os.path.dirname(parent))
+        return False
+
+    def _create(self, path: str) -> int:
+        """A new, empty task log open for appends: renamed from the pool, else created."""
+        if self._place(path, replace=False):
+            return os.open(path, os.O_WRONLY | os.O_APPEND)
+        flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_EXCL
+        try:
+            return os.open(path, flags, 0o644)
+        except FileNotFoundError:
+            parent = os.path.dirname(path)
+            os.makedirs(parent, exist_ok=True)
+            self._dirs.add(os.path.dirname(parent))
+            return os.open(path, flags, 0o644)
 
     def write_task(self, rec: TaskRecordFile) -> None:
         """Start the task's log with its task record (durable at the next ``commit``)."""
@@ -384,6 +502,10 @@ class Checkpoint:
             self._append(path, {"t": data}, sync=False, create=True)
         except FileExistsError:
             raise CheckpointError(path, "task log already exists") from None
+        # the wrapper's exit file, empty ("no exit recorded") until it writes it: from the pool
+        # when it has one, so that the wrapper's ``>`` truncates instead of creating
+        with contextlib.suppress(OSError):
+            self._place(self._exit(rec.framework_id, rec.task.task_id.value), replace=True)
 
     def write_pid(self, fid: str, tid: str, rec: PidRecord) -> None:
         pid = {"pid": rec.pid, "create_time": rec.create_time, "boot_id": rec.boot_id}
@@ -457,6 +579,28 @@ class Checkpoint:
         for p in (self._log(fid, tid), self._exit(fid, tid)):
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(p)
+
+    def recycle_task(self, fid: str, tid: str) -> None:
+        """A finished, acknowledged task's files into the pool (the sweep thread; the batch side
+        has ``release``d the log): each truncated, then renamed (see "Recycled files" above);
+        unlinked once the pool is full."""
+        for p in (self._log(fid, tid), self._exit(fid, tid)):
+            if len(self._free) >= FREE_POOL:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(p)
+                continue
+            try:
+                os.truncate(p, 0)
+            except FileNotFoundError:
+                continue
+            dst = f"{self._free_root}/{next(self._free_seq)}"
+            try:
+                os.rename(p, dst)
+            except FileNotFoundError:  # the pool directory went away (a work dir cleaned by hand)
+                os.makedirs(self._free_root, exist_ok=True)
+                os.rename(p, dst)
+            self._free.append(dst)
+            self.recycled += 1
 
     def unlink_task(self, fid: str, tid: str) -> None:
         """Remove a finished task's files (safe from another thread than the batch's; the batch

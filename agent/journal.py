@@ -2,7 +2,12 @@
 (``agent/effects.py``) with group commit — every write and drop of the batch in queue order, the
 batch's spawns (their task records are written by then), then one ``commit`` (each file with a
 new durable update fdatasync'd once). A terminal update is durable before it is sent, any update
-is written before it is sent. Finished tasks' logs are removed later, off this thread."""
+is written before it is sent. Finished tasks' files are recycled later, off this thread: the
+sweep (``reap_dropped``) truncates each acknowledged task's log and exit file and renames them into
+the checkpoint's pool, from which new tasks' files are renamed (``Checkpoint.recycle_task``; the
+crash argument is in ``agent/checkpoint.py``, "Recycled files"). The drop of a task and its
+recycling are ordered by ``_drops_lock`` against a new task reusing the same id: such a launch takes
+its drop back and removes the old files itself, so the sweep never touches a live task's files."""
 
 from __future__ import annotations
 
@@ -54,8 +59,8 @@ class Journal:
             if isinstance(w, tk.DropTask):
                 with contextlib.suppress(CheckpointError, OSError):
                     cp.release(w.framework_id, w.task_id)
-                # unlinking is slow on this kind of file system: it happens later, off this
-                # thread (``reap_dropped``); a finished log left behind is harmless on recovery
+                # recycling happens later, off this thread (``reap_dropped``); a finished log
+                # left behind is harmless on recovery
                 with self._drops_lock:
                     self._drops[(w.framework_id, w.task_id)] = None
                 continue
@@ -122,7 +127,8 @@ class Journal:
                 cp.write_framework(eff.framework_id, info)
 
     def reap_dropped(self) -> None:
-        """Worker thread: remove the logs of finished tasks, then empty framework directories."""
+        """Worker thread: recycle the files of finished tasks into the pool, then remove empty
+        framework directories."""
         frameworks: set[str] = set()
         while True:
             with self._drops_lock:
@@ -131,7 +137,7 @@ class Journal:
                 key = next(iter(self._drops))
                 del self._drops[key]
                 try:
-                    self.checkpoint.unlink_task(*key)
+                    self.checkpoint.recycle_task(*key)
                     frameworks.add(key[0])
                 except (OSError, CheckpointError):
                     log.exception("checkpoint removal failed for %s/%s", *key)

@@ -249,6 +249,14 @@ async def test_r8_twenty_kill_restart_cycles_during_launches(master: Any, agent_
     assert {t["id"] for t in state["tasks"]} <= {t for t in sent if master.statuses(t)}
     # checkpoint never corrupt
     assert not [r for r in state["recovery"] if "corrupt" in r]
+    # finished tasks' files go to the pool (truncated, renamed:
+    # agent/checkpoint.py, "Recycled files") and come out of it for new tasks, kill -9 or not:
+    # once every task has ended and been acknowledged, no task log is left, the pool holds only
+    # empty files, and no task was reported twice (assert_one_terminal above)
+    work = tmp_path / "agent"
+    await master.wait_for(lambda: not list((work / "meta" / "frameworks").glob("*/tasks/*.log")))
+    free = list((work / "meta" / "free").iterdir())
+    assert free and all(f.stat().st_size == 0 for f in free)
     # no wrapper of this test is left behind
     marker = str(tmp_path / "agent")
     assert not [p for p in psutil.process_iter(["cmdline"]) if (p.info["cmdline"] or [""])[0] == "/bin/sh"
