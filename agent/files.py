@@ -16,6 +16,13 @@ Routes (``add_routes(app, sandbox_root)``):
   rotations, and one that fell behind the kept window gets the oldest kept byte (the answer's
   ``offset`` says where its data starts, and is the size to follow from for ``offset=-1``).
 - ``GET /files/download?path=P``: the regular file P as ``application/octet-stream`` attachment.
+- ``GET /files/tails?path=F&task=T1&task=T2...&length=L`` (an Agora addition): the last ``L``
+  bytes (at most ``max_read``) of ``stdout`` and ``stderr`` of each named task's sandbox
+  ``F/T`` in one answer, ``{"T1": {"stdout": {"offset": O, "data": "..."}, "stderr": ...}, ...}``,
+  read as ``/files/read`` reads them (rotation-aware offsets, the same confinement); a sandbox
+  that is missing or refused is left out, and so is an empty or missing stream. At most
+  ``MAX_TAILS`` tasks per request. It is how a framework keeps the ends of many finished tasks'
+  output with one request instead of a listing and reads per task (the batch service does).
 
 ``P`` is either relative to ``sandbox_root`` or an absolute path inside it (what ``/state``'s
 ``directory`` fields give). Confinement: a ``..`` component is refused
@@ -51,9 +58,10 @@ from aiohttp import web
 
 from agent import logrotate
 
-__all__ = ["DEFAULT_MAX_READ", "SandboxFiles", "add_routes"]
+__all__ = ["DEFAULT_MAX_READ", "MAX_TAILS", "SandboxFiles", "add_routes"]
 
 DEFAULT_MAX_READ = 16 * 4096  # Mesos caps a read at 16 pages
+MAX_TAILS = 256  # tasks per /files/tails request
 _CHUNK = 64 * 1024
 
 
@@ -194,6 +202,11 @@ class SandboxFiles:
         return await asyncio.to_thread(self._read, requested, offset, length)
 
     def _read(self, requested: str, offset: int, length: int) -> web.Response:
+        start, data = self._read_raw(requested, offset, length)
+        return _json({"data": data.decode("utf-8", errors="replace"), "offset": start})
+
+    def _read_raw(self, requested: str, offset: int, length: int) -> tuple[int, bytes]:
+        """``(where the data starts, data)`` as ``/files/read`` answers (``_Refused`` as it does)."""
         for attempt in range(_ROTATION_RETRIES):
             fd, st = self.open(requested)
             try:
@@ -202,15 +215,48 @@ class SandboxFiles:
                 if got is None:  # a plain file
                     size = st.st_size
                     if offset == -1 or offset >= size:
-                        return _json({"data": "", "offset": size})
-                    data = os.pread(fd, length, offset)
-                    return _json({"data": data.decode("utf-8", errors="replace"), "offset": offset})
+                        return size, b""
+                    return offset, os.pread(fd, length, offset)
             finally:
                 os.close(fd)
             if isinstance(got, tuple):
-                return _json({"data": got[1].decode("utf-8", errors="replace"), "offset": got[0]})
+                return got
             time.sleep(0.001)  # a rotation is under way (microseconds): look again
         raise AssertionError("unreachable: the last attempt reads the file as it is")  # pragma: no cover
+
+    async def tails(self, request: web.Request) -> web.Response:
+        framework = _path_param(request)
+        tasks = request.query.getall("task", [])
+        if not tasks:
+            raise _Refused(400, "missing 'task' parameter")
+        if len(tasks) > MAX_TAILS:
+            raise _Refused(400, f"at most {MAX_TAILS} 'task' parameters")
+        if "/" in framework.strip("/") or any("/" in t or t in ("", ".", "..") for t in tasks):
+            raise _Refused(400, "'path' names a framework's directory and each 'task' one of its sandboxes")
+        length = _int_param(request, "length", default=-1, minimum=-1)
+        if length < 0 or length > self.max_read:
+            length = self.max_read
+        return _json(await asyncio.to_thread(self._tails, framework.strip("/"), tasks, length))
+
+    def _tails(self, framework: str, tasks: list[str], length: int) -> dict[str, dict[str, dict[str, Any]]]:
+        out: dict[str, dict[str, dict[str, Any]]] = {}
+        for tid in dict.fromkeys(tasks):
+            streams: dict[str, dict[str, Any]] = {}
+            for stream in ("stdout", "stderr"):
+                path = f"{framework}/{tid}/{stream}"
+                try:
+                    size, _ = self._read_raw(path, -1, 0)
+                    if size == 0:
+                        continue
+                    at = max(0, size - length)
+                    start, data = self._read_raw(path, at, size - at)
+                except _Refused:
+                    continue  # no such sandbox or stream (or not one to serve): nothing kept
+                if data:
+                    streams[stream] = {"offset": start, "data": data.decode("utf-8", errors="replace")}
+            if streams:
+                out[tid] = streams
+        return out
 
     def _stream_read(
         self, requested: str, fd: int, st: os.stat_result, offset: int, length: int, last: bool
@@ -374,9 +420,11 @@ def _guard(
 
 
 def add_routes(app: web.Application, sandbox_root: Path, *, max_read: int = DEFAULT_MAX_READ) -> SandboxFiles:
-    """Mount ``/files/browse``, ``/files/read`` and ``/files/download`` for ``sandbox_root``."""
+    """Mount ``/files/browse``, ``/files/read``, ``/files/download`` and ``/files/tails`` for
+    ``sandbox_root``."""
     files = SandboxFiles(sandbox_root, max_read=max_read)
     app.router.add_get("/files/browse", _guard(files.browse))
     app.router.add_get("/files/read", _guard(files.read))
     app.router.add_get("/files/download", _guard(files.download))
+    app.router.add_get("/files/tails", _guard(files.tails))
     return files

@@ -39,6 +39,7 @@ from frameworks.batch.metrics import BatchMetrics
 from frameworks.batch.model import JOB_TERMINAL
 from frameworks.batch.planner import OfferView
 from frameworks.batch.store import JobStore
+from frameworks.batch.tails import TailKeeper, TailPorts
 from frameworks.batch.views import cluster_of, exit_code_of, host_of, job_summary
 from frameworks.batch.warm import WarmServices
 from frameworks.client.driver import KnownTask, SchedulerDriver
@@ -116,6 +117,15 @@ class BatchService(FrameworkHost):
         self.usage_interval = usage_interval  # seconds between writes of the users' usage
         self.log_tail = log_tail  # bytes of each stream of an ended attempt kept in the store (0: none)
         self._tail_slots = asyncio.Semaphore(4)
+        self.tails = TailKeeper(TailPorts(  # the ends of a tick's attempts, one request per agent
+            log_tail=lambda: self.log_tail,
+            agent_url=lambda a: self.driver.offers.agent_urls.get(a) if self.driver is not None else None,
+            framework=lambda: self.driver.framework_id if self.driver is not None else None,
+            http=lambda: (self._http, self._agent_headers) if self._http is not None else None,
+            save=lambda job, task, tails: self.store.open().asave_tails(job, task, tails),
+            spawn=lambda coro, name: self.spawn(coro, name=name),
+            one_by_one=self._copy_tail,
+        ), self._tail_slots)
         self.flush_interval = flush_interval  # group commit: changes within it share one write
         self.core = BatchCore(gang_timeout=gang_timeout, config=self.config, preempt_queues=preempt_queues)
         self.store = JobStoreRef(work_dir)
@@ -260,9 +270,10 @@ class BatchService(FrameworkHost):
         if task is None or cur is None or cur.task_id != task_id or cur.started_at is None:
             return  # never started: no sandbox output to keep
         with contextlib.suppress(RuntimeError):  # (stopping)
-            self.spawn(self._copy_tail(task.job_id, task_id, agent_id), name=f"batch-tail-{task_id}")
+            self.tails.add(task.job_id, task_id, agent_id)
 
     async def _copy_tail(self, job_id: int, task_id: str, agent_id: str) -> None:
+        """One attempt's tail, with a listing and reads (agents that do not serve ``/files/tails``)."""
         driver = self.driver
         agent = driver.offers.agent_urls.get(agent_id) if driver is not None else None
         if driver is None or driver.framework_id is None or agent is None or self._http is None:

@@ -39,6 +39,7 @@ async def test_job_logs_show_the_kept_tail_after_the_sandbox_is_gone(tmp_path: P
         await batch.driver.wait_for(lambda: store.tail(attempt.task_id, "stderr") is not None, 20)
         await batch.driver.wait_for(lambda: not sandbox.exists(), 20)
 
+        assert batch.tails.requests >= 1  # kept through the agent's /files/tails, not per attempt
         tail = store.tail(attempt.task_id, "stdout")
         assert tail is not None and tail.size == len(expected) and len(tail.data) == 4096
         assert tail.data.decode() == expected[-4096:]
