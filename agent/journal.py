@@ -3,11 +3,12 @@
 batch's spawns (their task records are written by then), then one ``commit`` (each file with a
 new durable update fdatasync'd once). A terminal update is durable before it is sent, any update
 is written before it is sent. Finished tasks' files are recycled later, off this thread: the
-sweep (``reap_dropped``) truncates each acknowledged task's log and exit file and renames them into
-the checkpoint's pool, from which new tasks' files are renamed (``Checkpoint.recycle_task``; the
-crash argument is in ``agent/checkpoint.py``, "Recycled files"). The drop of a task and its
-recycling are ordered by ``_drops_lock`` against a new task reusing the same id: such a launch takes
-its drop back and removes the old files itself, so the sweep never touches a live task's files."""
+sweep (``reap_dropped``, once per monitor tick, for every task dropped since the last one) truncates
+each acknowledged task's log and exit file and renames them into the checkpoint's pool, from which
+new tasks' files are renamed (``Checkpoint.recycle_task``; the crash argument is in
+``agent/checkpoint.py``, "Recycled files"). A launch that reuses the id of a dropped task takes the
+drop back and removes the old files itself, or, when the sweep already holds them, waits for that
+sweep to finish: the sweep never touches a live task's files, and it holds no lock while it works."""
 
 from __future__ import annotations
 
@@ -41,8 +42,9 @@ class Journal:
     ) -> None:
         self.checkpoint, self.tracker, self.reserve, self.boot_id = checkpoint, tracker, reserve, boot_id
         self._spawn, self._spawners = spawn, spawners
-        self._drops: dict[tuple[str, str], None] = {}  # finished tasks whose logs are to be removed
-        self._drops_lock = threading.Lock()
+        self._drops: dict[tuple[str, str], None] = {}  # finished tasks whose files are to be recycled
+        self._sweeping: set[tuple[str, str]] = set()  # those the sweep is recycling now
+        self._drops_lock = threading.Condition()  # guards both; notified when a sweep ends
 
     @property
     def drops_pending(self) -> bool:
@@ -101,8 +103,11 @@ class Journal:
         cp, tracker = self.checkpoint, self.tracker
         if isinstance(eff, tk.CheckpointTask):
             s = eff.spec
-            with self._drops_lock:  # a task id reused before its old log was removed
-                if self._drops.pop((s.framework_id, s.task_id), 0) is None:
+            key = (s.framework_id, s.task_id)
+            with self._drops_lock:  # a task id reused before its old files were recycled
+                while key in self._sweeping:
+                    self._drops_lock.wait()
+                if self._drops.pop(key, 0) is None:
                     cp.remove_task(s.framework_id, s.task_id)
             fi = tracker.frameworks.get(s.framework_id)
             if fi is not None and not cp.has_framework(s.framework_id):
@@ -127,20 +132,25 @@ class Journal:
                 cp.write_framework(eff.framework_id, info)
 
     def reap_dropped(self) -> None:
-        """Worker thread: recycle the files of finished tasks into the pool, then remove empty
-        framework directories."""
+        """Worker thread: recycle the files of every task dropped since the last sweep into the
+        pool (one pass, no lock held while the files move), then remove empty framework
+        directories."""
+        with self._drops_lock:
+            keys = list(self._drops)
+            self._drops.clear()
+            self._sweeping.update(keys)
         frameworks: set[str] = set()
-        while True:
-            with self._drops_lock:
-                if not self._drops:
-                    break
-                key = next(iter(self._drops))
-                del self._drops[key]
+        try:
+            for key in keys:
                 try:
                     self.checkpoint.recycle_task(*key)
                     frameworks.add(key[0])
                 except (OSError, CheckpointError):
-                    log.exception("checkpoint removal failed for %s/%s", *key)
+                    log.exception("checkpoint recycling failed for %s/%s", *key)
+        finally:
+            with self._drops_lock:
+                self._sweeping.clear()
+                self._drops_lock.notify_all()
         for fid in frameworks:
             with contextlib.suppress(OSError, CheckpointError):
                 if not any(t.spec.framework_id == fid for t in list(self.tracker.tasks.values())):

@@ -1,0 +1,97 @@
+"""The journal's sweep (``Journal.reap_dropped``): every task dropped since the last sweep is
+recycled into the checkpoint's pool in one pass, no lock held while files move; a launch that
+reuses a dropped task's id never loses its fresh log to the sweep."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from agent import tasks as tk
+from agent.checkpoint import Checkpoint
+from agent.diskwatch import Reserve
+from agent.journal import Journal
+from agent.processes import SpawnResult
+from agent.taskspec import CommandSpec, TaskSpec
+from protocol.mesos import CommandInfo, FrameworkInfo, TaskInfo
+from protocol.mesos_common import FrameworkID, TaskID
+
+
+def spec(tid: str) -> TaskSpec:
+    return TaskSpec("f1", tid, tid, CommandSpec(("true",)),
+                    info=TaskInfo(name=tid, task_id=TaskID(tid), command=CommandInfo(value="true")))
+
+
+@pytest.fixture
+def journal(tmp_path: Path) -> Journal:
+    cp = Checkpoint(tmp_path, fsync=False)
+    cp.init()
+    tracker = tk.TaskTracker()
+    tracker.frameworks["f1"] = FrameworkInfo(user="u", name="fw", id=FrameworkID("f1"))
+
+    def no_spawn(s: TaskSpec) -> SpawnResult:
+        raise AssertionError("nothing is spawned here")
+
+    return Journal(cp, tracker, Reserve(tmp_path / "reserve", 0), "boot", no_spawn,
+                   concurrent.futures.ThreadPoolExecutor(1))
+
+
+def test_one_sweep_recycles_every_dropped_task(journal: Journal) -> None:
+    cp = journal.checkpoint
+    journal.run([tk.CheckpointTask(spec(t)) for t in ("a", "b", "c")])
+    journal.run([tk.DropTask("f1", "a"), tk.DropTask("f1", "b")])
+    assert journal.drops_pending
+    journal.reap_dropped()
+    assert not journal.drops_pending
+    assert cp.recycled == 2 and cp.pool_size == 2  # two logs (no exit file was written)
+    assert not cp.task_log("f1", "a").exists() and not cp.task_log("f1", "b").exists()
+    assert cp.task_log("f1", "c").exists()
+    journal.run([tk.CheckpointTask(spec("d"))])  # from the pool: its log and its exit file
+    assert cp.reused == 2 and cp.pool_size == 0
+    rec, log, _, _ = cp.read_task_log(cp.task_log("f1", "d"))
+    assert rec.task.task_id.value == "d" and log.updates == ()
+
+
+def test_an_id_reused_before_the_sweep_takes_its_drop_back(journal: Journal) -> None:
+    cp = journal.checkpoint
+    journal.run([tk.CheckpointTask(spec("a"))])
+    journal.run([tk.DropTask("f1", "a"), tk.CheckpointTask(spec("a"))])  # removed, then a fresh log
+    journal.reap_dropped()
+    assert cp.recycled == 0 and cp.task_log("f1", "a").stat().st_size > 0
+
+
+def test_an_id_reused_during_the_sweep_waits_for_it(journal: Journal, monkeypatch: pytest.MonkeyPatch) -> None:
+    cp = journal.checkpoint
+    journal.run([tk.CheckpointTask(spec("a"))])
+    journal.run([tk.DropTask("f1", "a")])
+    order: list[str] = []
+    sweeping, go_on = threading.Event(), threading.Event()
+    recycle = cp.recycle_task
+
+    def slow_recycle(fid: str, tid: str) -> None:
+        sweeping.set()
+        assert go_on.wait(10)
+        recycle(fid, tid)
+        order.append("recycled")
+
+    monkeypatch.setattr(cp, "recycle_task", slow_recycle)
+    sweep = threading.Thread(target=journal.reap_dropped)
+    sweep.start()
+    assert sweeping.wait(10)
+    launch = threading.Thread(target=lambda: (journal.run([tk.CheckpointTask(spec("a"))]), order.append("written")))
+    launch.start()
+    deadline = time.monotonic() + 10
+    while not journal._drops_lock._waiters:  # type: ignore[attr-defined]  # the launch waits on the sweep
+        assert time.monotonic() < deadline, "the launch did not wait for the sweep"
+        time.sleep(0.001)  # polling a condition with a deadline
+    go_on.set()
+    sweep.join(10)
+    launch.join(10)
+    assert order == ["recycled", "written"]
+    rec, log, _, _ = cp.read_task_log(cp.task_log("f1", "a"))  # the new log, whole
+    assert rec.task.task_id.value == "a" and log.updates == ()
+    assert cp.recycled == 1 and cp.reused == 1  # the old log went to the pool, and came back for the new one
