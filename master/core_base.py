@@ -11,7 +11,6 @@ from collections.abc import Iterable
 import attrs
 
 from master.alloc_port import AllocatorPort
-from master.lifecycles import AgentPhase
 from master.maintenance import InverseOfferBook, MaintenanceBook
 from master.ratelimit import TokenBucket
 from master.records import AgentRec, FrameworkRec
@@ -151,9 +150,6 @@ class CoreData:
         self.agent_unavailability: dict[str, mesos.Unavailability] = {}
         self.inverse_due: float | None = None  # when to look for inverse offers to make
         self.maintenance_refused = 0  # registrations refused because the agent's machine is DOWN
-
-    def recovering(self) -> bool:
-        return any(a.phase is AgentPhase.RECOVERED for a in self.agents.values())
 
 
 def roles_of(info: mesos.FrameworkInfo) -> tuple[str, ...]:

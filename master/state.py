@@ -290,7 +290,7 @@ class MasterState(CoreData):
         return min(min(ds), now + self.cfg.ping_interval)
 
 
-    # --- sending (every book sends through these) --------------------------------------------
+    # --- what every book uses: sending, deadlines ----------------------------------------------
 
     def _send(self, fw: FrameworkRec, event: mesos.Event, fx: list[Effect]) -> None:
         if fw.stream_id is not None and fw.phase is FrameworkPhase.SUBSCRIBED:
@@ -305,6 +305,10 @@ class MasterState(CoreData):
             return False
         fx.append(SendToAgent(ag.conn_id, body))
         return True
+
+    def recovering(self) -> bool:
+        """Agents from the registry may still come back (the re-registration window)."""
+        return any(a.phase is AgentPhase.RECOVERED for a in self.agents.values())
 
     def _touch(self, deadline: float) -> None:
         """A new housekeeping deadline exists (an agent registered, a framework disconnected...)."""

@@ -56,3 +56,27 @@ def test_no_module_over_800_lines() -> None:
     files = [*modules(), *sorted((MASTER.parent / "protocol").rglob("*.py"))]
     big = {str(p.relative_to(MASTER.parent)): n for p in files if (n := len(p.read_text().splitlines())) > MAX_LINES}
     assert big == {}
+
+
+BOOKS = {
+    "framework_book.py": "FrameworkBook", "task_book.py": "TaskBook", "agents.py": "AgentBook",
+    "offer_book.py": "OfferBook", "maintenance_rules.py": "MaintenanceRules", "accept.py": "AcceptBook",
+    "operator_events.py": "OperatorFeed",
+}  # fmt: skip
+
+
+def test_the_core_is_composed_of_books_not_a_mixin_chain() -> None:
+    """Each book is a plain class holding the core as its port; none imports ``master.state``;
+    ``MasterState``'s one base is ``CoreData``, which holds records only (``__init__``)."""
+    for name, cls in BOOKS.items():
+        tree = ast.parse((MASTER / name).read_text())
+        (node,) = [n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == cls]
+        assert node.bases == [], f"{cls} inherits"
+        imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
+        assert "master.state" not in imported, f"{name} imports master.state"
+    state = ast.parse((MASTER / "state.py").read_text())
+    (ms,) = [n for n in state.body if isinstance(n, ast.ClassDef) and n.name == "MasterState"]
+    assert [b.id for b in ms.bases if isinstance(b, ast.Name)] == ["CoreData"]
+    base = ast.parse((MASTER / "core_base.py").read_text())
+    (cd,) = [n for n in base.body if isinstance(n, ast.ClassDef) and n.name == "CoreData"]
+    assert cd.bases == [] and [f.name for f in cd.body if isinstance(f, ast.FunctionDef)] == ["__init__"]
