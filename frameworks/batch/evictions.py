@@ -1,7 +1,7 @@
 """Priority preemption under way (pure): which tasks are evicted for which job, and what the
-planner must keep for the preemptor meanwhile. Which victims to choose is
-``frameworks.batch.preempt``'s decision; this module feeds it the candidates and carries it out
-(kills, notes, events), one preemption at a time.
+planner must keep for the preemptor meanwhile. Which victims to choose is the ``victims`` hook's
+decision (``preempt.VictimPolicy``; ``frameworks.batch.preempt.choose`` by default); this module
+feeds it the candidates and carries it out (kills, notes, events), one preemption at a time.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from frameworks.batch.book import JobBook, event, note
 from frameworks.batch.effects import Effect, Kill, Persist
 from frameworks.batch.model import JobSpec
 from frameworks.batch.planner import AgentCapacity, JobView, OfferView, Plan, job_order_key, matches
-from frameworks.batch.preempt import Candidate, Need, choose
+from frameworks.batch.preempt import Candidate, Need, VictimPolicy, choose
 from frameworks.batch.records import JobRecord, TaskRecord, mark_unsaved
 from frameworks.batch.timeline import offerless
 from protocol.resources import Resources
@@ -43,8 +43,9 @@ class Preemption:
 class Evictions:
     """The preemptions under way, by preemptor job."""
 
-    def __init__(self, book: JobBook, preempt_queues: frozenset[str]) -> None:
+    def __init__(self, book: JobBook, preempt_queues: frozenset[str], victims: VictimPolicy = choose) -> None:
         self.book = book
+        self.victims = victims
         # jobs of these queues preempt as if submitted with ``preempt`` (a per-queue setting)
         self.queues = preempt_queues
         self.under_way: dict[int, Preemption] = {}
@@ -180,7 +181,7 @@ class Evictions:
                     )
                 )
         need = Need(view.job_id, spec.priority, spec.resources().scalars(), count)
-        victims = choose(need, free, candidates)
+        victims = self.victims(need, free, candidates)
         if not victims:
             return []
         effects: list[Effect] = []

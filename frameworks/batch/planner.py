@@ -7,7 +7,8 @@ only uses offers allocated to its queue's role and agents whose attributes match
 constraints. Given a ``LimitBook`` (``limits.py``), a job over one of its owner's or queue's
 limits places nothing (or only what fits under them) and waits with the limit as its reason,
 holding nothing. A gang (``spec.gang`` tasks that must start
-together) is placed tentatively, like a Volcano statement: committed whole or discarded.
+together) is placed tentatively (``protocol.placement.Tentative``), like a Volcano statement:
+committed whole or discarded.
 
 Backfill: the highest-priority gang that cannot start yet becomes the *head gang*; whatever it
 could already use is held for it (its offers are kept, not declined) and lower-priority jobs
@@ -37,6 +38,7 @@ from frameworks.batch.backfill import Release, Reservation, earliest_start
 from frameworks.batch.limits import LimitBook, Need
 from frameworks.batch.model import JobSpec
 from frameworks.client.placement import attribute_equals, pick, pick_ports
+from protocol.placement import Tentative
 from protocol.resources import Resources
 
 __pure__ = True
@@ -284,10 +286,12 @@ def _fmt(x: float) -> str:
 
 
 def _fill(
-    job: JobView, want: Resources, offers: Sequence[OfferView], free: dict[str, Resources], most: int | None = None
+    job: JobView, want: Resources, offers: Sequence[OfferView], draft: Tentative[str, Placement],
+    most: int | None = None,
 ) -> list[Placement]:
     """Place ``job``'s pending tasks one by one, best fit: each on the eligible offer with the
-    least cpus left after placing it. ``free`` is updated.
+    least cpus left after placing it, in ``draft`` (its working copy of the offers' free
+    resources); returns the placements made.
 
     The tasks are alike, so this is one pass over the eligible offers sorted by free cpus (a
     stable sort: the first of equals wins): the offer a task went to is still the tightest for
@@ -295,16 +299,18 @@ def _fill(
     shrinks). O(offers log offers + tasks) instead of O(tasks x offers).
     """
     spec = job.spec
+    free = draft.free
     order = sorted(
-        (o for o in offers if has_room(free[o.offer_id]) and matches(spec, o)),
-        key=lambda o: free[o.offer_id].scalar("cpus"),
+        (o for o in offers if has_room(free(o.offer_id)) and matches(spec, o)),
+        key=lambda o: free(o.offer_id).scalar("cpus"),
     )
 
     def fits(offer: OfferView, ports: int) -> Resources | None:
-        got = carve(free[offer.offer_id], want, spec.queue, spec.preemptible)
+        have = free(offer.offer_id)
+        got = carve(have, want, spec.queue, spec.preemptible)
         if got is None or not ports:
             return got
-        chosen = pick_ports(free[offer.offer_id] - got, ports, spec.queue)
+        chosen = pick_ports(have - got, ports, spec.queue)
         return None if chosen is None else got + chosen
 
     out: list[Placement] = []
@@ -328,8 +334,9 @@ def _fill(
             if got is None:
                 break
             offer = order[k]
-        free[offer.offer_id] = free[offer.offer_id] - got
-        out.append(Placement(job.job_id, index, offer.offer_id, offer.agent_id, got))
+        placement = Placement(job.job_id, index, offer.offer_id, offer.agent_id, got)
+        draft.place(offer.offer_id, got, placement)
+        out.append(placement)
     return out
 
 
@@ -401,21 +408,20 @@ def plan(
         if needs_gang and head is not None:
             reasons[job.job_id] = f"gang 0/{spec.gang_size} placed; behind gang job {head.job_id}"
             continue
-        trial = dict(free)
-        hidden = _hide(job, active, trial, now)
-        tentative = _fill(job, spec.resources(), offers, trial, most)
+        draft: Tentative[str, Placement] = Tentative(free)
+        hidden = _hide(job, active, draft, now)
+        tentative = _fill(job, spec.resources(), offers, draft, most)
         for oid, part in hidden.items():
-            trial[oid] = trial[oid] + part  # what it could not use stays for the others
+            draft.release(oid, part)  # what it could not use stays for the others
         gang = spec.gang_size if needs_gang else 1
         if reservation is None and releases and (len(tentative) < gang if needs_gang else not tentative):
             # the first job that cannot start: its reservation binds the jobs after it
             need = gang - len(tentative) if needs_gang else 1
-            reservation = _reserve(job, need, offers, trial, releases, now)
+            reservation = _reserve(job, need, offers, draft.working(), releases, now)
             if reservation is not None:
                 active.append(reservation)
         if len(tentative) >= gang or (not needs_gang and tentative):
-            placements += tentative
-            free = trial
+            placements += draft.commit(free)
             if book is not None:
                 book.take(job.user, spec.queue, need_of(spec), len(tentative), starts_job=job.active == 0)
             if len(tentative) < len(job.pending):
@@ -428,6 +434,7 @@ def plan(
                 reasons[job.job_id] = f"{len(tentative)} of {len(job.pending)} pending tasks placed; {why}"
             continue
         if not needs_gang:
+            draft.discard()
             reasons[job.job_id] = cannot_fit(spec, 1, capacity) or shortfall(spec, offers, free, job.pending[0])
             if reservation is not None and reservation.job_id == job.job_id:
                 reasons[job.job_id] += f"; reserved to start in {reservation.start_at - now:.0f}s"
@@ -438,8 +445,9 @@ def plan(
             why = f"gang 0/{gang} placed; waiting for {gang} x {shape_text(spec.resources())} to be offered together"
         else:
             nxt = job.pending[len(tentative)] if len(tentative) < len(job.pending) else None
-            why = f"gang {len(tentative)}/{gang} placed; {shortfall(spec, offers, trial, nxt)}"
+            why = f"gang {len(tentative)}/{gang} placed; {shortfall(spec, offers, draft.working(), nxt)}"
         if job.hold_since is not None and now - job.hold_since >= gang_timeout:
+            draft.discard()
             released = job.job_id
             reasons[job.job_id] = f"{why}; released held resources after {gang_timeout:g}s"
             continue
@@ -448,9 +456,11 @@ def plan(
             why += f"; reserved to start in {reservation.start_at - now:.0f}s"
         reasons[job.job_id] = why
         if tentative:
-            free = trial  # protected: lower-priority jobs must not take these
+            draft.commit(free)  # protected: lower-priority jobs must not take these
             held.update(p.offer_id for p in tentative)
             held_placements = tuple(tentative)
+        else:
+            draft.discard()
 
     return Plan(
         placements=tuple(placements),
@@ -486,19 +496,22 @@ def _part(available: Resources, amounts: Mapping[str, float]) -> Resources:
     return Resources.sum(parts)
 
 
-def _hide(job: JobView, active: Sequence[Reservation], trial: dict[str, Resources], now: float) -> dict[str, Resources]:
-    """Take out of ``trial`` what the reservations made before ``job``'s turn hold, unless
-    the job is done before they start; returns what was taken, per offer."""
+def _hide(
+    job: JobView, active: Sequence[Reservation], draft: Tentative[str, Placement], now: float
+) -> dict[str, Resources]:
+    """Hold in ``draft`` what the reservations made before ``job``'s turn hold, unless the job
+    is done before they start; returns what was held, per offer."""
     hidden: dict[str, Resources] = {}
     for r in active:
         if r.job_id == job.job_id or finishes_by(job, r.start_at, now):
             continue
         for oid, amounts in r.hold.items():
-            if oid not in trial:
+            have = draft.get(oid)
+            if have is None:
                 continue
-            part = _part(trial[oid], amounts)
+            part = _part(have, amounts)
             if part:
-                trial[oid] = trial[oid] - part
+                draft.hold(oid, part)
                 hidden[oid] = hidden.get(oid, Resources.empty()) + part
     return hidden
 

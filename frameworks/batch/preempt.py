@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Mapping, Sequence
+from typing import Protocol
 
 import attrs
 
@@ -113,6 +114,17 @@ def _agent_options(
                 if k not in best or cost < best[k][0]:
                     best[k] = (cost, combo)
     return best
+
+
+class VictimPolicy(Protocol):
+    """The victim-selection hook of batch preemption (``Evictions(..., victims=...)``): given the
+    preemptor's need, what is free for it per agent and the candidate tasks, the tasks to evict
+    (``()`` when none need to go, None when evicting every candidate would not be enough).
+    ``choose`` (fewest tasks, then lowest priorities, then the last started) is the default."""
+
+    def __call__(
+        self, need: Need, free: Mapping[str, Mapping[str, float]], candidates: Sequence[Candidate]
+    ) -> tuple[Candidate, ...] | None: ...
 
 
 def choose(

@@ -67,10 +67,13 @@ from frameworks.elastic.jobs import (
 from frameworks.elastic.slots import count_slots, pick_revocable, reference_shape
 from frameworks.elastic.spec import JobSpec
 from frameworks.elastic.state import IllegalTransition, JobState, Transition
+from protocol.placement import Tentative
 from protocol.resources import Resources
 from protocol.task_states import TaskState, is_terminal
 
 __pure__ = True
+
+Placed = tuple[OfferSlot, Resources, bool]  # a worker's offer, its resources, revocable or not
 
 
 class ElasticCore:
@@ -438,7 +441,7 @@ class ElasticCore:
         return WorkerLaunch(job.job_id, task_id, idx, res, revocable)
 
     def _launches(
-        self, job: Job, placed: list[tuple[OfferSlot, Resources, bool]], now: float
+        self, job: Job, placed: list[Placed], now: float
     ) -> list[Effect]:
         by_offer: dict[str, tuple[OfferSlot, list[WorkerLaunch]]] = {}
         for offer, res, rev in placed:
@@ -451,8 +454,8 @@ class ElasticCore:
         return out
 
     def _place_one(
-        self, job: Job, revocable: bool, offers: Sequence[OfferSlot], avail: dict[str, Resources]
-    ) -> tuple[OfferSlot, Resources, bool] | None:
+        self, job: Job, revocable: bool, offers: Sequence[OfferSlot], draft: Tentative[str, Placed]
+    ) -> Placed | None:
         shape = job.shape()
         role = job.spec.role if job.spec.role != "*" else None
         # spread: agents holding fewer of this job's workers first
@@ -461,13 +464,14 @@ class ElasticCore:
             if w.counted:
                 per_agent[w.agent_id] = per_agent.get(w.agent_id, 0) + 1
         for o in sorted(offers, key=lambda o: per_agent.get(o.agent_id, 0)):
-            have = avail.get(o.offer_id)
+            have = draft.get(o.offer_id)
             if have is None:
                 continue
             chosen = pick_revocable(have, shape, role) if revocable else pick(have, shape, role)
             if chosen is not None:
-                avail[o.offer_id] = have - chosen
-                return o, chosen, revocable
+                placed = (o, chosen, revocable)
+                draft.place(o.offer_id, chosen, placed)
+                return placed
         return None
 
     def _start(
@@ -476,15 +480,12 @@ class ElasticCore:
         if now < job.backoff_until:
             return []
         n = job.spec.scaling.min_workers
-        trial = dict(avail)
-        placed: list[tuple[OfferSlot, Resources, bool]] = []
+        draft: Tentative[str, Placed] = Tentative(avail)  # the gang of its minimum: all or nothing
         for _ in range(n):
-            p = self._place_one(job, False, offers, trial)
-            if p is None:
+            if self._place_one(job, False, offers, draft) is None:
+                draft.discard()
                 return []  # not all of the minimum fits yet: take nothing
-            placed.append(p)
-        avail.update(trial)
-        out = self._launches(job, placed, now)
+        out = self._launches(job, draft.commit(avail), now)
         if job.state is JobState.PENDING:
             self._move(job, JobState.STARTING, f"launching the gang of its minimum ({n} workers)", now)
         return out
@@ -500,12 +501,11 @@ class ElasticCore:
     ) -> list[Effect]:
         if now < job.backoff_until:
             return []
-        placed = []
+        draft: Tentative[str, Placed] = Tentative(avail)  # as many as fit: all of them are kept
         for _ in range(count):
-            p = self._place_one(job, revocable, offers, avail)
-            if p is None:
+            if self._place_one(job, revocable, offers, draft) is None:
                 break
-            placed.append(p)
+        placed = draft.commit(avail)
         return self._launches(job, placed, now) if placed else []
 
     def _shrink(self, job: Job, count: int, revocable: bool, why: str, now: float) -> list[Effect]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import attrs
 
 from master.allocator.sorter import DRFSorter, SorterFactory
+from master.allocator.victims import LowestPriorityLargestFirst, VictimPolicy
 
 __pure__ = True
 
@@ -34,6 +35,8 @@ class AllocatorConfig:
       the ``sorter.Sorter`` ordering a node's child roles, and a role's frameworks (and the
       revocable stage's frameworks); weighted DRF by default, as Mesos' ``--role_sorter`` /
       ``--framework_sorter``. ``sorter.AgeSorter`` serves first come, first served.
+    - ``victims``: which revocable tasks are revoked when their backing shrinks
+      (``victims.VictimPolicy``; lowest priority first, larger first by default).
     - ``fast_paths``: run the one-role DRF stage as its tight loop (``passes._regular_one_role``);
       False runs the general loop instead. Both decide exactly alike (the differential test
       ``tests/property/allocator/test_fast_path_differential.py``); only the speed differs.
@@ -53,4 +56,5 @@ class AllocatorConfig:
     idle_rescind_for_fairness: bool = True
     role_sorter: SorterFactory = DRFSorter
     framework_sorter: SorterFactory = DRFSorter
+    victims: VictimPolicy = attrs.field(factory=LowestPriorityLargestFirst)
     fast_paths: bool = True

@@ -3,7 +3,8 @@ offers back from frameworks above their fair share when a role below it waits.
 
 Unmet demands are served before plain DRF, in a stable order: higher priority first; at equal
 priority gangs before single units, gangs by age, others by their role's DRF share then age. A
-gang that cannot get ``gang_min`` units at once gets nothing (a tentative plan is discarded), so
+gang that cannot get ``gang_min`` units at once gets nothing (its ``protocol.placement.Tentative``
+plan is discarded), so
 two gangs never each hold part of what both need.
 """
 
@@ -19,6 +20,7 @@ from master.allocator.passes import Headroom
 from master.allocator.quantities import add_into, port_count, shrink, take, take_ports, units_that_fit
 from master.allocator.sorter import Scalars
 from master.allocator.state import EMPTY, AgentState, DemandState, OfferState
+from protocol.placement import Tentative
 from protocol.resources import Resources
 
 __pure__ = True
@@ -61,7 +63,8 @@ def demand_stage(
         room = ledger.roles.headroom_limit(d.role)
         room = dict(room) if room else None
         quota_room = headroom.room_for(d.role) if headroom is not None and headroom.active else None
-        plan: list[tuple[AgentState, int]] = []
+        # the units placed on agents, tentatively: a gang short of gang_min discards them all
+        plan: Tentative[str, tuple[AgentState, int]] = Tentative({})
         held = _held_units(ledger, d, need) if gang_need else []
         planned = sum(k for _, k in held)
         gpu_skipped = 0  # agents passed over because they have GPUs the framework cannot take
@@ -91,9 +94,10 @@ def demand_stage(
                 k = min(k, port_count(avail) // d.ports)
                 if k <= 0:
                     continue
-            if why_not(DEMAND, ledger, fw, d.role, agent, _shaped(avail, d, k), triple=False) is not None:
+            units = _shaped(avail, d, k)
+            if why_not(DEMAND, ledger, fw, d.role, agent, units, triple=False) is not None:
                 continue
-            plan.append((agent, k))
+            plan.place(agent.agent_id, units, (agent, k), units=k)
             planned += k
             if room is not None:
                 add_into(room, {n: v * k for n, v in d.shape_scalars.items()}, -1.0)
@@ -103,7 +107,8 @@ def demand_stage(
                 break
         gpu_note = f"; {gpu_skipped} agent(s) skipped: {GPU_REASON}" if gpu_skipped else ""
         if gang_need and planned < gang_need:
-            held_note = f", {planned - sum(k for _, k in plan)} of them in offers it holds" if held else ""
+            plan.discard()
+            held_note = f", {planned - plan.units} of them in offers it holds" if held else ""
             why[fw.framework_id] = (
                 f"gang {d.gang_id}: insufficient resources ({planned} of {gang_need} units placeable at once"
                 f"{held_note})" + gpu_note
@@ -115,7 +120,7 @@ def demand_stage(
                 o.demand_units = {}
             o.demand_units[d.seq] = o.demand_units.get(d.seq, 0) + k
             d.in_offers += k
-        for agent, k in plan:
+        for agent, k in plan.commit():
             exact = _shaped(available_to(agent, d.role), d, k)
             if headroom is not None and headroom.active:
                 headroom.consume(exact.unreserved().scalars(), headroom.own_deficit(d.role))

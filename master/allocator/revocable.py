@@ -6,8 +6,9 @@ Allocation slack handed out is moved into the agent's ``lent`` (it counts as all
 regular ledger, never toward anyone's guarantee or DRF share). When the usage estimate shrinks,
 or the owner (the reservation's role, or a quota role below its guarantee) wants its resources
 back, outstanding revocable offers are rescinded first; if revocable allocations still exceed
-what backs them, tasks are revoked — lowest priority first, larger tasks first so that as few
-tasks as possible go — with a grace period.
+what backs them, tasks are revoked with a grace period; which ones is the ``VictimPolicy`` hook's
+choice (``victims.py``; by default lowest priority first, larger tasks first so that as few
+tasks as possible go).
 """
 
 from __future__ import annotations
@@ -182,26 +183,13 @@ def enforce(ledger: Ledger, agent: AgentState, reason: str, out: list[Decision],
         ledger.settle_lent(agent)
         return
     over = agent.rev_allocated - backing
-    victims = [
+    candidates = [
         ledger.tasks[k] for k in agent.tasks if ledger.tasks[k].revocable and not ledger.tasks[k].revoking
     ]
-    victims.sort(key=lambda t: (t.priority, -_size(t), t.framework_id, t.task_id))
-    chosen: list[TaskAlloc] = []
-    freed = EMPTY
-    for task in victims:
-        if freed.contains(over):
-            break
-        if not (over - freed).scalars().keys() & task.revocable.scalars().keys():
-            continue
-        chosen.append(task)
-        freed = freed + task.revocable
+    chosen = ledger.config.victims.choose(candidates, over)  # the hook (``victims.py``)
     by_fw: dict[str, list[str]] = {}
     for task in chosen:
         task.revoking = True
         by_fw.setdefault(task.framework_id, []).append(task.task_id)
     for fid, tids in by_fw.items():
         out.append(Revoke(fid, agent.agent_id, tuple(tids), ledger.config.revocation_grace_seconds, reason))
-
-
-def _size(task: TaskAlloc) -> float:
-    return sum(task.revocable.scalars().values())
