@@ -449,13 +449,13 @@ class BatchService(FrameworkHost):
             elif isinstance(e, Launch):
                 launches.append(e)  # sent together with the launches next to it
                 continue
-            elif isinstance(e, DeclareDemand):
-                driver.demands.replace(e.demands)
-                self._send_demand_soon()
-                continue
             await self._launch_all(launches)
             launches = []
-            await self.call_master(e)
+            if isinstance(e, DeclareDemand):  # after what came before it (a REVIVE, ACCEPTs), unawaited
+                driver.demands.replace(e.demands)
+                self._send_demand_soon()
+            else:
+                await self.call_master(e)
         await self._launch_all(launches)
 
     def _send_demand_soon(self) -> None:
@@ -463,7 +463,8 @@ class BatchService(FrameworkHost):
 
         The REQUEST only informs the allocator (what the framework would place); nothing this
         framework decides waits on it, so a round that sent a REVIVE starts the round with the
-        offers as soon as they come, not after the REQUEST's round trip as well. One sender at a
+        offers as soon as they come, not after the REQUEST's round trip as well. It still leaves
+        after the calls before it in the round (the REVIVE, the ACCEPTs). One sender at a
         time, always sending the latest book (``send_demand`` sends nothing when it is unchanged),
         so the master never sees an older book after a newer one."""
         if self._demand_sender is None or self._demand_sender.done():
