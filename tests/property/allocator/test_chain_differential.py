@@ -41,21 +41,25 @@ from master.allocator import (
     WeightSet,
 )
 from master.allocator.constraints import AttributeConstraint, Predicate
+from master.allocator.sorter import AgeSorter, DRFSorter, SorterFactory
 from protocol.resources import Resources
 
 ROLES = ("a", "b", "a/x", "b/y")
 CAPS = ("REUSABLE_OFFERS", "GPU_RESOURCES", "REVOCABLE_RESOURCES")
 
 
-def _config(fast: bool) -> AllocatorConfig:
-    return AllocatorConfig(offer_id_prefix="c", offer_idle_timeout=20.0, offer_timeout=50.0, fast_paths=fast)
+def _config(fast: bool, sorter: SorterFactory = DRFSorter) -> AllocatorConfig:
+    return AllocatorConfig(offer_id_prefix="c", offer_idle_timeout=20.0, offer_timeout=50.0, fast_paths=fast,
+                           role_sorter=sorter, framework_sorter=sorter)
 
 
 class CompiledAndChain(RuleBasedStateMachine):
+    sorter: SorterFactory = DRFSorter
+
     def __init__(self) -> None:
         super().__init__()
-        self.fast = Allocator(_config(True))
-        self.chain = Allocator(_config(False))
+        self.fast = Allocator(_config(True, self.sorter))
+        self.chain = Allocator(_config(False, self.sorter))
         self.now = 0.0
         self.n_agents = self.n_fws = self.n_tasks = 0
 
@@ -177,3 +181,15 @@ CompiledAndChain.TestCase.settings = settings(
     max_examples=80, stateful_step_count=40, deadline=None, suppress_health_check=[HealthCheck.too_slow]
 )
 TestCompiledAndChain = CompiledAndChain.TestCase
+
+
+class AgeOrderCompiledAndChain(CompiledAndChain):
+    """The same under another sorter: the fast paths do not depend on DRF's order."""
+
+    sorter = AgeSorter
+
+
+AgeOrderCompiledAndChain.TestCase.settings = settings(
+    max_examples=30, stateful_step_count=40, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
+TestAgeOrderCompiledAndChain = AgeOrderCompiledAndChain.TestCase
