@@ -12,12 +12,13 @@ connection -> agent id); the book reaches them, and the books it tells, through 
 from __future__ import annotations
 
 import ipaddress
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Protocol
 
 from master import registry_ops as ops
 from master.alloc_port import AllocatorPort
 from master.allocator import events as ae
-from master.core_base import EMPTY, TS, R, StateConfig, _attr_dict, _attrs_string
+from master.core_base import EMPTY, TS, R, StateConfig, _attr_dict, _attrs_from_string, _attrs_string
 from master.events import (
     AgentDrainRequested,
     CloseAgent,
@@ -89,6 +90,35 @@ class AgentBook:
 
     def __init__(self, core: AgentHost) -> None:
         self.core = core
+
+    def recover(self, entries: Iterable[ops.AgentEntry], principals: Iterable[tuple[str, str]], now: float) -> None:
+        """The registry's agents after a (re)start: RECOVERED (with ``agent_reregister_timeout``
+        to re-register) or still UNREACHABLE; the principal each agent id is bound to."""
+        core = self.core
+        for e in entries:
+            try:
+                total = Resources.parse(e.resources)
+                reservations = Resources.parse(e.reservations) if e.reservations else EMPTY
+            except ResourceError:
+                total, reservations = EMPTY, EMPTY
+            phase = AgentPhase.UNREACHABLE if e.unreachable_since is not None else AgentPhase.RECOVERED
+            core.agents[e.agent_id] = AgentRec(
+                agent_id=e.agent_id,
+                hostname=e.hostname,
+                port=e.port,
+                total=total,
+                phase=phase,
+                registered_time=e.registered_at,
+                attributes=_attrs_from_string(e.attributes),
+                unreachable_since=e.unreachable_since,
+                reservations=reservations,
+                draining=e.draining,
+                drain=DrainMode(e.drain_max_grace, e.drain_mark_gone) if e.drain_kill else None,
+                drained=e.drained,
+            )
+        if any(a.phase is AgentPhase.RECOVERED for a in core.agents.values()):
+            core.recovery_deadline = now + core.cfg.agent_reregister_timeout
+        core.agent_principals.update(principals)
 
     def reservation_problem(self, agent_id: str, resources: Resources, reserve: bool) -> str | None:
         """Why an operator (un)reservation cannot be applied now, or None."""

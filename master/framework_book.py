@@ -87,6 +87,21 @@ class FrameworkBook:
     def __init__(self, core: FrameworkHost) -> None:
         self.core = core
 
+    def recover(self, entries: Iterable[ops.FrameworkEntry], removed: Iterable[str], now: float) -> None:
+        """The registry's frameworks after a (re)start: RECOVERED until their deadline (the one
+        persisted when they disconnected, else their failover timeout, at least the agents'
+        re-registration window, from now); the ids removed for good."""
+        core = self.core
+        grace = core.cfg.agent_reregister_timeout
+        for f in entries:
+            try:
+                info = codec.decode_msgpack(mesos.FrameworkInfo, f.info)
+            except codec.DecodeError:
+                continue
+            deadline = f.deadline if f.deadline is not None else now + max(f.failover_timeout, grace)
+            core.frameworks[f.framework_id] = self.new(f.framework_id, info, FrameworkPhase.RECOVERED, f.registered_at, deadline)
+        core.removed_framework_ids |= set(removed)
+
     def new(
         self, fid: str, info: mesos.FrameworkInfo, phase: FrameworkPhase, now: float, deadline: float | None = None
     ) -> FrameworkRec:

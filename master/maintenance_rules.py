@@ -79,6 +79,13 @@ class MaintenanceRules:
     def __init__(self, core: MaintenanceHost) -> None:
         self.core = core
 
+    def recover(self, encoded: str) -> None:
+        """The registry's maintenance modes after a (re)start (the last ``MaintenanceSet``)."""
+        try:
+            self.core.maintenance = MaintenanceBook.decode(encoded)
+        except (ValueError, KeyError, TypeError):
+            self.core.maintenance = MaintenanceBook()  # (never written so: only a damaged registry)
+
     def problem(self, ev: MaintenanceEvent) -> str | None:
         """Why the machine modes do not allow ``ev`` now (answered 400), or None."""
         book = self.core.maintenance

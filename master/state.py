@@ -54,7 +54,7 @@ from master.accept_checks import sane_refuse
 from master.agents import AgentBook
 from master.alloc_port import AllocatorPort
 from master.allocator import events as ae
-from master.core_base import CT, EMPTY, CoreData, StateConfig, _attrs_from_string
+from master.core_base import CT, CoreData, StateConfig
 from master.events import (
     AclsReplaced,
     AgentConnected,
@@ -83,15 +83,14 @@ from master.events import (
 )
 from master.framework_book import FrameworkBook
 from master.lifecycles import AgentPhase, FrameworkPhase
-from master.maintenance import MaintenanceBook
 from master.maintenance_rules import MaintenanceRules
 from master.offer_book import OfferBook
 from master.operator_events import OperatorFeed
 from master.read_model import FrameworkView, MaintenanceEvent
-from master.records import AgentRec, DrainMode, FrameworkRec
+from master.records import FrameworkRec
 from master.task_book import TaskBook
 from protocol import agent_channel as ac
-from protocol import codec, mesos
+from protocol import mesos
 from protocol.mesos.scheduler import OfferConstraints
 from protocol.resources import ResourceError, Resources
 from protocol.task_states import TaskState
@@ -139,41 +138,8 @@ class MasterState(CoreData):
         """Load what the registry holds after a (re)start. Agents come back as RECOVERED and have
         ``agent_reregister_timeout`` to re-register; frameworks as RECOVERED with their deadline."""
         fx: list[Effect] = []
-        for e in snap.agents:
-            try:
-                total = Resources.parse(e.resources)
-                reservations = Resources.parse(e.reservations) if e.reservations else EMPTY
-            except ResourceError:
-                total, reservations = EMPTY, EMPTY
-            phase = AgentPhase.UNREACHABLE if e.unreachable_since is not None else AgentPhase.RECOVERED
-            self.agents[e.agent_id] = AgentRec(
-                agent_id=e.agent_id,
-                hostname=e.hostname,
-                port=e.port,
-                total=total,
-                phase=phase,
-                registered_time=e.registered_at,
-                attributes=_attrs_from_string(e.attributes),
-                unreachable_since=e.unreachable_since,
-                reservations=reservations,
-                draining=e.draining,
-                drain=DrainMode(e.drain_max_grace, e.drain_mark_gone) if e.drain_kill else None,
-                drained=e.drained,
-            )
-        if any(a.phase is AgentPhase.RECOVERED for a in self.agents.values()):
-            self.recovery_deadline = now + self.cfg.agent_reregister_timeout
-        grace = self.cfg.agent_reregister_timeout
-        for f in snap.frameworks:
-            try:
-                info = codec.decode_msgpack(mesos.FrameworkInfo, f.info)
-            except codec.DecodeError:
-                continue
-            deadline = f.deadline if f.deadline is not None else now + max(f.failover_timeout, grace)
-            self.frameworks[f.framework_id] = self.framework_book.new(
-                f.framework_id, info, FrameworkPhase.RECOVERED, f.registered_at, deadline
-            )
-        self.removed_framework_ids |= set(snap.removed_frameworks)
-        self.agent_principals.update(snap.agent_principals)
+        self.agent_book.recover(snap.agents, snap.agent_principals, now)
+        self.framework_book.recover(snap.frameworks, snap.removed_frameworks, now)
         for q in snap.quotas:
             try:
                 self.offer_book.set_quota(q.role, Resources.parse(q.guarantee), Resources.parse(q.limit) if q.limit else None, now)
@@ -181,10 +147,7 @@ class MasterState(CoreData):
                 continue
         for w in snap.weights:
             self.offer_book.set_weight(w.role, w.weight, now)
-        try:
-            self.maintenance = MaintenanceBook.decode(snap.maintenance)
-        except (ValueError, KeyError, TypeError):
-            self.maintenance = MaintenanceBook()  # (never written so: only a damaged registry)
+        self.maintenance_rules.recover(snap.maintenance)
         self.housekeeping_at = self._housekeeping_scan(now)
         return fx
 

@@ -122,3 +122,23 @@ def test_reservation_problems_name_what_is_wrong() -> None:
     assert book.reservation_problem(aid, Resources.parse("cpus(ops):9"), True) == f"Agent {aid} has no free unreserved cpus:9"
     assert book.reservation_problem(aid, dyn, True) is None
     assert book.reservation_problem(aid, dyn, False) == f"{dyn} is not reserved and free on agent {aid}"
+
+
+def test_recovered_agents_wait_for_re_registration_and_unreachable_ones_stay_unreachable() -> None:
+    h = Harness(agent_reregister_timeout=60.0)
+    book, st = h.state.agent_book, h.state
+    book.recover((
+        ops.AgentEntry("a1", "h1", 5051, "cpus:2;mem:512", attributes="rack:r1", registered_at=10.0, draining=True,
+                       drain_kill=True, drain_max_grace=5.0),
+        ops.AgentEntry("a2", "h2", 5051, "cpus:1;mem:256", unreachable_since=900.0),
+        ops.AgentEntry("a3", "h3", 5051, "not resources"),
+    ), (("a1", "p1"),), h.now)
+    a1, a2, a3 = st.agents["a1"], st.agents["a2"], st.agents["a3"]
+    assert (a1.phase, a1.total, a1.registered_time, a1.draining) == (
+        AgentPhase.RECOVERED, Resources.parse("cpus:2;mem:512"), 10.0, True)
+    assert a1.drain is not None and (a1.drain.max_grace, a1.drain.mark_gone) == (5.0, False)
+    assert [(a.name, a.text.value if a.text else None) for a in a1.attributes] == [("rack", "r1")]
+    assert (a2.phase, a2.unreachable_since) == (AgentPhase.UNREACHABLE, 900.0)
+    assert a3.total == Resources()  # (a damaged entry: no resources rather than no agent)
+    assert st.recovery_deadline == h.now + 60.0 and st.agent_principals == {"a1": "p1"}
+    assert st.recovering()

@@ -101,3 +101,20 @@ def test_removal_kills_the_tasks_shuts_the_framework_down_on_its_agents_and_clos
     assert h.state.agents[aid].tasks == set()
     view = h.alloc.agent_view(aid)
     assert view is not None and view.free == h.state.agents[aid].total
+
+
+def test_recovered_frameworks_keep_their_persisted_deadline_or_get_their_failover_timeout() -> None:
+    h = Harness(agent_reregister_timeout=60.0)
+    book, st = h.state.framework_book, h.state
+    info = framework_info("fw", failover_timeout=300.0)
+    book.recover((
+        ops.FrameworkEntry("f1", codec.encode_msgpack(info), 300.0, registered_at=5.0),
+        ops.FrameworkEntry("f2", codec.encode_msgpack(info), 10.0, registered_at=6.0, deadline=1234.0),
+        ops.FrameworkEntry("f3", b"\xc1", 0.0),  # (undecodable: skipped)
+    ), ("old",), h.now)
+    assert sorted(st.frameworks) == ["f1", "f2"]
+    f1, f2 = st.frameworks["f1"], st.frameworks["f2"]
+    assert (f1.phase, f1.deadline, f1.registered_time, f1.info.id) == (
+        FrameworkPhase.RECOVERED, h.now + 300.0, 5.0, mesos.FrameworkID("f1"))
+    assert (f2.phase, f2.deadline) == (FrameworkPhase.RECOVERED, 1234.0)
+    assert st.removed_framework_ids == {"old"}

@@ -119,3 +119,13 @@ def test_machine_down_shuts_the_agent_down_and_removes_it() -> None:
     assert [e.event.type for e in fx if isinstance(e, SendEvent)][-1] is ET.FAILURE
     assert aid not in st.agents and st.conns == {} and st.agent_unavailability == {}
     assert st.counters["slave_removals"] == 1
+
+
+def test_recovered_modes_come_from_the_registry_and_a_damaged_value_is_no_schedule() -> None:
+    h = Harness()
+    rules, st = h.state.maintenance_rules, h.state
+    book = MaintenanceBook(Schedule((Window((H1,), START, HOUR),)))
+    rules.recover(book.encode())
+    assert st.maintenance.schedule == book.schedule
+    rules.recover("{not json")
+    assert st.maintenance.empty()
