@@ -41,6 +41,7 @@ from master.allocator import (
     WeightSet,
 )
 from master.allocator.constraints import AttributeConstraint, Predicate
+from master.allocator.eligibility import chain, regular_eligible, why_not
 from master.allocator.sorter import AgeSorter, DRFSorter, SorterFactory
 from protocol.resources import Resources
 
@@ -175,6 +176,19 @@ class CompiledAndChain(RuleBasedStateMachine):
         assert {k: (v.free, v.lent) for k, v in self.fast.ledger.agents.items()} == {
             k: (v.free, v.lent) for k, v in self.chain.ledger.agents.items()
         }
+
+    @invariant()
+    def sorter_activity_is_the_chains_framework_part(self) -> None:
+        """``regular_eligible`` (which puts a framework in its role's sorter: the compiled form the
+        DRF and quota loops rely on) says what the chain's framework checks say."""
+        ledger = self.fast.ledger
+        if not ledger.agents:
+            return
+        agent = next(iter(ledger.agents.values()))
+        part = chain("framework_active", "role_offered", "role_not_suppressed", "plain_drf")
+        for fw in ledger.frameworks.values():
+            for role in ROLES:
+                assert regular_eligible(fw, role) == (why_not(part, ledger, fw, role, agent) is None)
 
 
 CompiledAndChain.TestCase.settings = settings(
