@@ -17,11 +17,23 @@ such as ``cpu,cpuacct``, share one directory):
 
 The task's wrapper joins every one of these cgroups (``echo $$ > .../cgroup.procs``) before it
 runs the task, so every process of the task is in them from its first instruction.
+
+Spare cgroups. Making a cgroup in five hierarchies and removing it again costs the agent more
+than most of a launch, so up to ``SPARE_CGROUPS`` task cgroups are kept ready under names no task
+can have (``+spare-<n>``): ``fill`` (the monitor's background thread) makes them, ``prepare``
+renames one to the task's name in every hierarchy before it writes the task's limits, and
+``release`` turns a task's cgroup back into a spare once every process has left it: its limits
+and counters reset to a new cgroup's (no memory or CPU limit, 1024 shares, ``pids.max`` max,
+``cpuacct.usage`` and the memory peak zeroed), then renamed. A cgroup still holding a process,
+or one a step fails on, is removed as before. A restarted agent removes every spare
+(``cleanup``: no task of its checkpoint has such a name).
 """
 
 from __future__ import annotations
 
+import collections
 import contextlib
+import itertools
 import logging
 import os
 import signal
@@ -48,6 +60,9 @@ from agent.isolation import (
 
 log = logging.getLogger(__name__)
 
+SPARE_CGROUPS = 16  # task cgroups kept ready (``fill``), and released ones kept for reuse
+SPARE_PREFIX = "+spare-"  # a task's cgroup name never has a "+" (``cgroup_probe.task_cgroup_name``)
+
 
 @attrs.define
 class _Task:
@@ -67,6 +82,11 @@ class CgroupV1Isolator:
         self.bases = bases  # controller -> this agent's base directory in its hierarchy
         self.options = options or CgroupOptions()
         self._tasks: dict[str, _Task] = {}
+        self._spare: collections.deque[str] = collections.deque()  # ready, in every hierarchy
+        self._spare_seq = itertools.count()
+        self.spare_made = 0  # spares made by ``fill``
+        self.spare_used = 0  # launches that took a spare
+        self.spare_returned = 0  # released cgroups turned into spares
 
     @classmethod
     def try_create(cls, bases: dict[str, str], options: CgroupOptions) -> tuple[CgroupV1Isolator | None, str]:
@@ -100,12 +120,105 @@ class CgroupV1Isolator:
 
     # --- life of a task --------------------------------------------------------------------------
 
+    # --- spare cgroups ---------------------------------------------------------------------------
+
+    def fill(self) -> int:
+        """Background thread: make spare cgroups until ``SPARE_CGROUPS`` are ready; how many."""
+        made = 0
+        while len(self._spare) < SPARE_CGROUPS:
+            name = f"{SPARE_PREFIX}{next(self._spare_seq)}"
+            dirs = [b / name for b in self._unique(self.bases)]
+            try:
+                for d in dirs:
+                    d.mkdir(parents=True)
+            except OSError as e:
+                log.debug("cgroups-v1: no spare cgroup %s: %s", name, e)
+                for d in dirs:
+                    with contextlib.suppress(OSError):
+                        d.rmdir()
+                break
+            self._spare.append(name)
+            made += 1
+        self.spare_made += made
+        return made
+
+    @property
+    def spares(self) -> int:
+        return len(self._spare)
+
+    def _take_spare(self, dirs: dict[str, Path]) -> bool:
+        """Rename a spare to the task's cgroup in every hierarchy (False: none, or it failed and
+        the caller makes the cgroup instead)."""
+        try:
+            name = self._spare.popleft()
+        except IndexError:
+            return False
+        moved: list[tuple[Path, Path]] = []
+        try:
+            for d in self._unique(dirs):
+                src = d.parent / name
+                os.rename(src, d)
+                moved.append((src, d))
+        except OSError as e:
+            log.debug("cgroups-v1: spare %s not used: %s", name, e)
+            for src, d in moved:
+                with contextlib.suppress(OSError):
+                    os.rename(d, src)
+            for b in self._unique(self.bases):
+                with contextlib.suppress(OSError):
+                    (b / name).rmdir()
+            return False
+        self.spare_used += 1
+        return True
+
+    def _make_spare(self, dirs: dict[str, Path]) -> bool:
+        """A released task's cgroup, empty, reset to a new cgroup's settings and renamed to a spare
+        name in every hierarchy (False: not kept; the caller removes what is left)."""
+        if len(self._spare) >= SPARE_CGROUPS:
+            return False
+        unique = self._unique(dirs)
+        try:
+            if any(read_procs(d) for d in unique):
+                return False
+            mem, cpu = dirs["memory"], dirs["cpu"]
+            with contextlib.suppress(OSError):  # only where swap is accounted (raised first)
+                (mem / "memory.memsw.limit_in_bytes").write_text("-1")
+            (mem / "memory.limit_in_bytes").write_text("-1")
+            (mem / "memory.max_usage_in_bytes").write_text("0")
+            (cpu / "cpu.shares").write_text("1024")
+            with contextlib.suppress(OSError):  # no CFS bandwidth control: never written either
+                (cpu / "cpu.cfs_quota_us").write_text("-1")
+            (dirs["cpuacct"] / "cpuacct.usage").write_text("0")
+            if "pids" in dirs:
+                (dirs["pids"] / "pids.max").write_text("max")
+            name = f"{SPARE_PREFIX}{next(self._spare_seq)}"
+            moved: list[tuple[Path, Path]] = []
+            try:
+                for d in unique:
+                    dst = d.parent / name
+                    os.rename(d, dst)
+                    moved.append((d, dst))
+            except OSError:
+                for d, dst in moved:
+                    with contextlib.suppress(OSError):
+                        os.rename(dst, d)
+                raise
+        except OSError as e:
+            log.debug("cgroups-v1: %s not kept as a spare: %s", dirs["memory"], e)
+            return False
+        self._spare.append(name)
+        self.spare_returned += 1
+        return True
+
+    # --- life of a task --------------------------------------------------------------------------
+
     def prepare(self, key: str, mem_limit: int | None, cpus: float | None) -> tuple[str, ...]:
         dirs = self._dirs(key)
-        for d in self._unique(dirs):
-            # parents: the agent's base may have been removed while it held no task (an empty
-            # cgroup is fair game for a cleanup sweep); every launch would fail without it
-            d.mkdir(parents=True, exist_ok=True)
+        if not self._take_spare(dirs):
+            for d in self._unique(dirs):
+                # parents: the agent's base may have been removed while it held no task (an empty
+                # cgroup is fair game for a cleanup sweep); every launch would fail without it
+                d.mkdir(parents=True, exist_ok=True)
         mem = dirs["memory"]
         if mem_limit is not None:
             limit = str(max(mem_limit, MIN_MEMORY))
@@ -245,7 +358,11 @@ class CgroupV1Isolator:
         if t is not None:
             self._close(t)
         dirs = t.dirs if t is not None else self._dirs(key)
-        self._remove(dirs)
+        if not dirs["memory"].is_dir():
+            return
+        self._kill_dirs(dirs)
+        if not self._make_spare(dirs):
+            self._remove(dirs)
 
     def _remove(self, dirs: dict[str, Path]) -> None:
         if not dirs["memory"].is_dir():
@@ -261,11 +378,17 @@ class CgroupV1Isolator:
         for b in self._unique(self.bases):
             with contextlib.suppress(OSError):
                 stale |= {d.name for d in b.iterdir() if d.is_dir() and d.name not in names}
+        self._spare.clear()  # spares are removed too (``+spare-`` names are never kept)
         for name in stale:
             self._remove({c: b / name for c, b in self.bases.items()})
         return len(stale)
 
     def close(self) -> None:
+        while self._spare:
+            name = self._spare.popleft()
+            for b in self._unique(self.bases):
+                with contextlib.suppress(OSError):
+                    (b / name).rmdir()
         for b in self._unique(self.bases):
             with contextlib.suppress(OSError):
                 b.rmdir()  # only when no task cgroup is left in it
@@ -274,7 +397,9 @@ class CgroupV1Isolator:
     def describe(self) -> dict[str, Any]:
         return {"name": self.name, "kernel_limits": True,
                 "cgroups": {c: str(d) for c, d in sorted(self.bases.items())},
-                "cpu_quota": self.options.cpu_quota, "pids_max": self.options.pids_max}
+                "cpu_quota": self.options.cpu_quota, "pids_max": self.options.pids_max,
+                "spare_cgroups": {"ready": len(self._spare), "made": self.spare_made, "used": self.spare_used,
+                                  "returned": self.spare_returned}}
 
     def sample(self) -> tuple[dict[str, Usage], list[Breach]]:
         usage: dict[str, Usage] = {}

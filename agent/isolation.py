@@ -112,6 +112,11 @@ class Isolator(Protocol):
         """SIGKILL every process of the task, wherever it went (blocking). How many."""
         ...
 
+    def fill(self) -> int:
+        """Background thread: get task cgroups ready ahead of the launches (spares); how many
+        were made (0 where nothing is kept ready)."""
+        ...
+
     def release(self, key: str) -> None:
         """The task ended: kill what is left of it, remove its cgroup (blocking)."""
         ...
@@ -210,6 +215,10 @@ class MonitorIsolator:
 
     def kill(self, key: str) -> int:
         return 0  # the launcher's group kill is all there is
+
+    def fill(self) -> int:
+        """Nothing is kept ready (the spares are cgroup v1's, ``agent/cgroups_v1.py``)."""
+        return 0
 
     def release(self, key: str) -> None:
         self._tasks.pop(key, None)
@@ -410,6 +419,10 @@ class CgroupV2Isolator:
         except OSError:  # before Linux 5.14: walk the list
             return kill_procs(d)
         return n
+
+    def fill(self) -> int:
+        """Nothing is kept ready (the spares are cgroup v1's, ``agent/cgroups_v1.py``)."""
+        return 0
 
     def release(self, key: str) -> None:
         lim = self._tasks.pop(key, None)

@@ -150,8 +150,11 @@ class LogWriterClient:
             for _ in range(2):
                 r, w = os.pipe2(os.O_CLOEXEC)
                 for fd in (r, w):
-                    fds.append(fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, _MIN_FD))
-                    os.close(fd)
+                    if fd < _MIN_FD:  # (rare in a running agent: its low descriptors are taken)
+                        fds.append(fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, _MIN_FD))
+                        os.close(fd)
+                    else:
+                        fds.append(fd)
         except OSError as e:
             for fd in fds:
                 os.close(fd)
@@ -165,9 +168,14 @@ class LogWriterClient:
                 if s is None:
                     break
                 try:
-                    s.setblocking(True)
-                    self._send(s, msg, (out_r, err_r))
-                    s.setblocking(False)
+                    try:
+                        self._send(s, msg, (out_r, err_r))
+                    except BlockingIOError:  # the writer is behind: wait for room this once
+                        s.setblocking(True)
+                        try:
+                            self._send(s, msg, (out_r, err_r))
+                        finally:
+                            s.setblocking(False)
                     return (out_w, err_w), (out_r, err_r)
                 except OSError as e:
                     log.warning("log writer connection lost (%s): reconnecting", e)

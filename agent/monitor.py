@@ -15,7 +15,7 @@ from agent.config import AgentConfig
 from agent.disk import gc_max_age, quota_message, restore_reserve
 from agent.diskwatch import Reserve, fs_usage, measure
 from agent.gc import SandboxGC
-from agent.isolation import Isolator
+from agent.isolation import Breach, Isolator, Usage
 from agent.journal import Journal
 from agent.launcher import Launcher
 from agent.oversubscription import Oversubscription
@@ -95,13 +95,23 @@ class Monitor:
                 for (fid, tid), u in changed
             )))
 
+    def _sample(self) -> tuple[dict[str, Usage], list[Breach]]:
+        """Worker thread, once per tick: the isolator's figures, then its spare cgroups topped up
+        (in the same thread hop)."""
+        out = self.isolator.sample()
+        try:
+            self.isolator.fill()
+        except OSError:
+            log.exception("spare cgroups not made")
+        return out
+
     async def run(self) -> None:
         cfg = self.config
         last_estimate = last_report = last_disk = 0.0
         while True:
             await self.clock.sleep(cfg.monitor_interval)
             try:
-                usage, breaches = await asyncio.to_thread(self.isolator.sample)
+                usage, breaches = await asyncio.to_thread(self._sample)
             except Exception:
                 log.exception("usage sampling failed")
                 continue
