@@ -63,6 +63,7 @@ class TaskProcesses:
         self.setpriv = users.setpriv_path()
         self._exit_waits: dict[str, tuple[int | None, asyncio.TimerHandle]] = {}  # exits waiting for their logs
         self._oom_fds: dict[str, int] = {}  # task key -> the isolator's OOM descriptor being watched
+        self._releases: list[str] = []  # ended tasks whose cgroups are freed in the next worker hop
 
     def environment(self, spec: TaskSpec, sandbox: str, executor_id: str | None = None,
                     extra: tuple[tuple[str, str], ...] = ()) -> dict[str, str]:
@@ -204,7 +205,23 @@ class TaskProcesses:
         if isinstance(self.isolator, MonitorIsolator):
             self.isolator.release(key)  # bookkeeping only
         else:
-            self.background(self.isolator.release, key)
+            # the tasks ending in one loop tick free their cgroups in one worker hop
+            if not self._releases:
+                asyncio.get_running_loop().call_soon(self._release_ended)
+            self._releases.append(key)
+
+    def _release_ended(self) -> None:
+        keys, self._releases = self._releases, []
+        if keys:
+            self.background(self._release_all, keys)
+
+    def _release_all(self, keys: list[str]) -> None:
+        """Worker thread: free the cgroups of tasks that ended (one failing does not stop the rest)."""
+        for key in keys:
+            try:
+                self.isolator.release(key)
+            except Exception:
+                log.exception("releasing the cgroup of %s failed", key)
 
     def limit(self, fid: str, tid: str, message: str, kind: tk.KillReason, now: float) -> None:
         t = self.tracker.get(fid, tid)
@@ -238,6 +255,7 @@ class TaskProcesses:
         self.limit(fid, tid, msg, tk.KillReason.MEMORY, self.clock.now())
 
     def close(self) -> None:
+        self._release_ended()
         for key in list(self._oom_fds):
             self.unwatch_oom(key)
         for _code, timer in self._exit_waits.values():

@@ -292,64 +292,72 @@ async def test_v2_memory_and_cpu_limits(launcher: tuple[Launcher, Exits], tmp_pa
         iso.release("t/fw/spin")
 
 
+
 # --- spare cgroups (cgroup v1) -----------------------------------------------------------------
 
 
-def test_v1_spares_are_made_ahead_taken_by_launches_and_reset_when_released(v1: CgroupV1Isolator) -> None:
+def test_v1_spares_are_made_ahead_and_taken_by_launches(v1: CgroupV1Isolator) -> None:
     from agent import cgroups_v1
 
-    assert v1.fill() == cgroups_v1.SPARE_CGROUPS and v1.fill() == 0 and v1.spares == cgroups_v1.SPARE_CGROUPS
+    n = cgroups_v1.SPARE_CGROUPS
+    assert v1.fill() == n and v1.fill() == 0 and v1.spares == n
     bases = sorted(set(v1.bases.values()))
     for b in bases:  # ready in every hierarchy, under names no task can have
-        assert sorted(d.name for d in b.iterdir() if d.is_dir()) == sorted(
-            f"+spare-{i}" for i in range(cgroups_v1.SPARE_CGROUPS))
+        assert sorted(d.name for d in b.iterdir() if d.is_dir()) == sorted(f"+spare-{i}" for i in range(n))
     join = v1.prepare("t/fw/a", 64 * MB, 0.5)
-    assert v1.spare_used == 1 and v1.spares == cgroups_v1.SPARE_CGROUPS - 1
+    assert v1.spare_used == 1 and v1.spares == n - 1
     assert all(os.path.exists(p) for p in join) and not (v1.bases["memory"] / "+spare-0").exists()
-    mem, cpu = v1.bases["memory"] / "fw.a", v1.bases["cpu"] / "fw.a"
-    assert (mem / "memory.limit_in_bytes").read_text().strip() == str(64 * MB)
-    assert (cpu / "cpu.cfs_quota_us").read_text().strip() == "50000"
-    (v1.bases["cpuacct"] / "fw.a" / "cpuacct.usage").write_text("0")
-    v1.release("t/fw/a")  # empty: back to the spares, reset
-    assert v1.spare_returned == 1 and v1.spares == cgroups_v1.SPARE_CGROUPS and not mem.exists()
-    spare = v1.bases["memory"] / f"+spare-{cgroups_v1.SPARE_CGROUPS}"
-    assert int((spare / "memory.limit_in_bytes").read_text()) > 2**60  # unlimited, as a new cgroup
-    assert (v1.bases["cpu"] / spare.name / "cpu.cfs_quota_us").read_text().strip() == "-1"
-    assert (v1.bases["cpu"] / spare.name / "cpu.shares").read_text().strip() == "1024"
-    assert (v1.bases["cpuacct"] / spare.name / "cpuacct.usage").read_text().strip() == "0"
-    if "pids" in v1.bases:
-        assert (v1.bases["pids"] / spare.name / "pids.max").read_text().strip() == "max"
-    # a launch with no limits on a reused spare gets a new cgroup's settings, not the old task's
-    for i in range(cgroups_v1.SPARE_CGROUPS):
+    assert (v1.bases["memory"] / "fw.a" / "memory.limit_in_bytes").read_text().strip() == str(64 * MB)
+    assert (v1.bases["cpu"] / "fw.a" / "cpu.cfs_quota_us").read_text().strip() == "50000"
+    for i in range(n - 1):
         v1.prepare(f"t/fw/b{i}", None, None)
-    assert v1.spares == 0 and v1.spare_used == cgroups_v1.SPARE_CGROUPS + 1
-    last = f"fw.b{cgroups_v1.SPARE_CGROUPS - 1}"  # took the reset spare (the deque's last)
-    assert int((v1.bases["memory"] / last / "memory.limit_in_bytes").read_text()) > 2**60
-    assert (v1.bases["cpu"] / last / "cpu.cfs_quota_us").read_text().strip() == "-1"
-    assert v1.usage(f"t/fw/b{cgroups_v1.SPARE_CGROUPS - 1}") is not None
     v1.prepare("t/fw/c", None, None)  # no spare left: made as before
-    assert v1.spare_used == cgroups_v1.SPARE_CGROUPS + 1 and (v1.bases["memory"] / "fw.c").is_dir()
+    assert v1.spares == 0 and v1.spare_used == n and (v1.bases["memory"] / "fw.c").is_dir()
     v1.fill()
-    assert v1.cleanup(set()) == cgroups_v1.SPARE_CGROUPS + cgroups_v1.SPARE_CGROUPS + 1  # spares and tasks
+    assert v1.cleanup(set()) == 2 * n + 1  # spares and tasks alike
     assert v1.spares == 0 and all(not any(d.is_dir() for d in b.iterdir()) for b in bases)
 
 
-async def test_v1_a_released_cgroup_holding_a_process_or_past_the_cap_is_removed(
+async def test_v1_a_released_cgroup_is_a_spare_and_shows_nothing_of_its_task_when_reused(
     v1: CgroupV1Isolator, launcher: tuple[Launcher, Exits], tmp_path: Path,
 ) -> None:
     from agent import cgroups_v1
 
     la, exits = launcher
+    join = v1.prepare("t/fw/busy", 64 * MB, 0.5)
+    start(la, tmp_path, "t/fw/busy", ["/bin/sh", "-c", "i=0; while [ $i -lt 30000 ]; do i=$((i+1)); done"], join)
+    assert await exits.wait("t/fw/busy") == 0
+    u = v1.usage("t/fw/busy")
+    assert u is not None and u.cpu_seconds > 0
+    v1.release("t/fw/busy")  # empty: kept as a spare
+    assert v1.spare_returned == 1 and v1.spares == 1 and not (v1.bases["memory"] / "fw.busy").exists()
+    # a launch with no limits on it gets a new cgroup's settings and counters, not the old task's
+    v1.prepare("t/fw/next", None, None)
+    assert v1.spare_used == 1
+    mem, cpu = v1.bases["memory"] / "fw.next", v1.bases["cpu"] / "fw.next"
+    assert int((mem / "memory.limit_in_bytes").read_text()) > 2**60
+    # the peak restarts from what is charged now (the page cache the earlier task's files left)
+    assert (mem / "memory.max_usage_in_bytes").read_text() == (mem / "memory.usage_in_bytes").read_text()
+    assert (cpu / "cpu.cfs_quota_us").read_text().strip() == "-1"
+    assert (cpu / "cpu.shares").read_text().strip() == "1024"
+    assert (v1.bases["cpuacct"] / "fw.next" / "cpuacct.usage").read_text().strip() == "0"
+    u = v1.usage("t/fw/next")
+    assert u is not None and u.cpu_seconds == 0
+    v1.release("t/fw/next")
+    v1.prepare("t/fw/limited", 32 * MB, 0.25)  # and one with limits gets its own
+    assert (v1.bases["memory"] / "fw.limited" / "memory.limit_in_bytes").read_text().strip() == str(32 * MB)
+    assert (v1.bases["cpu"] / "fw.limited" / "cpu.cfs_quota_us").read_text().strip() == "25000"
+    assert v1.spare_used == 2
+    # one still holding a process is never a spare; one past the cap is removed
     key = "t/fw/held"
     join = v1.prepare(key, 64 * MB, 1.0)
     start(la, tmp_path, key, ["/bin/sh", "-c", "sleep 300"], join)
     pid = la.pids()[key]
     await until(lambda: pid in read_procs(v1.bases["memory"] / "fw.held"))
-    assert v1._make_spare(v1._dirs(key)) is False  # a process in it: never a spare
-    assert (v1.bases["memory"] / "fw.held").is_dir()
+    assert v1._keep_spare(v1._dirs(key)) is False and (v1.bases["memory"] / "fw.held").is_dir()
     la.signal(key, "KILL")
     await exits.wait(key)
-    v1.fill()  # the spares are full: the released cgroup is removed
+    v1.fill()
     v1.release(key)
-    assert v1.spare_returned == 0 and not (v1.bases["memory"] / "fw.held").exists()
-    assert v1.spares == cgroups_v1.SPARE_CGROUPS
+    assert v1.spare_returned == 2 - 1 + 1 and v1.spares == cgroups_v1.SPARE_CGROUPS  # ("next" came back)
+    assert not (v1.bases["memory"] / "fw.held").exists()
