@@ -62,7 +62,7 @@ from agent.isolation import (
 
 log = logging.getLogger(__name__)
 
-SPARE_CGROUPS = 16  # task cgroups kept ready (``fill``), and released ones kept for reuse
+SPARE_CGROUPS = 64  # task cgroups kept ready (``fill``), and released ones kept for reuse
 SPARE_PREFIX = "+spare-"  # a task's cgroup name never has a "+" (``cgroup_probe.task_cgroup_name``)
 
 
