@@ -21,28 +21,21 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable, Callable
+from typing import Any
 
-import aiohttp
 import attrs
 from aiohttp import web
 
 from frameworks.batch import logtail, pages
-from frameworks.batch.core import (
-    ACTIVE,
-    BatchError,
-    Effect,
-    JobRecord,
-    Kill,
-    Persist,
-)
 from frameworks.batch.metrics import CONTENT_TYPE as metrics_content_type
 from frameworks.batch.model import JobSpec, JobState, SpecError, spec_from_dict
 from frameworks.batch.planner import gpu_sharing_error
+from frameworks.batch.ports import BatchPort
+from frameworks.batch.records import ACTIVE, BatchError, JobRecord
 from frameworks.batch.store import AccountingQuery
 from frameworks.batch.views import history_row, job_detail, job_summary
-from frameworks.batch.warm import CHANNEL_PATH, RESULTS_PAGE, inputs_of
+from frameworks.batch.warm import RESULTS_PAGE, inputs_of
 from frameworks.client import api_auth, webui
 from frameworks.client.api_auth import OwnerError, job_owner, principal_of
 from frameworks.kit.http import BodyError, read_body
@@ -50,19 +43,17 @@ from frameworks.kit.http import error as _error
 from frameworks.kit.http import html as _html
 from frameworks.kit.http import reply as _reply
 from frameworks.service.dispatch import TaskState as ServiceTaskState
-from protocol.acls import Action, priority_problem, submit_problem
-
-if TYPE_CHECKING:
-    from frameworks.batch.service import BatchService
+from protocol.acls import Action, job_problem, priority_problem, submit_problem
 
 log = logging.getLogger(__name__)
 
 
 class BatchApi:
-    """The routes of the batch service's API, each a handler on the service (``svc``)."""
+    """The routes of the batch service's API, each a handler on the port it is given
+    (``ports.BatchPort``: the service, or an in-memory port in a test)."""
 
-    def __init__(self, svc: BatchService) -> None:
-        self.svc = svc
+    def __init__(self, port: BatchPort) -> None:
+        self.svc = port
 
     def routes(self) -> list[web.RouteDef]:
         return [
@@ -89,20 +80,19 @@ class BatchApi:
             web.post("/api/v1/jobs/{id}/tasks/{index}/kill", self._kill_task),
             web.get("/api/v1/jobs/{id}/logs", self._logs),
             web.get("/api/v1/jobs/{id}/results", self._results),
-            web.get(CHANNEL_PATH, self.svc.warm.channel),
         ]
 
     async def _health(self, request: web.Request) -> web.Response:
         return web.Response(status=200)
 
     async def _metrics(self, request: web.Request) -> web.Response:
-        return web.Response(body=self.svc.metrics.render(), headers={"Content-Type": metrics_content_type})
+        return web.Response(body=self.svc.metrics_text(), headers={"Content-Type": metrics_content_type})
 
     async def _ui_jobs(self, request: web.Request) -> web.Response:
         user = request.query.get("user") or None
         state = (request.query.get("state") or "").upper() or None
         jobs = [
-            job_summary(j) for j in self.svc.core.jobs.values()
+            job_summary(j) for j in self.svc.jobs.values()
             if (user is None or (j.user or "") == user) and (state is None or j.state.value == state)
         ]
         return _html(pages.jobs_page(jobs, self._share_rows(), user=user, state=state, master=self.svc.master_ui(),
@@ -129,16 +119,16 @@ class BatchApi:
 
     def _denied(self, request: web.Request, job: JobRecord, action: Action, what: str) -> web.Response | None:
         """``403`` unless the request's principal owns ``job`` or an ACL lets it (``action``)."""
-        problem = self.svc.forbidden(request, job.user, action, what)
+        problem = job_problem(self.svc.auth.acls, action, principal_of(request), job.user, what)
         return None if problem is None else _error(request, 403, problem)
 
     async def _priority(self, request: web.Request) -> web.Response:
         """Every pending job's multifactor priority and its factors (``agora job priority``)."""
-        factors = self.svc.core.priorities(self.svc.now())
+        factors = self.svc.priorities(self.svc.now())
         weights = attrs.asdict(self.svc.config.fairshare)
         rows = []
         for job_id, f in sorted(factors.items(), key=lambda kv: (-kv[1].total, kv[0])):
-            job = self.svc.core.jobs[job_id]
+            job = self.svc.jobs[job_id]
             if job.state is not JobState.PENDING and not job.pending:
                 continue
             rows.append({
@@ -160,7 +150,7 @@ class BatchApi:
             return _error(request, 400, f"state: unknown {', '.join(sorted(bad))} (states: "
                           f"{', '.join(s.value for s in JobState)})")
         rows = []
-        for job in self.svc.core.jobs.values():
+        for job in self.svc.jobs.values():
             if job.periodic or (q.user is not None and (job.user or "") != q.user):
                 continue
             if (q.queue is not None and job.spec.queue != q.queue) or (states and job.state.value not in states):
@@ -181,7 +171,7 @@ class BatchApi:
             job_id = int(request.query["job"]) if "job" in request.query else None
         except ValueError as exc:
             return _error(request, 400, str(exc))
-        rows = await asyncio.to_thread(self.svc.store.open().accounting, attrs.evolve(q, job_id=job_id))
+        rows = await self.svc.accounting(attrs.evolve(q, job_id=job_id))
         return _reply(request, {"attempts": rows})
 
     def _share_rows(self) -> list[dict[str, Any]]:
@@ -191,7 +181,7 @@ class BatchApi:
                 "usage": s.usage.billing, "cpu_seconds": s.usage.cpu, "gpu_seconds": s.usage.gpu,
                 "mem_mb_seconds": s.usage.mem, "norm_usage": s.norm_usage, "fairshare": s.factor,
             }
-            for s in sorted(self.svc.core.shares(self.svc.now()).values(), key=lambda s: (s.queue, s.user))
+            for s in sorted(self.svc.shares(self.svc.now()).values(), key=lambda s: (s.queue, s.user))
         ]
 
     async def _share(self, request: web.Request) -> web.Response:
@@ -201,18 +191,18 @@ class BatchApi:
                                 "limits": self.svc.config.limits.as_dict()})
 
     async def _framework(self, request: web.Request) -> web.Response:
-        driver = self.svc.driver
+        conn = self.svc.connection()
         counts: dict[str, int] = {}
-        for job in self.svc.core.jobs.values():
+        for job in self.svc.jobs.values():
             counts[job.state.value] = counts.get(job.state.value, 0) + 1
         return _reply(
             request,
             {
-                "framework_id": driver.framework_id if driver else None,
-                "connected": bool(driver and driver.connected),
-                "master": self.svc.master,
+                "framework_id": conn.framework_id,
+                "connected": conn.connected,
+                "master": conn.master,
                 "jobs": counts,
-                "offers": len(driver.offers) if driver else 0,
+                "offers": conn.offers,
                 "rounds": self.svc.rounds,
                 "flushes": self.svc.flushes,
             },
@@ -252,47 +242,35 @@ class BatchApi:
             owner = job_owner(principal, claimed) or requester(request)
         except OwnerError as exc:
             return _error(request, exc.status, str(exc))
-        if any(s.gpus != int(s.gpus) for s in specs) and not self.svc.core.cluster:
-            await self.svc._read_cluster()  # whether any agent shares GPUs
+        if any(s.gpus != int(s.gpus) for s in specs) and not self.svc.cluster:
+            await self.svc.read_cluster()  # whether any agent shares GPUs
         for n, spec in enumerate(specs):
             which = "" if len(specs) == 1 else f"job {n + 1} ({spec.name}): "
-            err = self._queue_error(spec.queue) or gpu_sharing_error(spec, self.svc.core.cluster)
+            err = self._queue_error(spec.queue) or gpu_sharing_error(spec, self.svc.cluster)
             if err:
                 return _error(request, 400, which + err)
             if (problem := submit_problem(self.svc.auth.acls, principal, spec.queue)) is not None:
                 return _error(request, 403, which + problem)
             if (problem := priority_problem(self.svc.auth.acls, principal, owner, 0, spec.priority)) is not None:
                 return _error(request, 403, which + problem)
-            if (refused := self.svc.core.admission(spec, owner)) is not None:
+            if (refused := self.svc.admission(spec, owner)) is not None:
                 return _error(request, 429, f"{which}refused by the limits: {refused}")
-        run_as = self.svc.config.users.run_as(owner, verified=principal is not None)
         try:
-            ids, effects = self.svc.core.submit_many(specs, self.svc.now(), owner, run_as)
+            ids = await self.svc.submit(specs, owner, principal is not None, inputs)
         except BatchError as exc:
             return _error(request, 400, str(exc))
-        if inputs is not None:
-            self.svc.warm.register(self.svc.core.jobs[ids[0]], inputs)
-            # Durable before we answer: the ids we return are never lost (one transaction for all).
-            await self.svc.store.open().awrite([self.svc.core.jobs[i] for i in ids])
-            await self.svc.warm.submitted(self.svc.core.jobs[ids[0]], inputs)
-            self.svc._absorb([e for e in effects if not isinstance(e, Persist)])
-        else:
-            await self.svc._save_submitted(ids, effects)
-        self.svc._wake.set()
         if len(ids) == 1 and not (isinstance(body, dict) and "jobs" in body):
-            return _reply(request, {"id": ids[0], "state": self.svc.core.jobs[ids[0]].state.value}, status=201)
-        return _reply(
-            request, {"ids": ids, "jobs": [job_summary(self.svc.core.jobs[i]) for i in ids]}, status=201
-        )
+            return _reply(request, {"id": ids[0], "state": self.svc.jobs[ids[0]].state.value}, status=201)
+        return _reply(request, {"ids": ids, "jobs": [job_summary(self.svc.jobs[i]) for i in ids]}, status=201)
 
     async def _hold(self, request: web.Request) -> web.Response:
-        return await self._change(request, lambda job, who: self.svc.core.hold(job.job_id, self.svc.now(), who))
+        return await self._change(request, self.svc.hold)
 
     async def _release(self, request: web.Request) -> web.Response:
-        return await self._change(request, lambda job, who: self.svc.core.release(job.job_id, self.svc.now(), who))
+        return await self._change(request, self.svc.release)
 
     async def _requeue(self, request: web.Request) -> web.Response:
-        return await self._change(request, lambda job, who: self.svc.core.requeue(job.job_id, self.svc.now(), who))
+        return await self._change(request, self.svc.requeue)
 
     async def _update(self, request: web.Request) -> web.Response:
         try:
@@ -305,21 +283,18 @@ class BatchApi:
         if isinstance(queue, str) and (err := self._queue_error(queue)):
             return _error(request, 400, f"queue: {err}")
 
-        def apply(job: JobRecord, who: str) -> list[Effect]:
+        async def apply(job_id: int, who: str) -> None:
+            job = self.svc.job(job_id)
             new = changes.get("priority")
             if isinstance(new, int) and (
                 problem := priority_problem(self.svc.auth.acls, principal_of(request), job.user, job.spec.priority, new)
             ):
                 raise _Forbidden(problem)
-            effects = self.svc.core.update(job.job_id, changes, self.svc.now(), who)
-            self.svc._commands.pop(job.job_id, None)  # its tasks' shared environment (count) changed
-            return effects
+            await self.svc.update(job_id, changes, who)
 
         return await self._change(request, apply)
 
-    async def _change(
-        self, request: web.Request, act: Callable[[JobRecord, str], list[Effect]]
-    ) -> web.Response:
+    async def _change(self, request: web.Request, act: Callable[[int, str], Awaitable[None]]) -> web.Response:
         """Run one of hold/release/update/requeue for the request's job and principal; a refusal
         (409, or 400 for a bad field) changes nothing. Written before the answer."""
         job = self._job(request)
@@ -328,16 +303,13 @@ class BatchApi:
         if (denied := self._denied(request, job, Action.MANAGE_JOBS, "change")) is not None:
             return denied
         try:
-            effects = act(job, requester(request))
+            await act(job.job_id, requester(request))
         except _Forbidden as exc:
             return _error(request, 403, str(exc))
         except SpecError as exc:
             return _error(request, 400, str(exc))
         except BatchError as exc:
             return _error(request, 409, str(exc))
-        self.svc._mark_dirty((job.job_id,))
-        await self.svc._flush()
-        self.svc._absorb(effects)
         return _reply(request, job_summary(job))
 
     async def _events(self, request: web.Request) -> web.StreamResponse:
@@ -355,7 +327,7 @@ class BatchApi:
         resp = web.StreamResponse(headers={"Content-Type": "application/x-ndjson", "Cache-Control": "no-cache"})
         await resp.prepare(request)
         try:
-            async for d in self.svc.events.follow(since):
+            async for d in self.svc.follow_events(since):
                 if only is None or d.get("job_id") in only or d["kind"] == "heartbeat":
                     await resp.write(json.dumps(d).encode() + b"\n")
         except (ConnectionResetError, asyncio.CancelledError):
@@ -370,12 +342,12 @@ class BatchApi:
         user = request.query.get("user")
         jobs = [
             job_summary(j)
-            for j in self.svc.core.jobs.values()
+            for j in self.svc.jobs.values()
             if (want is None or j.state.value == want.upper()) and (not periodic or j.periodic)
             and (user is None or (j.user or "") == user)
         ]
         if request.query.get("start", "") in ("1", "true"):
-            starts = self.svc.core.expected_starts(self.svc._offer_views(), self.svc.now())
+            starts = self.svc.expected_starts()
             for d in jobs:
                 if d["id"] in starts:
                     d["expected_start"] = starts[d["id"]]
@@ -398,7 +370,7 @@ class BatchApi:
                 return _error(request, 404, f"job {job.job_id} has no task {index}")
             return _reply(request, job_detail(job, [job.tasks[index]]))
         detail = job_detail(job)
-        if (service := await self.svc.warm.summary(job)) is not None:
+        if (service := await self.svc.service_summary(job)) is not None:
             detail["service"] = service
         return _reply(request, detail)
 
@@ -424,7 +396,7 @@ class BatchApi:
             state = state.upper()
             if state not in {s.value for s in ServiceTaskState}:
                 return _error(request, 400, f"state: one of {', '.join(s.value for s in ServiceTaskState)}")
-        return _reply(request, await self.svc.warm.results(job, offset, limit, state))
+        return _reply(request, await self.svc.service_results(job, offset, limit, state))
 
     async def _cancel(self, request: web.Request) -> web.Response:
         job = self._job(request)
@@ -433,11 +405,9 @@ class BatchApi:
         if (denied := self._denied(request, job, Action.MANAGE_JOBS, "cancel")) is not None:
             return denied
         try:
-            effects = self.svc.core.cancel(job.job_id, self.svc.now(), requester(request))
+            self.svc.cancel(job.job_id, requester(request))
         except BatchError as exc:
             return _error(request, 409, str(exc))
-        self.svc._absorb(effects)
-        self.svc._wake.set()
         return _reply(request, job_summary(job))
 
     async def _kill_task(self, request: web.Request) -> web.Response:
@@ -453,7 +423,7 @@ class BatchApi:
         cur = task.current
         if task.phase not in ACTIVE or cur is None:
             return _error(request, 409, f"task {index} of job {job.job_id} is not running ({task.phase.value})")
-        self.svc._absorb([Kill(cur.task_id, cur.agent_id, "killed by the operator")])
+        self.svc.kill_attempt(cur.task_id, cur.agent_id, "killed by the operator")
         return _reply(request, {"job": job.job_id, "task": task.index, "task_id": cur.task_id})
 
     async def _logs(self, request: web.Request) -> web.Response:
@@ -480,35 +450,23 @@ class BatchApi:
 
         async def from_kept(status: int, why: str) -> web.Response:
             """The sandbox (or its agent) is gone: the tail kept when the attempt ended, if any."""
-            tail = await asyncio.to_thread(self.svc.store.open().tail, attempt.task_id, stream)
+            tail = await self.svc.kept_tail(attempt.task_id, stream)
             if tail is None:
                 return _error(request, status, why)
             at, data = logtail.read(tail, offset, length)
             window = {"from": tail.start, "to": tail.size, "note": logtail.note(stream, tail)}
             return _reply(request, {**head, "data": data.decode("utf-8", "replace"), "offset": at, "kept": window})
 
-        driver = self.svc.driver
-        agent = driver.offers.agent_urls.get(attempt.agent_id) if driver is not None else None
-        if agent is None or driver is None or driver.framework_id is None or self.svc._http is None:
-            return await from_kept(503, f"agent {attempt.agent_id} is not reachable from here")
-        path = f"{driver.framework_id}/{attempt.task_id}/{stream}"
-        try:
-            async with self.svc._http.get(
-                f"{agent}/files/read", params={"path": path, "offset": str(offset), "length": str(length)},
-                headers=self.svc._agent_headers,
-            ) as resp:
-                if resp.status == 404:
-                    return await from_kept(404, await resp.text())
-                if resp.status != 200:
-                    return _error(request, resp.status, await resp.text())
-                data = await resp.json()
-        except (aiohttp.ClientError, TimeoutError) as exc:
-            return await from_kept(503, f"agent {attempt.agent_id}: {exc}")
-        return _reply(request, {**head, **data})
+        got = await self.svc.read_sandbox(attempt.agent_id, attempt.task_id, stream, offset, length)
+        if got.data is not None:
+            return _reply(request, {**head, **got.data})
+        if not got.reached or got.status == 404:
+            return await from_kept(got.status, got.error or f"agent {attempt.agent_id} is not reachable from here")
+        return _error(request, got.status, got.error)
 
     def _job(self, request: web.Request) -> JobRecord | web.Response:
         try:
-            return self.svc.core.job(int(request.match_info["id"]))
+            return self.svc.job(int(request.match_info["id"]))
         except (ValueError, BatchError):
             return _error(request, 404, f"no job {request.match_info['id']}")
 

@@ -14,7 +14,7 @@ scrape time, plus the wait-time histogram the service observes as tasks start:
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from prometheus_client import CollectorRegistry, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
@@ -23,14 +23,32 @@ from prometheus_client.registry import Collector
 from frameworks.batch.model import JobState
 
 if TYPE_CHECKING:
-    from frameworks.batch.service import BatchService
+    from frameworks.batch.core import BatchCore
+    from frameworks.kit.host import Connection
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+
+
+class Scraped(Protocol):
+    """What the collector reads at scrape time (the batch service, never changed)."""
+
+    @property
+    def core(self) -> BatchCore: ...
+
+    @property
+    def rounds(self) -> int: ...
+
+    @property
+    def auth_failures(self) -> dict[str, int]: ...
+
+    def now(self) -> float: ...
+
+    def connection(self) -> Connection: ...
 WAIT_BUCKETS = (0.1, 0.5, 1.0, 5.0, 15.0, 60.0, 300.0, 900.0, 3600.0, 4 * 3600.0, 24 * 3600.0)
 
 
 class BatchCollector(Collector):
-    def __init__(self, service: BatchService) -> None:
+    def __init__(self, service: Scraped) -> None:
         self.service = service
 
     def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
@@ -38,7 +56,7 @@ class BatchCollector(Collector):
         core = svc.core
         now = svc.now()
         up = GaugeMetricFamily("agora_batch_connected", "1 while subscribed to the master")
-        up.add_metric([], 1.0 if svc.driver is not None and svc.driver.connected else 0.0)
+        up.add_metric([], 1.0 if svc.connection().connected else 0.0)
         yield up
         rounds = CounterMetricFamily("agora_batch_rounds", "Scheduling rounds run")
         rounds.add_metric([], float(svc.rounds))
@@ -93,7 +111,7 @@ class BatchCollector(Collector):
 class BatchMetrics:
     """The service's registry: the collector above and the wait-time histogram."""
 
-    def __init__(self, service: BatchService) -> None:
+    def __init__(self, service: Scraped) -> None:
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(BatchCollector(service))
         self.wait = Histogram(

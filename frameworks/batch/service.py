@@ -15,11 +15,13 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from pathlib import Path
+from typing import Any
 
 import aiohttp
 import attrs
+from aiohttp import web
 
 from frameworks.batch.api import BatchApi
 from frameworks.batch.config import BatchConfig
@@ -29,24 +31,28 @@ from frameworks.batch.core import (
     Effect,
     JobEvent,
     JobRecord,
+    Kill,
     Launch,
     Persist,
     TaskLaunch,
 )
 from frameworks.batch.events import EventBus, deliver
-from frameworks.batch.logtail import DEFAULT_KEEP, KeptTail, kept, window_start
+from frameworks.batch.fairshare import Factors, Share
+from frameworks.batch.logtail import DEFAULT_KEEP, KeptTail
 from frameworks.batch.metrics import BatchMetrics
-from frameworks.batch.model import JOB_TERMINAL
-from frameworks.batch.planner import OfferView
-from frameworks.batch.store import JobStore
-from frameworks.batch.tails import TailKeeper, TailPorts
+from frameworks.batch.model import JOB_TERMINAL, JobSpec
+from frameworks.batch.planner import AgentCapacity, OfferView
+from frameworks.batch.store import AccountingQuery, JobStore
+from frameworks.batch.tails import TailKeeper, TailPorts, fetch_tails
 from frameworks.batch.views import cluster_of, exit_code_of, host_of, job_summary
-from frameworks.batch.warm import WarmServices
+from frameworks.batch.warm import CHANNEL_PATH, WarmServices
+from frameworks.client.api_auth import ApiAuth
 from frameworks.client.driver import KnownTask, SchedulerDriver
 from frameworks.client.offers import OfferCacheError
 from frameworks.client.placement import attribute_text
 from frameworks.client.transport import HttpTransport, TransportError
-from frameworks.kit.host import FrameworkHost
+from frameworks.kit.host import Connection, FrameworkHost, SandboxRead
+from protocol.lifecycle import Service
 from protocol.mesos import (
     CommandInfo,
     DurationInfo,
@@ -76,7 +82,10 @@ HOSTFILE_PRELUDE = (
 )
 
 
-class BatchService(FrameworkHost):
+class BatchService(Service):
+    """The batch framework on the framework host (``self.host``), which it gives its logic
+    (``FrameworkLogic``: the driver's callbacks, the scheduling round, the store's writes)."""
+
     name = "agora-batch"
 
     def __init__(
@@ -107,21 +116,25 @@ class BatchService(FrameworkHost):
         usage_interval: float = 10.0,
         log_tail: int = DEFAULT_KEEP,
     ) -> None:
-        FrameworkHost.__init__(
-            self, master, work_dir, host=host, port=port, roles=roles, framework_name=framework_name,
+        super().__init__()
+        self.host = FrameworkHost(
+            self, self, master, host=host, port=port, roles=roles, framework_name=framework_name,
             failover_timeout=failover_timeout, now=now, ca=ca, tls_cert=tls_cert, tls_key=tls_key,
             principal=principal, secret=secret, token=token, agent_http_credential=agent_http_credential,
             advertise_host=advertise_host, credentials=credentials, acls=acls,
         )  # fmt: skip
+        self.work_dir = Path(work_dir)
+        self.now = now
+        self.rounds = 0  # scheduling rounds run
         self.config = config or BatchConfig()  # users, fair share, limits (--config batch.toml)
         self.usage_interval = usage_interval  # seconds between writes of the users' usage
         self.log_tail = log_tail  # bytes of each stream of an ended attempt kept in the store (0: none)
         self._tail_slots = asyncio.Semaphore(4)
         self.tails = TailKeeper(TailPorts(  # the ends of a tick's attempts, one request per agent
             log_tail=lambda: self.log_tail,
-            agent_url=lambda a: self.driver.offers.agent_urls.get(a) if self.driver is not None else None,
+            agent_url=self.host.agent_url,
             framework=lambda: self.driver.framework_id if self.driver is not None else None,
-            http=lambda: (self._http, self._agent_headers) if self._http is not None else None,
+            http=lambda: (h, self.host.agent_headers) if (h := self.host.agent_http) is not None else None,
             save=lambda job, task, tails: self.store.open().asave_tails(job, task, tails),
             spawn=lambda coro, name: self.spawn(coro, name=name),
             one_by_one=self._copy_tail,
@@ -145,7 +158,30 @@ class BatchService(FrameworkHost):
         self.cluster_interval = 10.0  # seconds between reads of the cluster's agents (/state)
         self._cluster_at: float | None = None  # when the latest read started
         self.warm = WarmServices(self)  # service jobs: warm instances fed service tasks (warm.py)
-        self.api = BatchApi(self)
+        self.api = BatchApi(self)  # its HTTP API, given this service as its port (ports.BatchPort)
+
+    # --- what the host holds, as the service's own --------------------------------------------
+
+    @property
+    def driver(self) -> SchedulerDriver | None:
+        return self.host.driver
+
+    @property
+    def url(self) -> str:
+        """The API's base URL, once serving."""
+        return self.host.url
+
+    @property
+    def port(self) -> int:
+        return self.host.port
+
+    def reload(self) -> bool:
+        """SIGHUP: read ``--credentials`` and ``--acls`` again (the host's API)."""
+        return self.host.reload()
+
+    @property
+    def auth_failures(self) -> dict[str, int]:
+        return self.host.auth_failures
 
     # --- lifecycle -------------------------------------------------------------------------------
 
@@ -156,12 +192,11 @@ class BatchService(FrameworkHost):
         for job in await asyncio.to_thread(store.load):
             self.core.restore(job)
         await self.warm.restore()
-        await self.serve(self.api.routes())
-        self.connect(store.get_meta("framework_id"))
-        assert self.driver is not None
+        await self.host.serve([*self.api.routes(), web.get(CHANNEL_PATH, self.warm.channel)])
+        driver = self.host.connect(store.get_meta("framework_id"))
         self._notify_unsent()
-        await self.driver.start()
-        self.spawn(self.run_rounds(self._schedule_once, self._until_due), name="batch-schedule")
+        await driver.start()
+        self.spawn(self.host.run_rounds(), name="batch-schedule")
         self.spawn(self._flusher(), name="batch-flush")
         self.spawn(self._usage_saver(), name="batch-usage")
         self.spawn(self.warm.flusher(), name="batch-service-tasks")
@@ -174,12 +209,12 @@ class BatchService(FrameworkHost):
             await self.driver.stop()
         # stop listening first: a service instance told we go away connects again at once, and a
         # connection accepted while the runner shuts down would be left open
-        await self.stop_listening()
+        await self.host.stop_listening()
         with contextlib.suppress(Exception):
             await self.warm.close()
-        await self.close_api()
+        await self.host.close_api()
         with contextlib.suppress(Exception):
-            await self._flush()
+            await self.host.flush()
         with contextlib.suppress(Exception):
             await self._save_usage()
         self.store.close()
@@ -219,7 +254,7 @@ class BatchService(FrameworkHost):
 
     # --- driver callbacks ------------------------------------------------------------------------
 
-    def subscribed(self, driver: SchedulerDriver, framework_id: str, master_info: object) -> None:
+    def on_subscribed(self, driver: SchedulerDriver, framework_id: str) -> None:
         self.store.open().set_meta("framework_id", framework_id)
         # Every attempt we launched (or were launching when we crashed) is reconciled explicitly
         # by the driver right after this: a launch the master never got is answered LOST/UNKNOWN/
@@ -230,15 +265,15 @@ class BatchService(FrameworkHost):
         # a gang that was aborting or restarting when the service stopped, and every kill decided
         # before it (a preemption, a requeue, a cancel) whose task still runs: the kills go out again
         self._absorb(self.core.resume_kills())
-        self._wake.set()
+        self.host.poke()
 
-    def offers(self, driver: SchedulerDriver, offers: list[Offer]) -> None:
-        self._wake.set()  # the driver's offer cache holds them (role, agent endpoint included)
+    def on_offers(self, offers: list[Offer]) -> None:
+        self.host.poke()  # the driver's offer cache holds them (role, agent endpoint included)
 
-    def offer_rescinded(self, driver: SchedulerDriver, offer_id: str) -> None:
-        self._wake.set()
+    def on_rescinded(self, offer_id: str) -> None:
+        self.host.poke()
 
-    def update(self, driver: SchedulerDriver, status: TaskStatus) -> None:
+    def on_update(self, status: TaskStatus) -> None:
         exit_code = exit_code_of(status)
         # what the attempt used: the agent's measurement, on its terminal status as labels
         used = from_labels(status.labels.labels) if status.labels is not None and is_terminal(status.state) else None
@@ -259,7 +294,7 @@ class BatchService(FrameworkHost):
             self._observe_start(status.task_id.value)
         self.warm.on_status(status.task_id.value, status.state, status.message)
         self._absorb(effects)
-        self._wake.set()
+        self.host.poke()
 
     def _keep_tail(self, task_id: str, agent_id: str) -> None:
         """An attempt that ran ended: the last ``log_tail`` bytes of its stdout and stderr into the
@@ -274,65 +309,19 @@ class BatchService(FrameworkHost):
 
     async def _copy_tail(self, job_id: int, task_id: str, agent_id: str) -> None:
         """One attempt's tail, with a listing and reads (agents that do not serve ``/files/tails``)."""
-        driver = self.driver
-        agent = driver.offers.agent_urls.get(agent_id) if driver is not None else None
-        if driver is None or driver.framework_id is None or agent is None or self._http is None:
+        driver, http = self.driver, self.host.agent_http
+        agent = self.host.agent_url(agent_id)
+        if driver is None or driver.framework_id is None or agent is None or http is None:
             log.warning("batch: cannot keep the output of %s: its agent %s is not known here", task_id, agent_id)
             return
-        box = f"{driver.framework_id}/{task_id}"
         async with self._tail_slots:  # many attempts ending at once: a few copies at a time
             try:
-                # one listing tells which streams hold anything (a task that printed nothing costs
-                # one request); a rotated stream has stdout.1 ... beside stdout
-                async with self._http.get(f"{agent}/files/browse", params={"path": box},
-                                          headers=self._agent_headers) as resp:
-                    if resp.status == 404:
-                        return  # no sandbox: nothing to keep
-                    if resp.status != 200:
-                        raise ValueError(f"HTTP {resp.status}: {(await resp.text())[:200]}")
-                    listing = await resp.json()
-                names = {str(e["path"]).rsplit("/", 1)[-1] for e in listing if int(e.get("size", 0)) > 0}
-                tails: dict[str, KeptTail] = {}
-                for stream in ("stdout", "stderr"):
-                    if any(n == stream or n.startswith(stream + ".") for n in names):
-                        tail = await self._read_tail(agent, f"{box}/{stream}")
-                        if tail is not None and tail.data:
-                            tails[stream] = tail
+                tails = await fetch_tails(http, self.host.agent_headers, agent, f"{driver.framework_id}/{task_id}",
+                                          self.log_tail)
                 if tails:
                     await self.store.open().asave_tails(job_id, task_id, tails)
             except (aiohttp.ClientError, TimeoutError, ValueError, KeyError, TypeError) as exc:
                 log.warning("batch: cannot keep the output of %s from agent %s: %s", task_id, agent_id, exc)
-
-    async def _read_tail(self, agent: str, path: str) -> KeptTail | None:
-        """The last ``log_tail`` bytes of ``path`` in the agent's sandboxes (None: no such file)."""
-        assert self._http is not None
-
-        async def read(offset: int, length: int) -> tuple[int, bytes] | None:
-            assert self._http is not None
-            params = {"path": path, "offset": str(offset), "length": str(length)}
-            async with self._http.get(f"{agent}/files/read", params=params, headers=self._agent_headers) as resp:
-                if resp.status == 404:
-                    return None
-                if resp.status != 200:
-                    raise ValueError(f"HTTP {resp.status}: {(await resp.text())[:200]}")
-                d = await resp.json()
-            return int(d["offset"]), str(d["data"]).encode("utf-8")
-
-        end = await read(-1, 0)
-        if end is None:
-            return None
-        size = end[0]
-        start = at = window_start(size, self.log_tail)
-        data = b""
-        while at < size:
-            got = await read(at, size - at)
-            if got is None or not got[1]:
-                break
-            if got[0] > at and not data:  # rotated past the window's start: the tail starts later
-                start = got[0]
-            data += got[1]
-            at = got[0] + len(got[1])
-        return kept(start, data[-self.log_tail:] if len(data) > self.log_tail else data)
 
     def _observe_start(self, task_id: str) -> None:
         """A task's first attempt started: how long it waited since its job was submitted."""
@@ -345,7 +334,7 @@ class BatchService(FrameworkHost):
 
     # --- the scheduling loop ---------------------------------------------------------------------
 
-    def _until_due(self) -> float | None:
+    def next_round_in(self) -> float | None:
         """Seconds until the core's next deadline (None: none; the loop waits for a poke)."""
         now = self.now()
         deadline = self.core.next_wakeup(now)
@@ -359,13 +348,13 @@ class BatchService(FrameworkHost):
             await self._persist.wait()
             self._persist.clear()
             try:
-                await self._flush()
+                await self.host.flush()
             except Exception:
                 log.exception("batch: writing the job store failed; retrying")
                 self._persist.set()
             await asyncio.sleep(self.flush_interval)
 
-    async def _schedule_once(self) -> None:
+    async def on_round(self) -> None:
         driver = self.driver
         assert driver is not None
         self.rounds += 1
@@ -388,7 +377,7 @@ class BatchService(FrameworkHost):
             # written now, so their answers do not wait (nor do they when no offers will come:
             # suppressed, say for a periodic job's submission). With no offer in view and a
             # REVIVE on its way they wait for the round with the offers, at most ``submit_hold``.
-            await self._flush()
+            await self.host.flush()
 
     def _offer_views(self) -> list[OfferView]:
         driver = self.driver
@@ -415,7 +404,7 @@ class BatchService(FrameworkHost):
         """The cluster's agents from the master's ``/state`` (totals, attributes, revocable): what
         a waiting job is told it "cannot fit in". Read at most every ``cluster_interval`` while
         jobs wait; a failed read keeps the last answer (and no reason claims what it cannot know)."""
-        driver, http = self.driver, self._http
+        driver, http = self.driver, self.host.agent_http
         if driver is None or http is None or not isinstance(driver.transport, HttpTransport):
             return
         headers = {"Accept": "application/json"}
@@ -431,7 +420,7 @@ class BatchService(FrameworkHost):
             log.debug("batch: reading the master's /state: %s", exc)
             return
         self.core.cluster = cluster_of(state)
-        self._wake.set()
+        self.host.poke()
 
     async def _execute(self, effects: list[Effect]) -> None:
         driver = self.driver
@@ -455,7 +444,7 @@ class BatchService(FrameworkHost):
                 driver.demands.replace(e.demands)
                 self._send_demand_soon()
             else:
-                await self.call_master(e)
+                await self.host.call_master(e)
         await self._launch_all(launches)
 
     def _send_demand_soon(self) -> None:
@@ -490,7 +479,7 @@ class BatchService(FrameworkHost):
             return
         self._mark_dirty(t.job_id for e in launches for t in e.tasks)
         try:
-            await self._flush()
+            await self.host.flush()
         except Exception:
             log.exception("batch: could not save launches; not sending them")
             back = self.core.launch_not_sent([t.task_id for e in launches for t in e.tasks], self.now())
@@ -515,7 +504,7 @@ class BatchService(FrameworkHost):
             log.info("batch: launch on %s not sent: %s", e.offer_id, exc)
             back = self.core.launch_not_sent([t.task_id for t in e.tasks], self.now())
             self._mark_dirty(i for b in back if isinstance(b, Persist) for i in b.job_ids)
-            self._wake.set()
+            self.host.poke()
 
     def _absorb(self, effects: list[Effect]) -> None:
         """Effects produced in a callback or an HTTP handler: the scheduling loop runs them, in
@@ -527,7 +516,7 @@ class BatchService(FrameworkHost):
                 self._publish(e)
             else:
                 self._queued.append(e)
-        self._wake.set()
+        self.host.poke()
 
     def _publish(self, e: JobEvent) -> None:
         job = self.core.jobs.get(e.job_id)
@@ -540,11 +529,11 @@ class BatchService(FrameworkHost):
     def _notify(self, job: JobRecord) -> None:
         """POST the job's final state to its ``notify`` URL (retried with backoff, in the
         background); once delivered the job is marked notified, so a restart does not resend."""
-        if job.job_id in self._notifying or self._http is None or not job.spec.notify:
+        if job.job_id in self._notifying or self.host.agent_http is None or not job.spec.notify:
             return
         self._notifying.add(job.job_id)
         url, body = job.spec.notify, {"event": "finished", "job": job_summary(job)}
-        http = self._http
+        http = self.host.agent_http
 
         async def send() -> None:
             try:
@@ -563,16 +552,16 @@ class BatchService(FrameworkHost):
                 self._notify(job)
 
     def _mark_dirty(self, job_ids: Iterable[int]) -> None:
-        self._dirty.update(job_ids)
-        if self._dirty:
+        self.host.dirty.update(job_ids)
+        if self.host.dirty:
             self._persist.set()
 
-    async def _write_jobs(self, job_ids: list[int]) -> None:
+    async def write_jobs(self, job_ids: list[int]) -> None:
         jobs = [self.core.jobs[i] for i in job_ids if i in self.core.jobs]
         self.flushes += 1
         await self.store.open().awrite(jobs)
 
-    def _jobs_written(self, job_ids: list[int]) -> None:
+    def jobs_written(self, job_ids: list[int]) -> None:
         for i in job_ids:  # the submissions waiting for their write (``_save_submitted``)
             if (saved := self._unsaved.pop(i, None)) is not None and not saved.done():
                 saved.set_result(None)
@@ -591,14 +580,14 @@ class BatchService(FrameworkHost):
         for i in ids:
             self._unsaved[i] = fut = loop.create_future()
             waits.append(fut)
-        self._dirty.update(ids)
+        self.host.dirty.update(ids)
         self._absorb([e for e in effects if not isinstance(e, (Persist, JobEvent))])  # a REVIVE
         try:
             try:
                 async with asyncio.timeout(self.submit_hold):
                     await asyncio.gather(*waits)
             except TimeoutError:  # no round could take them yet (no offers, a call under way)
-                await self._flush()
+                await self.host.flush()
         except BaseException:
             self._persist.set()  # a failed write or a cancelled answer: the flusher writes them
             raise
@@ -650,7 +639,113 @@ class BatchService(FrameworkHost):
         )
         return self.warm.task_info(t, command, info) if spec.service else info
 
-    # --- HTTP API --------------------------------------------------------------------------------
+    # --- the API's port (``ports.BatchPort``): what HTTP requests read and do -------------------
+
+    @property
+    def auth(self) -> ApiAuth:
+        return self.host.auth
+
+    @property
+    def roles(self) -> tuple[str, ...]:
+        return self.host.roles
+
+    @property
+    def framework_name(self) -> str:
+        return self.host.framework_name
+
+    @property
+    def jobs(self) -> dict[int, JobRecord]:
+        return self.core.jobs
+
+    @property
+    def cluster(self) -> tuple[AgentCapacity, ...]:
+        return self.core.cluster
+
+    def job(self, job_id: int) -> JobRecord:
+        return self.core.job(job_id)
+
+    def master_ui(self) -> str | None:
+        return self.host.master_ui()
+
+    def connection(self) -> Connection:
+        return self.host.connection()
+
+    def priorities(self, now: float) -> dict[int, Factors]:
+        return self.core.priorities(now)
+
+    def shares(self, now: float) -> dict[tuple[str, str], Share]:
+        return self.core.shares(now)
+
+    def admission(self, spec: JobSpec, user: str | None) -> str | None:
+        return self.core.admission(spec, user)
+
+    def expected_starts(self) -> dict[int, float | None]:
+        return self.core.expected_starts(self._offer_views(), self.now())
+
+    def metrics_text(self) -> bytes:
+        return self.metrics.render()
+
+    async def read_cluster(self) -> None:
+        await self._read_cluster()
+
+    async def accounting(self, query: AccountingQuery) -> list[dict[str, Any]]:
+        return await asyncio.to_thread(self.store.open().accounting, query)
+
+    async def kept_tail(self, task_id: str, stream: str) -> KeptTail | None:
+        return await asyncio.to_thread(self.store.open().tail, task_id, stream)
+
+    async def read_sandbox(self, agent_id: str | None, task_id: str, stream: str, offset: int,
+                           length: int) -> SandboxRead:
+        return await self.host.read_sandbox(agent_id, task_id, stream, offset, length)
+
+    async def service_summary(self, job: JobRecord) -> dict[str, int] | None:
+        return await self.warm.summary(job)
+
+    async def service_results(self, job: JobRecord, offset: int, limit: int, state: str | None) -> dict[str, Any]:
+        return await self.warm.results(job, offset, limit, state)
+
+    def follow_events(self, since: int | None) -> AsyncIterator[dict[str, Any]]:
+        return self.events.follow(since)
+
+    async def submit(self, specs: list[JobSpec], owner: str, verified: bool, inputs: list[str] | None) -> list[int]:
+        run_as = self.config.users.run_as(owner, verified=verified)
+        ids, effects = self.core.submit_many(specs, self.now(), owner, run_as)
+        if inputs is not None:
+            self.warm.register(self.core.jobs[ids[0]], inputs)
+            # Durable before we answer: the ids we return are never lost (one transaction for all).
+            await self.store.open().awrite([self.core.jobs[i] for i in ids])
+            await self.warm.submitted(self.core.jobs[ids[0]], inputs)
+            self._absorb([e for e in effects if not isinstance(e, Persist)])
+        else:
+            await self._save_submitted(ids, effects)
+        self.host.poke()
+        return ids
+
+    async def hold(self, job_id: int, who: str) -> None:
+        await self._changed(job_id, self.core.hold(job_id, self.now(), who))
+
+    async def release(self, job_id: int, who: str) -> None:
+        await self._changed(job_id, self.core.release(job_id, self.now(), who))
+
+    async def requeue(self, job_id: int, who: str) -> None:
+        await self._changed(job_id, self.core.requeue(job_id, self.now(), who))
+
+    async def update(self, job_id: int, changes: Mapping[str, Any], who: str) -> None:
+        effects = self.core.update(job_id, changes, self.now(), who)
+        self._commands.pop(job_id, None)  # its tasks' shared environment (count) changed
+        await self._changed(job_id, effects)
+
+    async def _changed(self, job_id: int, effects: list[Effect]) -> None:
+        """A change to a job, written before the answer; its effects go to the loop."""
+        self._mark_dirty((job_id,))
+        await self.host.flush()
+        self._absorb(effects)
+
+    def cancel(self, job_id: int, who: str) -> None:
+        self._absorb(self.core.cancel(job_id, self.now(), who))
+
+    def kill_attempt(self, task_id: str, agent_id: str | None, why: str) -> None:
+        self._absorb([Kill(task_id, agent_id, why)])
 
 
 class JobStoreRef:

@@ -6,7 +6,8 @@ the sandbox). Asking each agent once per attempt (a listing, then reads) made th
 service's largest cost at hundreds of tasks a second, and the agents' too; here the ends of one
 tick are gathered per agent and fetched with one ``GET /files/tails`` (``agent/files.py``) for up
 to ``MAX_TAILS`` attempts. An agent that does not serve it (an older agent: 404; ACLs that allow
-only per-sandbox reads: 403) is asked per attempt as before (``BatchService._copy_tail``).
+only per-sandbox reads: 403) is asked per attempt as before (``fetch_tails``: a listing, then
+reads, called by ``BatchService._copy_tail``).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from typing import Any
 import aiohttp
 import attrs
 
-from frameworks.batch.logtail import KeptTail, kept
+from frameworks.batch.logtail import KeptTail, kept, window_start
 
 log = logging.getLogger(__name__)
 
@@ -112,3 +113,57 @@ def _tail(v: Mapping[str, Any], keep: int) -> KeptTail:
     if len(data) > keep:
         start, data = start + len(data) - keep, data[-keep:]
     return kept(start, data)
+
+
+async def fetch_tails(http: aiohttp.ClientSession, headers: dict[str, str], agent: str, box: str,
+                      keep: int) -> dict[str, KeptTail] | None:
+    """The last ``keep`` bytes of each non-empty stream (stdout, stderr) of the sandbox ``box``
+    on ``agent`` (None: no such sandbox). Raises ``aiohttp.ClientError``, ``TimeoutError``,
+    ``ValueError`` (an agent's error answer), ``KeyError``/``TypeError`` (a malformed one)."""
+    # one listing tells which streams hold anything (a task that printed nothing costs one
+    # request); a rotated stream has stdout.1 ... beside stdout
+    async with http.get(f"{agent}/files/browse", params={"path": box}, headers=headers) as resp:
+        if resp.status == 404:
+            return None  # no sandbox: nothing to keep
+        if resp.status != 200:
+            raise ValueError(f"HTTP {resp.status}: {(await resp.text())[:200]}")
+        listing = await resp.json()
+    names = {str(e["path"]).rsplit("/", 1)[-1] for e in listing if int(e.get("size", 0)) > 0}
+    tails: dict[str, KeptTail] = {}
+    for stream in ("stdout", "stderr"):
+        if any(n == stream or n.startswith(stream + ".") for n in names):
+            tail = await read_tail(http, headers, agent, f"{box}/{stream}", keep)
+            if tail is not None and tail.data:
+                tails[stream] = tail
+    return tails
+
+
+async def read_tail(http: aiohttp.ClientSession, headers: dict[str, str], agent: str, path: str,
+                    keep: int) -> KeptTail | None:
+    """The last ``keep`` bytes of ``path`` in the agent's sandboxes (None: no such file)."""
+
+    async def read(offset: int, length: int) -> tuple[int, bytes] | None:
+        params = {"path": path, "offset": str(offset), "length": str(length)}
+        async with http.get(f"{agent}/files/read", params=params, headers=headers) as resp:
+            if resp.status == 404:
+                return None
+            if resp.status != 200:
+                raise ValueError(f"HTTP {resp.status}: {(await resp.text())[:200]}")
+            d = await resp.json()
+        return int(d["offset"]), str(d["data"]).encode("utf-8")
+
+    end = await read(-1, 0)
+    if end is None:
+        return None
+    size = end[0]
+    start = at = window_start(size, keep)
+    data = b""
+    while at < size:
+        got = await read(at, size - at)
+        if got is None or not got[1]:
+            break
+        if got[0] > at and not data:  # rotated past the window's start: the tail starts later
+            start = got[0]
+        data += got[1]
+        at = got[0] + len(got[1])
+    return kept(start, data[-keep:] if len(data) > keep else data)

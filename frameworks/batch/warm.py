@@ -217,8 +217,8 @@ class WarmServices:
             AGORA_SERVICE_CHANNEL=self.channel_url(),
             AGORA_SERVICE_TOKEN=run.token if run is not None else "",
         )
-        if self.svc.conn.ca is not None:  # a TLS cluster: the agents and this service are https
-            env["AGORA_SERVICE_CA"] = str(Path(self.svc.conn.ca).resolve())
+        if self.svc.host.conn.ca is not None:  # a TLS cluster: the agents and this service are https
+            env["AGORA_SERVICE_CA"] = str(Path(self.svc.host.conn.ca).resolve())
         executor = ExecutorInfo(
             executor_id=ExecutorID(t.task_id),
             type=ExecutorType.CUSTOM,

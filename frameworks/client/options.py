@@ -250,8 +250,10 @@ def _one_credential(ctx: click.Context) -> dict[str, None]:
 class ApiService(Protocol):
     """A framework service: started and stopped by ``async with``, serving its API at ``url``."""
 
-    url: str
     failed: BaseException | None
+
+    @property
+    def url(self) -> str: ...
 
     async def wait_stopped(self) -> None: ...
 

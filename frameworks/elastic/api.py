@@ -16,11 +16,9 @@ HTTP API (JSON):
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-import aiohttp
 from aiohttp import web
-from prometheus_client import CollectorRegistry
 
 from frameworks.client import api_auth, webui
 from frameworks.client.api_auth import OwnerError, job_owner, principal_of
@@ -33,22 +31,20 @@ from frameworks.elastic.jobs import (
     job_detail,
     job_summary,
 )
+from frameworks.elastic.ports import ElasticPort
 from frameworks.elastic.spec import SpecError, from_mapping, parse_toml
 from frameworks.elastic.state import JobState
 from frameworks.kit.http import html as _html
 from protocol import codec
-from protocol.acls import Action, submit_problem
-
-if TYPE_CHECKING:
-    from frameworks.elastic.service import ElasticService
+from protocol.acls import Action, job_problem, submit_problem
 
 
 class ElasticApi:
-    """The routes of the elastic service's API, each a handler on the service (``svc``)."""
+    """The routes of the elastic service's API, each a handler on the port it is given
+    (``ports.ElasticPort``: the service, or an in-memory port in a test)."""
 
-    def __init__(self, svc: ElasticService) -> None:
-        self.svc = svc
-        self._registry: CollectorRegistry | None = None  # /metrics, made on first read
+    def __init__(self, port: ElasticPort) -> None:
+        self.svc = port
 
     def routes(self) -> list[web.RouteDef]:
         return [
@@ -71,12 +67,12 @@ class ElasticApi:
         return web.json_response({"ok": True})
 
     async def _ui_jobs(self, request: web.Request) -> web.Response:
-        jobs = [job_summary(j) for j in self.svc.core.jobs.values()]
+        jobs = [job_summary(j) for j in self.svc.jobs.values()]
         return _html(pages.jobs_page(jobs, master=self.svc.master_ui(), principal=principal_of(request)))
 
     async def _ui_job(self, request: web.Request) -> web.Response:
         try:
-            job = self.svc.core.job(_job_id(request))
+            job = self.svc.job(_job_id(request))
         except ServiceError as exc:
             return _html(webui.error_page(pages.SERVICE, error_status(exc), exc.reason), error_status(exc))
         stream = request.query.get("stream", "stdout")
@@ -94,29 +90,25 @@ class ElasticApi:
 
     def _denied(self, request: web.Request, job: Job, action: Action, what: str) -> web.Response | None:
         """``403`` unless the request's principal owns ``job`` or an ACL lets it (``action``)."""
-        problem = self.svc.forbidden(request, job.user, action, what)
+        problem = job_problem(self.svc.auth.acls, action, principal_of(request), job.user, what)
         return None if problem is None else api_auth.forbidden(problem)
 
     async def _metrics(self, request: web.Request) -> web.Response:
-        if self._registry is None:
-            self._registry = metrics.registry(self.svc)
-        return web.Response(
-            body=metrics.render(self._registry), headers={"Content-Type": metrics.CONTENT_TYPE}
-        )
+        return web.Response(body=self.svc.metrics_text(), headers={"Content-Type": metrics.CONTENT_TYPE})
 
     async def _framework(self, request: web.Request) -> web.Response:
-        d = self.svc.driver
+        conn = self.svc.connection()
         counts: dict[str, int] = {}
-        for job in self.svc.core.jobs.values():
+        for job in self.svc.jobs.values():
             counts[job.state.value] = counts.get(job.state.value, 0) + 1
         return web.json_response(
             {
-                "framework_id": d.framework_id if d else None,
-                "connected": bool(d and d.connected),
-                "master": self.svc.master,
+                "framework_id": conn.framework_id,
+                "connected": conn.connected,
+                "master": conn.master,
                 "jobs": counts,
-                "offers": len(d.offers) if d else 0,
-                "coordinators": {str(k): self.svc._coordinator_url(c) for k, c in self.svc.coordinators.items()},
+                "offers": conn.offers,
+                "coordinators": {str(k): url for k, url in self.svc.coordinator_urls().items()},
             }
         )
 
@@ -145,10 +137,8 @@ class ElasticApi:
             return _error(400, f"role {spec.role!r} is not one of the framework's roles {list(self.svc.roles)}")
         if (problem := submit_problem(self.svc.auth.acls, principal_of(request), spec.role)) is not None:
             return api_auth.forbidden(problem)
-        job_id = self.svc.submit(spec, owner)
-        self.svc._dirty.add(job_id)
-        await self.svc._flush()  # durable before we answer
-        return web.json_response({"id": job_id, "state": self.svc.core.jobs[job_id].state.value}, status=201)
+        job_id = await self.svc.submit_durably(spec, owner)  # durable before we answer
+        return web.json_response({"id": job_id, "state": self.svc.jobs[job_id].state.value}, status=201)
 
     async def _list(self, request: web.Request) -> web.Response:
         want = request.query.get("state")
@@ -156,14 +146,14 @@ class ElasticApi:
             return _error(400, f"state: unknown job state {want!r} (one of {', '.join(JobState.__members__)})")
         jobs = [
             job_summary(j)
-            for j in sorted(self.svc.core.jobs.values(), key=lambda j: j.job_id)
+            for j in sorted(self.svc.jobs.values(), key=lambda j: j.job_id)
             if want is None or j.state.value == want.upper()
         ]
         return web.json_response({"jobs": jobs})
 
     async def _show(self, request: web.Request) -> web.Response:
         try:
-            job = self.svc.core.job(_job_id(request))
+            job = self.svc.job(_job_id(request))
         except ServiceError as exc:
             return _error(error_status(exc), exc.reason)
         return web.json_response(self._detail(job))
@@ -171,9 +161,8 @@ class ElasticApi:
     def _detail(self, job: Job) -> dict[str, Any]:
         """``job_detail`` with its coordinator's status (generation, workers, shards, recent log)."""
         out = job_detail(job)
-        coord = self.svc.coordinators.get(job.job_id)
-        if coord is not None:
-            st = coord.core.status(coord.clock.now())
+        st = self.svc.coordinator_status(job.job_id)
+        if st is not None:
             out["coordinator_status"] = {
                 "generation": st["generation"],
                 "world_size": st["world_size"],
@@ -195,28 +184,28 @@ class ElasticApi:
                     raise ValueError(f"worker counts must be integers, got {v!r}")
             if hi is None and lo is None:
                 raise ValueError("give max_workers and/or min_workers")
-            if (denied := self._denied(request, self.svc.core.job(_job_id(request)), Action.MANAGE_JOBS, "scale")):
+            if (denied := self._denied(request, self.svc.job(_job_id(request)), Action.MANAGE_JOBS, "scale")):
                 return denied
             self.svc.scale(_job_id(request), max_workers=hi, min_workers=lo)
         except ServiceError as exc:
             return _error(error_status(exc), exc.reason)
         except ValueError as exc:
             return _error(400, str(exc))
-        return web.json_response(job_summary(self.svc.core.jobs[_job_id(request)]))
+        return web.json_response(job_summary(self.svc.jobs[_job_id(request)]))
 
     async def _cancel(self, request: web.Request) -> web.Response:
         try:
-            if (denied := self._denied(request, self.svc.core.job(_job_id(request)), Action.MANAGE_JOBS, "cancel")):
+            if (denied := self._denied(request, self.svc.job(_job_id(request)), Action.MANAGE_JOBS, "cancel")):
                 return denied
             self.svc.cancel(_job_id(request))
         except ServiceError as exc:
             return _error(error_status(exc), exc.reason)
-        return web.json_response(job_summary(self.svc.core.jobs[_job_id(request)]))
+        return web.json_response(job_summary(self.svc.jobs[_job_id(request)]))
 
     async def _logs(self, request: web.Request) -> web.Response:
         """A worker's stdout/stderr, read from its agent's sandbox (``/files/read``)."""
         try:
-            job = self.svc.core.job(_job_id(request))
+            job = self.svc.job(_job_id(request))
             offset = int(request.query.get("offset", "0"))
             length = int(request.query.get("length", str(64 * 1024)))
             index = int(request.query["worker"]) if "worker" in request.query else None
@@ -236,19 +225,10 @@ class ElasticApi:
         if not chosen:
             return _error(404, f"job {job.job_id} has no worker {index}")
         w = chosen[0]
-        agent = self.svc.driver.offers.agent_urls.get(w.agent_id) if self.svc.driver else None
-        fid = self.svc.driver.framework_id if self.svc.driver else None
-        if agent is None or fid is None or self.svc._http is None:
-            return _error(503, f"agent {w.agent_id} of worker {w.task_id} is not reachable from here")
-        params = {"path": f"{fid}/{w.task_id}/{stream}", "offset": str(offset), "length": str(length)}
-        try:
-            async with self.svc._http.get(f"{agent}/files/read", params=params, headers=self.svc._agent_headers) as resp:
-                if resp.status != 200:
-                    return _error(resp.status, await resp.text())
-                data = await resp.json()
-        except (aiohttp.ClientError, TimeoutError) as exc:
-            return _error(503, f"agent {w.agent_id}: {exc}")
-        return web.json_response({"worker": w.index, "task_id": w.task_id, "stream": stream, **data})
+        got = await self.svc.read_sandbox(w.agent_id, w.task_id, stream, offset, length)
+        if got.data is None:
+            return _error(got.status, got.error or f"agent {w.agent_id} of worker {w.task_id} is not reachable from here")
+        return web.json_response({"worker": w.index, "task_id": w.task_id, "stream": stream, **got.data})
 
 
 def _job_id(request: web.Request) -> int:

@@ -4,7 +4,7 @@ scrape time: jobs by state, workers per job and kind, worker endings, training f
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
@@ -13,20 +13,36 @@ from prometheus_client.registry import Collector
 from frameworks.elastic.state import JobState
 
 if TYPE_CHECKING:
-    from frameworks.elastic.service import ElasticService
+    from frameworks.elastic.service_core import ElasticCore
+    from frameworks.kit.host import Connection
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
 
+class Scraped(Protocol):
+    """What the collector reads at scrape time (the elastic service, never changed)."""
+
+    @property
+    def core(self) -> ElasticCore: ...
+
+    @property
+    def rounds(self) -> int: ...
+
+    @property
+    def auth_failures(self) -> dict[str, int]: ...
+
+    def connection(self) -> Connection: ...
+
+
 class ElasticCollector(Collector):
-    def __init__(self, service: ElasticService) -> None:
+    def __init__(self, service: Scraped) -> None:
         self.service = service
 
     def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
         svc = self.service
         core = svc.core
         up = GaugeMetricFamily("agora_elastic_connected", "1 while subscribed to the master")
-        up.add_metric([], 1.0 if svc.driver is not None and svc.driver.connected else 0.0)
+        up.add_metric([], 1.0 if svc.connection().connected else 0.0)
         yield up
         rounds = CounterMetricFamily("agora_elastic_rounds", "Scheduling rounds run")
         rounds.add_metric([], float(svc.rounds))
@@ -69,7 +85,7 @@ class ElasticCollector(Collector):
         yield figures
 
 
-def registry(service: ElasticService) -> CollectorRegistry:
+def registry(service: Scraped) -> CollectorRegistry:
     reg = CollectorRegistry(auto_describe=False)
     reg.register(ElasticCollector(service))
     return reg

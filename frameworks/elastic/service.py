@@ -30,10 +30,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from frameworks.client.api_auth import ApiAuth
 from frameworks.client.driver import KnownTask, SchedulerDriver
 from frameworks.client.offers import OfferCacheError
 from frameworks.client.transport import Transport, TransportError
 from frameworks.elastic import messages as m
+from frameworks.elastic import metrics
 from frameworks.elastic.api import ElasticApi
 from frameworks.elastic.coordinator import Coordinator
 from frameworks.elastic.core import CoordinatorConfig, CoordinatorError
@@ -57,7 +59,8 @@ from frameworks.elastic.service_core import (
 )
 from frameworks.elastic.spec import JobSpec
 from frameworks.elastic.store import JobStore
-from frameworks.kit.host import BASE_CAPABILITIES, FrameworkHost
+from frameworks.kit.host import BASE_CAPABILITIES, Connection, FrameworkHost, SandboxRead
+from protocol.lifecycle import Service
 from protocol.mesos import (
     CapabilityType,
     CommandInfo,
@@ -77,9 +80,12 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 CAPABILITIES = (*BASE_CAPABILITIES, CapabilityType.PARTITION_AWARE)
 
 
-class ElasticService(FrameworkHost):
+class ElasticService(Service):
+    """The elastic framework on the framework host (``self.host``), which it gives its logic
+    (``FrameworkLogic``: the driver's callbacks, the round, the store's writes); its HTTP API
+    is given it as a narrow port (``ports.ElasticPort``)."""
+
     name = "agora-elastic"
-    capabilities = CAPABILITIES
 
     def __init__(
         self,
@@ -112,14 +118,20 @@ class ElasticService(FrameworkHost):
         credentials: str | Path | None = None,
         acls: str | Path | None = None,
     ) -> None:
-        FrameworkHost.__init__(
-            self, master, work_dir, host=host, port=port, roles=roles, framework_name=framework_name,
-            failover_timeout=failover_timeout, now=now, ca=ca, tls_cert=tls_cert, tls_key=tls_key,
-            principal=principal, secret=secret, token=token, agent_http_credential=agent_http_credential,
-            advertise_host=advertise_host, credentials=credentials, acls=acls,
+        super().__init__()
+        self.host = FrameworkHost(
+            self, self, master, host=host, port=port, roles=roles, framework_name=framework_name,
+            capabilities=CAPABILITIES, failover_timeout=failover_timeout, now=now, ca=ca, tls_cert=tls_cert,
+            tls_key=tls_key, principal=principal, secret=secret, token=token,
+            agent_http_credential=agent_http_credential, advertise_host=advertise_host, credentials=credentials,
+            acls=acls,
         )  # fmt: skip
+        self.work_dir = Path(work_dir)
+        self.now = now
+        self.rounds = 0  # scheduling rounds run
         # coordinators listen here (plain HTTP: worker traffic), published at ``advertise_host``
         self.coordinator_host = coordinator_host or host
+        self.advertise_host = self.host.advertise_host
         self.heartbeat_timeout = heartbeat_timeout
         self.lease_timeout = lease_timeout
         self.kill_grace = kill_grace
@@ -128,7 +140,8 @@ class ElasticService(FrameworkHost):
         self._transport = transport
         self.core = ElasticCore(max_worker_failures=max_worker_failures, backoff_initial=backoff_initial)
         self.store = JobStore(self.work_dir)
-        self.api = ElasticApi(self)
+        self.api = ElasticApi(self)  # its HTTP API, given this service as its port (ports.ElasticPort)
+        self._metrics = metrics.registry(self)
         self.meta: dict[str, Any] = {}
         self.coordinators: dict[int, Coordinator] = {}
         self._pending: list[Effect] = []
@@ -143,16 +156,16 @@ class ElasticService(FrameworkHost):
         for record in await asyncio.to_thread(self.store.load_jobs):
             self.core.restore(record)
         self.core.next_job_id = max(self.core.next_job_id, int(self.meta.get("next_job_id", 1)))
-        await self.serve(self.api.routes())
+        await self.host.serve(self.api.routes())
         # re-attach: the coordinators of jobs that had started come back on their old ports
         for job in self.core.jobs.values():
             if not job.terminal and job.coordinator_port is not None:
                 await self._start_coordinator(job)
-        self.driver = self.connect(self.meta.get("framework_id"), self._transport)
+        driver = self.host.connect(self.meta.get("framework_id"), self._transport)
         for task_id, agent_id in self.core.known_tasks():  # reconciled explicitly on subscribe
-            self.driver.tasks[task_id] = KnownTask(task_id, agent_id, TaskState.TASK_RUNNING)
-        await self.driver.start()
-        self.spawn(self.run_rounds(self.round, lambda: self.tick), name="elastic-schedule")
+            driver.tasks[task_id] = KnownTask(task_id, agent_id, TaskState.TASK_RUNNING)
+        await driver.start()
+        self.spawn(self.host.run_rounds(), name="elastic-schedule")
 
     async def _stop(self) -> None:
         if self.driver is not None:
@@ -161,29 +174,29 @@ class ElasticService(FrameworkHost):
             with contextlib.suppress(Exception):
                 await coord.stop()
         self.coordinators.clear()
-        await self.close_api()
+        await self.host.close_api()
         with contextlib.suppress(Exception):
-            await self._flush()
+            await self.host.flush()
 
     # --- driver callbacks ----------------------------------------------------------------------------
 
-    def subscribed(self, driver: SchedulerDriver, framework_id: str, master_info: object) -> None:
+    def on_subscribed(self, driver: SchedulerDriver, framework_id: str) -> None:
         self.core.forget_kills()  # a kill sent to an earlier subscription may be lost
         if self.meta.get("framework_id") != framework_id:
             self.meta["framework_id"] = framework_id
             self.store.save_meta(self.meta)
-        self._wake.set()
+        self.host.poke()
 
-    def offers(self, driver: SchedulerDriver, offers: list[Offer]) -> None:
+    def on_offers(self, offers: list[Offer]) -> None:
         got = [(o.id.value, o.agent_id.value, Resources.from_mesos(o.resources)) for o in offers]
         log.debug("elastic: offers %s", [(oid, str(res)) for oid, _, res in got])
         self.core.on_offers(got, self.now())
-        self._wake.set()  # the driver's offer cache holds them (role, agent endpoint included)
+        self.host.poke()  # the driver's offer cache holds them (role, agent endpoint included)
 
-    def offer_rescinded(self, driver: SchedulerDriver, offer_id: str) -> None:
-        self._wake.set()
+    def on_rescinded(self, offer_id: str) -> None:
+        self.host.poke()
 
-    def update(self, driver: SchedulerDriver, status: TaskStatus) -> None:
+    def on_update(self, status: TaskStatus) -> None:
         log.debug("elastic: update %s %s %s", status.task_id.value, status.state.value, status.reason)
         effects = self.core.on_update(
             status.task_id.value,
@@ -194,29 +207,32 @@ class ElasticService(FrameworkHost):
             agent_id=status.agent_id.value if status.agent_id else None,
         )
         self._pending.extend(effects)
-        self._wake.set()
+        self.host.poke()
 
     # --- requests (the HTTP API calls these; so may tests and embedding code) -----------------------------
 
     def submit(self, spec: JobSpec, user: str | None = None) -> int:
         job_id, effects = self.core.submit(spec, self.now(), user=user)
         self._pending.extend(effects)
-        self._wake.set()
+        self.host.poke()
         return job_id
 
     def scale(self, job_id: int, max_workers: int | None = None, min_workers: int | None = None) -> None:
         self._pending.extend(
             self.core.scale(job_id, self.now(), max_workers=max_workers, min_workers=min_workers)
         )
-        self._wake.set()
+        self.host.poke()
 
     def cancel(self, job_id: int) -> None:
         self._pending.extend(self.core.cancel(job_id, self.now()))
-        self._wake.set()
+        self.host.poke()
 
     # --- the loop ----------------------------------------------------------------------------------------
 
-    async def round(self) -> None:
+    def next_round_in(self) -> float | None:
+        return self.tick  # the coordinators' progress is polled
+
+    async def on_round(self) -> None:
         """One round: progress from the coordinators, the core's decisions, their effects."""
         now = self.now()
         effects, self._pending = self._pending, []
@@ -242,7 +258,7 @@ class ElasticService(FrameworkHost):
         self.rounds += 1
         try:
             await self._execute(effects)
-            await self._flush()
+            await self.host.flush()
         finally:
             waiters, self._waiters = self._waiters, []
             for w in waiters:
@@ -266,7 +282,7 @@ class ElasticService(FrameworkHost):
         assert driver is not None
         for e in effects:
             if isinstance(e, Persist):
-                self._dirty.update(e.job_ids)
+                self.host.dirty.update(e.job_ids)
             elif isinstance(e, StartCoordinator):
                 job = self.core.jobs[e.job_id]
                 if e.job_id not in self.coordinators:
@@ -274,7 +290,7 @@ class ElasticService(FrameworkHost):
             elif isinstance(e, StopCoordinator):
                 coord = self.coordinators.get(e.job_id)
                 if coord is not None:
-                    self._dirty.update(
+                    self.host.dirty.update(
                         *(
                             x.job_ids
                             for x in self.core.on_progress(
@@ -299,12 +315,12 @@ class ElasticService(FrameworkHost):
                 if isinstance(e, Kill):
                     log.info("elastic: killing %s (%s)", e.task_id, e.reason)
                 try:
-                    await self.call_master(e)
+                    await self.host.call_master(e)
                 except TransportError as exc:  # kills are sent again later, the demand on resubscribe
                     log.warning("elastic: %s not sent: %s", type(e).__name__, exc)
 
     async def _launch(self, driver: SchedulerDriver, e: Launch) -> None:
-        await self._flush()  # durable before the master hears of the tasks
+        await self.host.flush()  # durable before the master hears of the tasks
         job = self.core.jobs[e.tasks[0].job_id]
         role = driver.role_of(driver.offers.get(e.offer_id)) if e.offer_id in driver.offers else job.spec.role
         infos = [self._task_info(job, w, role) for w in e.tasks]
@@ -320,9 +336,9 @@ class ElasticService(FrameworkHost):
                     reason="REASON_INVALID_OFFERS",
                     message=str(exc),
                 )
-            self._wake.set()
+            self.host.poke()
 
-    async def _write_jobs(self, job_ids: list[int]) -> None:
+    async def write_jobs(self, job_ids: list[int]) -> None:
         records = [job_to_dict(self.core.jobs[i]) for i in job_ids if i in self.core.jobs]
         self.meta["next_job_id"] = self.core.next_job_id
         meta = dict(self.meta)
@@ -377,7 +393,7 @@ class ElasticService(FrameworkHost):
             self.coordinators[job.job_id] = coord
             await coord.start()
         self._pending += self.core.set_coordinator(job.job_id, coord.port, self._coordinator_url(coord))
-        self._dirty.add(job.job_id)
+        self.host.dirty.add(job.job_id)
         log.info("elastic: job %d coordinator at %s", job.job_id, self._coordinator_url(coord))
 
     def _coordinator_url(self, coord: Coordinator) -> str:
@@ -406,6 +422,71 @@ class ElasticService(FrameworkHost):
             kill_policy=KillPolicy(grace_period=DurationInfo(int(self.kill_grace * 1e9))),
         )
 
-    # --- HTTP API ----------------------------------------------------------------------------------------
+    def jobs_written(self, job_ids: list[int]) -> None:
+        """(Nothing waits on a write: ``submit_durably`` flushes itself.)"""
 
+    # --- what the host holds, as the service's own ----------------------------------------------------
 
+    @property
+    def driver(self) -> SchedulerDriver | None:
+        return self.host.driver
+
+    @property
+    def url(self) -> str:
+        """The API's base URL, once serving."""
+        return self.host.url
+
+    @property
+    def port(self) -> int:
+        return self.host.port
+
+    def reload(self) -> bool:
+        """SIGHUP: read ``--credentials`` and ``--acls`` again (the host's API)."""
+        return self.host.reload()
+
+    @property
+    def auth_failures(self) -> dict[str, int]:
+        return self.host.auth_failures
+
+    # --- the API's port (``ports.ElasticPort``) ------------------------------------------------------
+
+    @property
+    def auth(self) -> ApiAuth:
+        return self.host.auth
+
+    @property
+    def roles(self) -> tuple[str, ...]:
+        return self.host.roles
+
+    @property
+    def jobs(self) -> dict[int, Job]:
+        return self.core.jobs
+
+    def job(self, job_id: int) -> Job:
+        return self.core.job(job_id)
+
+    def master_ui(self) -> str | None:
+        return self.host.master_ui()
+
+    def connection(self) -> Connection:
+        return self.host.connection()
+
+    def coordinator_urls(self) -> dict[int, str]:
+        return {k: self._coordinator_url(c) for k, c in self.coordinators.items()}
+
+    def coordinator_status(self, job_id: int) -> dict[str, Any] | None:
+        coord = self.coordinators.get(job_id)
+        return None if coord is None else coord.core.status(coord.clock.now())
+
+    def metrics_text(self) -> bytes:
+        return metrics.render(self._metrics)
+
+    async def read_sandbox(self, agent_id: str | None, task_id: str, stream: str, offset: int,
+                           length: int) -> SandboxRead:
+        return await self.host.read_sandbox(agent_id, task_id, stream, offset, length)
+
+    async def submit_durably(self, spec: JobSpec, owner: str | None) -> int:
+        job_id = self.submit(spec, owner)
+        self.host.dirty.add(job_id)
+        await self.host.flush()  # durable before the answer
+        return job_id

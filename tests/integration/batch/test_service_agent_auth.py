@@ -66,7 +66,7 @@ async def test_job_logs_from_an_agent_with_authenticate_http(tmp_path: Path) -> 
                     assert r.status == 200, await r.text()
                     assert (await r.json())["data"] == "hello from an authenticated agent\n"
                 # without the credential the agent's 401 is passed on (what users saw before)
-                batch._agent_headers = {}
+                batch.host.agent_headers = {}
                 async with http.get(f"{batch.url}/api/v1/jobs/{job_id}/logs") as r:
                     assert r.status == 401
     finally:

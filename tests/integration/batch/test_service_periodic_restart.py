@@ -32,7 +32,7 @@ async def until_runs(http: aiohttp.ClientSession, svc: BatchService, parent: int
     """Wake the service's loop (the clock moved) and wait, bounded, for ``n`` runs."""
     async with asyncio.timeout(10):
         while True:
-            svc._wake.set()
+            svc.host.poke()
             runs = await runs_of(http, svc, parent)
             if len(runs) >= n:
                 return runs
@@ -50,7 +50,7 @@ async def test_a_restart_around_a_periodic_run_neither_loses_nor_doubles_it(tmp_
             (run,) = await until_runs(http, svc, parent, 1)
             assert run["due_at"] == 1002.0
         async with BatchService(NO_MASTER, tmp_path, now=clock) as svc:  # the same moment again
-            svc._wake.set()
+            svc.host.poke()
             summary = await (await http.get(f"{svc.url}/api/v1/jobs/{parent}?summary=1")).json()
             assert summary["next_run"] == 1004.0 and summary["runs"] == 1
             assert [r["id"] for r in await runs_of(http, svc, parent)] == [run["id"]]

@@ -64,7 +64,7 @@ def offer(oid: str, cpus: float) -> OfferView:
 def service(work_dir: Path) -> tuple[BatchService, FakeDriver]:
     svc = BatchService("127.0.0.1:9", work_dir, now=lambda: 0.0)
     fake = FakeDriver(svc.store.path)
-    svc.driver = cast(Any, fake)
+    svc.host.driver = cast(Any, fake)
     for job in svc.store.open().load():  # what _start does
         svc.core.restore(job)
     return svc, fake
@@ -87,7 +87,7 @@ async def test_a_launch_is_durable_before_its_accept_and_is_reconciled_after_a_c
         job = again.core.jobs[jid]
         assert [t.phase for t in job.tasks] == [TaskPhase.LAUNCHING, TaskPhase.LAUNCHING, TaskPhase.PENDING]
         # on re-subscription the driver reconciles both attempts explicitly
-        again.subscribed(cast(Any, second), "fw-1", None)
+        again.host.subscribed(cast(Any, second), "fw-1", None)
         assert {t: (k.agent_id, k.state) for t, k in second.tasks.items()} == {
             "j1-0-0": ("agent-o1", S.TASK_STAGING),
             "j1-1-0": ("agent-o1", S.TASK_STAGING),
@@ -96,14 +96,14 @@ async def test_a_launch_is_durable_before_its_accept_and_is_reconciled_after_a_c
         await again._execute(again.core.schedule([offer("o2", cpus=3)], 1.0))
         assert second.launched == ["j1-2-0"]
         # the answers: one ran (adopted), the master never heard of the other (a new attempt id)
-        again.update(cast(Any, second), _status("j1-0-0", S.TASK_RUNNING))
-        again.update(cast(Any, second), _status("j1-1-0", S.TASK_UNKNOWN))
+        again.host.update(cast(Any, second), _status("j1-0-0", S.TASK_RUNNING))
+        again.host.update(cast(Any, second), _status("j1-1-0", S.TASK_UNKNOWN))
         assert job.tasks[0].phase is TaskPhase.RUNNING and job.tasks[1].phase is TaskPhase.PENDING
         assert job.tasks[1].failures == 0  # never ran: no retry spent
         await again._execute(again.core.schedule([offer("o3", cpus=1)], 2.0))
         assert second.launched == ["j1-2-0", "j1-1-1"]
         for tid in ("j1-0-0", "j1-1-1", "j1-2-0"):
-            again.update(cast(Any, second), _status(tid, S.TASK_FINISHED))
+            again.host.update(cast(Any, second), _status(tid, S.TASK_FINISHED))
         assert job.state is JobState.SUCCEEDED
         every = first.launched + second.launched
         assert len(every) == len(set(every))  # no task id launched twice
