@@ -4,7 +4,6 @@ HTTP API (``agent.executor_api.ExecutorAPI``), and receive its updates as the AP
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 from typing import Any
 
 import attrs
@@ -12,15 +11,12 @@ import attrs
 from agent import status_updates as su
 from agent import tasks as tk
 from agent import users
-from agent.checkpoint import Checkpoint, CheckpointError
-from agent.config import AgentConfig
-from agent.fetcher import Fetcher
-from agent.launcher import Launcher, LaunchError
+from agent.checkpoint import CheckpointError
+from agent.launcher import LaunchError
 from agent.master_link import to_update
-from agent.ports import Identity, LinkRef, Spawn, Submit
+from agent.ports import ExecutorSpawnPort, StatusPort
 from agent.taskspec import SpecError, TaskSpec, command_spec
 from protocol.agent_channel import ExecutorMessageMsg
-from protocol.clock import Clock
 from protocol.mesos import ExecutorInfo, TaskStatus
 from protocol.mesos_common import AgentID, ExecutorID, FrameworkID
 
@@ -31,20 +27,17 @@ def exec_key(fid: str, eid: str) -> str:
     return f"e/{fid}/{eid}"
 
 
-Environment = Callable[..., dict[str, str]]  # TaskProcesses.environment
-
-
 class ExecutorGlue:
-    """The agent's side of custom executors; also the ``ExecutorHost`` the API calls back."""
+    """The agent's side of custom executors; also the ``ExecutorHost`` the API calls back. It
+    sees two narrow ports (``agent/ports.py``): ``ExecutorSpawnPort`` (fetch, environment, user,
+    launcher) to make and stop executor processes, ``StatusPort`` (the cores, the work queue, the
+    master link) for what it learns."""
 
-    def __init__(
-        self, config: AgentConfig, me: Identity, clock: Clock, checkpoint: Checkpoint, tracker: tk.TaskTracker,
-        updates: su.StatusUpdateManager, launcher: Launcher, fetcher: Fetcher, environment: Environment,
-        setpriv: str, link: LinkRef, submit: Submit, spawn: Spawn, running: Callable[[], bool],
-    ) -> None:
-        self.config, self.me, self.clock, self.checkpoint, self.tracker = config, me, clock, checkpoint, tracker
-        self.updates, self.launcher, self.fetcher, self.environment = updates, launcher, fetcher, environment
-        self.setpriv, self.link, self.submit, self._spawn, self.running = setpriv, link, submit, spawn, running
+    def __init__(self, procs: ExecutorSpawnPort, status: StatusPort) -> None:
+        self.procs, self.status = procs, status
+        # what the glue drives, by name
+        self.tracker, self.updates, self.submit, self.clock = status.tracker, status.updates, status.submit, status.clock
+        self.me, self.link, self.launcher, self.running = status.me, status.link, procs.launcher, procs.running
         self.api: Any = None  # the executor API (agent/executor_api.py), once the agent listens
 
     def _executor_info(self, spec: TaskSpec) -> ExecutorInfo | None:
@@ -57,7 +50,7 @@ class ExecutorGlue:
         fetcher, as for command tasks; a failed fetch ends it before it starts)."""
         info = self._executor_info(eff.spec)
         if info is not None and info.command is not None and info.command.uris:
-            self._spawn(self._fetch_then_start(eff, info), f"fetch-executor-{eff.executor_id}")
+            self.procs.spawn(self._fetch_then_start(eff, info), f"fetch-executor-{eff.executor_id}")
             return
         self._start(eff)
 
@@ -68,17 +61,17 @@ class ExecutorGlue:
         fid, eid = eff.framework_id, eff.executor_id
         assert info.command is not None
         fi = self.tracker.frameworks.get(fid)
-        cfg = self.config
+        procs = self.procs
         try:
-            run_as = users.resolve_task(info.command.user, fi.user if fi else None, allow_root=cfg.allow_root_tasks,
-                                        switch_user=cfg.switch_user)
-            sandbox = self.checkpoint.sandbox(fid, eid)
+            run_as = users.resolve_task(info.command.user, fi.user if fi else None, allow_root=procs.allow_root,
+                                        switch_user=procs.switch_user)
+            sandbox = procs.sandboxes.sandbox(fid, eid)
         except (users.UserError, CheckpointError) as e:
             self.submit(self.tracker.handle(
                 tk.ExecutorTerminated(fid, eid, None, f"Executor failed to start: {e}"), self.clock.now()))
             return
         owner = (run_as.uid, run_as.gid) if run_as is not None else None
-        result = await self.fetcher.fetch(exec_key(fid, eid), eid, info.command.uris, sandbox, owner, lambda _m: None)
+        result = await procs.fetcher.fetch(exec_key(fid, eid), eid, info.command.uris, sandbox, owner, lambda _m: None)
         if result is None:
             return  # the agent is stopping
         if isinstance(result, Fetched):
@@ -104,22 +97,23 @@ class ExecutorGlue:
             if fi.id is None:
                 fi = attrs.evolve(fi, id=FrameworkID(fid))
             self.api.register_executor(fi, info)
-            sandbox = self.checkpoint.sandbox(fid, eid)
+            procs = self.procs
+            sandbox = procs.sandboxes.sandbox(fid, eid)
             # with the devices of the task it starts with
-            env = self.environment(eff.spec, str(sandbox), executor_id=eid, extra=command_spec(info.command).environment)
+            env = procs.environment(eff.spec, str(sandbox), executor_id=eid, extra=command_spec(info.command).environment)
             env.update(
                 executor_environment(
-                    fid, eid, self.me.agent_id or "", str(sandbox), f"{self.config.host}:{self.me.port}",
-                    checkpoint=bool(fi.checkpoint), shutdown_grace_seconds=self.config.executor_shutdown_grace,
+                    fid, eid, self.me.agent_id or "", str(sandbox), procs.api_address(),
+                    checkpoint=bool(fi.checkpoint), shutdown_grace_seconds=procs.shutdown_grace,
                 )
             )
-            exit_path = self.checkpoint.executor_exit_path(fid, eid)
+            exit_path = procs.sandboxes.executor_exit_path(fid, eid)
             exit_path.parent.mkdir(parents=True, exist_ok=True)
             argv = command_spec(info.command).argv
-            cfg = self.config
-            run_as = users.resolve_task(info.command.user, fi.user, allow_root=cfg.allow_root_tasks, switch_user=cfg.switch_user)
+            run_as = users.resolve_task(info.command.user, fi.user, allow_root=procs.allow_root,
+                                        switch_user=procs.switch_user)
             if run_as is not None:  # the executor runs as the task's user, like a command task
-                argv = users.enter(run_as, sandbox, argv, self.setpriv)
+                argv = users.enter(run_as, sandbox, argv, procs.setpriv)
             proc = self.launcher.launch(key, argv, env, sandbox, exit_path)
         except (LaunchError, CheckpointError, SpecError, OSError, ValueError) as e:
             log.warning("executor %s/%s failed to start: %s", fid, eid, e)
@@ -162,7 +156,7 @@ class ExecutorGlue:
                 log.info("executor API %s%r failed: %s", method, args[:2], e)
 
         if self.running():
-            self._spawn(call(), f"executor-{method}")
+            self.procs.spawn(call(), f"executor-{method}")
 
     def shutdown(self, fid: str, eid: str, grace: float) -> None:
         self.call("shutdown", fid, eid)
@@ -175,7 +169,7 @@ class ExecutorGlue:
                 self.launcher.signal(key, "KILL")
 
             if self.running():
-                self._spawn(escalate(), "executor-shutdown")
+                self.procs.spawn(escalate(), "executor-shutdown")
 
     # ExecutorHost (called by agent.executor_api)
 

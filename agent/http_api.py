@@ -40,7 +40,7 @@ async def serve(
     try:
         from agent import files
 
-        sandbox_files = files.add_routes(app, view.checkpoint.sandboxes)
+        sandbox_files = files.add_routes(app, view.sandboxes)
     except ImportError:  # pragma: no cover
         log.warning("agent.files missing: no sandbox browsing")
     from agent import operator_api

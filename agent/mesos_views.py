@@ -72,11 +72,11 @@ def executors(svc: AgentView) -> list[ExecutorView]:
 def _view(svc: AgentView, fid: str, eid: str, info: ExecutorInfo | None, tasks: list[TaskRecord]) -> ExecutorView:
     first = tasks[0]
     if first.spec.executor_id is None:
-        kind, directory = "COMMAND", svc.checkpoint.sandboxes / fid / first.spec.task_id
+        kind, directory = "COMMAND", svc.sandboxes / fid / first.spec.task_id
     elif first.spec.pod:
-        kind, directory = "DEFAULT", svc.checkpoint.sandboxes / fid / eid
+        kind, directory = "DEFAULT", svc.sandboxes / fid / eid
     else:
-        kind, directory = "CUSTOM", svc.checkpoint.sandboxes / fid / eid
+        kind, directory = "CUSTOM", svc.sandboxes / fid / eid
     return ExecutorView(fid, eid, info, kind, str(directory), tuple(tasks))
 
 
@@ -100,7 +100,7 @@ def forgotten_tasks(svc: AgentView) -> list[TaskRecord]:
 
 def sandbox_path(svc: AgentView, spec: TaskSpec) -> Path:
     """Where the task's sandbox is (``Checkpoint.task_sandbox``'s layout, unchecked: for views)."""
-    root = svc.checkpoint.sandboxes / spec.framework_id
+    root = svc.sandboxes / spec.framework_id
     if spec.pod_executor is not None:
         return root / spec.pod_executor / "tasks" / spec.task_id
     return root / spec.task_id

@@ -5,24 +5,36 @@ hands each module what it uses. The shared, changing facts of the agent are one 
 (``Identity``: its id once registered, its port once listening, its resources once probed); the
 master connection is seen through ``Link``; work for the cores goes through a ``Submit``; the
 read-only views (``/state``, ``/flags``, the v1 operator API) get an ``AgentView``.
+
+The satellites that drive the cores get small holders of typed protocols, each naming only what
+its users call: ``StatusPort`` (the task tracker and status-update manager as ``TaskBook`` and
+``UpdateBook``, the work queue, the master link, the clock, the identity: custom executors and
+recovery), ``ExecutorSpawnPort`` (how an executor process is fetched for, started and signalled:
+``agent/executors.py``) and ``RecoveryProcesses`` (what a restarted agent re-attaches and cleans
+up: ``agent/recovery.py``).
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Hashable, Iterable, Mapping, Sequence
+from pathlib import Path
 from typing import Any, Protocol
 
 import attrs
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
-from agent.checkpoint import Checkpoint
+from agent import status_updates as su
+from agent import tasks as tk
+from agent.completed import CompletedBook
 from agent.config import AgentConfig
+from agent.fetcher import Fetched, FetchFailed
 from agent.gpus import GpuBook
-from agent.isolation import Isolator
-from agent.status_updates import StatusUpdateManager
-from agent.tasks import TaskTracker
-from agent.usage import UsageBook
+from agent.launcher import Proc
+from agent.taskspec import TaskSpec
+from agent.usage import TaskUsage
+from protocol.clock import Clock
+from protocol.mesos import URI, ExecutorInfo, FrameworkInfo
 from protocol.resources import Resources
 from protocol.version import AGORA_VERSION
 
@@ -73,18 +85,196 @@ class Metrics:
         self.limit = Counter("agora_agent_limit_kills_total", "Tasks killed past their memory limit", registry=r)
 
 
+class TaskReads(Protocol):
+    """The task tracker as the views read it: live and completed tasks, frameworks."""
+
+    @property
+    def tasks(self) -> Mapping[tk.TaskKey, tk.TaskRecord]: ...
+
+    @property
+    def frameworks(self) -> Mapping[str, FrameworkInfo]: ...
+
+    @property
+    def completed(self) -> CompletedBook[tk.TaskRecord, ExecutorInfo | None]: ...
+
+    def active(self) -> list[tk.TaskRecord]: ...
+
+
+class UpdateReads(Protocol):
+    """The status-update manager as the views read it: a task's unacknowledged updates."""
+
+    def pending(self, framework_id: str, task_id: str) -> tuple[su.Update, ...]: ...
+
+
+class IsolatorReads(Protocol):
+    """The isolator as the views read it: its name and what it does (``/state``)."""
+
+    @property
+    def name(self) -> str: ...
+
+    def describe(self) -> dict[str, Any]: ...
+
+
+class UsageReads(Protocol):
+    """The usage book: a task's latest CPU, memory and disk figures."""
+
+    def get(self, key: tk.TaskKey) -> TaskUsage | None: ...
+
+
 @attrs.frozen
 class AgentView:
     """What the read-only views read (``agent/http_api.py``, ``agent/mesos_views.py``,
-    ``agent/operator_api.py``): the cores' records and books, never to change them."""
+    ``agent/operator_api.py``): the cores' records and books through read-only protocols, never
+    to change them."""
 
     config: AgentConfig
     me: Identity
-    tracker: TaskTracker
-    updates: StatusUpdateManager
-    usage: UsageBook
+    tracker: TaskReads
+    updates: UpdateReads
+    usage: UsageReads
     gpus: Callable[[], GpuBook]  # built while the agent starts
-    checkpoint: Checkpoint  # its sandboxes' root
-    isolator: Isolator
+    sandboxes: Path  # the sandboxes' root (``Checkpoint.sandboxes``)
+    isolator: IsolatorReads
     metrics: Metrics
     link: LinkRef
+
+
+# --- the cores and the work queue, as the satellites drive them ------------------------------------
+
+
+class TaskBook(Protocol):
+    """The task tracker (``agent/tasks.py``) as a satellite uses it: facts in, effects out, and
+    the books it keeps of frameworks, tasks and executors' status updates."""
+
+    @property
+    def frameworks(self) -> dict[str, FrameworkInfo]: ...
+
+    @property
+    def tasks(self) -> Mapping[tk.TaskKey, tk.TaskRecord]: ...
+
+    @property
+    def executor_uuids(self) -> dict[bytes, str]: ...
+
+    def get(self, framework_id: str, task_id: str) -> tk.TaskRecord | None: ...
+
+    def handle(self, event: tk.Event, now: float) -> list[tk.Effect]: ...
+
+    def recovered_broken(self, spec: TaskSpec, message: str) -> list[tk.Effect]: ...
+
+
+class UpdateBook(Protocol):
+    """The status-update manager (``agent/status_updates.py``): an update in, effects out."""
+
+    def handle(self, event: su.Event, now: float) -> list[su.Effect]: ...
+
+
+@attrs.frozen
+class StatusPort:
+    """Where what a satellite learns goes: the two pure cores, the work queue that runs their
+    effects (``submit``), the master connection, the agent's clock and identity."""
+
+    tracker: TaskBook
+    updates: UpdateBook
+    submit: Submit
+    link: LinkRef
+    clock: Clock
+    me: Identity
+
+
+# --- custom executors (agent/executors.py) ---------------------------------------------------------
+
+
+class ProcessLauncher(Protocol):
+    """The launcher (``agent/launcher.py``) as the executor glue and recovery use it."""
+
+    def __contains__(self, key: str) -> bool: ...
+
+    def launch(self, key: str, argv: Sequence[str], env: Mapping[str, str], sandbox: Path,
+               exit_status: Path) -> Proc: ...
+
+    def adopt(self, key: str, pid: int, create_time: float, exit_status: Path) -> bool: ...
+
+    def signal(self, key: str, name: str) -> bool: ...
+
+
+class UriFetcher(Protocol):
+    """The fetcher (``agent/fetcher.py``): URIs into a sandbox, off the event loop."""
+
+    async def fetch(self, key: str, task_id: str, uris: Sequence[URI], sandbox: Path,
+                    owner: tuple[int, int] | None, on_progress: Callable[[str], None]) -> Fetched | FetchFailed | None: ...
+
+
+class ExecutorSandboxes(Protocol):
+    """Where an executor's sandbox and its exit-status file are (``agent/checkpoint.py``)."""
+
+    def sandbox(self, fid: str, tid: str) -> Path: ...
+
+    def executor_exit_path(self, fid: str, eid: str) -> Path: ...
+
+
+Environment = Callable[..., dict[str, str]]  # TaskProcesses.environment: a task's (or executor's) environment
+
+
+@attrs.frozen
+class ExecutorSpawnPort:
+    """How the executor glue makes an executor process: its URIs fetched into its sandbox, its
+    environment (with the agent's executor API address), its user, the launcher that starts and
+    signals it, and the service's task owner for the background work."""
+
+    launcher: ProcessLauncher
+    fetcher: UriFetcher
+    sandboxes: ExecutorSandboxes
+    environment: Environment
+    setpriv: str  # the setpriv binary that switches to the task's user
+    allow_root: bool  # --allow-root-tasks
+    switch_user: bool  # --switch-user
+    api_address: Callable[[], str]  # host:port of the agent's executor API
+    shutdown_grace: float  # --executor-shutdown-grace
+    spawn: Spawn
+    running: Callable[[], bool]  # the agent is running (not stopping)
+
+
+# --- restart recovery (agent/recovery.py) ----------------------------------------------------------
+
+
+class ExecutorRegistry(Protocol):
+    """The executor API as recovery uses it: executors that outlived the agent are registered
+    again (and may SUBSCRIBE while ``recovering``)."""
+
+    recovering: bool
+
+    def register_executor(self, framework: FrameworkInfo, info: ExecutorInfo) -> None: ...
+
+
+class Recovering(Protocol):
+    """The isolator (``agent/isolation.py``) as recovery uses it."""
+
+    def recover(self, key: str, pid: int, mem_limit: int | None, cpus: float | None) -> None: ...
+
+    def cleanup(self, keep: set[str]) -> int: ...
+
+
+class LogPipes(Protocol):
+    """The log writer (``agent/logs.py``): a re-attached task's output pipes."""
+
+    def track(self, key: str, sandbox: str, pid: int) -> None: ...
+
+
+class GpuRestore(Protocol):
+    """The GPU book (``agent/gpus.py``): a re-attached task's devices held again."""
+
+    def restore(self, key: Hashable, indices: Iterable[int], amount: float) -> str | None: ...
+
+
+@attrs.frozen
+class RecoveryProcesses:
+    """What a restarted agent re-attaches to and cleans up: the launcher (wrappers adopted), the
+    isolator (cgroups), the log writer, the GPUs, the executor API, the sandboxes."""
+
+    launcher: ProcessLauncher
+    isolator: Recovering
+    logs: LogPipes | None
+    gpus: GpuRestore
+    executor_registry: ExecutorRegistry | None
+    watch_oom: Callable[[str], None]
+    sweep_sandboxes: Callable[[Callable[[str, str], bool]], int]

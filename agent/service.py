@@ -48,7 +48,7 @@ from agent.logs import LogWriterClient
 from agent.master_link import MasterLink
 from agent.monitor import Monitor, timer_loop
 from agent.oversubscription import Oversubscription
-from agent.ports import AgentView, Identity, Metrics
+from agent.ports import AgentView, ExecutorSpawnPort, Identity, Metrics, RecoveryProcesses, StatusPort
 from agent.processes import SpawnResult, TaskProcesses, task_key
 from agent.recovery import StartupError
 from agent.task_checks import TaskChecks
@@ -120,9 +120,13 @@ class AgentService(Service):
         )
         self.checks = TaskChecks(cp, tracker, self.processes.environment, self.processes.setpriv, self.clock,
                                  self.submit)
-        self.executors = ExecutorGlue(cfg, self.me, self.clock, cp, tracker, self.updates, self.launcher, self.fetcher,
-                                      self.processes.environment, self.processes.setpriv, link, self.submit,
-                                      self.spawn, lambda: self.running)
+        # what the satellites that drive the cores see of them (agent/ports.py)
+        self.status = StatusPort(tracker, self.updates, self.submit, link, self.clock, self.me)
+        self.executors = ExecutorGlue(ExecutorSpawnPort(
+            self.launcher, self.fetcher, cp, self.processes.environment, self.processes.setpriv, cfg.allow_root_tasks,
+            cfg.switch_user, lambda: f"{cfg.host}:{self.me.port}", cfg.executor_shutdown_grace, self.spawn,
+            lambda: self.running,
+        ), self.status)
         self.oversubscription = Oversubscription(tracker, self.me, None, None, link, self.submit)
         self.master_link = MasterLink(
             cfg, self.me, self.clock, cp, tracker, self.updates, self.usage, lambda: self.gpus, self.isolator.name,
@@ -131,8 +135,8 @@ class AgentService(Service):
         )
         self.monitor = Monitor(cfg, self.clock, cp, tracker, self.usage, self.isolator, self.launcher, self.processes,
                                self.journal, self.oversubscription, self.sandbox_gc, self.reserve, link, self.metrics)
-        self.view = AgentView(cfg, self.me, tracker, self.updates, self.usage, lambda: self.gpus, cp, self.isolator,
-                              self.metrics, link)
+        self.view = AgentView(cfg, self.me, tracker, self.updates, self.usage, lambda: self.gpus, cp.sandboxes,
+                              self.isolator, self.metrics, link)
         self._wire()
 
     def _link(self) -> AgentChannel | None:
@@ -184,9 +188,9 @@ class AgentService(Service):
                                                                self._server_ssl)
         self.executors.api = self.executor_api
         await recovery.recover(recovery.RecoveryParts(
-            cfg, self.clock, self.checkpoint, self.me, self.tracker, self.updates, self.gpus, self.launcher, self.isolator,
-            self.logs, self.executor_api, self.resources_identity, self.submit, self.spawn, self.processes.watch_oom,
-            self.sweep_sandboxes, self.drain,
+            self.status, RecoveryProcesses(self.launcher, self.isolator, self.logs, self.gpus, self.executor_api,
+                                           self.processes.watch_oom, self.sweep_sandboxes),
+            recovery.RecoveryStart(cfg, self.checkpoint, self.resources_identity, self.spawn, self.drain),
         ))
         if self.logs is not None and self.logs.live:  # re-attached tasks: make sure a writer has their pipes
             await asyncio.to_thread(self.logs.revive)

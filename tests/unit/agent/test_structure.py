@@ -35,3 +35,41 @@ def test_the_service_is_a_composition_root() -> None:
 def test_no_module_over_800_lines() -> None:
     big = {str(p.relative_to(AGENT.parent)): n for p in modules() if (n := len(p.read_text().splitlines())) > MAX_LINES}
     assert big == {}
+
+
+def _class(module: str, name: str) -> ast.ClassDef:
+    tree = ast.parse((AGENT / module).read_text())
+    (cls,) = [n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == name]
+    return cls
+
+
+def _fields(cls: ast.ClassDef) -> dict[str, str]:
+    return {ast.unparse(n.target): ast.unparse(n.annotation) for n in cls.body if isinstance(n, ast.AnnAssign)}
+
+
+def test_the_executor_glue_and_recovery_are_given_narrow_ports() -> None:
+    glue = _class("executors.py", "ExecutorGlue")
+    (init,) = [n for n in glue.body if isinstance(n, ast.FunctionDef) and n.name == "__init__"]
+    assert [ast.unparse(a.annotation) for a in init.args.args[1:] if a.annotation] == ["ExecutorSpawnPort", "StatusPort"]
+    assert list(_fields(_class("recovery.py", "RecoveryParts")).values()) == [
+        "StatusPort", "RecoveryProcesses", "RecoveryStart",
+    ]
+
+
+# the service's parts by their concrete classes: a port names a protocol of what its users call
+CONCRETE = {"TaskTracker", "StatusUpdateManager", "Checkpoint", "Isolator", "Launcher", "Fetcher", "UsageBook",
+            "LogWriterClient", "AgentService"}
+
+
+def _names(cls: ast.ClassDef) -> set[str]:
+    """Every name the fields' annotations use."""
+    return {
+        n.id for a in cls.body if isinstance(a, ast.AnnAssign) for n in ast.walk(a.annotation) if isinstance(n, ast.Name)
+    }
+
+
+def test_the_ports_name_protocols_not_the_services_parts() -> None:
+    for name in ("StatusPort", "ExecutorSpawnPort", "RecoveryProcesses", "AgentView"):
+        assert _names(_class("ports.py", name)) & CONCRETE == set(), name
+    # recovery reads the whole checkpoint back: it is its to read
+    assert _names(_class("recovery.py", "RecoveryStart")) & CONCRETE == {"Checkpoint"}
