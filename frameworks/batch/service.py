@@ -20,7 +20,6 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
-import attrs
 from aiohttp import web
 
 from frameworks.batch.api import BatchApi
@@ -44,6 +43,7 @@ from frameworks.batch.model import JOB_TERMINAL, JobSpec
 from frameworks.batch.planner import AgentCapacity, OfferView
 from frameworks.batch.store import AccountingQuery, JobStore
 from frameworks.batch.tails import TailKeeper, TailPorts, fetch_tails
+from frameworks.batch.task_infos import TaskInfos
 from frameworks.batch.views import cluster_of, exit_code_of, host_of, job_summary
 from frameworks.batch.warm import CHANNEL_PATH, WarmServices
 from frameworks.client.api_auth import ApiAuth
@@ -54,33 +54,14 @@ from frameworks.client.transport import HttpTransport, TransportError
 from frameworks.kit.host import Connection, FrameworkHost, SandboxRead
 from protocol.lifecycle import Service
 from protocol.mesos import (
-    CommandInfo,
-    DurationInfo,
-    Environment,
-    KillPolicy,
     Offer,
-    Resource,
     TaskInfo,
     TaskStatus,
-    Variable,
-    VariableType,
 )
-from protocol.mesos_common import TaskID
-from protocol.resources import Resources
 from protocol.task_states import TaskState, is_terminal
 from protocol.usage import from_labels
 
 log = logging.getLogger(__name__)
-
-COMMAND_CACHE = 256  # jobs whose shared TaskInfo parts are kept; resource shapes likewise
-# Run first by every task of a gang: AGORA_GANG_HOSTS ("addr:slots,...") written as an MPI /
-# DeepSpeed hostfile ("addr slots=N" a line) in the sandbox, its path in AGORA_GANG_HOSTFILE.
-HOSTFILE_PRELUDE = (
-    'AGORA_GANG_HOSTFILE="${MESOS_SANDBOX:-$PWD}/hostfile"; export AGORA_GANG_HOSTFILE; '
-    '( IFS=,; for h in $AGORA_GANG_HOSTS; do printf \'%s slots=%s\\n\' "${h%:*}" "${h##*:}"; done ) '
-    '> "$AGORA_GANG_HOSTFILE"'
-)
-
 
 class BatchService(Service):
     """The batch framework on the framework host (``self.host``), which it gives its logic
@@ -147,8 +128,7 @@ class BatchService(Service):
         self._unsaved: dict[int, asyncio.Future[None]] = {}
         self.submit_hold = 0.05  # the longest a submission waits to share the write of its launch
         self.flushes = 0  # store writes of task progress
-        self._commands: dict[int, tuple[Variable, ...]] = {}
-        self._mesos_resources: dict[tuple[Resources, str], tuple[Resource, ...]] = {}
+        self._infos = TaskInfos()  # the launches' TaskInfos, with what a job's tasks share
         self._queued: list[Effect] = []  # effects from callbacks, run by the one scheduling loop
         self._demand_sender: asyncio.Task[None] | None = None  # sends the demand book off the loop
         self.metrics = BatchMetrics(self)  # /metrics; the wait-time histogram is observed in update()
@@ -597,47 +577,8 @@ class BatchService(Service):
         self._absorb([e for e in effects if isinstance(e, JobEvent)])
 
     def _task_info(self, t: TaskLaunch, agent_id: str) -> TaskInfo:
-        spec = t.spec
-        shared = self._commands.get(t.job_id)
-        if shared is None:
-            # What every task of the job shares, built once per job (not once per task).
-            env = dict(spec.env)
-            env.update(AGORA_JOB_ID=str(t.job_id), AGORA_TASK_INDEX="", AGORA_ARRAY_SIZE=str(spec.count))
-            variables = Environment.of(env).variables
-            shared = tuple(v for v in variables if v.name != "AGORA_TASK_INDEX")
-            if len(self._commands) >= COMMAND_CACHE:
-                del self._commands[next(iter(self._commands))]
-            self._commands[t.job_id] = shared
-        own = [Variable(name="AGORA_TASK_INDEX", value=str(t.index), type=VariableType.VALUE)]
-        own += [Variable(name=k, value=v, type=VariableType.VALUE) for k, v in t.env]
-        env_info = Environment((*shared, *own))
-        if spec.gang > 0:
-            # The gang's hostfile (MPI, DeepSpeed) in the sandbox, then the command itself.
-            if spec.shell is not None:
-                command = CommandInfo(value=f"{HOSTFILE_PRELUDE}\n{spec.shell}", shell=True, environment=env_info)
-            else:
-                argv = ("/bin/sh", "-c", f'{HOSTFILE_PRELUDE}\nexec "$@"', spec.name or "agora-gang", *spec.argv)
-                command = CommandInfo(value="/bin/sh", arguments=argv, shell=False, environment=env_info)
-        elif spec.shell is not None:
-            command = CommandInfo(value=spec.shell, shell=True, environment=env_info)
-        else:
-            command = CommandInfo(value=spec.argv[0], arguments=spec.argv, shell=False, environment=env_info)
-        key = (t.resources, spec.queue)
-        resources = self._mesos_resources.get(key)
-        if resources is None:
-            resources = t.resources.to_mesos(allocation_role=spec.queue)
-            if len(self._mesos_resources) >= COMMAND_CACHE:
-                del self._mesos_resources[next(iter(self._mesos_resources))]
-            self._mesos_resources[key] = resources
-        if t.run_as is not None:  # the owner's OS account (the agent switches to it)
-            command = attrs.evolve(command, user=t.run_as)
-        kill_policy = None
-        if spec.grace is not None:  # SIGTERM, then SIGKILL this long after (a kill, a preemption)
-            kill_policy = KillPolicy(grace_period=DurationInfo(int(spec.grace * 1e9)))
-        info = TaskInfo(
-            name=t.name, task_id=TaskID(t.task_id), resources=resources, command=command, kill_policy=kill_policy
-        )
-        return self.warm.task_info(t, command, info) if spec.service else info
+        command, info = self._infos.build(t)  # task_infos.py
+        return self.warm.task_info(t, command, info) if t.spec.service else info
 
     # --- the API's port (``ports.BatchPort``): what HTTP requests read and do -------------------
 
@@ -732,7 +673,7 @@ class BatchService(Service):
 
     async def update(self, job_id: int, changes: Mapping[str, Any], who: str) -> None:
         effects = self.core.update(job_id, changes, self.now(), who)
-        self._commands.pop(job_id, None)  # its tasks' shared environment (count) changed
+        self._infos.forget(job_id)  # its tasks' shared environment (count) changed
         await self._changed(job_id, effects)
 
     async def _changed(self, job_id: int, effects: list[Effect]) -> None:

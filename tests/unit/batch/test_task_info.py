@@ -57,7 +57,7 @@ def test_a_gangs_task_gets_its_rendezvous_variables_and_writes_the_hostfile_firs
 def test_the_hostfile_prelude_writes_one_line_per_node(tmp_path: Path) -> None:
     import subprocess
 
-    from frameworks.batch.service import HOSTFILE_PRELUDE
+    from frameworks.batch.task_infos import HOSTFILE_PRELUDE
 
     env = {"PATH": "/usr/bin:/bin", "MESOS_SANDBOX": str(tmp_path), "AGORA_GANG_HOSTS": "10.0.0.2:1,10.0.0.1:2"}
     out = subprocess.run(
