@@ -158,7 +158,15 @@ async def test_an_agents_memory_kill_is_a_failure_backed_off_and_not_killed_agai
     backs off before replacing it (longer on a repeat) and says why in the job's reason."""
     master = FakeMaster()
     skew = [0.0]  # the service's clock runs ahead on demand (the re-send of kills is after 10 s)
-    service = make(master, tmp_path, now=lambda: time.time() + skew[0])
+    # and stands still on demand: while the backoff is checked, however long a loaded machine
+    # takes to get there, the 0.2 s backoff cannot run out under the test's feet
+    frozen: list[float | None] = [None]
+
+    def now() -> float:
+        stopped = frozen[0]
+        return stopped if stopped is not None else time.time() + skew[0]
+
+    service = make(master, tmp_path, now=now)
     async with service:
         assert service.driver is not None
         await service.driver.wait_subscribed(5)
@@ -172,6 +180,7 @@ async def test_an_agents_memory_kill_is_a_failure_backed_off_and_not_killed_agai
             skew[0] += 20.0  # long past the kill re-send interval
             await service.wait_for(lambda r=rounds: service.rounds >= r + 3)
             assert job.workers[victim].phase is Phase.RUNNING and workers(job) == 2  # still counted
+            frozen[0] = now()
             master.finish_task(
                 victim,
                 TaskState.TASK_FAILED,
@@ -184,6 +193,7 @@ async def test_an_agents_memory_kill_is_a_failure_backed_off_and_not_killed_agai
             assert ended.ending is Ending.FAILED and ended.reason == "REASON_CONTAINER_LIMITATION_MEMORY"
             assert job.backoff_until - (ended.ended_at or 0.0) == pytest.approx(0.2 * 2 ** (n - 1))
             assert workers(job) == 1  # not relaunched at once
+            frozen[0] = None
             await settled(service, job_id, 2)  # replaced after the backoff
         assert not master.calls_of(CallType.KILL)  # no KILL was ever sent
         assert job.counts == {"launched": 4, "failed": 2} and "killed" not in job.counts
