@@ -180,3 +180,42 @@ def test_a_reused_log_showing_another_tasks_records_is_reported_corrupt(cp: Chec
     _, rec = restart(tmp_path)
     (t,) = rec.tasks
     assert t.task_id == "b" and t.broken is not None and "ids do not match" in t.broken.reason
+
+
+# --- what the recovery planner makes of each crash point (nothing lost, nothing resurrected) --
+
+
+def planned(tmp_path: Path) -> str:
+    """The restarted agent's plan (``agent/recovery_plan.py``) for what is on disk, as text."""
+    from agent import recovery_plan as rp
+
+    _, rec = restart(tmp_path)
+    boot = rp.Boot("boot", "cpus:1")
+    st = rp.start(rec, boot)
+    return repr(rp.plan(rec, st, boot, rp.Found()))
+
+
+@pytest.mark.parametrize("step", ["finished", "truncated", "in the pool", "reused"])
+def test_the_planner_at_every_step_of_a_recycle(cp: Checkpoint, tmp_path: Path, step: str) -> None:
+    cp.write_agent(ckpt.AgentMeta("a1", "boot", "cpus:1", "", "host"))
+    finished(cp, "done-task")
+    if step == "truncated":
+        os.truncate(cp.task_log("f1", "done-task"), 0)
+    if step in ("in the pool", "reused"):
+        cp.recycle_task("f1", "done-task")
+    if step == "reused":  # a new task took the files (its record written, the crash before its spawn)
+        cp.write_task(TaskRecordFile("f1", task("new-task")))
+        cp.commit()
+        assert cp.reused == 2
+    plan = planned(tmp_path)
+    # the finished task is at most dropped (its log removed), never reported or tracked again
+    if step == "finished":
+        assert "DropFinished(framework_id='f1', task_id='done-task')" in plan
+        assert plan.count("done-task") == 1
+    else:
+        assert "done-task" not in plan
+    # the task that reused its files is recovered like any task with a fresh log: never spawned,
+    # and no exit code (its exit file is the finished task's, emptied: not that task's "0")
+    assert ("new-task" in plan) == (step == "reused")
+    if step == "reused":
+        assert "spawned=False" in plan and "exit_code=None" in plan and "exit_code=0" not in plan
