@@ -29,7 +29,7 @@ from master.allocator.offering import take_back
 from master.allocator.passes import Headroom, quota_stage, regular_stage
 from master.allocator.revocable import enforce, owner_wants, revocable_stage
 from master.allocator.starvation import held_too_long
-from master.allocator.state import DemandState, OfferState
+from master.allocator.state import AgentState, DemandState, OfferState
 from master.allocator.views import AgentView, FrameworkView, PassStats, TaskView
 
 __pure__ = True
@@ -101,17 +101,28 @@ class Allocator:
         demand_ran = False
         still: list[DemandState] = []
         headroom = Headroom(l_)
+        gang_pool: list[AgentState] | None = None
         if any(fw.uses_demand for fw in l_.frameworks.values()):
-            pool = [a for a in l_.agents.values() if a.active and a.free] if (l_.demand_dirty or full) else agents
+            if l_.demand_dirty or full:
+                pool = [a for a in l_.agents.values() if a.active and a.free]
+            else:
+                pool = agents
+                if l_.gangs_waiting and any(a.free for a in agents):
+                    # capacity appeared: a waiting gang needs gang_min units at once, so it is
+                    # placed over every agent with free resources, not only the changed ones
+                    gang_pool = [a for a in l_.agents.values() if a.active and a.free]
             l_.demand_dirty = False
-            still = demand_stage(l_, pool, now, out, why, headroom)
+            still = demand_stage(l_, pool, now, out, why, headroom, gang_pool)
             demand_ran = True
+        else:
+            l_.gangs_waiting = False
         regular_stage(l_, agents, now, out, headroom)
         if still and self.config.idle_rescind_for_fairness:
             freed = fairness_rescind(l_, still, out)
             if freed:
                 headroom = Headroom(l_)
-                demand_stage(l_, freed, now, out, why, headroom)
+                wide = [a for a in l_.agents.values() if a.active and a.free] if l_.gangs_waiting else None
+                demand_stage(l_, freed, now, out, why, headroom, wide)
                 regular_stage(l_, freed, now, out, headroom)
         bound = self.config.offer_hold_bound
         if bound is not None and (self._hold_check_at is None or now >= self._hold_check_at):

@@ -52,10 +52,14 @@ def demand_stage(
     out: list[Decision],
     why: dict[str, str],
     headroom: Headroom | None = None,
+    gang_pool: list[AgentState] | None = None,
 ) -> list[DemandState]:
     """Offer shaped resources to unmet demands; returns the demands still unmet. Quota limits
-    and the headroom of unmet guarantees are respected."""
+    and the headroom of unmet guarantees are respected. Gangs are placed over ``gang_pool``
+    when given (every agent with free resources: capacity appeared somewhere while a gang
+    waited), other demands over ``agents``. Sets ``ledger.gangs_waiting``."""
     still: list[DemandState] = []
+    gangs_waiting = False
     for d in unmet_demands(ledger):
         fw = ledger.frameworks[d.framework_id]
         need = d.unmet()
@@ -68,7 +72,8 @@ def demand_stage(
         held = _held_units(ledger, d, need) if gang_need else []
         planned = sum(k for _, k in held)
         gpu_skipped = 0  # agents passed over because they have GPUs the framework cannot take
-        for agent in agents if planned < need else ():
+        pool = gang_pool if gang_pool is not None and d.gang_id is not None else agents
+        for agent in pool if planned < need else ():
             if not agent.active or not agent.free:
                 continue
             reason = why_not(DEMAND, ledger, fw, d.role, agent)  # the triple's checks
@@ -114,6 +119,7 @@ def demand_stage(
                 f"{held_note})" + gpu_note
             )
             still.append(d)
+            gangs_waiting = True
             continue
         for o, k in held:  # the held units now belong to the gang (a launch from them consumes one)
             if o.demand_units is None:
@@ -131,6 +137,7 @@ def demand_stage(
                 fw.framework_id, f"demand: {d.unmet()} of {d.count} units of {d.shape} unplaced" + gpu_note
             )
             still.append(d)
+    ledger.gangs_waiting = gangs_waiting
     return still
 
 

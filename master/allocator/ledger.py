@@ -50,6 +50,9 @@ class Ledger:
         self.full_pass = True  # the next pass visits every agent (new framework, revive, quota...)
         self.why: dict[str, str] = {}  # framework -> why its demand is not placed (last demand stage)
         self.demand_dirty = False
+        # a gang was short of gang_min in the last demand stage: when capacity appears on any
+        # agent, the next pass places it over every agent with free resources (all at once)
+        self.gangs_waiting = False
         # sorter activity ("fully filtered") to refresh before the next pass: every framework
         # (agents came or went), or only these (their filters changed)
         self.activity_dirty = False

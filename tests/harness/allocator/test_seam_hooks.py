@@ -115,7 +115,7 @@ def test_the_demand_stage_discards_a_gang_short_of_its_minimum(monkeypatch: pyte
     assert ends == ["discard 3"]
     assert sim.alloc.why_not_offered("f") == "gang g: insufficient resources (3 of 4 units placeable at once)"
     sim.agent("a3").cpus(1).mem(1000).add()
-    out = sim.advance(sim.alloc.config.sweep_interval)  # a full pass: every agent with free resources
+    out = sim.allocate()  # the next round (no sweep needed): every agent with free resources
     assert sorted((o.agent_id, str(o.resources)) for o in sim.created(out)) == [
         ("a1", "cpus:2; mem:200"), ("a2", "cpus:1; mem:100"), ("a3", "cpus:1; mem:100")]
     assert ends == ["discard 3", "commit 4"]
