@@ -45,7 +45,7 @@ from frameworks.batch.store import AccountingQuery, JobStore
 from frameworks.batch.tails import TailKeeper, TailPorts, fetch_tails
 from frameworks.batch.task_infos import TaskInfos
 from frameworks.batch.views import cluster_of, exit_code_of, host_of, job_summary
-from frameworks.batch.warm import CHANNEL_PATH, WarmServices
+from frameworks.batch.warm import CHANNEL_PATH, WarmPorts, WarmServices
 from frameworks.client.api_auth import ApiAuth
 from frameworks.client.driver import KnownTask, SchedulerDriver
 from frameworks.client.offers import OfferCacheError
@@ -137,7 +137,12 @@ class BatchService(Service):
         self._notifying: set[int] = set()
         self.cluster_interval = 10.0  # seconds between reads of the cluster's agents (/state)
         self._cluster_at: float | None = None  # when the latest read started
-        self.warm = WarmServices(self)  # service jobs: warm instances fed service tasks (warm.py)
+        self.warm = WarmServices(WarmPorts(  # service jobs: warm instances fed service tasks (warm.py)
+            store=self.store.open, live=lambda: self.core.live.values(),
+            finished=lambda job, failure: self._absorb(self.core.service_finished(job, failure, self.now())),
+            now=lambda: self.now(), url=lambda: self.url, ca=self.host.conn.ca,
+            spawn=lambda coro, name: self.spawn(coro, name=name),
+        ))
         self.api = BatchApi(self)  # its HTTP API, given this service as its port (ports.BatchPort)
 
     # --- what the host holds, as the service's own --------------------------------------------

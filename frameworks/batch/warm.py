@@ -18,25 +18,24 @@ import logging
 import secrets
 import shlex
 import sys
-from collections.abc import Coroutine, Sequence
+from collections.abc import Callable, Coroutine, Iterable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import aiohttp
+import attrs
 from aiohttp import web
 
 from frameworks.batch.effects import TaskLaunch
 from frameworks.batch.model import JOB_TERMINAL, SpecError, TaskPhase
 from frameworks.batch.records import ACTIVE, JobRecord
+from frameworks.batch.store import JobStore
 from frameworks.service import wire
 from frameworks.service.dispatch import Dispatcher, ServiceTask, TaskState
 from protocol.mesos import CommandInfo, Environment, ExecutorInfo, ExecutorType, TaskInfo
 from protocol.mesos_common import ExecutorID, TaskID
 from protocol.task_states import TaskState as MesosState
 from protocol.task_states import is_terminal
-
-if TYPE_CHECKING:
-    from frameworks.batch.service import BatchService
 
 log = logging.getLogger(__name__)
 
@@ -76,9 +75,22 @@ def task_dict(idx: int, text: str, state: str, failures: int, sends: int, result
     }
 
 
+@attrs.frozen
+class WarmPorts:
+    """What the warm instances need of the batch service (never the service itself)."""
+
+    store: Callable[[], JobStore]  # the job store, opened
+    live: Callable[[], Iterable[JobRecord]]  # the jobs not yet ended
+    finished: Callable[[int, str | None], None]  # every service task of the job ended (the failure, if any)
+    now: Callable[[], float]
+    url: Callable[[], str]  # the service's API, once serving: the instances' channel is there
+    ca: str | Path | None  # the cluster CA (a TLS cluster), handed to the instances
+    spawn: Callable[[Coroutine[Any, Any, Any], str], object]  # a task owned by the service
+
+
 class WarmServices:
-    def __init__(self, svc: BatchService) -> None:
-        self.svc = svc
+    def __init__(self, ports: WarmPorts) -> None:
+        self.ports = ports
         self.dispatch = Dispatcher()
         self.conns: dict[str, web.WebSocketResponse] = {}
         self.told: set[int] = set()  # jobs whose end was given to the core
@@ -91,8 +103,8 @@ class WarmServices:
     async def restore(self) -> None:
         """The live service jobs' service tasks from the store; a task that was in flight is
         sent again (its instance's channel did not survive the restart)."""
-        store = self.svc.store.open()
-        for job in list(self.svc.core.live.values()):
+        store = self.ports.store()
+        for job in list(self.ports.live()):
             if not job.spec.service or job.state in JOB_TERMINAL:
                 continue
             loaded = await asyncio.to_thread(store.load_service, job.job_id)
@@ -121,7 +133,7 @@ class WarmServices:
         forget, self._forget = self._forget, set()
         if changed:
             try:
-                await self.svc.store.open().aupdate_service_tasks([_row(j, t) for j, t in changed])
+                await self.ports.store().aupdate_service_tasks([_row(j, t) for j, t in changed])
             except Exception:
                 log.exception("batch: could not save service tasks; trying again")
                 self.dispatch.dirty.update((j, t.index) for j, t in changed)
@@ -157,7 +169,7 @@ class WarmServices:
         """A service job was accepted: its service tasks are written before the answer."""
         self.register(job, inputs)
         token = self.dispatch.runs[job.job_id].token
-        await asyncio.to_thread(self.svc.store.open().add_service, job.job_id, token, inputs)
+        await asyncio.to_thread(self.ports.store().add_service, job.job_id, token, inputs)
 
     def job_ended(self, job: JobRecord) -> None:
         """The job ended (all its service tasks done, cancelled, or its instances failed)."""
@@ -165,7 +177,7 @@ class WarmServices:
             return
         run = self.dispatch.runs.get(job.job_id)
         if run is not None and not run.finished:
-            self.dispatch.cancel(job.job_id, self.svc.now(), f"the job {job.state.value.lower()}: {job.reason}")
+            self.dispatch.cancel(job.job_id, self.ports.now(), f"the job {job.state.value.lower()}: {job.reason}")
             self._stop_instances(job.job_id)
         self._forget.add(job.job_id)
         self._dirty.set()
@@ -177,7 +189,7 @@ class WarmServices:
         run = self.dispatch.runs.get(job.job_id)
         if run is not None:
             return run.summary()
-        counts = await asyncio.to_thread(self.svc.store.open().service_counts, job.job_id)
+        counts = await asyncio.to_thread(self.ports.store().service_counts, job.job_id)
         out = {s.value.lower(): counts.get(s.value, 0) for s in TaskState}
         out["total"] = sum(counts.values())
         return out
@@ -194,7 +206,7 @@ class WarmServices:
                     break
             summary: dict[str, int] | None = run.summary()
         else:
-            rows = await asyncio.to_thread(self.svc.store.open().service_tasks, job.job_id, offset, limit, state)
+            rows = await asyncio.to_thread(self.ports.store().service_tasks, job.job_id, offset, limit, state)
             out = [task_dict(*r) for r in rows]
             summary = None
         body: dict[str, Any] = {"id": job.job_id, "state": job.state.value, "tasks": out}
@@ -217,8 +229,8 @@ class WarmServices:
             AGORA_SERVICE_CHANNEL=self.channel_url(),
             AGORA_SERVICE_TOKEN=run.token if run is not None else "",
         )
-        if self.svc.host.conn.ca is not None:  # a TLS cluster: the agents and this service are https
-            env["AGORA_SERVICE_CA"] = str(Path(self.svc.host.conn.ca).resolve())
+        if self.ports.ca is not None:  # a TLS cluster: the agents and this service are https
+            env["AGORA_SERVICE_CA"] = str(Path(self.ports.ca).resolve())
         executor = ExecutorInfo(
             executor_id=ExecutorID(t.task_id),
             type=ExecutorType.CUSTOM,
@@ -237,7 +249,8 @@ class WarmServices:
         )
 
     def channel_url(self) -> str:
-        return ("wss:" if self.svc.url.startswith("https") else "ws:") + self.svc.url.split(":", 1)[1] + CHANNEL_PATH
+        url = self.ports.url()
+        return ("wss:" if url.startswith("https") else "ws:") + url.split(":", 1)[1] + CHANNEL_PATH
 
     def on_status(self, task_id: str, state: MesosState, message: str | None) -> None:
         if task_id not in self.dispatch.book:
@@ -247,7 +260,7 @@ class WarmServices:
         elif is_terminal(state):
             inst = self.dispatch.book.get(task_id)
             job_id = int(inst.owner) if inst is not None else None
-            self.dispatch.gone(task_id, message or state.value, self.svc.now(), blame=state is MesosState.TASK_FAILED)
+            self.dispatch.gone(task_id, message or state.value, self.ports.now(), blame=state is MesosState.TASK_FAILED)
             ws = self.conns.pop(task_id, None)
             if ws is not None:
                 self._spawn(ws.close(), "service-channel-close")
@@ -295,7 +308,7 @@ class WarmServices:
                 m = wire.decode(msg.data)
                 if not isinstance(m, wire.Results):
                     raise wire.WireError(f"unexpected {type(m).__name__} from an instance")
-                ended = self.dispatch.results(iid, m.items, self.svc.now())
+                ended = self.dispatch.results(iid, m.items, self.ports.now())
                 self._dirty.set()
                 await self._send(iid, ws)
                 if any(e.state is TaskState.PENDING for e in ended):
@@ -309,7 +322,7 @@ class WarmServices:
         return ws
 
     async def _send(self, iid: str, ws: web.WebSocketResponse) -> None:
-        items = self.dispatch.take(iid, self.svc.now())
+        items = self.dispatch.take(iid, self.ports.now())
         if items:
             self._dirty.set()
             with contextlib.suppress(ConnectionResetError):
@@ -328,11 +341,11 @@ class WarmServices:
             return
         self.told.add(job_id)
         self._stop_instances(job_id)
-        self.svc._absorb(self.svc.core.service_finished(job_id, run.failure(), self.svc.now()))
+        self.ports.finished(job_id, run.failure())
 
     def _spawn(self, coro: Coroutine[Any, Any, Any], name: str) -> None:
         try:
-            self.svc.spawn(coro, name=name)
+            self.ports.spawn(coro, name)
         except RuntimeError:  # the service is stopping
             pass
 

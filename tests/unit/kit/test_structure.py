@@ -1,7 +1,8 @@
 """Structural rules of the framework services, checked on the source: no module of frameworks/
 grows past 800 lines, both services hold the framework host (composition, not a subclass), only
 the host builds the API server or the driver, and the edges (the HTTP APIs, views, pages,
-metrics) get narrow ports: no module but the wiring names a service or the host."""
+metrics, the batch service's warm instances and kept tails) get narrow ports: no module but
+the wiring names a service or the host."""
 
 from __future__ import annotations
 
@@ -38,12 +39,8 @@ def test_both_services_hold_the_host_and_never_subclass_it() -> None:
 
 
 # the modules that may name a service or the host: the host itself, each service (the
-# composition root of its framework), the entry points, and the batch service's warm instances
-# (part of its shell: they launch and feed the service's own tasks)
-WIRING = {
-    "kit/host.py", "batch/service.py", "batch/__main__.py", "batch/warm.py",
-    "elastic/service.py", "elastic/__main__.py",
-}
+# composition root of its framework) and the entry points
+WIRING = {"kit/host.py", "batch/service.py", "batch/__main__.py", "elastic/service.py", "elastic/__main__.py"}
 NAMES = {"BatchService", "ElasticService", "FrameworkHost"}
 MODULES = {"frameworks.batch.service", "frameworks.elastic.service"}
 
