@@ -53,7 +53,7 @@ class BatchApi:
     (``ports.BatchPort``: the service, or an in-memory port in a test)."""
 
     def __init__(self, port: BatchPort) -> None:
-        self.svc = port
+        self.port = port
 
     def routes(self) -> list[web.RouteDef]:
         return [
@@ -86,16 +86,16 @@ class BatchApi:
         return web.Response(status=200)
 
     async def _metrics(self, request: web.Request) -> web.Response:
-        return web.Response(body=self.svc.metrics_text(), headers={"Content-Type": metrics_content_type})
+        return web.Response(body=self.port.metrics_text(), headers={"Content-Type": metrics_content_type})
 
     async def _ui_jobs(self, request: web.Request) -> web.Response:
         user = request.query.get("user") or None
         state = (request.query.get("state") or "").upper() or None
         jobs = [
-            job_summary(j) for j in self.svc.jobs.values()
+            job_summary(j) for j in self.port.jobs.values()
             if (user is None or (j.user or "") == user) and (state is None or j.state.value == state)
         ]
-        return _html(pages.jobs_page(jobs, self._share_rows(), user=user, state=state, master=self.svc.master_ui(),
+        return _html(pages.jobs_page(jobs, self._share_rows(), user=user, state=state, master=self.port.master_ui(),
                                      principal=principal_of(request)))
 
     async def _ui_job(self, request: web.Request) -> web.Response:
@@ -111,24 +111,24 @@ class BatchApi:
                 return _html(webui.error_page(pages.SERVICE, 400, "task must be an integer"), 400)
         if stream not in ("stdout", "stderr") or (task is not None and not 0 <= task < len(job.tasks)):
             return _html(webui.error_page(pages.SERVICE, 400, f"no such log: task {task}, {stream}"), 400)
-        return _html(pages.job_page(job_detail(job), task=task, stream=stream, master=self.svc.master_ui(),
+        return _html(pages.job_page(job_detail(job), task=task, stream=stream, master=self.port.master_ui(),
                                     principal=principal_of(request)))
 
     async def _whoami(self, request: web.Request) -> web.Response:
-        return _reply(request, api_auth.whoami(request, self.svc.auth))
+        return _reply(request, api_auth.whoami(request, self.port.auth))
 
     def _denied(self, request: web.Request, job: JobRecord, action: Action, what: str) -> web.Response | None:
         """``403`` unless the request's principal owns ``job`` or an ACL lets it (``action``)."""
-        problem = job_problem(self.svc.auth.acls, action, principal_of(request), job.user, what)
+        problem = job_problem(self.port.auth.acls, action, principal_of(request), job.user, what)
         return None if problem is None else _error(request, 403, problem)
 
     async def _priority(self, request: web.Request) -> web.Response:
         """Every pending job's multifactor priority and its factors (``agora job priority``)."""
-        factors = self.svc.priorities(self.svc.now())
-        weights = attrs.asdict(self.svc.config.fairshare)
+        factors = self.port.priorities(self.port.now())
+        weights = attrs.asdict(self.port.config.fairshare)
         rows = []
         for job_id, f in sorted(factors.items(), key=lambda kv: (-kv[1].total, kv[0])):
-            job = self.svc.jobs[job_id]
+            job = self.port.jobs[job_id]
             if job.state is not JobState.PENDING and not job.pending:
                 continue
             rows.append({
@@ -150,7 +150,7 @@ class BatchApi:
             return _error(request, 400, f"state: unknown {', '.join(sorted(bad))} (states: "
                           f"{', '.join(s.value for s in JobState)})")
         rows = []
-        for job in self.svc.jobs.values():
+        for job in self.port.jobs.values():
             if job.periodic or (q.user is not None and (job.user or "") != q.user):
                 continue
             if (q.queue is not None and job.spec.queue != q.queue) or (states and job.state.value not in states):
@@ -171,7 +171,7 @@ class BatchApi:
             job_id = int(request.query["job"]) if "job" in request.query else None
         except ValueError as exc:
             return _error(request, 400, str(exc))
-        rows = await self.svc.accounting(attrs.evolve(q, job_id=job_id))
+        rows = await self.port.accounting(attrs.evolve(q, job_id=job_id))
         return _reply(request, {"attempts": rows})
 
     def _share_rows(self) -> list[dict[str, Any]]:
@@ -181,19 +181,19 @@ class BatchApi:
                 "usage": s.usage.billing, "cpu_seconds": s.usage.cpu, "gpu_seconds": s.usage.gpu,
                 "mem_mb_seconds": s.usage.mem, "norm_usage": s.norm_usage, "fairshare": s.factor,
             }
-            for s in sorted(self.svc.shares(self.svc.now()).values(), key=lambda s: (s.queue, s.user))
+            for s in sorted(self.port.shares(self.port.now()).values(), key=lambda s: (s.queue, s.user))
         ]
 
     async def _share(self, request: web.Request) -> web.Response:
         """Every (queue, user) with live jobs: decayed usage, shares, fair-share factor (``agora share``)."""
         rows = self._share_rows()
-        return _reply(request, {"users": rows, "half_life": self.svc.config.fairshare.half_life,
-                                "limits": self.svc.config.limits.as_dict()})
+        return _reply(request, {"users": rows, "half_life": self.port.config.fairshare.half_life,
+                                "limits": self.port.config.limits.as_dict()})
 
     async def _framework(self, request: web.Request) -> web.Response:
-        conn = self.svc.connection()
+        conn = self.port.connection()
         counts: dict[str, int] = {}
-        for job in self.svc.jobs.values():
+        for job in self.port.jobs.values():
             counts[job.state.value] = counts.get(job.state.value, 0) + 1
         return _reply(
             request,
@@ -203,17 +203,17 @@ class BatchApi:
                 "master": conn.master,
                 "jobs": counts,
                 "offers": conn.offers,
-                "rounds": self.svc.rounds,
-                "flushes": self.svc.flushes,
+                "rounds": self.port.rounds,
+                "flushes": self.port.flushes,
             },
         )
 
     def _queue_error(self, queue: str) -> str | None:
-        if queue in self.svc.roles:
+        if queue in self.port.roles:
             return None
         # no offer would ever come for it: refuse now, not wait forever
-        served = ", ".join(repr(r) for r in self.svc.roles)
-        return (f"queue {queue!r} is not served by {self.svc.framework_name}: "
+        served = ", ".join(repr(r) for r in self.port.roles)
+        return (f"queue {queue!r} is not served by {self.port.framework_name}: "
                 f"it subscribes with roles {served} (start it with --roles, or agora up --roles)")
 
     async def _submit(self, request: web.Request) -> web.Response:
@@ -242,35 +242,35 @@ class BatchApi:
             owner = job_owner(principal, claimed) or requester(request)
         except OwnerError as exc:
             return _error(request, exc.status, str(exc))
-        if any(s.gpus != int(s.gpus) for s in specs) and not self.svc.cluster:
-            await self.svc.read_cluster()  # whether any agent shares GPUs
+        if any(s.gpus != int(s.gpus) for s in specs) and not self.port.cluster:
+            await self.port.read_cluster()  # whether any agent shares GPUs
         for n, spec in enumerate(specs):
             which = "" if len(specs) == 1 else f"job {n + 1} ({spec.name}): "
-            err = self._queue_error(spec.queue) or gpu_sharing_error(spec, self.svc.cluster)
+            err = self._queue_error(spec.queue) or gpu_sharing_error(spec, self.port.cluster)
             if err:
                 return _error(request, 400, which + err)
-            if (problem := submit_problem(self.svc.auth.acls, principal, spec.queue)) is not None:
+            if (problem := submit_problem(self.port.auth.acls, principal, spec.queue)) is not None:
                 return _error(request, 403, which + problem)
-            if (problem := priority_problem(self.svc.auth.acls, principal, owner, 0, spec.priority)) is not None:
+            if (problem := priority_problem(self.port.auth.acls, principal, owner, 0, spec.priority)) is not None:
                 return _error(request, 403, which + problem)
-            if (refused := self.svc.admission(spec, owner)) is not None:
+            if (refused := self.port.admission(spec, owner)) is not None:
                 return _error(request, 429, f"{which}refused by the limits: {refused}")
         try:
-            ids = await self.svc.submit(specs, owner, principal is not None, inputs)
+            ids = await self.port.submit(specs, owner, principal is not None, inputs)
         except BatchError as exc:
             return _error(request, 400, str(exc))
         if len(ids) == 1 and not (isinstance(body, dict) and "jobs" in body):
-            return _reply(request, {"id": ids[0], "state": self.svc.jobs[ids[0]].state.value}, status=201)
-        return _reply(request, {"ids": ids, "jobs": [job_summary(self.svc.jobs[i]) for i in ids]}, status=201)
+            return _reply(request, {"id": ids[0], "state": self.port.jobs[ids[0]].state.value}, status=201)
+        return _reply(request, {"ids": ids, "jobs": [job_summary(self.port.jobs[i]) for i in ids]}, status=201)
 
     async def _hold(self, request: web.Request) -> web.Response:
-        return await self._change(request, self.svc.hold)
+        return await self._change(request, self.port.hold)
 
     async def _release(self, request: web.Request) -> web.Response:
-        return await self._change(request, self.svc.release)
+        return await self._change(request, self.port.release)
 
     async def _requeue(self, request: web.Request) -> web.Response:
-        return await self._change(request, self.svc.requeue)
+        return await self._change(request, self.port.requeue)
 
     async def _update(self, request: web.Request) -> web.Response:
         try:
@@ -284,13 +284,13 @@ class BatchApi:
             return _error(request, 400, f"queue: {err}")
 
         async def apply(job_id: int, who: str) -> None:
-            job = self.svc.job(job_id)
+            job = self.port.job(job_id)
             new = changes.get("priority")
             if isinstance(new, int) and (
-                problem := priority_problem(self.svc.auth.acls, principal_of(request), job.user, job.spec.priority, new)
+                problem := priority_problem(self.port.auth.acls, principal_of(request), job.user, job.spec.priority, new)
             ):
                 raise _Forbidden(problem)
-            await self.svc.update(job_id, changes, who)
+            await self.port.update(job_id, changes, who)
 
         return await self._change(request, apply)
 
@@ -327,7 +327,7 @@ class BatchApi:
         resp = web.StreamResponse(headers={"Content-Type": "application/x-ndjson", "Cache-Control": "no-cache"})
         await resp.prepare(request)
         try:
-            async for d in self.svc.follow_events(since):
+            async for d in self.port.follow_events(since):
                 if only is None or d.get("job_id") in only or d["kind"] == "heartbeat":
                     await resp.write(json.dumps(d).encode() + b"\n")
         except (ConnectionResetError, asyncio.CancelledError):
@@ -342,12 +342,12 @@ class BatchApi:
         user = request.query.get("user")
         jobs = [
             job_summary(j)
-            for j in self.svc.jobs.values()
+            for j in self.port.jobs.values()
             if (want is None or j.state.value == want.upper()) and (not periodic or j.periodic)
             and (user is None or (j.user or "") == user)
         ]
         if request.query.get("start", "") in ("1", "true"):
-            starts = self.svc.expected_starts()
+            starts = self.port.expected_starts()
             for d in jobs:
                 if d["id"] in starts:
                     d["expected_start"] = starts[d["id"]]
@@ -370,7 +370,7 @@ class BatchApi:
                 return _error(request, 404, f"job {job.job_id} has no task {index}")
             return _reply(request, job_detail(job, [job.tasks[index]]))
         detail = job_detail(job)
-        if (service := await self.svc.service_summary(job)) is not None:
+        if (service := await self.port.service_summary(job)) is not None:
             detail["service"] = service
         return _reply(request, detail)
 
@@ -396,7 +396,7 @@ class BatchApi:
             state = state.upper()
             if state not in {s.value for s in ServiceTaskState}:
                 return _error(request, 400, f"state: one of {', '.join(s.value for s in ServiceTaskState)}")
-        return _reply(request, await self.svc.service_results(job, offset, limit, state))
+        return _reply(request, await self.port.service_results(job, offset, limit, state))
 
     async def _cancel(self, request: web.Request) -> web.Response:
         job = self._job(request)
@@ -405,7 +405,7 @@ class BatchApi:
         if (denied := self._denied(request, job, Action.MANAGE_JOBS, "cancel")) is not None:
             return denied
         try:
-            self.svc.cancel(job.job_id, requester(request))
+            self.port.cancel(job.job_id, requester(request))
         except BatchError as exc:
             return _error(request, 409, str(exc))
         return _reply(request, job_summary(job))
@@ -423,7 +423,7 @@ class BatchApi:
         cur = task.current
         if task.phase not in ACTIVE or cur is None:
             return _error(request, 409, f"task {index} of job {job.job_id} is not running ({task.phase.value})")
-        self.svc.kill_attempt(cur.task_id, cur.agent_id, "killed by the operator")
+        self.port.kill_attempt(cur.task_id, cur.agent_id, "killed by the operator")
         return _reply(request, {"job": job.job_id, "task": task.index, "task_id": cur.task_id})
 
     async def _logs(self, request: web.Request) -> web.Response:
@@ -450,14 +450,14 @@ class BatchApi:
 
         async def from_kept(status: int, why: str) -> web.Response:
             """The sandbox (or its agent) is gone: the tail kept when the attempt ended, if any."""
-            tail = await self.svc.kept_tail(attempt.task_id, stream)
+            tail = await self.port.kept_tail(attempt.task_id, stream)
             if tail is None:
                 return _error(request, status, why)
             at, data = logtail.read(tail, offset, length)
             window = {"from": tail.start, "to": tail.size, "note": logtail.note(stream, tail)}
             return _reply(request, {**head, "data": data.decode("utf-8", "replace"), "offset": at, "kept": window})
 
-        got = await self.svc.read_sandbox(attempt.agent_id, attempt.task_id, stream, offset, length)
+        got = await self.port.read_sandbox(attempt.agent_id, attempt.task_id, stream, offset, length)
         if got.data is not None:
             return _reply(request, {**head, **got.data})
         if not got.reached or got.status == 404:
@@ -466,7 +466,7 @@ class BatchApi:
 
     def _job(self, request: web.Request) -> JobRecord | web.Response:
         try:
-            return self.svc.job(int(request.match_info["id"]))
+            return self.port.job(int(request.match_info["id"]))
         except (ValueError, BatchError):
             return _error(request, 404, f"no job {request.match_info['id']}")
 

@@ -44,7 +44,7 @@ class ElasticApi:
     (``ports.ElasticPort``: the service, or an in-memory port in a test)."""
 
     def __init__(self, port: ElasticPort) -> None:
-        self.svc = port
+        self.port = port
 
     def routes(self) -> list[web.RouteDef]:
         return [
@@ -67,12 +67,12 @@ class ElasticApi:
         return web.json_response({"ok": True})
 
     async def _ui_jobs(self, request: web.Request) -> web.Response:
-        jobs = [job_summary(j) for j in self.svc.jobs.values()]
-        return _html(pages.jobs_page(jobs, master=self.svc.master_ui(), principal=principal_of(request)))
+        jobs = [job_summary(j) for j in self.port.jobs.values()]
+        return _html(pages.jobs_page(jobs, master=self.port.master_ui(), principal=principal_of(request)))
 
     async def _ui_job(self, request: web.Request) -> web.Response:
         try:
-            job = self.svc.job(_job_id(request))
+            job = self.port.job(_job_id(request))
         except ServiceError as exc:
             return _html(webui.error_page(pages.SERVICE, error_status(exc), exc.reason), error_status(exc))
         stream = request.query.get("stream", "stdout")
@@ -82,24 +82,24 @@ class ElasticApi:
             return _html(webui.error_page(pages.SERVICE, 400, "worker must be an integer"), 400)
         if stream not in ("stdout", "stderr"):
             return _html(webui.error_page(pages.SERVICE, 400, "stream must be stdout or stderr"), 400)
-        return _html(pages.job_page(self._detail(job), worker=worker, stream=stream, master=self.svc.master_ui(),
+        return _html(pages.job_page(self._detail(job), worker=worker, stream=stream, master=self.port.master_ui(),
                                     principal=principal_of(request)))
 
     async def _whoami(self, request: web.Request) -> web.Response:
-        return web.json_response(api_auth.whoami(request, self.svc.auth))
+        return web.json_response(api_auth.whoami(request, self.port.auth))
 
     def _denied(self, request: web.Request, job: Job, action: Action, what: str) -> web.Response | None:
         """``403`` unless the request's principal owns ``job`` or an ACL lets it (``action``)."""
-        problem = job_problem(self.svc.auth.acls, action, principal_of(request), job.user, what)
+        problem = job_problem(self.port.auth.acls, action, principal_of(request), job.user, what)
         return None if problem is None else api_auth.forbidden(problem)
 
     async def _metrics(self, request: web.Request) -> web.Response:
-        return web.Response(body=self.svc.metrics_text(), headers={"Content-Type": metrics.CONTENT_TYPE})
+        return web.Response(body=self.port.metrics_text(), headers={"Content-Type": metrics.CONTENT_TYPE})
 
     async def _framework(self, request: web.Request) -> web.Response:
-        conn = self.svc.connection()
+        conn = self.port.connection()
         counts: dict[str, int] = {}
-        for job in self.svc.jobs.values():
+        for job in self.port.jobs.values():
             counts[job.state.value] = counts.get(job.state.value, 0) + 1
         return web.json_response(
             {
@@ -108,7 +108,7 @@ class ElasticApi:
                 "master": conn.master,
                 "jobs": counts,
                 "offers": conn.offers,
-                "coordinators": {str(k): url for k, url in self.svc.coordinator_urls().items()},
+                "coordinators": {str(k): url for k, url in self.port.coordinator_urls().items()},
             }
         )
 
@@ -133,12 +133,12 @@ class ElasticApi:
             owner = job_owner(principal_of(request), claimed)
         except OwnerError as exc:
             return _error(exc.status, str(exc))
-        if spec.role not in self.svc.roles and "*" not in self.svc.roles:
-            return _error(400, f"role {spec.role!r} is not one of the framework's roles {list(self.svc.roles)}")
-        if (problem := submit_problem(self.svc.auth.acls, principal_of(request), spec.role)) is not None:
+        if spec.role not in self.port.roles and "*" not in self.port.roles:
+            return _error(400, f"role {spec.role!r} is not one of the framework's roles {list(self.port.roles)}")
+        if (problem := submit_problem(self.port.auth.acls, principal_of(request), spec.role)) is not None:
             return api_auth.forbidden(problem)
-        job_id = await self.svc.submit_durably(spec, owner)  # durable before we answer
-        return web.json_response({"id": job_id, "state": self.svc.jobs[job_id].state.value}, status=201)
+        job_id = await self.port.submit_durably(spec, owner)  # durable before we answer
+        return web.json_response({"id": job_id, "state": self.port.jobs[job_id].state.value}, status=201)
 
     async def _list(self, request: web.Request) -> web.Response:
         want = request.query.get("state")
@@ -146,14 +146,14 @@ class ElasticApi:
             return _error(400, f"state: unknown job state {want!r} (one of {', '.join(JobState.__members__)})")
         jobs = [
             job_summary(j)
-            for j in sorted(self.svc.jobs.values(), key=lambda j: j.job_id)
+            for j in sorted(self.port.jobs.values(), key=lambda j: j.job_id)
             if want is None or j.state.value == want.upper()
         ]
         return web.json_response({"jobs": jobs})
 
     async def _show(self, request: web.Request) -> web.Response:
         try:
-            job = self.svc.job(_job_id(request))
+            job = self.port.job(_job_id(request))
         except ServiceError as exc:
             return _error(error_status(exc), exc.reason)
         return web.json_response(self._detail(job))
@@ -161,7 +161,7 @@ class ElasticApi:
     def _detail(self, job: Job) -> dict[str, Any]:
         """``job_detail`` with its coordinator's status (generation, workers, shards, recent log)."""
         out = job_detail(job)
-        st = self.svc.coordinator_status(job.job_id)
+        st = self.port.coordinator_status(job.job_id)
         if st is not None:
             out["coordinator_status"] = {
                 "generation": st["generation"],
@@ -184,28 +184,28 @@ class ElasticApi:
                     raise ValueError(f"worker counts must be integers, got {v!r}")
             if hi is None and lo is None:
                 raise ValueError("give max_workers and/or min_workers")
-            if (denied := self._denied(request, self.svc.job(_job_id(request)), Action.MANAGE_JOBS, "scale")):
+            if (denied := self._denied(request, self.port.job(_job_id(request)), Action.MANAGE_JOBS, "scale")):
                 return denied
-            self.svc.scale(_job_id(request), max_workers=hi, min_workers=lo)
+            self.port.scale(_job_id(request), max_workers=hi, min_workers=lo)
         except ServiceError as exc:
             return _error(error_status(exc), exc.reason)
         except ValueError as exc:
             return _error(400, str(exc))
-        return web.json_response(job_summary(self.svc.jobs[_job_id(request)]))
+        return web.json_response(job_summary(self.port.jobs[_job_id(request)]))
 
     async def _cancel(self, request: web.Request) -> web.Response:
         try:
-            if (denied := self._denied(request, self.svc.job(_job_id(request)), Action.MANAGE_JOBS, "cancel")):
+            if (denied := self._denied(request, self.port.job(_job_id(request)), Action.MANAGE_JOBS, "cancel")):
                 return denied
-            self.svc.cancel(_job_id(request))
+            self.port.cancel(_job_id(request))
         except ServiceError as exc:
             return _error(error_status(exc), exc.reason)
-        return web.json_response(job_summary(self.svc.jobs[_job_id(request)]))
+        return web.json_response(job_summary(self.port.jobs[_job_id(request)]))
 
     async def _logs(self, request: web.Request) -> web.Response:
         """A worker's stdout/stderr, read from its agent's sandbox (``/files/read``)."""
         try:
-            job = self.svc.job(_job_id(request))
+            job = self.port.job(_job_id(request))
             offset = int(request.query.get("offset", "0"))
             length = int(request.query.get("length", str(64 * 1024)))
             index = int(request.query["worker"]) if "worker" in request.query else None
@@ -225,7 +225,7 @@ class ElasticApi:
         if not chosen:
             return _error(404, f"job {job.job_id} has no worker {index}")
         w = chosen[0]
-        got = await self.svc.read_sandbox(w.agent_id, w.task_id, stream, offset, length)
+        got = await self.port.read_sandbox(w.agent_id, w.task_id, stream, offset, length)
         if got.data is None:
             return _error(got.status, got.error or f"agent {w.agent_id} of worker {w.task_id} is not reachable from here")
         return web.json_response({"worker": w.index, "task_id": w.task_id, "stream": stream, **got.data})
