@@ -20,7 +20,7 @@ from agent.effects import WriteFramework
 from agent.environment import container_id
 from agent.gpus import GpuBook, Refused
 from agent.oversubscription import Oversubscription
-from agent.ports import Identity, LinkRef, Metrics, Submit
+from agent.ports import Metrics, StatusPort
 from agent.taskspec import SpecError, TaskSpec, task_spec
 from agent.usage import UsageBook
 from protocol.agent_channel import (
@@ -38,7 +38,6 @@ from protocol.agent_channel import (
     StatusUpdateMsg,
     Unregister,
 )
-from protocol.clock import Clock
 from protocol.ids import new_status_uuid
 from protocol.mesos import CapabilityType, ContainerStatus, Reason, Source, TaskInfo, TaskStatus
 from protocol.mesos_common import AgentID, ContainerID, ExecutorID, FrameworkID, Label, Labels, TaskID
@@ -63,15 +62,16 @@ def to_update(fid: str, status: TaskStatus) -> su.Update:
 
 class MasterLink:
     def __init__(
-        self, config: AgentConfig, me: Identity, clock: Clock, checkpoint: Checkpoint, tracker: tk.TaskTracker,
-        updates: su.StatusUpdateManager, usage: UsageBook, gpus: Callable[[], GpuBook], isolation: str,
-        executors: ExecutorControl, oversubscription: Oversubscription, resources_identity: Callable[[], str],
-        link: LinkRef, metrics: Metrics, submit: Submit, wake: asyncio.Event,
+        self, config: AgentConfig, status: StatusPort, checkpoint: Checkpoint, usage: UsageBook,
+        gpus: Callable[[], GpuBook], isolation: str, executors: ExecutorControl, oversubscription: Oversubscription,
+        resources_identity: Callable[[], str], metrics: Metrics, wake: asyncio.Event,
     ) -> None:
-        self.config, self.me, self.clock, self.checkpoint, self.tracker = config, me, clock, checkpoint, tracker
-        self.updates, self.usage, self.gpus, self.isolation, self.executors = updates, usage, gpus, isolation, executors
-        self.oversubscription, self.resources_identity, self.link = oversubscription, resources_identity, link
-        self.metrics, self.submit, self.wake = metrics, submit, wake
+        # the cores, the work queue, the link, the clock and the identity through one port (agent/ports.py)
+        self.tracker, self.updates, self.submit, self.link = status.tracker, status.updates, status.submit, status.link
+        self.me, self.clock, self.config, self.checkpoint = status.me, status.clock, config, checkpoint
+        self.usage, self.gpus, self.isolation, self.executors = usage, gpus, isolation, executors
+        self.oversubscription, self.resources_identity = oversubscription, resources_identity
+        self.metrics, self.wake = metrics, wake
         self.retiring = False  # SIGUSR1: new launches are dropped, every task is killed, then exit
 
     # --- registration ----------------------------------------------------------------------------

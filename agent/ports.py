@@ -8,8 +8,8 @@ read-only views (``/state``, ``/flags``, the v1 operator API) get an ``AgentView
 
 The satellites that drive the cores get small holders of typed protocols, each naming only what
 its users call: ``StatusPort`` (the task tracker and status-update manager as ``TaskBook`` and
-``UpdateBook``, the work queue, the master link, the clock, the identity: custom executors and
-recovery), ``ExecutorSpawnPort`` (how an executor process is fetched for, started and signalled:
+``UpdateBook``, the work queue, the master link, the clock, the identity: custom executors,
+recovery and the master link's side, ``agent/master_link.py``), ``ExecutorSpawnPort`` (how an executor process is fetched for, started and signalled:
 ``agent/executors.py``) and ``RecoveryProcesses`` (what a restarted agent re-attaches and cleans
 up: ``agent/recovery.py``).
 """
@@ -155,6 +155,9 @@ class TaskBook(Protocol):
     @property
     def executor_uuids(self) -> dict[bytes, str]: ...
 
+    @property
+    def ephemeral(self) -> set[tk.TaskKey]: ...
+
     def get(self, framework_id: str, task_id: str) -> tk.TaskRecord | None: ...
 
     def handle(self, event: tk.Event, now: float) -> list[tk.Effect]: ...
@@ -163,9 +166,14 @@ class TaskBook(Protocol):
 
 
 class UpdateBook(Protocol):
-    """The status-update manager (``agent/status_updates.py``): an update in, effects out."""
+    """The status-update manager (``agent/status_updates.py``): an update in, effects out, and a
+    task's unacknowledged updates."""
 
     def handle(self, event: su.Event, now: float) -> list[su.Effect]: ...
+
+    def pending(self, framework_id: str, task_id: str) -> tuple[su.Update, ...]: ...
+
+    def latest(self, framework_id: str, task_id: str) -> su.Update | None: ...
 
 
 @attrs.frozen

@@ -129,9 +129,8 @@ class AgentService(Service):
         ), self.status)
         self.oversubscription = Oversubscription(tracker, self.me, None, None, link, self.submit)
         self.master_link = MasterLink(
-            cfg, self.me, self.clock, cp, tracker, self.updates, self.usage, lambda: self.gpus, self.isolator.name,
-            self.executors, self.oversubscription, self.resources_identity, link, self.metrics, self.submit,
-            self.timer_wake,
+            cfg, self.status, cp, self.usage, lambda: self.gpus, self.isolator.name, self.executors,
+            self.oversubscription, self.resources_identity, self.metrics, self.timer_wake,
         )
         self.monitor = Monitor(cfg, self.clock, cp, tracker, self.usage, self.isolator, self.launcher, self.processes,
                                self.journal, self.oversubscription, self.sandbox_gc, self.reserve, link, self.metrics)

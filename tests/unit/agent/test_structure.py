@@ -54,6 +54,12 @@ def test_the_executor_glue_and_recovery_are_given_narrow_ports() -> None:
     assert list(_fields(_class("recovery.py", "RecoveryParts")).values()) == [
         "StatusPort", "RecoveryProcesses", "RecoveryStart",
     ]
+    # the master link's side sees the cores through the same port, not the tracker and manager
+    link = _class("master_link.py", "MasterLink")
+    (init,) = [n for n in link.body if isinstance(n, ast.FunctionDef) and n.name == "__init__"]
+    annotations = [ast.unparse(a.annotation) for a in init.args.args[1:] if a.annotation]
+    assert "StatusPort" in annotations
+    assert not any(c in a for a in annotations for c in ("TaskTracker", "StatusUpdateManager", "Identity"))
 
 
 # the service's parts by their concrete classes: a port names a protocol of what its users call
