@@ -169,6 +169,43 @@ def _agent_has(spec: JobSpec, agent: AgentCapacity) -> dict[str, float]:
     return have
 
 
+def with_offered(capacity: Sequence[AgentCapacity], offers: Sequence[OfferView]) -> Sequence[AgentCapacity]:
+    """``capacity`` (the cluster as last read, every ``cluster_interval``) with what the offers
+    show since: an agent offered but not in it yet (registered after the read) counts with what
+    it offers, and a known agent at least with what it offers now (re-registered larger). So a
+    gang the master offers whole as soon as an agent arrives is not judged unable to fit by an
+    older read. Unchanged when the offers show nothing new (or no cluster has been read)."""
+    if not capacity or not offers:
+        return capacity
+    seen: dict[str, dict[str, float]] = {}
+    rev: dict[str, dict[str, float]] = {}
+    ports: dict[str, int] = {}
+    attributes: dict[str, Mapping[str, str]] = {}
+    for o in offers:
+        into = seen.setdefault(o.agent_id, {})
+        for n, v in o.resources.non_revocable().scalars().items():
+            into[n] = into.get(n, 0.0) + v
+        into_rev = rev.setdefault(o.agent_id, {})
+        for n, v in o.resources.revocable().scalars().items():
+            into_rev[n] = into_rev.get(n, 0.0) + v
+        ports[o.agent_id] = ports.get(o.agent_id, 0) + port_count(o.resources)
+        attributes.setdefault(o.agent_id, o.attributes)
+    out: list[AgentCapacity] = []
+    changed = False
+    for a in capacity:
+        offered = seen.pop(a.agent_id, None)
+        if offered is None or all(a.scalars.get(n, 0.0) + 1e-9 >= v for n, v in offered.items()):
+            out.append(a)
+            continue
+        changed = True
+        scalars = {**a.scalars, **{n: max(a.scalars.get(n, 0.0), v) for n, v in offered.items()}}
+        out.append(attrs.evolve(a, scalars=scalars, ports=max(a.ports, ports[a.agent_id])))
+    for agent_id, offered in seen.items():
+        changed = True
+        out.append(AgentCapacity(agent_id, offered, attributes[agent_id], rev[agent_id], ports[agent_id]))
+    return tuple(out) if changed else capacity
+
+
 def cannot_fit(spec: JobSpec, need: int, capacity: Sequence[AgentCapacity]) -> str | None:
     """``cannot fit in the cluster: ...`` when ``need`` tasks of ``spec`` (a whole gang, or one
     task) do not fit at once in the cluster's agents even if all of them were free, else None."""
@@ -356,6 +393,7 @@ def plan(
     ``backfill.py``); ``reservations``: others already made (a preemption's), each binding the
     jobs after its own in the order."""
     free: dict[str, Resources] = {o.offer_id: o.resources for o in offers}
+    capacity = with_offered(capacity, offers)
     book = limits.copy() if limits is not None and limits.limits.enabled else None
     ids = {j.job_id for j in jobs}
     pending_res = {r.job_id: r for r in reservations if r.job_id in ids}

@@ -99,3 +99,23 @@ def test_the_core_declines_nothing_for_it_and_drops_a_hold_it_had_before_the_clu
         and job.reason == "gang 1/4 placed; waiting for 1 cpus; largest free offer has 0.8"
     )
     assert core.next_wakeup(2) == 32
+
+
+def test_an_agent_offered_before_the_cluster_read_sees_it_counts_toward_the_gang() -> None:
+    # The cluster was read (every ``cluster_interval``) before agent-c registered; the master
+    # offers the gang its units as soon as agent-c is there: the gang starts with them at once,
+    # not after the next read of the cluster.
+    offers = [offer("a").cpus(1).mem(1024).build(), offer("b").cpus(1).mem(1024).build(),
+              offer("c").cpus(2).mem(1024).build()]
+    jobs = [job(1).cpus(1).count(4).gang(4).priority(5).build()]
+    p = plan(jobs, offers, now=0, capacity=TWO_CPUS)
+    assert sorted(_where(p)) == [(1, 0, "a"), (1, 1, "b"), (1, 2, "c"), (1, 3, "c")]
+    assert p.reasons == {} and p.holding_job is None
+
+
+def test_an_agent_offering_more_than_the_cluster_read_says_counts_with_what_it_offers() -> None:
+    # agent-b re-registered with 3 cpus since the last read (which says 1)
+    offers = [offer("a").cpus(1).mem(1024).build(), offer("b").cpus(3).mem(1024).build()]
+    jobs = [job(1).cpus(1).count(4).gang(4).priority(5).build()]
+    p = plan(jobs, offers, now=0, capacity=TWO_CPUS)
+    assert sorted(_where(p)) == [(1, 0, "a"), (1, 1, "b"), (1, 2, "b"), (1, 3, "b")]
