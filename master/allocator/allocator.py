@@ -15,11 +15,13 @@ from master.allocator.demand import demand_stage, fairness_rescind
 from master.allocator.eligibility import (
     CONSTRAINT_REASON,
     GPU_REASON,
-    excluded,
+    HELD_CONSTRAINTS,
+    HELD_GPU,
+    available_to,
     fully_filtered,
-    gpu_blocked,
     refresh_all,
     refresh_some,
+    why_not,
 )
 from master.allocator.errors import AllocatorError
 from master.allocator.events import Event, OffersAccepted
@@ -303,19 +305,20 @@ class Allocator:
             return "no unmet demand (REQUEST) is outstanding"
         if all(fully_filtered(l_, fw, r) for r in open_roles):
             return "every agent is filtered after DECLINE/ACCEPT (refuse_seconds); send REVIVE"
-        usable = [
-            a for a in l_.agents.values()
-            if a.active and any((a.free.allocatable_to(r) if a.has_reserved else a.free) for r in open_roles)
-        ]
+        # the agents' side, through the eligibility chain's checks (as the stages and the
+        # take-backs of held offers ask them)
+        usable = [a for a in l_.agents.values() if a.active and any(available_to(a, r) for r in open_roles)]
         active = [a for a in l_.agents.values() if a.active]
-        if fw.excluded and active and all(excluded(fw, r, a.agent_id) for a in active for r in open_roles):
+        if fw.excluded and active and all(
+            why_not(HELD_CONSTRAINTS, l_, fw, r, a) is not None for a in active for r in open_roles
+        ):
             return f"every agent is excluded: {CONSTRAINT_REASON} (offer_constraints)"
-        if usable and all(gpu_blocked(fw, a) for a in usable):
+        role = open_roles[0]  # (the GPU check is the same in every role)
+        if usable and all(why_not(HELD_GPU, l_, fw, role, a) is not None for a in usable):
             return f"every agent with free resources is excluded: {GPU_REASON} (Mesos semantics)"
         if not usable:
-            active = [a for a in l_.agents.values() if a.active]
-            if active and all(gpu_blocked(fw, a) for a in active):  # it could never be served
-                return f"every agent is excluded: {GPU_REASON} (Mesos semantics)"
+            if active and all(why_not(HELD_GPU, l_, fw, role, a) is not None for a in active):
+                return f"every agent is excluded: {GPU_REASON} (Mesos semantics)"  # it could never be served
             return "no free resources usable by its roles; other frameworks hold them"
         if fw.offers:
             return f"holds {len(fw.offers)} outstanding offer(s)"

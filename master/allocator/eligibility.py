@@ -234,6 +234,11 @@ REVOCABLE = chain(*_TRIPLE, "revocable_capable", "no_filter", "nonempty", "minim
 STARVATION = chain(*_TRIPLE, "plain_drf", "nonempty", "not_declined")
 # a lease regrows with an ended task's resources
 LEASE = chain("agent_active", "framework_active", "role_not_suppressed", "gpu_capability", "offer_constraints")
+# an offer already held, after its holder's capabilities or constraints or its agent changed: its
+# idle part is taken back when these fail (``handlers.py``); ``Allocator.why_not_offered`` asks
+# the same checks about every agent
+HELD_GPU = chain("gpu_capability")
+HELD_CONSTRAINTS = chain("offer_constraints")
 
 
 def why_not(

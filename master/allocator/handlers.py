@@ -12,11 +12,10 @@ from typing import Any
 from master.allocator.accept import accept as accept_offers
 from master.allocator.decisions import Decision, OfferRescinded, OfferUpdated
 from master.allocator.eligibility import (
-    CONSTRAINT_REASON,
-    GPU_REASON,
+    HELD_CONSTRAINTS,
+    HELD_GPU,
     LEASE,
-    excluded,
-    gpu_blocked,
+    Check,
     refresh_activity,
     refresh_exclusions,
     why_not,
@@ -63,7 +62,7 @@ def _agent_added(ledger: Ledger, ev: AgentAdded, now: float) -> list[Decision]:
         out = _agent_updated(ledger, AgentUpdated(ev.agent_id, ev.total), now)
         if l_.constrained:  # its attributes may have changed: constraints are evaluated again
             _constraints_on(l_, agent)
-            out.extend(_take_back_excluded(l_, agent.offers))
+            out.extend(_take_back_ineligible(l_, agent.offers, HELD_CONSTRAINTS))
         if not agent.active:
             agent.active = True
             l_.active_agents += 1
@@ -117,7 +116,7 @@ def _agent_updated(ledger: Ledger, ev: AgentUpdated, now: float) -> list[Decisio
     l_.totals.add(agent.total_scalars)
     agent.free = agent.total.non_revocable() - agent.allocated - l_.agent_offered(agent)
     if agent.has_gpus:  # (it may have gained GPUs) revocable parts go too where GPUs exclude them
-        out.extend(_take_back_gpu_blocked(l_, agent.offers))
+        out.extend(_take_back_ineligible(l_, agent.offers, HELD_GPU))
     l_.mark_dirty(agent.agent_id)
     return out
 
@@ -189,10 +188,10 @@ def _framework_added(ledger: Ledger, ev: FrameworkAdded, now: float) -> list[Dec
     refresh_activity(l_, fw)
     ledger.full_pass = True
     # re-subscribed without GPU_RESOURCES: what it holds on agents with GPUs goes back
-    out = [] if fw.gpu_ok else _take_back_gpu_blocked(l_, fw.offers)
+    out = [] if fw.gpu_ok else _take_back_ineligible(l_, fw.offers, HELD_GPU)
     # new offer constraints: what it holds on agents they exclude goes back
     if fw.excluded:
-        out.extend(_take_back_excluded(l_, fw.offers))
+        out.extend(_take_back_ineligible(l_, fw.offers, HELD_CONSTRAINTS))
     # re-subscribed or updated (UPDATE_FRAMEWORK) without a role: its offers in that role go back,
     # as Mesos rescinds them
     for oid in list(fw.offers):
@@ -204,14 +203,17 @@ def _framework_added(ledger: Ledger, ev: FrameworkAdded, now: float) -> list[Dec
     return out
 
 
-def _take_back_gpu_blocked(ledger: Ledger, offer_ids: dict[str, None]) -> list[Decision]:
-    """Take back the idle parts of those offers that ``gpu_blocked`` now excludes (a lease with
-    running tasks stays, emptied; its tasks' resources do not flow back into it)."""
+def _take_back_ineligible(ledger: Ledger, offer_ids: dict[str, None], checks: tuple[Check, ...]) -> list[Decision]:
+    """Take back the idle parts of those offers whose holder the eligibility ``checks``
+    (``HELD_GPU``, ``HELD_CONSTRAINTS``) now refuse on the offer's agent in the offer's role, with
+    the failing check's reason (a lease with running tasks stays, emptied; its tasks' resources
+    do not flow back into it; tasks running there stay)."""
     out: list[Decision] = []
     for oid in list(offer_ids):
         o = ledger.offers[oid]
-        if gpu_blocked(ledger.frameworks[o.framework_id], ledger.agents[o.agent_id]):
-            d = take_back(ledger, o, GPU_REASON)
+        reason = why_not(checks, ledger, ledger.frameworks[o.framework_id], o.role, ledger.agents[o.agent_id])
+        if reason is not None:
+            d = take_back(ledger, o, reason)
             if d is not None:
                 out.append(d)
     return out
@@ -220,19 +222,6 @@ def _constraints_on(ledger: Ledger, agent: AgentState) -> None:
     """Evaluate every constrained framework's offer constraints on a (re-)registered agent."""
     for fid in ledger.constrained:
         refresh_exclusions(ledger, ledger.frameworks[fid], (agent,))
-
-
-def _take_back_excluded(ledger: Ledger, offer_ids: dict[str, None]) -> list[Decision]:
-    """Take back the idle parts of those offers whose agent the holder's offer constraints now
-    exclude in the offer's role (tasks running there stay: constraints decide offers only)."""
-    out: list[Decision] = []
-    for oid in list(offer_ids):
-        o = ledger.offers[oid]
-        if excluded(ledger.frameworks[o.framework_id], o.role, o.agent_id):
-            d = take_back(ledger, o, CONSTRAINT_REASON)
-            if d is not None:
-                out.append(d)
-    return out
 
 
 def _framework_removed(ledger: Ledger, ev: FrameworkRemoved, now: float) -> list[Decision]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from master.allocator import AllocatorConfig, FrameworkAdded, Predicate
+from master.allocator import AllocatorConfig, FrameworkAdded, OfferRescinded, Predicate
 from master.allocator.constraints import AttributeConstraint
 from master.allocator.eligibility import (
     CONSTRAINT_REASON,
@@ -13,6 +13,8 @@ from master.allocator.eligibility import (
     DRF,
     ELIGIBILITY,
     GPU_REASON,
+    HELD_CONSTRAINTS,
+    HELD_GPU,
     LEASE,
     QUOTA,
     REVOCABLE,
@@ -130,3 +132,21 @@ def test_each_check_gives_its_own_reason(sim: Sim) -> None:
 def test_an_unknown_check_name_is_refused() -> None:
     with pytest.raises(ValueError, match=r"^unknown eligibility checks \['no_such_check'\]$"):
         chain("agent_active", "no_such_check")
+
+
+def test_held_offers_and_why_not_offered_use_the_chains_checks(sim: Sim) -> None:
+    assert [c.name for c in HELD_GPU] == ["gpu_capability"]
+    assert [c.name for c in HELD_CONSTRAINTS] == ["offer_constraints"]
+    sim.agent("a").cpus(4).mem(1024).gpus(1).attr("rack", "r1").add()
+    sim.agent("b").cpus(4).mem(1024).attr("rack", "r1").add()
+    sim.handle(FrameworkAdded("f", ("ml",), frozenset({"GPU_RESOURCES"})))
+    sim.allocate()
+    assert sorted(o.agent_id for o in sim.offers("f")) == ["a", "b"]
+    # re-subscribed without GPU_RESOURCES and with a constraint b fails: each offer goes back with
+    # the reason of the check that refuses it now
+    other = AttributeConstraint.make(Predicate.TEXT_EQUALS, attribute="rack", text="r2")
+    out = sim.handle(FrameworkAdded("f", ("ml",), frozenset(), offer_constraints={"ml": ((other,),)}))
+    assert [(d.agent_id, d.reason) for d in out if isinstance(d, OfferRescinded)] == [
+        ("a", GPU_REASON), ("b", CONSTRAINT_REASON)]
+    assert len(out) == 2
+    assert sim.alloc.why_not_offered("f") == f"every agent is excluded: {CONSTRAINT_REASON} (offer_constraints)"

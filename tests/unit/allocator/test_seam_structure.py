@@ -41,3 +41,16 @@ def test_the_seam_modules_are_pure() -> None:
     for rel in ("master/allocator/sorter.py", "master/allocator/eligibility.py", "master/allocator/victims.py",
                 "protocol/placement.py"):
         assert "\n__pure__ = True\n" in (root / rel).read_text(), rel
+
+
+def test_the_take_backs_and_why_not_offered_ask_the_eligibility_chain() -> None:
+    """``handlers.py`` (the take-backs of held offers that lost GPU or constraint eligibility)
+    and ``allocator.py`` (``why_not_offered``) call no eligibility predicate directly: they run
+    the chain's checks (``HELD_GPU``, ``HELD_CONSTRAINTS``) through ``why_not``."""
+    offenders: list[str] = []
+    for name in ("handlers.py", "allocator.py"):
+        for node in ast.walk(ast.parse((ALLOCATOR / name).read_text())):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in {
+                    "gpu_blocked", "excluded"}:
+                offenders.append(f"{name}:{node.lineno} calls {node.func.id}")
+    assert offenders == []
