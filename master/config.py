@@ -9,9 +9,12 @@ import socket
 import tomllib
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
+
+if TYPE_CHECKING:
+    from master.allocator import AllocatorConfig
 
 
 class ConfigError(ValueError):
@@ -65,6 +68,11 @@ class MasterConfig:
     # while another framework starves (no offer at all), an offer unused this long is taken back
     # for it (master/allocator/starvation.py); 0 = never
     offer_hold_bound: float = 3.0
+    # the order the allocator serves roles in, and frameworks inside a role (Mesos'
+    # --role_sorter/--framework_sorter): "drf" (weighted dominant resource fairness) or "age"
+    # (first come, first served); master/allocator/sorter.py SORTERS
+    role_sorter: str = "drf"
+    framework_sorter: str = "drf"
     # logging
     log_level: str = "INFO"
     log_dir: str | None = None  # also log to <log_dir>/agora-master.log, served as /master/log (Mesos' --log_dir)
@@ -127,6 +135,23 @@ def advertised_address(cfg: MasterConfig, machine_hostname: str, resolve: Callab
 
 def _advertised_hostname(cfg: MasterConfig, machine_hostname: str) -> str:
     return cfg.hostname or (machine_hostname if cfg.ip in WILDCARD_IPS else cfg.ip)
+
+
+def allocator_config(cfg: MasterConfig, offer_id_prefix: str) -> AllocatorConfig:
+    """The allocator's configuration from the master's (the sorters by name: ``--role_sorter``,
+    ``--framework_sorter``; ``load`` has checked the names)."""
+    from master.allocator import AllocatorConfig
+    from master.allocator.sorter import sorter_named
+
+    return AllocatorConfig(
+        offer_id_prefix=offer_id_prefix,
+        default_refuse_seconds=cfg.default_refuse_seconds,
+        offer_timeout=cfg.offer_timeout,
+        offer_hold_bound=cfg.offer_hold_bound if cfg.offer_hold_bound > 0 else None,
+        batch_window=cfg.allocation_batch,
+        role_sorter=sorter_named(cfg.role_sorter),
+        framework_sorter=sorter_named(cfg.framework_sorter),
+    )
 
 
 _FIELDS = {f.name: f for f in attrs.fields(MasterConfig)}
@@ -199,6 +224,13 @@ def load(path: str | Path | None = None, **overrides: Any) -> MasterConfig:
             raise ConfigError(f"--zk: {e}") from e
         if cfg.zk_session_timeout <= 0:
             raise ConfigError("zk_session_timeout must be > 0")
+    from master.allocator.sorter import sorter_named
+
+    for name in ("role_sorter", "framework_sorter"):
+        try:
+            sorter_named(getattr(cfg, name))
+        except ValueError as e:
+            raise ConfigError(f"--{name}: {e}") from e
     if (cfg.tls_cert is None) != (cfg.tls_key is None):
         raise ConfigError("--tls-cert and --tls-key go together")
     if (cfg.tls_ca or cfg.tls_require_client_cert) and not cfg.tls_cert:

@@ -128,6 +128,10 @@ def _auth_flag(ctx: click.Context, param: click.Parameter, value: object) -> obj
 @click.option("--ping-interval", type=float, default=None, help="Seconds between agent pings.")
 @click.option("--ping-timeout", type=float, default=None, help="No pong for this long marks an agent unreachable.")
 @click.option("--agent-reregister-timeout", type=float, default=None, help="Re-registration window after restart.")
+@click.option("--role-sorter", "--role_sorter", "role_sorter", default=None,
+              help="Order roles are served in: drf (weighted DRF, default) or age (first come, first served).")
+@click.option("--framework-sorter", "--framework_sorter", "framework_sorter", default=None,
+              help="Order frameworks of a role are served in: drf (default) or age.")
 @click.option("--log-level", default=None, help="DEBUG, INFO, WARNING...")
 @click.option("--log-dir", default=None,
               help="Also write the log to DIR/agora-master.log, served at /files/read?path=/master/log (Mesos' --log_dir).")
@@ -151,6 +155,8 @@ def main(
     ping_interval: float | None,
     ping_timeout: float | None,
     agent_reregister_timeout: float | None,
+    role_sorter: str | None,
+    framework_sorter: str | None,
     log_level: str | None,
     log_dir: str | None,
     zk: str | None,
@@ -173,6 +179,8 @@ def main(
             ping_interval=ping_interval,
             ping_timeout=ping_timeout,
             agent_reregister_timeout=agent_reregister_timeout,
+            role_sorter=role_sorter,
+            framework_sorter=framework_sorter,
             log_level=log_level,
             log_dir=log_dir,
             zk=zk,

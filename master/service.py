@@ -25,10 +25,10 @@ from typing import Any
 from aiohttp import web
 
 from master.agent_channel import AgentChannelServer
-from master.allocator import Allocator, AllocatorConfig
+from master.allocator import Allocator
 from master.auth import MasterAuth, load_auth, principal_of
 from master.auth import middleware as auth_middleware
-from master.config import ConfigError, MasterConfig, advertised_address
+from master.config import ConfigError, MasterConfig, advertised_address, allocator_config
 from master.events import (
     CloseAgent,
     CloseStream,
@@ -223,15 +223,7 @@ class MasterService(Service):
         assert self.registry is not None
         snap = self.registry.snapshot
         self.epoch = snap.master_seq
-        self.allocator = Allocator(
-            AllocatorConfig(
-                offer_id_prefix=self.master_id,
-                default_refuse_seconds=cfg.default_refuse_seconds,
-                offer_timeout=cfg.offer_timeout,
-                offer_hold_bound=cfg.offer_hold_bound if cfg.offer_hold_bound > 0 else None,
-                batch_window=cfg.allocation_batch,
-            )
-        )
+        self.allocator = Allocator(allocator_config(cfg, self.master_id))
         now = self.clock.now()
         self.state = MasterState(
             master_id=self.master_id,

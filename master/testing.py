@@ -53,9 +53,9 @@ def task(tid: str, cpus: float = 0.1, mem: float = 32, cmd: str | None = "true",
 class Harness:
     """A MasterState with a real allocator and a virtual clock; records every effect."""
 
-    def __init__(self, **cfg: Any) -> None:
+    def __init__(self, allocator: AllocatorConfig | None = None, **cfg: Any) -> None:
         self.now = 1000.0
-        self.alloc = Allocator(AllocatorConfig(offer_id_prefix="o", batch_window=0.005))
+        self.alloc = Allocator(allocator or AllocatorConfig(offer_id_prefix="o", batch_window=0.005))
         self.state = MasterState(
             master_id="m1", epoch=1, master_info=master_info(), allocator=self.alloc,
             config=StateConfig(**cfg), now=self.now,

@@ -77,6 +77,7 @@ from frameworks.batch.planner import (
     need_of,
     plan,
 )
+from frameworks.batch.preempt import VictimPolicy, choose
 from frameworks.batch.queue import job_views
 from frameworks.batch.records import (
     ACTIVE,
@@ -112,7 +113,10 @@ class BatchCore:
         decline_seconds: float = 5.0,
         config: BatchConfig | None = None,
         preempt_queues: Iterable[str] = (),
+        victims: VictimPolicy = choose,
     ) -> None:
+        """``victims``: which running tasks a preemption evicts (``preempt.VictimPolicy``;
+        ``preempt.choose`` by default)."""
         self.config = config or BatchConfig()
         # every (queue, user)'s decayed usage and what its tasks run now: the fair-share input
         self.usage = UsageBook(self.config.fairshare)
@@ -121,7 +125,7 @@ class BatchCore:
         self.live = self.book.live  # the jobs not yet in a terminal state
         # jobs of these queues preempt as if submitted with ``preempt`` (a per-queue setting)
         self.preempt_queues = frozenset(preempt_queues)
-        self.evictions = Evictions(self.book, self.preempt_queues)
+        self.evictions = Evictions(self.book, self.preempt_queues, victims)
         self.gang_timeout = gang_timeout
         self.decline_seconds = decline_seconds
         self._suppressed = False

@@ -477,3 +477,16 @@ class AgeSorter:
 
     def first_keys(self) -> list[SortKey]:
         return self._keys
+
+
+# the sorters a master can be started with (``--role_sorter``/``--framework_sorter``): Mesos'
+# ``drf`` and Agora's ``age``
+SORTERS: dict[str, SorterFactory] = {"drf": DRFSorter, "age": AgeSorter}
+
+
+def sorter_named(name: str) -> SorterFactory:
+    """The factory of the sorter ``name`` (``SORTERS``); ``ValueError`` naming the known ones."""
+    factory = SORTERS.get(name)
+    if factory is None:
+        raise ValueError(f"unknown sorter {name!r} (one of: {', '.join(sorted(SORTERS))})")
+    return factory

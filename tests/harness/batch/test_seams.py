@@ -101,3 +101,9 @@ def test_a_plugged_victim_policy_decides_who_is_evicted() -> None:
     core = BatchCore()
     core.evictions.victims = highest_index_first
     assert _kills_for_a_two_cpu_preemptor(core) == ["j1-3-0", "j1-2-0"]
+
+
+def test_the_core_takes_the_victim_policy_as_an_argument() -> None:
+    core = BatchCore(victims=highest_index_first)
+    assert core.evictions.victims is highest_index_first
+    assert _kills_for_a_two_cpu_preemptor(core) == ["j1-3-0", "j1-2-0"]
