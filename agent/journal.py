@@ -39,9 +39,11 @@ class Journal:
         boot_id: str,
         spawn: Callable[[TaskSpec], SpawnResult],
         spawners: concurrent.futures.ThreadPoolExecutor,
+        open_logs: Callable[[list[TaskSpec]], None] | None = None,
     ) -> None:
         self.checkpoint, self.tracker, self.reserve, self.boot_id = checkpoint, tracker, reserve, boot_id
         self._spawn, self._spawners = spawn, spawners
+        self._open_logs = open_logs  # a batch's log pipes to the writer in one go, before its spawns
         self._drops: dict[tuple[str, str], None] = {}  # finished tasks whose files are to be recycled
         self._sweeping: set[tuple[str, str]] = set()  # those the sweep is recycling now
         self._drops_lock = threading.Condition()  # guards both; notified when a sweep ends
@@ -80,6 +82,8 @@ class Journal:
         # task's first update), so spawning does not wait for this batch's fdatasyncs.
         specs = [sp.spec for sp in spawns]
         if len(specs) > 1:  # spawns are independent: a few at a time (file creation is slow here)
+            if self._open_logs is not None:
+                self._open_logs([s for s in specs if s.command is not None])
             spawned = list(self._spawners.map(self._spawn, specs))
         else:
             spawned = [self._spawn(sp) for sp in specs]

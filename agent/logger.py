@@ -25,9 +25,13 @@ after that, so the logs are complete when a framework hears of it.
 
 Messages (JSON, one datagram each, on a SOCK_SEQPACKET socket; only a peer of our own uid or root
 is served): agent -> ``{"op": "open", "key", "dir", "max_size", "max_files"}`` + 2 descriptors,
+``{"op": "open_many", "tasks": [{"key", "dir", "max_size", "max_files"}, ...]}`` + 2 descriptors
+per task in that order (at most ``OPEN_MANY`` tasks: a batch of launches in one datagram),
 ``{"op": "adopt", "key", "dir", "pid", "max_size", "max_files"}``, ``{"op": "hello"}``; this process
--> ``{"op": "keys", "keys": [...]}`` (the answer to hello), ``{"op": "closed", "keys": [...]}``
-(the tasks whose logs became complete in one round of the loop).
+-> ``{"op": "keys", "keys": [...], "ops": ["open_many"]}`` (the answer to hello; ``ops``: what it
+serves beyond ``open``, so an agent newer than its writer, which outlives agents, asks it no
+more than it knows), ``{"op": "closed", "keys": [...]}`` (the tasks whose logs became complete in
+one round of the loop).
 
 It exits when no agent is connected and no stream is open. Run as a script
 (``python -I agent/logger.py META_DIR``): it imports nothing of Agora but ``agent.logrotate``.
@@ -59,6 +63,7 @@ READ_CHUNK = 1 << 17  # two pipe buffers (64 KiB each by default)
 SOCKET_NAME = "logger.sock"
 LOCK_NAME = "logger.lock"
 FIRST_CONNECT_WITHIN = 30.0  # the agent that started us connects at once
+OPEN_MANY = 64  # tasks per "open_many" (2 descriptors each: under the kernel's 253 per message)
 MAX_OUTBOX = 100_000  # messages queued for an agent that reads none: it is gone in all but name
 
 
@@ -263,7 +268,7 @@ class Logger:
     def _from_agent(self, conn: socket.socket) -> None:
         fds = array.array("i")
         try:
-            msg, ancdata, _flags, _addr = conn.recvmsg(65536, socket.CMSG_SPACE(2 * fds.itemsize))
+            msg, ancdata, _flags, _addr = conn.recvmsg(1 << 20, socket.CMSG_SPACE(2 * OPEN_MANY * fds.itemsize))
         except BlockingIOError:
             return
         except OSError:
@@ -284,13 +289,23 @@ class Logger:
             for fd in fds:
                 os.close(fd)
             return
+        taken = False
         if op == "open" and len(fds) == 2:
             self._open(req, list(fds))
+            taken = True
+        elif op == "open_many" and isinstance(req.get("tasks"), list) and len(fds) == 2 * len(req["tasks"]):
+            for i, task in enumerate(req["tasks"]):
+                if isinstance(task, dict):
+                    self._open(task, list(fds[2 * i:2 * i + 2]))
+                else:
+                    for fd in fds[2 * i:2 * i + 2]:
+                        os.close(fd)
+            taken = True
         elif op == "adopt":
             self._adopt(req)
         elif op == "hello":
-            self._send(conn, {"op": "keys", "keys": sorted(self.tasks)})
-        for fd in fds if op != "open" or len(fds) != 2 else ():
+            self._send(conn, {"op": "keys", "keys": sorted(self.tasks), "ops": ["open_many"]})
+        for fd in fds if not taken else ():
             os.close(fd)
 
     def _send(self, conn: socket.socket, msg: dict[str, object]) -> None:

@@ -29,7 +29,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from agent.logger import SOCKET_NAME, socket_address
+from agent.logger import OPEN_MANY, SOCKET_NAME, socket_address
 
 log = logging.getLogger(__name__)
 
@@ -59,6 +59,8 @@ class LogWriterClient:
         self.live: dict[str, tuple[str, int]] = {}  # key -> (sandbox, wrapper pid): logs being written
         self.closed: set[str] = set()  # keys whose logs the writer reported complete
         self.started = 0  # log writers this agent started
+        self._many = False  # the connected writer takes a batch's pipes in one message ("open_many")
+        self.batches = 0  # "open_many" messages sent
         self._stopping = False
 
     def attach(self, loop: asyncio.AbstractEventLoop, on_closed: Callable[[str], None]) -> None:
@@ -126,6 +128,7 @@ class LogWriterClient:
             while True:
                 msg = json.loads(s.recv(1 << 20))
                 if msg.get("op") == "keys":
+                    self._many = "open_many" in msg.get("ops", ())  # a writer from before it: one by one
                     return set(msg.get("keys", ()))
                 if msg.get("op") == "closed" and self._loop is not None:
                     for key in msg.get("keys", ()):
@@ -141,10 +144,9 @@ class LogWriterClient:
         else:
             s.send(data)
 
-    def open_streams(self, key: str, sandbox: Path) -> tuple[tuple[int, int], tuple[int, int]] | None:
-        """Spawner thread: ``((stdout, stderr) write ends, (their read ends))`` for the spawn, the
-        read ends already with the log writer; None: plain files. The caller closes all four."""
-        sb = str(sandbox)
+    @staticmethod
+    def _pipes(key: str) -> list[int] | None:
+        """Two pipes, ``[out_r, out_w, err_r, err_w]``, above the descriptors the spawn targets."""
         fds: list[int] = []
         try:
             for _ in range(2):
@@ -160,6 +162,61 @@ class LogWriterClient:
                 os.close(fd)
             log.error("task %s: no log pipes (%s): plain stdout/stderr files", key, e)
             return None
+        return fds
+
+    def open_many(self, tasks: list[tuple[str, Path]]) -> dict[str, tuple[tuple[int, int], tuple[int, int]] | None]:
+        """The checkpoint thread, for a batch of launches: ``open_streams`` for each task, the read
+        ends handed to the writer in one message per ``OPEN_MANY`` tasks (one lock, one ``sendmsg``)
+        when it takes them so; else one by one. The spawns close the descriptors."""
+        out: dict[str, tuple[tuple[int, int], tuple[int, int]] | None] = {}
+        made: list[tuple[str, str, list[int]]] = []
+        for key, sandbox in tasks:
+            fds = self._pipes(key)
+            if fds is None:
+                out[key] = None
+            else:
+                made.append((key, str(sandbox), fds))
+        with self._lock:
+            s = self._ensure()
+            if s is not None and self._many:
+                for i in range(0, len(made), OPEN_MANY):
+                    chunk = made[i:i + OPEN_MANY]
+                    msg: dict[str, object] = {"op": "open_many", "tasks": [{"key": k, "dir": d, "max_size": self.max_size,
+                                                         "max_files": self.max_files} for k, d, _ in chunk]}
+                    try:
+                        self._send_now(s, msg, tuple(fd for _, _, f in chunk for fd in (f[0], f[2])))
+                    except OSError as e:
+                        log.warning("log writer connection lost (%s): reconnecting", e)
+                        self._drop(s)
+                        break
+                    self.batches += 1
+                    for k, _, f in chunk:
+                        out[k] = (f[1], f[3]), (f[0], f[2])
+        for key, box, fds in made:
+            if key not in out:  # not sent in a batch: one by one (reconnecting if need be)
+                for fd in fds:
+                    os.close(fd)
+                out[key] = self.open_streams(key, Path(box))
+        return out
+
+    def _send_now(self, s: socket.socket, msg: dict[str, object], fds: tuple[int, ...]) -> None:
+        """Send on the (non-blocking) connection, waiting for room if the writer is behind."""
+        try:
+            self._send(s, msg, fds)
+        except BlockingIOError:
+            s.setblocking(True)
+            try:
+                self._send(s, msg, fds)
+            finally:
+                s.setblocking(False)
+
+    def open_streams(self, key: str, sandbox: Path) -> tuple[tuple[int, int], tuple[int, int]] | None:
+        """Spawner thread: ``((stdout, stderr) write ends, (their read ends))`` for the spawn, the
+        read ends already with the log writer; None: plain files. The caller closes all four."""
+        sb = str(sandbox)
+        fds = self._pipes(key)
+        if fds is None:
+            return None
         out_r, out_w, err_r, err_w = fds
         msg = {"op": "open", "key": key, "dir": sb, "max_size": self.max_size, "max_files": self.max_files}
         with self._lock:
@@ -168,14 +225,7 @@ class LogWriterClient:
                 if s is None:
                     break
                 try:
-                    try:
-                        self._send(s, msg, (out_r, err_r))
-                    except BlockingIOError:  # the writer is behind: wait for room this once
-                        s.setblocking(True)
-                        try:
-                            self._send(s, msg, (out_r, err_r))
-                        finally:
-                            s.setblocking(False)
+                    self._send_now(s, msg, (out_r, err_r))
                     return (out_w, err_w), (out_r, err_r)
                 except OSError as e:
                     log.warning("log writer connection lost (%s): reconnecting", e)

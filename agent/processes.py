@@ -10,6 +10,7 @@ import contextlib
 import logging
 import os
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import attrs
@@ -64,6 +65,8 @@ class TaskProcesses:
         self._exit_waits: dict[str, tuple[int | None, asyncio.TimerHandle]] = {}  # exits waiting for their logs
         self._oom_fds: dict[str, int] = {}  # task key -> the isolator's OOM descriptor being watched
         self._releases: list[str] = []  # ended tasks whose cgroups are freed in the next worker hop
+        # a batch's log pipes, handed to the writer together (``open_logs``), taken by the spawns
+        self._streams: dict[str, tuple[tuple[int, int], tuple[int, int]] | None] = {}
 
     def environment(self, spec: TaskSpec, sandbox: str, executor_id: str | None = None,
                     extra: tuple[tuple[str, str], ...] = ()) -> dict[str, str]:
@@ -78,12 +81,33 @@ class TaskProcesses:
 
     # --- spawn ------------------------------------------------------------------------------
 
+    def open_logs(self, specs: list[TaskSpec]) -> None:
+        """Checkpoint thread, before a batch's spawns: make the command tasks' sandboxes and hand
+        all their log pipes to the writer at once (``LogWriterClient.open_many``); each spawn then
+        takes its own. A task whose sandbox cannot be made is left to its spawn (which fails it)."""
+        if self.logs is None:
+            return
+        tasks: list[tuple[str, Path]] = []
+        for spec in specs:
+            if spec.command is None:
+                continue
+            try:
+                sandbox = self.checkpoint.task_sandbox(spec.framework_id, spec.task_id, spec.pod_executor)
+                sandbox.mkdir(parents=True, exist_ok=True)
+            except (CheckpointError, OSError):
+                continue
+            tasks.append((task_key(spec.framework_id, spec.task_id), sandbox))
+        if tasks:
+            self._streams.update(self.logs.open_many(tasks))
+
     def spawn_blocking(self, spec: TaskSpec) -> SpawnResult:
         """Checkpoint thread (or a spawner thread): sandbox, environment, isolation, spawn. The
         caller writes the pid record (the checkpoint's batch state is single-threaded)."""
         fid, tid = spec.framework_id, spec.task_id
         key = task_key(fid, tid)
         assert spec.command is not None
+        handed = key in self._streams
+        pipes = self._streams.pop(key, None)  # handed to the writer with its batch (open_logs)
         try:
             sandbox = self.checkpoint.task_sandbox(fid, tid, spec.pod_executor)
             env = self.environment(spec, str(sandbox), extra=spec.command.environment)
@@ -91,19 +115,17 @@ class TaskProcesses:
             if spec.run_as is not None:  # hand the sandbox to the task's user, then drop privileges
                 argv = users.enter(spec.run_as, sandbox, argv, self.setpriv)
             join = self.isolator.prepare(key, spec.mem_limit, spec.cpus)
-            pipes = None
-            if self.logs is not None:
+            if self.logs is not None and not handed:
                 sandbox.mkdir(parents=True, exist_ok=True)
                 pipes = self.logs.open_streams(key, sandbox)
-            try:
-                proc = spawn(key, argv, env, sandbox, self.checkpoint.exit_status_path(fid, tid), join,
-                             stdio=pipes[0] if pipes else None, keep=pipes[1] if pipes else None)
-            finally:
-                for fd in (*pipes[0], *pipes[1]) if pipes else ():
-                    os.close(fd)
+            proc = spawn(key, argv, env, sandbox, self.checkpoint.exit_status_path(fid, tid), join,
+                         stdio=pipes[0] if pipes else None, keep=pipes[1] if pipes else None)
         except (LaunchError, CheckpointError, OSError) as e:
             self.isolator.release(key)
             return SpawnResult(spec, None, f"Failed to launch: {e}")
+        finally:
+            for fd in (*pipes[0], *pipes[1]) if pipes else ():
+                os.close(fd)
         return SpawnResult(spec, proc, logs=str(sandbox) if pipes else None)
 
     def spawned(self, r: SpawnResult) -> None:

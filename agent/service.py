@@ -110,7 +110,8 @@ class AgentService(Service):
         self.launcher = self.processes.launcher
         self.sandbox_gc = SandboxGC(cp.sandboxes, cfg.gc_delay)
         self.reserve = Reserve(cp.meta / "reserve", cfg.work_dir_reserve)
-        self.journal = Journal(cp, tracker, self.reserve, self.me.boot_id, self.processes.spawn_blocking, self._spawners)
+        self.journal = Journal(cp, tracker, self.reserve, self.me.boot_id, self.processes.spawn_blocking, self._spawners,
+                               self.processes.open_logs)
         self.work: EffectRunner[SpawnResult] = EffectRunner(
             self.journal.run, self.processes.spawned, self._disk, self.spawn, self.timer_wake.set)
         self.fetcher = Fetcher(
