@@ -157,3 +157,24 @@ async def test_a_waiting_job_s_demand_reaches_the_master_and_is_withdrawn(
             batch._absorb(batch.core.cancel(waiting, batch.now()))
             await until(batch, lambda: uses_demand() is False)
             assert batch.core.job(busy).state is JobState.RUNNING
+
+
+async def test_a_waiting_gang_starts_as_soon_as_an_agent_joins(master: MasterService, tmp_path: Path) -> None:
+    """A gang of 4 (each rank with a port) on one 2-cpu agent waits ("cannot fit"); a second agent
+    registers: the master offers the whole gang in its next allocation round once the first
+    agent's DECLINE filter is gone (1 s here; not at the 60 s sweep) and the service starts it
+    with those offers, though its read of the cluster (kept for a minute here) still shows one
+    agent."""
+    async with SimAgent(master.url, "cpus:2;mem:1024;ports:[31000-31009]", hostname="sim-1") as first:
+        await first.wait_registered()
+        async with BatchService(master.url, tmp_path / "batch") as batch:
+            batch.cluster_interval = 60.0
+            batch.core.decline_seconds = 1.0
+            gang = submit(batch, cpus=1, mem=16, count=4, gang=4)
+            want = "cannot fit in the cluster: 4 x cpus:1;mem:16 at once, its agents have room for 2"
+            await until(batch, lambda: want in (batch.core.job(gang).reason or ""))
+            async with SimAgent(master.url, "cpus:2;mem:1024;ports:[31000-31009]", hostname="sim-2") as second:
+                await second.wait_registered()
+                await until(batch, lambda: batch.core.job(gang).state is JobState.RUNNING, 10)
+                await second.wait_for(lambda: len(second.running_tasks()) == 2, 10)
+                assert len(first.running_tasks()) == 2
