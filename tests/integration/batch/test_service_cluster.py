@@ -175,6 +175,6 @@ async def test_a_waiting_gang_starts_as_soon_as_an_agent_joins(master: MasterSer
             await until(batch, lambda: want in (batch.core.job(gang).reason or ""))
             async with SimAgent(master.url, "cpus:2;mem:1024;ports:[31000-31009]", hostname="sim-2") as second:
                 await second.wait_registered()
-                await until(batch, lambda: batch.core.job(gang).state is JobState.RUNNING, 10)
-                await second.wait_for(lambda: len(second.running_tasks()) == 2, 10)
+                await until(batch, lambda: batch.core.job(gang).state is JobState.RUNNING, 20)
+                await second.wait_for(lambda: len(second.running_tasks()) == 2, 20)
                 assert len(first.running_tasks()) == 2
