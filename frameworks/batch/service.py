@@ -26,7 +26,6 @@ from frameworks.batch.api import BatchApi
 from frameworks.batch.config import BatchConfig
 from frameworks.batch.core import (
     BatchCore,
-    DeclareDemand,
     Effect,
     JobEvent,
     JobRecord,
@@ -50,7 +49,7 @@ from frameworks.client.api_auth import ApiAuth
 from frameworks.client.driver import KnownTask, SchedulerDriver
 from frameworks.client.offers import OfferCacheError
 from frameworks.client.placement import attribute_text
-from frameworks.client.transport import HttpTransport, TransportError
+from frameworks.client.transport import HttpTransport
 from frameworks.kit.host import Connection, FrameworkHost, SandboxRead
 from protocol.lifecycle import Service
 from protocol.mesos import (
@@ -130,7 +129,6 @@ class BatchService(Service):
         self.flushes = 0  # store writes of task progress
         self._infos = TaskInfos()  # the launches' TaskInfos, with what a job's tasks share
         self._queued: list[Effect] = []  # effects from callbacks, run by the one scheduling loop
-        self._demand_sender: asyncio.Task[None] | None = None  # sends the demand book off the loop
         self.metrics = BatchMetrics(self)  # /metrics; the wait-time histogram is observed in update()
         self.events = EventBus()
         self.notify_delay = 1.0  # first backoff between webhook tries (doubling, at most 60 s)
@@ -425,33 +423,8 @@ class BatchService(Service):
                 continue
             await self._launch_all(launches)
             launches = []
-            if isinstance(e, DeclareDemand):  # after what came before it (a REVIVE, ACCEPTs), unawaited
-                driver.demands.replace(e.demands)
-                self._send_demand_soon()
-            else:
-                await self.host.call_master(e)
+            await self.host.call_master(e)
         await self._launch_all(launches)
-
-    def _send_demand_soon(self) -> None:
-        """Send the demand book (``REQUEST``) without the scheduling loop waiting for the answer.
-
-        The REQUEST only informs the allocator (what the framework would place); nothing this
-        framework decides waits on it, so a round that sent a REVIVE starts the round with the
-        offers as soon as they come, not after the REQUEST's round trip as well. It still leaves
-        after the calls before it in the round (the REVIVE, the ACCEPTs). One sender at a
-        time, always sending the latest book (``send_demand`` sends nothing when it is unchanged),
-        so the master never sees an older book after a newer one."""
-        if self._demand_sender is None or self._demand_sender.done():
-            with contextlib.suppress(RuntimeError):  # (stopping)
-                self._demand_sender = self.spawn(self._send_demands(), name="batch-demand")
-
-    async def _send_demands(self) -> None:
-        driver = self.driver
-        try:
-            while driver is not None and driver.connected and await driver.send_demand():
-                pass
-        except TransportError as exc:  # left unsent: the next change or subscription sends it
-            log.warning("%s: REQUEST failed: %s", self.framework_name, exc)
 
     async def _launch_all(self, launches: list[Launch]) -> None:
         """ACCEPT on several offers at once (each on its own agent; one call each): a round waits
