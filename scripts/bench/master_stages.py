@@ -18,7 +18,8 @@ On a machine shared with other work, CPU time per stage varies by 20% or more fr
 the instruction count under callgrind (``--callgrind``: every timed stage runs inside
 ``functools.reduce``, the function callgrind toggles collection on) does not, so a change can be
 judged by a few percent. Divide callgrind's ``Collected`` by ``--tasks`` (``--warm`` tasks run
-first, outside the count, so the codec's one-time compilation is not counted).
+first, outside the count, so the codec's one-time compilation is not counted). With
+``--callgrind-stage NAME`` only that stage runs inside ``functools.reduce``: its count alone.
 """
 
 from __future__ import annotations
@@ -68,7 +69,7 @@ class _Discard(list[Effect]):
         return None
 
 
-def run_once(agents: int, tasks: int, warm: int, callgrind: bool) -> dict[str, float]:
+def run_once(agents: int, tasks: int, warm: int, callgrind: bool, only: str | None = None) -> dict[str, float]:
     """Seconds of process CPU per stage over ``tasks`` tasks (after ``warm`` untimed ones)."""
     h = Harness(ping_interval=1e9, ping_timeout=1e9)
     h.effects = _Discard()
@@ -85,6 +86,8 @@ def run_once(agents: int, tasks: int, warm: int, callgrind: bool) -> dict[str, f
         if done < warm:
             return fn(*args)
         if callgrind:
+            if only is not None and name != only:
+                return fn(*args)
             return functools.reduce(lambda _a, _b: fn(*args), (0, 0))
         t0 = time.process_time()
         out = fn(*args)
@@ -180,8 +183,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--warm", type=int, default=400, help="tasks run first, untimed")
     p.add_argument("--runs", type=int, default=3)
     p.add_argument("--callgrind", action="store_true", help="run the timed stages inside functools.reduce")
+    p.add_argument(
+        "--callgrind-stage", choices=[name for name, _ in STAGES], help="with --callgrind: only this stage (its own count)"
+    )
     args = p.parse_args(argv)
-    runs = [run_once(args.agents, args.tasks, args.warm, args.callgrind) for _ in range(args.runs)]
+    runs = [run_once(args.agents, args.tasks, args.warm, args.callgrind, args.callgrind_stage) for _ in range(args.runs)]
     if args.callgrind:
         print(f"{args.tasks} tasks in the callgrind count (divide Collected by it)")
         return 0

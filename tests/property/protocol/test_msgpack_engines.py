@@ -86,6 +86,7 @@ def test_what_only_the_fast_unpacker_accepts_gets_the_strict_unpacker_s_error() 
         msgpack.packb({**status, "data": msgpack.ExtType(5, b"ab")}),  # another extension
         msgpack.packb(status)[:-3],  # truncated
         msgpack.packb(status) + b"\xc0",  # trailing data
+        msgpack.packb({**status, "message": "x"}).replace(b"\xa1x", b"\xa3\xed\xa0\x80"),  # a UTF-8 surrogate
     ]
     for data in cases:
         got = decoded(m.TaskStatus, data)
