@@ -29,6 +29,7 @@ from master.events import (
 from master.lifecycles import AgentPhase, FrameworkPhase
 from master.maintenance import MaintenanceBook
 from master.operator_events import OperatorFeed
+from master.ratelimit import TokenBucket
 from master.records import AgentRec, DrainMode, FrameworkRec, TaskRec
 from protocol import agent_channel as ac
 from protocol import mesos
@@ -46,6 +47,7 @@ if TYPE_CHECKING:
 __pure__ = True
 
 DRAINING_REASON = mesos.Reason.REASON_AGENT_DRAINING.value  # a drained task's TASK_KILLED reason
+PING_BATCH = 0.1  # agents whose ping is due within this fraction of ping_interval are pinged together
 
 
 class AgentHost(Protocol):
@@ -53,7 +55,8 @@ class AgentHost(Protocol):
     frameworks whose tasks run there, the removed ids, the principals agent ids are bound to),
     the settings, counters and deadlines it moves, the operator feed, the other books (offers:
     the allocator; tasks: updates and endings; frameworks: one learnt from an agent; maintenance:
-    DOWN machines, unavailability) and the core's ways to send and to set a deadline."""
+    DOWN machines, unavailability), the rate limit on markings and removals (``removal_bucket``)
+    and the core's ways to send and to set a deadline."""
 
     master_id: str
     epoch: int
@@ -70,6 +73,7 @@ class AgentHost(Protocol):
     unauthorized: int
     maintenance_refused: int
     recovery_deadline: float | None
+    removal_bucket: TokenBucket
     maintenance: MaintenanceBook
     feed: OperatorFeed
     offer_book: OfferBook
@@ -119,6 +123,74 @@ class AgentBook:
         if any(a.phase is AgentPhase.RECOVERED for a in core.agents.values()):
             core.recovery_deadline = now + core.cfg.agent_reregister_timeout
         core.agent_principals.update(principals)
+
+    # --- timers (``MasterState`` calls ``tick`` when housekeeping is due) -----------------------
+
+    def tick(self, now: float, fx: list[Effect]) -> None:
+        """The agents' timers, in this order: pings (agents due within ``PING_BATCH`` of a ping
+        interval are pinged now too, so one scan serves them all: pings of agents that registered
+        over a few seconds would otherwise each cost a scan of every agent); agents that missed
+        their pings for ``ping_timeout`` and, once the re-registration window has passed, RECOVERED
+        agents that did not come back: marked unreachable, longest silent first, as fast as
+        ``removal_bucket`` allows (the rest wait for the next tick); the window closed once no
+        agent is RECOVERED; agents unreachable for ``unreachable_gc`` removed for good (Mesos
+        ``registry_max_agent_age``)."""
+        core = self.core
+        cfg = core.cfg
+        ping_by = now + cfg.ping_interval * PING_BATCH
+        for ag in core.agents.values():
+            if not ag.reachable:
+                continue
+            if ag.conn_id is not None and ping_by >= ag.next_ping:
+                ag.ping_seq += 1
+                ag.next_ping = now + cfg.ping_interval
+                fx.append(SendToAgent(ag.conn_id, ac.Ping(seq=ag.ping_seq)))
+        overdue = [ag for ag in core.agents.values() if ag.reachable and now - ag.last_seen >= cfg.ping_timeout]
+        if core.recovery_deadline is not None and now >= core.recovery_deadline:
+            overdue += [ag for ag in core.agents.values() if ag.phase is AgentPhase.RECOVERED]
+        for ag in sorted(overdue, key=lambda a: a.last_seen):
+            if not core.removal_bucket.take(now):
+                core.counters["slave_unreachable_scheduled"] += 1
+                break
+            self.mark_unreachable(ag, now, "agent missed its pings" if ag.reachable else "agent did not re-register", fx)
+        if core.recovery_deadline is not None and not core.recovering():
+            core.recovery_deadline = None
+        for ag in list(core.agents.values()):
+            if (
+                ag.phase is AgentPhase.UNREACHABLE
+                and ag.unreachable_since is not None
+                and ag.unreachable_since + cfg.unreachable_gc <= now
+            ):
+                self.remove(ag, now, fx)
+
+    def next_deadline(self) -> float | None:
+        """The earliest of the agents' timers (one scan): a connected agent's next ping, a
+        reachable agent's ping timeout (not before ``removal_bucket`` allows a marking), an
+        unreachable agent's removal; None without any."""
+        core = self.core
+        ping_timeout, gc_after = core.cfg.ping_timeout, core.cfg.unreachable_gc
+        removal_ok = core.removal_bucket.available_at()  # markings are rate limited
+        first: float | None = None
+        for ag in core.agents.values():
+            if ag.reachable:
+                d = max(ag.last_seen + ping_timeout, removal_ok)
+                if ag.conn_id is not None and ag.next_ping < d:
+                    d = ag.next_ping
+            elif ag.phase is AgentPhase.UNREACHABLE and ag.unreachable_since is not None:
+                d = ag.unreachable_since + gc_after
+            else:
+                continue
+            if first is None or d < first:
+                first = d
+        return first
+
+    def window_deadline(self) -> float | None:
+        """When the re-registration window's end is acted on: its deadline, not before
+        ``removal_bucket`` allows a marking; None when no window is open."""
+        core = self.core
+        if core.recovery_deadline is None:
+            return None
+        return max(core.recovery_deadline, core.removal_bucket.available_at())
 
     def reservation_problem(self, agent_id: str, resources: Resources, reserve: bool) -> str | None:
         """Why an operator (un)reservation cannot be applied now, or None."""

@@ -49,6 +49,8 @@ if TYPE_CHECKING:
 
 __pure__ = True
 
+_WAITING = (FrameworkPhase.DISCONNECTED, FrameworkPhase.RECOVERED)  # phases with a failover deadline
+
 
 class FrameworkHost(Protocol):
     """What the framework book needs of the core: the records (frameworks, their streams, the
@@ -101,6 +103,24 @@ class FrameworkBook:
             deadline = f.deadline if f.deadline is not None else now + max(f.failover_timeout, grace)
             core.frameworks[f.framework_id] = self.new(f.framework_id, info, FrameworkPhase.RECOVERED, f.registered_at, deadline)
         core.removed_framework_ids |= set(removed)
+
+    # --- timers (``MasterState`` calls ``tick`` when housekeeping is due) -----------------------
+
+    def tick(self, now: float, fx: list[Effect]) -> None:
+        """Failover deadlines: a DISCONNECTED or RECOVERED framework whose deadline has passed is
+        removed ("Framework failover timeout"), in the order the frameworks were added."""
+        for fw in list(self.core.frameworks.values()):
+            if fw.deadline is not None and fw.deadline <= now and fw.phase in _WAITING:
+                self.remove(fw, now, "Framework failover timeout", fx)
+
+    def next_deadline(self) -> float | None:
+        """The earliest failover deadline of a DISCONNECTED or RECOVERED framework (one scan)."""
+        first: float | None = None
+        for fw in self.core.frameworks.values():
+            d = fw.deadline
+            if d is not None and fw.phase in _WAITING and (first is None or d < first):
+                first = d
+        return first
 
     def new(
         self, fid: str, info: mesos.FrameworkInfo, phase: FrameworkPhase, now: float, deadline: float | None = None

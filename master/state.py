@@ -39,9 +39,11 @@ book                   module                        subject
 
 Each book holds the core as a narrow port (the ``...Host`` protocol of its module: the records
 it reads and the books it tells); no book inherits from another. What stays here: the routing of
-facts and scheduler calls, recovery from the registry, the timers (pings, ping timeouts,
-failover deadlines, the re-registration window, the allocation batch), and the two ways to send
-(``_send`` to a framework's stream, ``_to_agent`` to an agent's connection).
+facts and scheduler calls, recovery from the registry, when the timers run (the books decide what
+is due: ``framework_book.tick`` for failover deadlines, then ``agent_book.tick`` for pings, ping
+timeouts, the re-registration window and unreachable agents' removal; here the allocation batch
+and the order), and the two ways to send (``_send`` to a framework's stream, ``_to_agent`` to an
+agent's connection).
 """
 
 from __future__ import annotations
@@ -51,7 +53,7 @@ import attrs
 from master import registry_ops as ops
 from master.accept import AcceptBook
 from master.accept_checks import sane_refuse
-from master.agents import AgentBook
+from master.agents import PING_BATCH, AgentBook
 from master.alloc_port import AllocatorPort
 from master.allocator import events as ae
 from master.core_base import CT, CoreData, StateConfig
@@ -97,9 +99,7 @@ from protocol.task_states import TaskState
 
 __pure__ = True
 
-PING_BATCH = 0.1  # agents whose ping is due within this fraction of ping_interval are pinged together
-
-__all__ = ["MasterState", "StateConfig"]
+__all__ = ["PING_BATCH", "MasterState", "StateConfig"]
 
 
 class MasterState(CoreData):
@@ -220,8 +220,9 @@ class MasterState(CoreData):
         ds: list[float] = []
         if self.allocation_due is not None:
             ds.append(self.allocation_due)
-        if self.recovery_deadline is not None:
-            ds.append(max(self.recovery_deadline, self.removal_bucket.available_at()))
+        window = self.agent_book.window_deadline()
+        if window is not None:
+            ds.append(window)
         if self.housekeeping_at is not None:
             ds.append(self.housekeeping_at)
         if self.inverse_due is not None:
@@ -233,25 +234,18 @@ class MasterState(CoreData):
         return self.housekeeping_at is not None and self.housekeeping_at <= now
 
     def _housekeeping_scan(self, now: float) -> float | None:
-        """The earliest ping, ping-timeout, failover or agent-GC deadline (one pass over agents
-        and frameworks; done only when housekeeping is due, never per allocation tick). Capped at
-        one ``ping_interval`` ahead so a deadline added without ``_touch`` is late by at most that."""
-        ds: list[float] = []
-        removal_ok = self.removal_bucket.available_at()  # markings are rate limited
-        for ag in self.agents.values():
-            if ag.reachable:
-                if ag.conn_id is not None:
-                    ds.append(ag.next_ping)
-                ds.append(max(ag.last_seen + self.cfg.ping_timeout, removal_ok))
-            elif ag.phase is AgentPhase.UNREACHABLE and ag.unreachable_since is not None:
-                ds.append(ag.unreachable_since + self.cfg.unreachable_gc)
-        for fw in self.frameworks.values():
-            if fw.deadline is not None and fw.phase in (FrameworkPhase.DISCONNECTED, FrameworkPhase.RECOVERED):
-                ds.append(fw.deadline)
-        if not ds:
-            return None
-        return min(min(ds), now + self.cfg.ping_interval)
-
+        """The earliest ping, ping-timeout, agent-GC or failover deadline (each book's own scan;
+        done only when housekeeping is due, never per allocation tick). Capped at one
+        ``ping_interval`` ahead so a deadline added without ``_touch`` is late by at most that."""
+        agents = self.agent_book.next_deadline()
+        frameworks = self.framework_book.next_deadline()
+        if agents is None:
+            if frameworks is None:
+                return None
+            first = frameworks
+        else:
+            first = agents if frameworks is None else min(agents, frameworks)
+        return min(first, now + self.cfg.ping_interval)
 
     # --- what every book uses: sending, deadlines ----------------------------------------------
 
@@ -397,45 +391,10 @@ class MasterState(CoreData):
             self.maintenance_rules.make_inverse_offers(now, fx)
 
     def _housekeeping(self, now: float, fx: list[Effect]) -> None:
-        # framework failover deadlines
-        for fw in list(self.frameworks.values()):
-            if (
-                fw.deadline is not None
-                and fw.deadline <= now
-                and fw.phase in (FrameworkPhase.DISCONNECTED, FrameworkPhase.RECOVERED)
-            ):
-                self.framework_book.remove(fw, now, "Framework failover timeout", fx)
-        # pings and ping timeouts; agents due within PING_BATCH of a ping interval are pinged now
-        # too, so one scan serves them all (pings of agents that registered over a few seconds
-        # would otherwise each cost a scan of every agent)
-        ping_by = now + self.cfg.ping_interval * PING_BATCH
-        for ag in self.agents.values():
-            if not ag.reachable:
-                continue
-            if ag.conn_id is not None and ping_by >= ag.next_ping:
-                ag.ping_seq += 1
-                ag.next_ping = now + self.cfg.ping_interval
-                fx.append(SendToAgent(ag.conn_id, ac.Ping(seq=ag.ping_seq)))
-        overdue = [
-            ag for ag in self.agents.values() if ag.reachable and now - ag.last_seen >= self.cfg.ping_timeout
-        ]
-        if self.recovery_deadline is not None and now >= self.recovery_deadline:
-            overdue += [ag for ag in self.agents.values() if ag.phase is AgentPhase.RECOVERED]
-        for ag in sorted(overdue, key=lambda a: a.last_seen):
-            if not self.removal_bucket.take(now):
-                self.counters["slave_unreachable_scheduled"] += 1
-                break
-            self.agent_book.mark_unreachable(ag, now, "agent missed its pings" if ag.reachable else "agent did not re-register", fx)
-        if self.recovery_deadline is not None and not self.recovering():
-            self.recovery_deadline = None
-        # unreachable agents that never came back are removed for good (Mesos registry_max_agent_age)
-        for ag in list(self.agents.values()):
-            if (
-                ag.phase is AgentPhase.UNREACHABLE
-                and ag.unreachable_since is not None
-                and ag.unreachable_since + self.cfg.unreachable_gc <= now
-            ):
-                self.agent_book.remove(ag, now, fx)
+        """The books' timers, in a fixed order: framework failover deadlines first, then the
+        agents' (pings, ping timeouts, the re-registration window, unreachable agents' removal)."""
+        self.framework_book.tick(now, fx)
+        self.agent_book.tick(now, fx)
 
     # --- queries used by the edges (``master.read_model.CoreView``) ----------------------------------
 
