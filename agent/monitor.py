@@ -10,18 +10,13 @@ import logging
 
 from agent import status_updates as su
 from agent import tasks as tk
-from agent.checkpoint import Checkpoint, CheckpointError
+from agent.checkpoint import CheckpointError
 from agent.config import AgentConfig
 from agent.disk import gc_max_age, quota_message, restore_reserve
-from agent.diskwatch import Reserve, fs_usage, measure
-from agent.gc import SandboxGC
-from agent.isolation import Breach, Isolator, Usage
-from agent.journal import Journal
-from agent.launcher import Launcher
-from agent.oversubscription import Oversubscription
-from agent.ports import LinkRef, Metrics, Submit
-from agent.processes import TaskProcesses, task_key
-from agent.usage import UsageBook
+from agent.diskwatch import fs_usage, measure
+from agent.isolation import Breach, Usage
+from agent.ports import MonitorPort, StatusPort, Submit
+from agent.processes import task_key
 from protocol.agent_channel import TaskUsageEntry, UsageReport
 from protocol.clock import Clock
 from protocol.mesos_common import FrameworkID, TaskID
@@ -30,15 +25,11 @@ log = logging.getLogger(__name__)
 
 
 class Monitor:
-    def __init__(
-        self, config: AgentConfig, clock: Clock, checkpoint: Checkpoint, tracker: tk.TaskTracker, usage: UsageBook,
-        isolator: Isolator, launcher: Launcher, processes: TaskProcesses, journal: Journal,
-        oversubscription: Oversubscription, sandbox_gc: SandboxGC, reserve: Reserve, link: LinkRef, metrics: Metrics,
-    ) -> None:
-        self.config, self.clock, self.checkpoint, self.tracker, self.usage = config, clock, checkpoint, tracker, usage
-        self.isolator, self.launcher, self.processes, self.journal = isolator, launcher, processes, journal
-        self.oversubscription, self.link, self.metrics = oversubscription, link, metrics
-        self.sandbox_gc, self.reserve = sandbox_gc, reserve
+    def __init__(self, config: AgentConfig, status: StatusPort, port: MonitorPort) -> None:
+        self.config, self.clock, self.tracker, self.link = config, status.clock, status.tracker, status.link
+        self.checkpoint, self.usage, self.isolator, self.launcher = port.sandboxes, port.usage, port.sampler, port.live
+        self.processes, self.journal, self.oversubscription = port.limits, port.journal, port.estimator
+        self.sandbox_gc, self.reserve, self.metrics = port.sandbox_gc, port.reserve, port.metrics
         self.disk_used = 0.0  # the work dir's file system, fraction in use at the last disk check
 
     def init_disk(self) -> None:

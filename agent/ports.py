@@ -10,12 +10,15 @@ The satellites that drive the cores get small holders of typed protocols, each n
 its users call: ``StatusPort`` (the task tracker and status-update manager as ``TaskBook`` and
 ``UpdateBook``, the work queue, the master link, the clock, the identity: custom executors,
 recovery and the master link's side, ``agent/master_link.py``), ``ExecutorSpawnPort`` (how an executor process is fetched for, started and signalled:
-``agent/executors.py``) and ``RecoveryProcesses`` (what a restarted agent re-attaches and cleans
-up: ``agent/recovery.py``).
+``agent/executors.py``), ``RecoveryProcesses`` (what a restarted agent re-attaches and cleans
+up: ``agent/recovery.py``), ``ProcessPort`` (what a command task's process is made, isolated,
+piped and measured with: ``agent/processes.py``) and ``MonitorPort`` (what the monitor loop
+samples, measures, collects and reports: ``agent/monitor.py``).
 """
 
 from __future__ import annotations
 
+import concurrent.futures
 import time
 from collections.abc import Callable, Coroutine, Hashable, Iterable, Mapping, Sequence
 from pathlib import Path
@@ -30,6 +33,7 @@ from agent.completed import CompletedBook
 from agent.config import AgentConfig
 from agent.fetcher import Fetched, FetchFailed
 from agent.gpus import GpuBook
+from agent.isolation import Breach, Usage
 from agent.launcher import Proc
 from agent.taskspec import TaskSpec
 from agent.usage import TaskUsage
@@ -145,6 +149,8 @@ class AgentView:
 class TaskBook(Protocol):
     """The task tracker (``agent/tasks.py``) as a satellite uses it: facts in, effects out, and
     the books it keeps of frameworks, tasks and executors' status updates."""
+
+    def active(self) -> list[tk.TaskRecord]: ...
 
     @property
     def frameworks(self) -> dict[str, FrameworkInfo]: ...
@@ -286,3 +292,164 @@ class RecoveryProcesses:
     executor_registry: ExecutorRegistry | None
     watch_oom: Callable[[str], None]
     sweep_sandboxes: Callable[[Callable[[str, str], bool]], int]
+
+
+# --- command tasks' processes (agent/processes.py) -------------------------------------------------
+
+
+class TaskSandboxes(Protocol):
+    """Where a task's sandbox and its exit-status file are (``agent/checkpoint.py``)."""
+
+    def task_sandbox(self, fid: str, tid: str, executor_id: str | None = None) -> Path: ...
+
+    def exit_status_path(self, fid: str, tid: str) -> Path: ...
+
+
+class TaskIsolation(Protocol):
+    """The isolator (``agent/isolation.py``) as a task's process uses it: its cgroup prepared,
+    joined, killed and freed, its OOM kills and final figures."""
+
+    def prepare(self, key: str, mem_limit: int | None, cpus: float | None) -> tuple[str, ...]: ...
+
+    def attach(self, key: str, pid: int) -> None: ...
+
+    def kill(self, key: str) -> int: ...
+
+    def release(self, key: str) -> None: ...
+
+    def usage(self, key: str) -> Usage | None: ...
+
+    def oom_fd(self, key: str) -> int | None: ...
+
+    def oom_event(self, key: str) -> str | None: ...
+
+    def oom_killed(self, key: str) -> str | None: ...
+
+
+Pipes = tuple[tuple[int, int], tuple[int, int]]  # a task's (stdout, stderr) pipes: the task's ends, the writer's
+
+
+class TaskLogs(Protocol):
+    """The log writer's client (``agent/logs.py``): a task's output pipes, and when its logs are
+    complete."""
+
+    @property
+    def closed(self) -> set[str]: ...
+
+    def open_many(self, tasks: list[tuple[str, Path]]) -> dict[str, Pipes | None]: ...
+
+    def open_streams(self, key: str, sandbox: Path) -> Pipes | None: ...
+
+    def track(self, key: str, sandbox: str, pid: int) -> None: ...
+
+    def waits_for(self, key: str) -> bool: ...
+
+    def untrack(self, key: str) -> None: ...
+
+
+class FinalUsage(Protocol):
+    """The usage book (``agent/usage.py``): an ended task's final figures."""
+
+    def ended(self, key: tk.TaskKey, cpu_seconds: float | None, peak: int | None, now: float) -> TaskUsage: ...
+
+
+class GpuEnvironment(Protocol):
+    """The GPU book (``agent/gpus.py``): a task's GPU variables."""
+
+    def environment(self, indices: tuple[int, ...]) -> dict[str, str]: ...
+
+
+@attrs.frozen
+class ProcessPort:
+    """What a command task's process is made and watched with: its sandbox, its cgroup, its log
+    pipes, its GPUs' variables, where its final figures go, the agent's metrics, and the worker
+    pool for the blocking isolator work."""
+
+    sandboxes: TaskSandboxes
+    isolator: TaskIsolation
+    logs: TaskLogs | None
+    usage: FinalUsage
+    gpus: Callable[[], GpuEnvironment]  # built while the agent starts
+    metrics: Metrics
+    pool: concurrent.futures.Executor
+
+
+# --- the monitor loop (agent/monitor.py) -----------------------------------------------------------
+
+
+class Sampler(Protocol):
+    """The isolator as the monitor loop uses it: every task's figures and limit breaches, and its
+    spare cgroups topped up."""
+
+    def sample(self) -> tuple[dict[str, Usage], list[Breach]]: ...
+
+    def fill(self) -> int: ...
+
+
+class UsageFigures(Protocol):
+    """The usage book (``agent/usage.py``): samples and disk figures in, what changed out."""
+
+    def sampled(self, key: tk.TaskKey, cpu_seconds: float, rss: int, now: float) -> None: ...
+
+    def disk(self, key: tk.TaskKey, used: int, now: float) -> None: ...
+
+    def report(self, live: Iterable[tk.TaskKey]) -> list[tuple[tk.TaskKey, TaskUsage]]: ...
+
+
+class Limits(Protocol):
+    """The task processes (``agent/processes.py``): a task past a limit is killed."""
+
+    def limit(self, fid: str, tid: str, message: str, kind: tk.KillReason, now: float) -> None: ...
+
+
+class DropReaper(Protocol):
+    """The checkpoint writer (``agent/journal.py``): dropped tasks' files removed off the loop."""
+
+    @property
+    def drops_pending(self) -> bool: ...
+
+    def reap_dropped(self) -> None: ...
+
+
+class Estimating(Protocol):
+    """The oversubscription step (``agent/oversubscription.py``): the estimator and QoS run on a sample."""
+
+    def step(self, usage: dict[str, Any], now: float) -> None: ...
+
+
+class SandboxCollector(Protocol):
+    """The sandbox GC (``agent/gc.py``): finished sandboxes due for removal, removed."""
+
+    def due(self, now: float, max_age: float | None = None) -> list[Path]: ...
+
+    def remove(self, paths: list[Path]) -> None: ...
+
+
+class DiskReserve(Protocol):
+    """The work dir's reserve (``agent/diskwatch.py``): space held for the checkpoints."""
+
+    @property
+    def size(self) -> int: ...
+
+    @property
+    def released(self) -> bool: ...
+
+    def ensure(self) -> None: ...
+
+
+@attrs.frozen
+class MonitorPort:
+    """What the monitor loop samples (the isolator, the launcher's live processes), measures
+    (sandboxes), records (the usage book), acts on (limits, the estimator, the sandbox GC, the
+    reserve, dropped tasks' files) and reports (metrics, the master link's usage report)."""
+
+    sandboxes: TaskSandboxes
+    sampler: Sampler
+    live: ProcessLauncher  # which processes the launcher watches
+    usage: UsageFigures
+    limits: Limits
+    journal: DropReaper
+    estimator: Estimating
+    sandbox_gc: SandboxCollector
+    reserve: DiskReserve
+    metrics: Metrics

@@ -17,16 +17,13 @@ import attrs
 
 from agent import tasks as tk
 from agent import users
-from agent.checkpoint import Checkpoint, CheckpointError
+from agent.checkpoint import CheckpointError
 from agent.environment import task_environment
-from agent.gpus import GpuBook
-from agent.isolation import Isolator, MonitorIsolator
+from agent.isolation import MonitorIsolator
 from agent.launcher import Launcher, LaunchError, Proc, spawn
-from agent.logs import FLUSH_TIMEOUT, LogWriterClient
-from agent.ports import Identity, Metrics, Submit
+from agent.logs import FLUSH_TIMEOUT
+from agent.ports import ProcessPort, StatusPort
 from agent.taskspec import TaskSpec
-from agent.usage import UsageBook
-from protocol.clock import Clock
 
 log = logging.getLogger(__name__)
 
@@ -44,22 +41,10 @@ class SpawnResult:
 
 
 class TaskProcesses:
-    def __init__(
-        self,
-        checkpoint: Checkpoint,
-        isolator: Isolator,
-        logs: LogWriterClient | None,
-        tracker: tk.TaskTracker,
-        usage: UsageBook,
-        gpus: Callable[[], GpuBook],
-        me: Identity,
-        metrics: Metrics,
-        clock: Clock,
-        submit: Submit,
-        pool: concurrent.futures.ThreadPoolExecutor,
-    ) -> None:
-        self.checkpoint, self.isolator, self.logs, self.tracker, self.usage = checkpoint, isolator, logs, tracker, usage
-        self.gpus, self.me, self.metrics, self.clock, self.submit, self.pool = gpus, me, metrics, clock, submit, pool
+    def __init__(self, status: StatusPort, port: ProcessPort) -> None:
+        self.tracker, self.submit, self.clock, self.me = status.tracker, status.submit, status.clock, status.me
+        self.checkpoint, self.isolator, self.logs, self.usage = port.sandboxes, port.isolator, port.logs, port.usage
+        self.gpus, self.metrics, self.pool = port.gpus, port.metrics, port.pool
         self.launcher = Launcher(self.on_exit)
         self.setpriv = users.setpriv_path()
         self._exit_waits: dict[str, tuple[int | None, asyncio.TimerHandle]] = {}  # exits waiting for their logs

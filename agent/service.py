@@ -28,7 +28,7 @@ from typing import Any
 from aiohttp import web
 
 from agent import auth as agent_auth
-from agent import http_api, plugins, recovery, task_fetch
+from agent import http_api, plugins, ports, recovery, task_fetch
 from agent import status_updates as su
 from agent import tasks as tk
 from agent.channel import AgentChannel
@@ -105,8 +105,10 @@ class AgentService(Service):
         self._disk = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="agent-ckpt")
         self._spawners = concurrent.futures.ThreadPoolExecutor(max_workers=4, thread_name_prefix="agent-spawn")
         cfg, cp, tracker, link = config, self.checkpoint, self.tracker, self._link
-        self.processes = TaskProcesses(cp, self.isolator, self.logs, tracker, self.usage, lambda: self.gpus, self.me,
-                                       self.metrics, self.clock, self.submit, self._spawners)
+        # what the satellites that drive the cores see of them (agent/ports.py)
+        self.status = StatusPort(tracker, self.updates, self.submit, link, self.clock, self.me)
+        self.processes = TaskProcesses(self.status, ports.ProcessPort(
+            cp, self.isolator, self.logs, self.usage, lambda: self.gpus, self.metrics, self._spawners))
         self.launcher = self.processes.launcher
         self.sandbox_gc = SandboxGC(cp.sandboxes, cfg.gc_delay)
         self.reserve = Reserve(cp.meta / "reserve", cfg.work_dir_reserve)
@@ -121,8 +123,6 @@ class AgentService(Service):
         )
         self.checks = TaskChecks(cp, tracker, self.processes.environment, self.processes.setpriv, self.clock,
                                  self.submit)
-        # what the satellites that drive the cores see of them (agent/ports.py)
-        self.status = StatusPort(tracker, self.updates, self.submit, link, self.clock, self.me)
         self.executors = ExecutorGlue(ExecutorSpawnPort(
             self.launcher, self.fetcher, cp, self.processes.environment, self.processes.setpriv, cfg.allow_root_tasks,
             cfg.switch_user, lambda: f"{cfg.host}:{self.me.port}", cfg.executor_shutdown_grace, self.spawn,
@@ -133,8 +133,10 @@ class AgentService(Service):
             cfg, self.status, cp, self.usage, lambda: self.gpus, self.isolator.name, self.executors,
             self.oversubscription, self.resources_identity, self.metrics, self.timer_wake,
         )
-        self.monitor = Monitor(cfg, self.clock, cp, tracker, self.usage, self.isolator, self.launcher, self.processes,
-                               self.journal, self.oversubscription, self.sandbox_gc, self.reserve, link, self.metrics)
+        self.monitor = Monitor(cfg, self.status, ports.MonitorPort(
+            cp, self.isolator, self.launcher, self.usage, self.processes, self.journal, self.oversubscription,
+            self.sandbox_gc, self.reserve, self.metrics,
+        ))
         self.view = AgentView(cfg, self.me, tracker, self.updates, self.usage, lambda: self.gpus, cp.sandboxes,
                               self.isolator, self.metrics, link)
         self._wire()

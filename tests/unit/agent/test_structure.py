@@ -64,7 +64,8 @@ def test_the_executor_glue_and_recovery_are_given_narrow_ports() -> None:
 
 # the service's parts by their concrete classes: a port names a protocol of what its users call
 CONCRETE = {"TaskTracker", "StatusUpdateManager", "Checkpoint", "Isolator", "Launcher", "Fetcher", "UsageBook",
-            "LogWriterClient", "AgentService"}
+            "LogWriterClient", "AgentService", "GpuBook", "TaskProcesses", "Journal", "Oversubscription", "SandboxGC",
+            "Reserve", "MonitorIsolator", "CgroupV2Isolator"}
 
 
 def _names(cls: ast.ClassDef) -> set[str]:
@@ -75,7 +76,37 @@ def _names(cls: ast.ClassDef) -> set[str]:
 
 
 def test_the_ports_name_protocols_not_the_services_parts() -> None:
-    for name in ("StatusPort", "ExecutorSpawnPort", "RecoveryProcesses", "AgentView"):
+    for name in ("StatusPort", "ExecutorSpawnPort", "RecoveryProcesses", "ProcessPort", "MonitorPort"):
         assert _names(_class("ports.py", name)) & CONCRETE == set(), name
+    # the read-only views are handed the GPU book to read (``/state``'s gpus)
+    assert _names(_class("ports.py", "AgentView")) & CONCRETE == {"GpuBook"}
     # recovery reads the whole checkpoint back: it is its to read
     assert _names(_class("recovery.py", "RecoveryStart")) & CONCRETE == {"Checkpoint"}
+
+
+def _init_annotations(module: str, name: str) -> list[str]:
+    (init,) = [n for n in _class(module, name).body if isinstance(n, ast.FunctionDef) and n.name == "__init__"]
+    return [ast.unparse(a.annotation) for a in init.args.args[1:] if a.annotation]
+
+
+def test_the_task_processes_and_the_monitor_are_given_narrow_ports() -> None:
+    assert _init_annotations("processes.py", "TaskProcesses") == ["StatusPort", "ProcessPort"]
+    assert _init_annotations("monitor.py", "Monitor") == ["AgentConfig", "StatusPort", "MonitorPort"]
+    # each port's fields are protocols (or callables returning one), the metrics, a worker pool
+    ports = ast.parse((AGENT / "ports.py").read_text())
+    protocols = {
+        n.name for n in ports.body if isinstance(n, ast.ClassDef) and any(ast.unparse(b) == "Protocol" for b in n.bases)
+    }
+    allowed = protocols | {"Metrics", "Callable", "None", "concurrent"}
+    for port in ("ProcessPort", "MonitorPort"):
+        names = _names(_class("ports.py", port))
+        assert names <= allowed, (port, names - allowed)
+        assert names & protocols, port
+    # neither module imports the service's concrete parts to be handed them (the task processes own
+    # their launcher; a psutil-only isolator's cgroups are freed inline)
+    for module in ("processes.py", "monitor.py"):
+        imported = {
+            a.asname or a.name for n in ast.parse((AGENT / module).read_text()).body
+            if isinstance(n, ast.ImportFrom) for a in n.names
+        }
+        assert imported & (CONCRETE - {"Launcher", "MonitorIsolator"}) == set(), module
