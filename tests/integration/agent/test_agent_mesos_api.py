@@ -81,7 +81,9 @@ async def test_state_and_v1_calls_in_mesos_shapes(master: Any, make_agent: Any) 
                 check(t, AGENT_TASK, f"task {t['id']}")
         assert execs["pod"]["type"] == "DEFAULT" and [t["id"] for t in execs["pod"]["tasks"]] == ["p1"]
         # a tool's way to a task's output: the executor's directory, then /files/read
-        await master.wait_for(lambda: (agent.checkpoint.sandbox("fw1", "cmd") / "stdout").stat().st_size > 0)
+        # (the log writer, a process of its own, creates the file: it may not be there yet)
+        stdout = agent.checkpoint.sandbox("fw1", "cmd") / "stdout"
+        await master.wait_for(lambda: stdout.exists() and stdout.stat().st_size > 0)
         async with s.get(url + "/files/read", params={"path": execs["cmd"]["directory"] + "/stdout", "offset": "0"}) as r:
             assert (await r.json())["data"] == "hello-sandbox\n"
 
