@@ -1,9 +1,10 @@
 """The agent book of the master's pure core (``MasterState.agent_book``): registration and
 re-registration (tasks merged back, allocations recovered), the agent's messages, its connection
-lost, unreachability, removal, operator (un)reservations and maintenance drain
-(DRAIN_AGENT / DEACTIVATE_AGENT / REACTIVATE_AGENT). The agent's status updates are the task
-book's (``master.task_book``); machines going DOWN are the maintenance rules'
-(``master.maintenance_rules``).
+lost, unreachability, removal, operator (un)reservations, and the agents' timers (pings, ping
+timeouts, the re-registration window, unreachable agents removed for good: ``tick``). The agent's
+status updates are the task book's (``master.task_book``); maintenance drain (DRAIN_AGENT /
+DEACTIVATE_AGENT / REACTIVATE_AGENT) the drain book's (``master.drain_book``); machines going
+DOWN are the maintenance rules' (``master.maintenance_rules``).
 
 The records are ``AgentRec`` (``master.records``) in the core's ``agents``, with ``conns`` (agent
 connection -> agent id); the book reaches them, and the books it tells, through ``AgentHost``.
@@ -20,7 +21,6 @@ from master.alloc_port import AllocatorPort
 from master.allocator import events as ae
 from master.core_base import EMPTY, TS, R, StateConfig, _attr_dict, _attrs_from_string, _attrs_string
 from master.events import (
-    AgentDrainRequested,
     CloseAgent,
     Effect,
     Persist,
@@ -39,6 +39,7 @@ from protocol.resources import ResourceError, Resources
 from protocol.task_states import is_terminal
 
 if TYPE_CHECKING:
+    from master.drain_book import DrainBook
     from master.framework_book import FrameworkBook
     from master.maintenance_rules import MaintenanceRules
     from master.offer_book import OfferBook
@@ -46,7 +47,6 @@ if TYPE_CHECKING:
 
 __pure__ = True
 
-DRAINING_REASON = mesos.Reason.REASON_AGENT_DRAINING.value  # a drained task's TASK_KILLED reason
 PING_BATCH = 0.1  # agents whose ping is due within this fraction of ping_interval are pinged together
 
 
@@ -55,7 +55,7 @@ class AgentHost(Protocol):
     frameworks whose tasks run there, the removed ids, the principals agent ids are bound to),
     the settings, counters and deadlines it moves, the operator feed, the other books (offers:
     the allocator; tasks: updates and endings; frameworks: one learnt from an agent; maintenance:
-    DOWN machines, unavailability), the rate limit on markings and removals (``removal_bucket``)
+    DOWN machines, unavailability; drain: a registering agent's drain goes on), the rate limit on markings and removals (``removal_bucket``)
     and the core's ways to send and to set a deadline."""
 
     master_id: str
@@ -80,6 +80,7 @@ class AgentHost(Protocol):
     task_book: TaskBook
     framework_book: FrameworkBook
     maintenance_rules: MaintenanceRules
+    drain_book: DrainBook
 
     def _send(self, fw: FrameworkRec, event: mesos.Event, fx: list[Effect]) -> None: ...
     def _to_agent(self, agent_id: str, body: ac.Body, fx: list[Effect]) -> bool: ...
@@ -88,7 +89,7 @@ class AgentHost(Protocol):
 
 
 class AgentBook:
-    """Agents: registration, messages, drain, unreachability, removal, over an ``AgentHost``."""
+    """Agents: registration, messages, unreachability, removal, timers, over an ``AgentHost``."""
 
     __slots__ = ("core",)
 
@@ -220,117 +221,6 @@ class AgentBook:
         fx.append(Persist((ops.ReservationsSet(agent_id, str(ag.reservations)),)))
         core.offer_book.alloc_event(ae.AgentUpdated(agent_id=agent_id, total=self.alloc_total(ag)), now, fx)
 
-    def drain(self, ev: AgentDrainRequested, now: float, fx: list[Effect]) -> None:
-        """Mesos' automatic draining: DRAIN_AGENT kills every task on the agent (now if it is
-        reachable, else when it re-registers) and it is DRAINING until they have all ended with
-        their updates acknowledged, then DRAINED (and gone with ``mark_gone``); DEACTIVATE_AGENT only
-        stops offers; REACTIVATE_AGENT ends either. The mode is persisted, so it holds across a
-        master restart."""
-        core = self.core
-        ag = core.agents.get(ev.agent_id)
-        if ag is None or ag.phase is AgentPhase.REMOVED:
-            return
-        if not ev.draining:
-            mode = None
-        elif ev.kill:
-            mode = DrainMode(ev.max_grace, ev.mark_gone)
-        else:
-            mode = ag.drain  # DEACTIVATE_AGENT of a draining agent: it goes on draining
-        # a drained agent stays drained when drained again (nothing can have started there)
-        ag.drained = ag.drained and mode is not None and ag.drain is not None
-        if mode is None or ev.reason is not None or not ev.draining:
-            ag.drain_reason = ev.reason if ev.draining else None
-        ag.draining = ev.draining
-        ag.drain = mode
-        if mode is None:
-            ag.drain_pending.clear()
-        fx.append(Persist((self.drain_op(ag),)))
-        if ag.phase in (AgentPhase.RECOVERED, AgentPhase.UNREACHABLE):
-            return  # applied when it re-registers
-        new = AgentPhase.DRAINING if ev.draining else AgentPhase.REGISTERED
-        ag.move(new)
-        if ag.in_allocator:
-            alloc_ev: ae.Event = (
-                ae.AgentDeactivated(agent_id=ag.agent_id, reason="agent draining (maintenance)")
-                if ev.draining
-                else ae.AgentReactivated(agent_id=ag.agent_id)
-            )
-            core.offer_book.alloc_event(alloc_ev, now, fx)
-        self.drain_kill(ag, fx)
-        self.drain_progress(ag, now, fx)
-
-    @staticmethod
-    def drain_op(ag: AgentRec) -> ops.AgentDrainSet:
-        d = ag.drain
-        return ops.AgentDrainSet(
-            ag.agent_id, ag.draining, kill=d is not None, max_grace=d.max_grace if d else None,
-            mark_gone=d.mark_gone if d else False, drained=ag.drained,
-        )
-
-    def drain_kill(self, ag: AgentRec, fx: list[Effect]) -> None:
-        """Kill every live task on a draining, reachable agent: TASK_KILLED with
-        REASON_AGENT_DRAINING, after at most the drain's grace (the task's kill policy if shorter)."""
-        core = self.core
-        if ag.drain is None or ag.drained or not ag.reachable:
-            return
-        for fid, tid in sorted(ag.tasks):
-            fw = core.frameworks.get(fid)
-            task = fw.tasks.get(tid) if fw else None
-            if task is None or is_terminal(task.state) or task.state is TS.TASK_UNREACHABLE:
-                continue
-            ag.drain_pending.add((fid, tid))
-            core._to_agent(
-                ag.agent_id,
-                ac.KillTask(
-                    framework_id=mesos.FrameworkID(fid), task_id=mesos.TaskID(tid),
-                    grace_seconds=_drain_grace(task, ag.drain.max_grace), reason=DRAINING_REASON,
-                ),
-                fx,
-            )
-
-    def drain_check(self, agent_id: str, now: float, fx: list[Effect]) -> None:
-        """A fact touched a task on ``agent_id`` (an update, an acknowledgement, a removal)."""
-        ag = self.core.agents.get(agent_id)
-        if ag is not None and ag.drain is not None:
-            self.drain_progress(ag, now, fx)
-
-    def drain_check_all(self, now: float, fx: list[Effect]) -> None:
-        """A framework went away: the draining agents that waited for its tasks (rare: a scan)."""
-        for ag in [a for a in self.core.agents.values() if a.drain is not None and a.drain_pending]:
-            self.drain_progress(ag, now, fx)
-
-    def drain_progress(self, ag: AgentRec, now: float, fx: list[Effect]) -> None:
-        """DRAINING -> DRAINED once no task on the agent is live and every one that was there has
-        its last update acknowledged (or its framework is gone); then gone with ``mark_gone``."""
-        if ag.drain is None or ag.drained or not ag.reachable:
-            return
-        if ag.tasks:  # (only live and unreachable tasks are in it: not drained, no scan)
-            ag.drain_pending |= ag.tasks
-            return
-        for key in sorted(ag.drain_pending):
-            if self.drain_settled(key):
-                ag.drain_pending.discard(key)
-        if ag.drain_pending:
-            return
-        ag.drained = True
-        fx.append(Persist((self.drain_op(ag),)))
-        if ag.drain.mark_gone:
-            self.mark_unreachable(ag, now, "marked gone by the operator: drained", fx)
-
-    def drain_settled(self, key: tuple[str, str]) -> bool:
-        fw = self.core.frameworks.get(key[0])
-        if fw is None:
-            return True
-        if key[1] in fw.tasks:
-            return False  # live (or unreachable)
-        task = fw.finished(key[1])
-        return task is None or task.status_update_uuid is None or task.acked_uuid == task.status_update_uuid
-
-    def gone(self, ag: AgentRec) -> bool:
-        """Marked gone by the operator (drained with ``mark_gone``): it may not register again
-        until REACTIVATE_AGENT."""
-        return ag.drain is not None and ag.drain.mark_gone and ag.drained
-
     def register(
         self, conn_id: int, reg: ac.Register, now: float, fx: list[Effect], principal: str | None = None,
         ip: str | None = None,
@@ -360,7 +250,7 @@ class AgentBook:
             return
         aid = reg.agent_id.value if reg.agent_id is not None else None
         ag = core.agents.get(aid) if aid is not None else None
-        if ag is not None and self.gone(ag):
+        if ag is not None and core.drain_book.gone(ag):
             fx.append(SendToAgent(conn_id, ac.Refused(message=f"agent {aid} was drained and marked gone by the operator")))
             fx.append(CloseAgent(conn_id, "agent marked gone"))
             return
@@ -456,8 +346,8 @@ class AgentBook:
         core.feed.agent_added(ag, fx)
         self.merge_tasks(ag, reg, was_unreachable, same_conn, now, fx)
         if ag.drain is not None:  # draining: what it still runs is killed now
-            self.drain_kill(ag, fx)
-            self.drain_progress(ag, now, fx)
+            core.drain_book.kill(ag, fx)
+            core.drain_book.progress(ag, now, fx)
         if core.recovery_deadline is not None and not core.recovering():
             core.recovery_deadline = None
 
@@ -707,18 +597,6 @@ def _plain_ip(ip: str | None, hostname: str) -> str:
             return str(addr.ipv4_mapped)
         return str(addr)
     return ""
-
-
-def _drain_grace(task: TaskRec, max_grace: float | None) -> float | None:
-    """The grace a drain gives a task: its kill policy's, capped at the drain's ``max_grace``
-    (Mesos); None leaves it to the agent's default."""
-    own = None
-    kp = task.info.kill_policy if task.info is not None else None
-    if kp is not None and kp.grace_period is not None:
-        own = max(0.0, kp.grace_period.nanoseconds / 1e9)
-    if max_grace is None:
-        return own
-    return max_grace if own is None else min(own, max_grace)
 
 
 def _role_of(resources: tuple[mesos.Resource, ...], default: str) -> str:

@@ -42,7 +42,7 @@ from protocol.mesos.scheduler import OfferConstraints
 from protocol.resources import ResourceError, Resources
 
 if TYPE_CHECKING:
-    from master.agents import AgentBook
+    from master.drain_book import DrainBook
     from master.maintenance_rules import MaintenanceRules
     from master.offer_book import OfferBook
     from master.task_book import TaskBook
@@ -56,7 +56,7 @@ class FrameworkHost(Protocol):
     """What the framework book needs of the core: the records (frameworks, their streams, the
     removed ids, the completed ones), the settings, counters and the master's identity, the
     operator feed, the other books (offers: the allocator; tasks: a removed framework's tasks
-    end; agents: a draining agent may be drained once its tasks ended; maintenance: inverse
+    end; drain: a draining agent may be drained once its tasks ended; maintenance: inverse
     offers follow a framework's stream) and the core's ways to send and to set a deadline."""
 
     master_id: str
@@ -74,7 +74,7 @@ class FrameworkHost(Protocol):
     feed: OperatorFeed
     offer_book: OfferBook
     task_book: TaskBook
-    agent_book: AgentBook
+    drain_book: DrainBook
     maintenance_rules: MaintenanceRules
 
     def _to_agent(self, agent_id: str, body: ac.Body, fx: list[Effect]) -> bool: ...
@@ -393,7 +393,7 @@ class FrameworkBook:
         core.completed_frameworks.append(fw)
         core.counters["frameworks_removed"] += 1
         core.feed.framework_removed(fw, fx)
-        core.agent_book.drain_check_all(now, fx)  # its tasks ended: a draining agent may be drained now
+        core.drain_book.check_all(now, fx)  # its tasks ended: a draining agent may be drained now
 
 
 def _never_ran(fw: FrameworkRec) -> bool:

@@ -28,8 +28,11 @@ book                   module                        subject
                                                      disconnection, removal
 ``task_book``          ``master.task_book``          launch, status updates, KILL, ACKNOWLEDGE,
                                                      RECONCILE, master-generated updates
-``agent_book``         ``master.agents``             registration, agent messages, drain,
-                                                     unreachability, removal, reservations
+``agent_book``         ``master.agents``             registration, agent messages,
+                                                     unreachability, removal, reservations,
+                                                     pings and ping timeouts
+``drain_book``         ``master.drain_book``         DRAIN_AGENT, DEACTIVATE_AGENT,
+                                                     REACTIVATE_AGENT
 ``offer_book``         ``master.offer_book``         the allocator's facts and decisions: OFFERS,
                                                      RESCIND, REVOKE
 ``maintenance_rules``  ``master.maintenance_rules``  schedules, machines DOWN/UP, inverse offers
@@ -57,6 +60,7 @@ from master.agents import PING_BATCH, AgentBook
 from master.alloc_port import AllocatorPort
 from master.allocator import events as ae
 from master.core_base import CT, CoreData, StateConfig
+from master.drain_book import DrainBook
 from master.events import (
     AclsReplaced,
     AgentConnected,
@@ -123,6 +127,7 @@ class MasterState(CoreData):
         self.offer_book = OfferBook(self)
         self.task_book = TaskBook(self)
         self.agent_book = AgentBook(self)
+        self.drain_book = DrainBook(self)
         self.framework_book = FrameworkBook(self)
         self.maintenance_rules = MaintenanceRules(self)
         self.accepts = AcceptBook(self)  # ACCEPT (master/accept.py)
@@ -196,7 +201,7 @@ class MasterState(CoreData):
                 fx.append(Persist((ops.WeightSet(event.role, event.weight),)))
                 self.offer_book.set_weight(event.role, event.weight, now, fx)
             case AgentDrainRequested():
-                self.agent_book.drain(event, now, fx)
+                self.drain_book.request(event, now, fx)
             case ReservationRequested():
                 self.agent_book.operator_reservation(event.agent_id, event.resources, event.reserve, now, fx)
             case TeardownRequested():

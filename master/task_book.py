@@ -29,7 +29,7 @@ from protocol.task_states import TaskState, can_transition, for_framework, is_te
 from protocol.usage import TaskUsage
 
 if TYPE_CHECKING:
-    from master.agents import AgentBook
+    from master.drain_book import DrainBook
     from master.maintenance_rules import MaintenanceRules
     from master.offer_book import OfferBook
 
@@ -38,7 +38,7 @@ __pure__ = True
 
 class TaskHost(Protocol):
     """What the task book needs of the core: the records, the settings and counters, the operator
-    feed, the offer book (resources recovered), the agent book (a draining agent waits for its
+    feed, the offer book (resources recovered), the drain book (a draining agent waits for its
     tasks), the maintenance rules (inverse offers for a new task on a DRAINING machine) and the
     core's two ways to send."""
 
@@ -50,7 +50,7 @@ class TaskHost(Protocol):
     agent_unavailability: dict[str, mesos.Unavailability]
     feed: OperatorFeed
     offer_book: OfferBook
-    agent_book: AgentBook
+    drain_book: DrainBook
     maintenance_rules: MaintenanceRules
 
     def _send(self, fw: FrameworkRec, event: mesos.Event, fx: list[Effect]) -> None: ...
@@ -268,7 +268,7 @@ class TaskBook:
                 task.acked_uuid = status.uuid
                 core._to_agent(ag.agent_id, ac.AcknowledgeMsg(framework_id=upd.framework_id, task_id=status.task_id, uuid=status.uuid), fx)
             if ag.drain is not None:
-                core.agent_book.drain_progress(ag, now, fx)
+                core.drain_book.progress(ag, now, fx)
             return
         shown = for_framework(status.state, fw.partition_aware)
         if shown is TS.TASK_KILLING and "TASK_KILLING_STATE" not in fw.capabilities:
@@ -280,7 +280,7 @@ class TaskBook:
             status = evolve(status, state=shown)
         core._send(fw, mesos.Event.make_update(status), fx)
         if ag.drain is not None:
-            core.agent_book.drain_progress(ag, now, fx)
+            core.drain_book.progress(ag, now, fx)
 
     def usage_report(self, ag: AgentRec, rep: ac.UsageReport) -> None:
         """Live usage of the agent's tasks: kept on each task it runs (shown by ``/state``)."""
@@ -336,7 +336,7 @@ class TaskBook:
             ac.AcknowledgeMsg(framework_id=fw.info.id or mesos.FrameworkID(fw.framework_id), task_id=ack.task_id, uuid=ack.uuid),
             fx,
         )
-        core.agent_book.drain_check(task.agent_id, now, fx)  # a draining agent waits for its acknowledgements
+        core.drain_book.check(task.agent_id, now, fx)  # a draining agent waits for its acknowledgements
 
     def reconcile(self, fw: FrameworkRec, tasks: Iterable[mesos.ReconcileTask], now: float, fx: list[Effect]) -> None:
         wanted = list(tasks)
