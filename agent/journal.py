@@ -87,6 +87,10 @@ class Journal:
             spawned = list(self._spawners.map(self._spawn, specs))
         else:
             spawned = [self._spawn(sp) for sp in specs]
+        if any(r.no_space for r in spawned) and self.reserve.release():
+            # the work dir is full (a recycled checkpoint log takes no new room, so the task's
+            # sandbox or files can be the first to find out): the reserve makes room, once
+            spawned = [self._spawn(r.spec) if r.no_space else r for r in spawned]
         for r in spawned:
             if r.proc is not None:
                 try:
@@ -108,17 +112,22 @@ class Journal:
         if isinstance(eff, tk.CheckpointTask):
             s = eff.spec
             key = (s.framework_id, s.task_id)
-            with self._drops_lock:  # a task id reused before its old files were recycled
+            assert s.info is not None
+            record = TaskRecordFile(s.framework_id, s.info, s.group_executor, s.killing_state, s.gpu_devices,
+                                    s.group if len(s.group) > 1 else ())
+            # Under the lock: a task id reused before its old files were recycled waits for the
+            # sweep, and the sweep's removal of a framework directory it found empty can never
+            # run between this write's framework check and its task log (it would take the new
+            # log with it).
+            with self._drops_lock:
                 while key in self._sweeping:
                     self._drops_lock.wait()
                 if self._drops.pop(key, 0) is None:
                     cp.remove_task(s.framework_id, s.task_id)
-            fi = tracker.frameworks.get(s.framework_id)
-            if fi is not None and not cp.has_framework(s.framework_id):
-                cp.write_framework(s.framework_id, fi)
-            assert s.info is not None
-            cp.write_task(TaskRecordFile(s.framework_id, s.info, s.group_executor, s.killing_state, s.gpu_devices,
-                                         s.group if len(s.group) > 1 else ()))
+                fi = tracker.frameworks.get(s.framework_id)
+                if fi is not None and not cp.has_framework(s.framework_id):
+                    cp.write_framework(s.framework_id, fi)
+                cp.write_task(record)
         elif isinstance(eff, su.CheckpointUpdate):
             u = eff.update
             if (u.framework_id, u.task_id) not in tracker.ephemeral:
@@ -156,6 +165,6 @@ class Journal:
                 self._sweeping.clear()
                 self._drops_lock.notify_all()
         for fid in frameworks:
-            with contextlib.suppress(OSError, CheckpointError):
+            with contextlib.suppress(OSError, CheckpointError), self._drops_lock:  # not while a task log is written
                 if not any(t.spec.framework_id == fid for t in list(self.tracker.tasks.values())):
                     self.checkpoint.remove_framework_if_empty(fid)

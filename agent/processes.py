@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import errno
 import logging
 import os
 from collections.abc import Callable
@@ -38,6 +39,7 @@ class SpawnResult:
     proc: Proc | None
     error: str | None = None
     logs: str | None = None  # the sandbox, when the log writer has the task's stdout/stderr
+    no_space: bool = False  # failed for want of room in the work dir (ENOSPC): worth one retry after the reserve
 
 
 class TaskProcesses:
@@ -107,7 +109,9 @@ class TaskProcesses:
                          stdio=pipes[0] if pipes else None, keep=pipes[1] if pipes else None)
         except (LaunchError, CheckpointError, OSError) as e:
             self.isolator.release(key)
-            return SpawnResult(spec, None, f"Failed to launch: {e}")
+            cause = e if isinstance(e, OSError) else e.__cause__ or e.__context__
+            no_space = isinstance(cause, OSError) and cause.errno == errno.ENOSPC
+            return SpawnResult(spec, None, f"Failed to launch: {e}", no_space=no_space)
         finally:
             for fd in (*pipes[0], *pipes[1]) if pipes else ():
                 os.close(fd)

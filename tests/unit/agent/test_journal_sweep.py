@@ -95,3 +95,28 @@ def test_an_id_reused_during_the_sweep_waits_for_it(journal: Journal, monkeypatc
     rec, log, _, _ = cp.read_task_log(cp.task_log("f1", "a"))  # the new log, whole
     assert rec.task.task_id.value == "a" and log.updates == ()
     assert cp.recycled == 1 and cp.reused == 1  # the old log went to the pool, and came back for the new one
+
+
+def test_a_launch_that_finds_the_work_dir_full_is_given_the_reserve(tmp_path: Path) -> None:
+    """A recycled checkpoint log takes no new room, so on a full work dir the task's own files can
+    be the first to meet ENOSPC: the reserve is released and the spawn tried once more."""
+    cp = Checkpoint(tmp_path, fsync=False)
+    cp.init()
+    tracker = tk.TaskTracker()
+    tracker.frameworks["f1"] = FrameworkInfo(user="u", name="fw", id=FrameworkID("f1"))
+    reserve = Reserve(tmp_path / "reserve", 1 << 20)
+    (tmp_path / "reserve").write_bytes(b"\0" * 1024)  # held
+    tries: list[bool] = []
+
+    def full_until_released(s: TaskSpec) -> SpawnResult:
+        tries.append(reserve.released)
+        if not reserve.released:
+            return SpawnResult(s, None, "Failed to launch: [Errno 28] No space left on device", no_space=True)
+        return SpawnResult(s, None, "Failed to launch: not spawned here")  # any other outcome: not retried
+
+    journal = Journal(cp, tracker, reserve, "boot", full_until_released, concurrent.futures.ThreadPoolExecutor(1))
+    (result,) = journal.run([tk.CheckpointTask(spec("a")), tk.SpawnTask(spec("a"))])
+    assert tries == [False, True] and reserve.released and not (tmp_path / "reserve").exists()
+    assert result.error == "Failed to launch: not spawned here"
+    (again,) = journal.run([tk.CheckpointTask(spec("b")), tk.SpawnTask(spec("b"))])  # released once: no more retries
+    assert tries == [False, True, True] and again.error == "Failed to launch: not spawned here"
