@@ -50,8 +50,7 @@ from frameworks.client.driver import KnownTask, SchedulerDriver
 from frameworks.client.offers import OfferCacheError
 from frameworks.client.placement import attribute_text
 from frameworks.client.transport import HttpTransport
-from frameworks.kit.host import Connection, FrameworkHost, SandboxRead
-from protocol.lifecycle import Service
+from frameworks.kit.host import Connection, FrameworkHost, HostedService, SandboxRead
 from protocol.mesos import (
     Offer,
     TaskInfo,
@@ -62,7 +61,7 @@ from protocol.usage import from_labels
 
 log = logging.getLogger(__name__)
 
-class BatchService(Service):
+class BatchService(HostedService):
     """The batch framework on the framework host (``self.host``), which it gives its logic
     (``FrameworkLogic``: the driver's callbacks, the scheduling round, the store's writes)."""
 
@@ -142,29 +141,6 @@ class BatchService(Service):
             spawn=lambda coro, name: self.spawn(coro, name=name),
         ))
         self.api = BatchApi(self)  # its HTTP API, given this service as its port (ports.BatchPort)
-
-    # --- what the host holds, as the service's own --------------------------------------------
-
-    @property
-    def driver(self) -> SchedulerDriver | None:
-        return self.host.driver
-
-    @property
-    def url(self) -> str:
-        """The API's base URL, once serving."""
-        return self.host.url
-
-    @property
-    def port(self) -> int:
-        return self.host.port
-
-    def reload(self) -> bool:
-        """SIGHUP: read ``--credentials`` and ``--acls`` again (the host's API)."""
-        return self.host.reload()
-
-    @property
-    def auth_failures(self) -> dict[str, int]:
-        return self.host.auth_failures
 
     # --- lifecycle -------------------------------------------------------------------------------
 

@@ -59,8 +59,7 @@ from frameworks.elastic.service_core import (
 )
 from frameworks.elastic.spec import JobSpec
 from frameworks.elastic.store import JobStore
-from frameworks.kit.host import BASE_CAPABILITIES, Connection, FrameworkHost, SandboxRead
-from protocol.lifecycle import Service
+from frameworks.kit.host import BASE_CAPABILITIES, Connection, FrameworkHost, HostedService, SandboxRead
 from protocol.mesos import (
     CapabilityType,
     CommandInfo,
@@ -80,7 +79,7 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 CAPABILITIES = (*BASE_CAPABILITIES, CapabilityType.PARTITION_AWARE)
 
 
-class ElasticService(Service):
+class ElasticService(HostedService):
     """The elastic framework on the framework host (``self.host``), which it gives its logic
     (``FrameworkLogic``: the driver's callbacks, the round, the store's writes); its HTTP API
     is given it as a narrow port (``ports.ElasticPort``)."""
@@ -424,29 +423,6 @@ class ElasticService(Service):
 
     def jobs_written(self, job_ids: list[int]) -> None:
         """(Nothing waits on a write: ``submit_durably`` flushes itself.)"""
-
-    # --- what the host holds, as the service's own ----------------------------------------------------
-
-    @property
-    def driver(self) -> SchedulerDriver | None:
-        return self.host.driver
-
-    @property
-    def url(self) -> str:
-        """The API's base URL, once serving."""
-        return self.host.url
-
-    @property
-    def port(self) -> int:
-        return self.host.port
-
-    def reload(self) -> bool:
-        """SIGHUP: read ``--credentials`` and ``--acls`` again (the host's API)."""
-        return self.host.reload()
-
-    @property
-    def auth_failures(self) -> dict[str, int]:
-        return self.host.auth_failures
 
     # --- the API's port (``ports.ElasticPort``) ------------------------------------------------------
 

@@ -370,3 +370,31 @@ class FrameworkHost(Scheduler):
                 log.warning("%s: master call failed: %s", label, exc)
             except Exception:
                 log.exception("%s: scheduling round failed", label)
+
+
+class HostedService(Service):
+    """A framework service that runs on a ``FrameworkHost`` it holds (``self.host``): what the
+    host holds, read as the service's own by tests, ``run_service`` and signal handlers."""
+
+    host: FrameworkHost
+
+    @property
+    def driver(self) -> SchedulerDriver | None:
+        return self.host.driver
+
+    @property
+    def url(self) -> str:
+        """The API's base URL, once serving."""
+        return self.host.url
+
+    @property
+    def port(self) -> int:
+        return self.host.port
+
+    def reload(self) -> bool:
+        """SIGHUP: read ``--credentials`` and ``--acls`` again (the host's API)."""
+        return self.host.reload()
+
+    @property
+    def auth_failures(self) -> dict[str, int]:
+        return self.host.auth_failures
