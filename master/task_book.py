@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from master.allocator import events as ae
 from master.core_base import EMPTY, TS, R, S, StateConfig
-from master.events import Effect, SendToAgent
+from master.events import Effect
 from master.lifecycles import AgentPhase
 from master.operator_events import OperatorFeed
 from master.records import AgentRec, FrameworkRec, TaskRec
@@ -223,7 +223,7 @@ class TaskBook:
         if fw is None:
             # the framework is gone: acknowledge on its behalf so the agent stops resending
             if status.uuid is not None:
-                fx.append(SendToAgent(ag.conn_id, ac.AcknowledgeMsg(framework_id=upd.framework_id, task_id=status.task_id, uuid=status.uuid)))  # type: ignore[arg-type]
+                core._to_agent(ag.agent_id, ac.AcknowledgeMsg(framework_id=upd.framework_id, task_id=status.task_id, uuid=status.uuid), fx)
             return
         new_state = upd.latest_state or status.state
         task = fw.tasks.get(tid)
