@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import concurrent.futures
 import threading
-import time
 from pathlib import Path
 
 import pytest
@@ -64,8 +63,22 @@ def test_an_id_reused_before_the_sweep_takes_its_drop_back(journal: Journal) -> 
     assert cp.recycled == 0 and cp.task_log("f1", "a").stat().st_size > 0
 
 
+class _Watched(threading.Condition):
+    """The journal's lock, telling when someone starts waiting on it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.waiting = threading.Event()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        self.waiting.set()
+        return super().wait(timeout)
+
+
 def test_an_id_reused_during_the_sweep_waits_for_it(journal: Journal, monkeypatch: pytest.MonkeyPatch) -> None:
     cp = journal.checkpoint
+    lock = _Watched()
+    monkeypatch.setattr(journal, "_drops_lock", lock)
     journal.run([tk.CheckpointTask(spec("a"))])
     journal.run([tk.DropTask("f1", "a")])
     order: list[str] = []
@@ -84,10 +97,7 @@ def test_an_id_reused_during_the_sweep_waits_for_it(journal: Journal, monkeypatc
     assert sweeping.wait(10)
     launch = threading.Thread(target=lambda: (journal.run([tk.CheckpointTask(spec("a"))]), order.append("written")))
     launch.start()
-    deadline = time.monotonic() + 10
-    while not journal._drops_lock._waiters:  # type: ignore[attr-defined]  # the launch waits on the sweep
-        assert time.monotonic() < deadline, "the launch did not wait for the sweep"
-        time.sleep(0.001)  # polling a condition with a deadline
+    assert lock.waiting.wait(10), "the launch did not wait for the sweep"
     go_on.set()
     sweep.join(10)
     launch.join(10)
